@@ -1,0 +1,22 @@
+// Package courier is the domain of a durable delivery gateway: messages, their
+// states and error classes, endpoints, routes and policies, the pure decisions
+// made about them, and the small interfaces that the stores, transports and
+// servers in the sub-packages implement.
+//
+// The package does no I/O. Everything here is a function of its inputs
+// (state, outcome, clock), so it is tested with tables and a fake clock.
+package courier
+
+import "time"
+
+// Clock tells the time. Services take one from their constructor so that
+// tests can drive time by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,3 @@
+module github.com/courier-gw/courier
+
+go 1.26

@@ -1,0 +1,142 @@
+package courier
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps messages, their attempts and operator actions on stable
+// storage. It persists and queries; the decisions are the root package's.
+// Every implementation passes storetest.Run.
+type Store interface {
+	// Ingest stores new messages, each prepared by Accept. When Ingest returns
+	// without error, every message reported IngestCreated is on stable
+	// storage. Results are in input order. A message whose id exists already
+	// is reported IngestExists (same Hash) or IngestConflict (other content),
+	// with the stored message, and changes nothing.
+	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
+
+	// Message returns one message, or an error with CodeNotFound.
+	Message(ctx context.Context, id string) (*Message, error)
+
+	// Messages lists messages matching the filter, newest first.
+	Messages(ctx context.Context, f MessageFilter) (MessagePage, error)
+
+	// Attempts returns every attempt of a message, oldest first, or an
+	// error with CodeNotFound when the message does not exist.
+	Attempts(ctx context.Context, id string) ([]Attempt, error)
+
+	// Discard moves a queued or suspended message to discarded and records
+	// the action. Other states answer CodeConflict.
+	Discard(ctx context.Context, id string, a Action) (*Message, error)
+
+	// Resubmit moves a suspended message back to queued, due at a.At, with a
+	// new round of attempts, optionally on another route (route != ""), and
+	// records the action. Other states answer CodeConflict.
+	Resubmit(ctx context.Context, id, route string, a Action) (*Message, error)
+
+	// Actions returns the operator actions on one subject, oldest first.
+	Actions(ctx context.Context, subject string) ([]Action, error)
+
+	// Purge deletes up to limit terminal messages (with their attempts) that
+	// finished before the cutoff, and reports how many it deleted.
+	Purge(ctx context.Context, before time.Time, limit int) (int, error)
+
+	// Ping reports whether the store can be read and written.
+	Ping(ctx context.Context) error
+
+	// Close releases the store; pending writes finish first.
+	Close() error
+}
+
+// IngestStatus is the outcome of ingesting one message.
+type IngestStatus int
+
+// The ingest outcomes.
+const (
+	IngestCreated  IngestStatus = iota + 1 // stored now
+	IngestExists                           // the same id with the same content was stored before
+	IngestConflict                         // the id is taken by other content
+)
+
+// IngestResult is the outcome of ingesting one message. Message is the
+// stored message for IngestExists and IngestConflict.
+type IngestResult struct {
+	Status  IngestStatus
+	Message *Message
+}
+
+// MessageFilter selects messages for a listing. Empty fields match all.
+type MessageFilter struct {
+	State         State
+	Type          string
+	Route         string
+	Endpoint      string
+	Reason        Reason
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	Limit         int    // at most MaxListLimit; 0 means DefaultListLimit
+	Cursor        string // from the previous page's Next
+}
+
+// Listing limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// MessagePage is one page of a listing. Next is the cursor of the following
+// page, empty on the last.
+type MessagePage struct {
+	Messages []*Message
+	Next     string
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// The attempt outcomes.
+const (
+	OutcomeDelivered Outcome = "delivered" // the receiver took it
+	OutcomeFailed    Outcome = "failed"    // an error of some class
+	OutcomeAbandoned Outcome = "abandoned" // the worker's lease lapsed before it reported
+)
+
+// Attempt is one try to deliver one message to one endpoint.
+type Attempt struct {
+	MessageID string
+	N         int // 1 for the first attempt of the message, counting across resubmits
+	Endpoint  string
+	Route     string
+	StartedAt time.Time
+	Duration  time.Duration
+	Outcome   Outcome
+	Class     ErrorClass
+	Status    int    // transport status (HTTP status, SMTP reply code), 0 if none
+	Error     string // what went wrong, for people
+	Response  string // the start of the receiver's answer, at most MaxResponseExcerpt bytes
+}
+
+// MaxResponseExcerpt bounds the response kept with an attempt.
+const MaxResponseExcerpt = 1024
+
+// Action is an operator action: who did what to which message or endpoint,
+// and when.
+type Action struct {
+	At      time.Time
+	Who     string // the API key's name
+	Kind    ActionKind
+	Subject string // a message id or an endpoint name
+	Detail  string // e.g. the new route of a resubmit
+}
+
+// ActionKind names an operator action.
+type ActionKind string
+
+// The operator actions.
+const (
+	ActionResubmit    ActionKind = "resubmit"
+	ActionDiscard     ActionKind = "discard"
+	ActionEndpointOff ActionKind = "endpoint_off"
+	ActionEndpointOn  ActionKind = "endpoint_on"
+)

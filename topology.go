@@ -1,0 +1,240 @@
+package courier
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Transport names how an endpoint delivers.
+type Transport string
+
+// The transports.
+const (
+	TransportHTTP Transport = "http"
+	TransportSMTP Transport = "smtp"
+	TransportFile Transport = "file"
+	TransportAMQP Transport = "amqp"
+	TransportNATS Transport = "nats"
+)
+
+// Transports lists every transport.
+var Transports = []Transport{TransportHTTP, TransportSMTP, TransportFile, TransportAMQP, TransportNATS}
+
+// Backoff is a growing delay: initial × factor^n, capped at max, with an
+// optional jitter fraction applied to each value (never compounded).
+type Backoff struct {
+	Initial time.Duration
+	Factor  float64
+	Max     time.Duration
+	Jitter  float64
+}
+
+// Rate is a token-bucket rate: N tokens per Per. The zero Rate is unlimited.
+type Rate struct {
+	N   int
+	Per time.Duration
+}
+
+// Unlimited reports whether r sets no limit.
+func (r Rate) Unlimited() bool { return r.N <= 0 || r.Per <= 0 }
+
+// String formats r as it is written in configuration ("100/s").
+func (r Rate) String() string {
+	if r.Unlimited() {
+		return "unlimited"
+	}
+	for unit, d := range rateUnits {
+		if d == r.Per {
+			return fmt.Sprintf("%d/%s", r.N, unit)
+		}
+	}
+	return fmt.Sprintf("%d/%s", r.N, r.Per)
+}
+
+var rateUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}
+
+// ParseRate parses "N/s", "N/m", "N/h" or "N/<Go duration>" ("10/500ms").
+func ParseRate(s string) (Rate, error) {
+	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("rate %q: want N/s, N/m, N/h or N/<duration>", s)
+	}
+	count, err := strconv.Atoi(strings.TrimSpace(n))
+	if err != nil || count <= 0 {
+		return Rate{}, fmt.Errorf("rate %q: the count must be a positive whole number", s)
+	}
+	per = strings.TrimSpace(per)
+	d, ok := rateUnits[per]
+	if !ok {
+		d, err = time.ParseDuration(per)
+		if err != nil || d <= 0 {
+			return Rate{}, fmt.Errorf("rate %q: the period must be s, m, h or a positive duration", s)
+		}
+	}
+	return Rate{N: count, Per: d}, nil
+}
+
+// Endpoint is one concrete target on one transport, with its own health
+// rules and politeness limits.
+type Endpoint struct {
+	Name                    string
+	Transport               Transport
+	Timeout                 time.Duration
+	MaxConcurrency          int
+	MinInterval             time.Duration
+	Rate                    Rate
+	TimeoutOn               []ErrorClass
+	SuspendOn               []ErrorClass
+	Permanent               []ErrorClass // nil: the default permanent classes
+	RetriesBeforeSuspension int
+	Suspension              Backoff
+
+	HTTP HTTPTarget
+	SMTP SMTPTarget
+	File FileTarget
+	AMQP AMQPTarget
+	NATS NATSTarget
+}
+
+// HTTPTarget holds the settings of an http endpoint.
+type HTTPTarget struct {
+	URL             string
+	Method          string
+	Secrets         []string // Standard Webhooks secrets; several during rotation
+	FollowRedirects bool
+	AllowNetworks   []string // CIDRs this endpoint may reach despite the SSRF guard
+}
+
+// SMTPTarget holds the settings of an smtp endpoint.
+type SMTPTarget struct {
+	Addr     string
+	From     string
+	To       []string
+	Username string
+	Password string
+	StartTLS string // "auto" (when offered), "always" or "never"
+}
+
+// FileTarget holds the settings of a file endpoint.
+type FileTarget struct {
+	Dir  string
+	Name string // name template: {id}, {type}, {time}
+}
+
+// AMQPTarget holds the settings of an amqp endpoint.
+type AMQPTarget struct {
+	URL        string
+	Exchange   string
+	RoutingKey string
+}
+
+// NATSTarget holds the settings of a nats endpoint.
+type NATSTarget struct {
+	URL     string
+	Subject string
+}
+
+// Strategy says how a route spreads messages over its endpoints.
+type Strategy string
+
+// The route strategies.
+const (
+	StrategySingle     Strategy = "single"
+	StrategyFailover   Strategy = "failover"
+	StrategyRoundRobin Strategy = "round_robin"
+	StrategyWeighted   Strategy = "weighted"
+)
+
+// Strategies lists every strategy.
+var Strategies = []Strategy{StrategySingle, StrategyFailover, StrategyRoundRobin, StrategyWeighted}
+
+// OrderedOnFailure says what a suspended head of an ordering key does to the
+// messages behind it.
+type OrderedOnFailure string
+
+// The ordered_on_failure choices.
+const (
+	OrderedBlock OrderedOnFailure = "block"
+	OrderedSkip  OrderedOnFailure = "skip"
+)
+
+// Route is a named destination: endpoints and a strategy.
+type Route struct {
+	Name             string
+	Endpoints        []string
+	Strategy         Strategy
+	Weights          map[string]int // for StrategyWeighted; missing endpoints weigh 1
+	OrderedOnFailure OrderedOnFailure
+}
+
+// Policy says how often and how long messages of a type are retried, and what
+// happens when that runs out.
+type Policy struct {
+	Name        string
+	Backoff     Backoff
+	Schedule    []time.Duration // when set, replaces Backoff: one delay per retry
+	MaxAttempts int
+	MaxAge      time.Duration
+	Priority    int
+	Escalate    []Escalation
+	Fallback    *Fallback
+	OnExhausted OnExhausted
+}
+
+// Escalation sends a notice to an endpoint once a message is After old.
+type Escalation struct {
+	After  time.Duration
+	Notify string
+}
+
+// Fallback hands a message to another route after a time, or when the policy
+// is exhausted (After == 0).
+type Fallback struct {
+	After time.Duration
+	Route string
+}
+
+// OnExhausted is what happens to a message whose policy ran out and that has
+// no fallback left.
+type OnExhausted string
+
+// The on_exhausted choices.
+const (
+	ExhaustedSuspend OnExhausted = "suspend"
+	ExhaustedDiscard OnExhausted = "discard"
+)
+
+// DefaultPolicyName names the policy of types that have none of their own.
+const DefaultPolicyName = "default"
+
+// Topology is the loaded configuration of delivery: endpoints, routes and
+// policies by name. It is replaced whole on reload, never changed in place.
+type Topology struct {
+	Endpoints map[string]*Endpoint
+	Routes    map[string]*Route
+	Policies  map[string]*Policy
+}
+
+// Policy returns the policy of a message type: its own, else the default.
+func (t *Topology) Policy(msgType string) *Policy {
+	if p, ok := t.Policies[msgType]; ok {
+		return p
+	}
+	if p, ok := t.Policies[DefaultPolicyName]; ok {
+		return p
+	}
+	return DefaultPolicy()
+}
+
+// DefaultPolicy returns the built-in default policy (DESIGN §5).
+func DefaultPolicy() *Policy {
+	return &Policy{
+		Name:        DefaultPolicyName,
+		Backoff:     Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour, Jitter: 0.2},
+		MaxAttempts: 12,
+		MaxAge:      48 * time.Hour,
+		OnExhausted: ExhaustedSuspend,
+	}
+}
