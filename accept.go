@@ -1,6 +1,9 @@
 package courier
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Validate checks what a sender gave against the contract and the topology:
 // names, an existing route, a priority of 0 to 9, header names. It returns an
@@ -70,21 +73,12 @@ func validHeaderName(s string) bool {
 		c := s[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c < 0x80 && isTokenPunct(c):
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
 		default:
 			return false
 		}
 	}
 	return true
-}
-
-func isTokenPunct(c byte) bool {
-	for i := 0; i < len("!#$%&'*+-.^_`|~"); i++ {
-		if "!#$%&'*+-.^_`|~"[i] == c {
-			return true
-		}
-	}
-	return false
 }
 
 func validHeaderValue(s string) bool {

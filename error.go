@@ -28,10 +28,25 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	Err     error // the cause, for the log; never shown to the caller
 }
 
 // Error implements the error interface.
-func (e *Error) Error() string { return fmt.Sprintf("courier: %s: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unavailable wraps a failure of a dependency (the store, the disk) that
+// the caller may retry later.
+func Unavailable(what string, err error) *Error {
+	return &Error{Code: CodeUnavailable, Message: what + " is unavailable", Err: err}
+}
 
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {

@@ -9,7 +9,9 @@ import (
 // storage. It persists and queries; the decisions are the root package's.
 // Every implementation passes storetest.Run.
 type Store interface {
-	// Ingest stores new messages, each prepared by Accept. When Ingest returns
+	// Ingest stores new messages, each prepared by Accept (or, for an item a
+	// receive location cannot use, already suspended with its reason and
+	// error). When Ingest returns
 	// without error, every message reported IngestCreated is on stable
 	// storage. Results are in input order. A message whose id exists already
 	// is reported IngestExists (same Hash) or IngestConflict (other content),

@@ -1,0 +1,427 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// messageColumns are read by scanMessage, in this order.
+const messageColumns = `seq, id, type, route, payload, content_type, headers, ordering_key, priority,
+	deliver_after, expires_at, hash, state, reason, attempts, resubmit_count, next_attempt_at,
+	lease_until, endpoint, last_error, last_class, created_at, updated_at, finished_at`
+
+const insertMessage = `INSERT INTO messages (id, type, route, payload, content_type, headers,
+	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
+	created_at, updated_at, finished_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (id) DO NOTHING`
+
+// Ingest stores the messages in one transaction shared with every other
+// write waiting at the same time.
+func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	results := make([]courier.IngestResult, len(msgs))
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.Prepare(insertMessage)
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("prepare insert: %w", err))
+		}
+		defer stmt.Close()
+		for i, m := range msgs {
+			headers, err := encodeHeaders(m.Headers)
+			if err != nil {
+				return err
+			}
+			res, err := stmt.Exec(m.ID, m.Type, m.Route, nonNil(m.Payload), m.ContentType, headers,
+				nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
+				m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
+				micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt))
+			if err != nil {
+				return courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				results[i] = courier.IngestResult{Status: courier.IngestCreated}
+				continue
+			}
+			stored, err := scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, m.ID))
+			if err != nil {
+				return courier.Unavailable("the store", fmt.Errorf("read existing message %s: %w", m.ID, err))
+			}
+			status := courier.IngestExists
+			if stored.Hash != m.Hash {
+				status = courier.IngestConflict
+			}
+			results[i] = courier.IngestResult{Status: status, Message: stored}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// Message returns one message.
+func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
+	m, err := scanMessage(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("read message %s: %w", id, err))
+	}
+	return m, nil
+}
+
+// Messages lists messages newest first; the cursor is the ingest sequence
+// number of the last message of the previous page.
+func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = courier.DefaultListLimit
+	}
+	if limit > courier.MaxListLimit {
+		limit = courier.MaxListLimit
+	}
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		where = append(where, cond)
+		args = append(args, arg)
+	}
+	if f.State != "" {
+		add("state = ?", string(f.State))
+	}
+	if f.Type != "" {
+		add("type = ?", f.Type)
+	}
+	if f.Route != "" {
+		add("route = ?", f.Route)
+	}
+	if f.Endpoint != "" {
+		add("endpoint = ?", f.Endpoint)
+	}
+	if f.Reason != "" {
+		add("reason = ?", string(f.Reason))
+	}
+	if !f.CreatedAfter.IsZero() {
+		add("created_at >= ?", micros(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		add("created_at < ?", micros(f.CreatedBefore))
+	}
+	if f.Cursor != "" {
+		seq, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return courier.MessagePage{}, err
+		}
+		add("seq < ?", seq)
+	}
+	q := `SELECT ` + messageColumns + ` FROM messages`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY seq DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
+	}
+	defer rows.Close()
+	var page courier.MessagePage
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Messages) == limit {
+			page.Next = encodeCursor(lastSeq)
+			break
+		}
+		m, seq, err := scanMessageSeq(rows)
+		if err != nil {
+			return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
+		}
+		page.Messages = append(page.Messages, m)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
+	}
+	return page, nil
+}
+
+// Attempts returns the attempts of a message, oldest first.
+func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, error) {
+	if _, err := s.Message(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
+		class, status, error, response FROM attempts WHERE message_id = ? ORDER BY n`, id)
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
+	}
+	defer rows.Close()
+	attempts := []courier.Attempt{}
+	for rows.Next() {
+		a := courier.Attempt{MessageID: id}
+		var started, durationUS int64
+		var class, errText, response sql.NullString
+		if err := rows.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome,
+			&class, &a.Status, &errText, &response); err != nil {
+			return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
+		}
+		a.StartedAt = fromMicros(started)
+		a.Duration = time.Duration(durationUS) * time.Microsecond
+		a.Class = courier.ErrorClass(class.String)
+		a.Error = errText.String
+		a.Response = response.String
+		attempts = append(attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
+	}
+	return attempts, nil
+}
+
+// Discard moves a queued or suspended message to discarded.
+func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
+	a.Kind, a.Subject = courier.ActionDiscard, id
+	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
+		`UPDATE messages SET state = 'discarded', next_attempt_at = NULL, updated_at = ?, finished_at = ?
+		 WHERE id = ? AND state IN ('queued', 'suspended')`,
+		micros(a.At), micros(a.At), id)
+}
+
+// Resubmit moves a suspended message back to queued, due now.
+func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
+	a.Kind, a.Subject, a.Detail = courier.ActionResubmit, id, ""
+	if route != "" {
+		a.Detail = "route=" + route
+	}
+	return s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
+		`UPDATE messages SET state = 'queued', reason = NULL, attempts = 0,
+		 resubmit_count = resubmit_count + 1, route = COALESCE(?, route),
+		 next_attempt_at = ?, updated_at = ?, finished_at = NULL
+		 WHERE id = ? AND state = 'suspended'`,
+		nullString(route), micros(a.At), micros(a.At), id)
+}
+
+// transition applies a guarded state change and records the operator
+// action in the same transaction. When the guard does not match, it tells
+// a missing message (not_found) from one in the wrong state (conflict).
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, from []courier.State, update string, args ...any) (*courier.Message, error) {
+	var m *courier.Message
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(update, args...)
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("%s %s: %w", a.Kind, id, err))
+		}
+		n, _ := res.RowsAffected()
+		m, err = scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+		}
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("%s %s: %w", a.Kind, id, err))
+		}
+		if n == 0 {
+			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
+				id, m.State, a.Kind, joinStates(from))
+		}
+		return insertAction(tx, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func insertAction(tx *sql.Tx, a courier.Action) error {
+	_, err := tx.Exec(`INSERT INTO actions (at, who, kind, subject, detail) VALUES (?, ?, ?, ?, ?)`,
+		micros(a.At), a.Who, string(a.Kind), a.Subject, nullString(a.Detail))
+	if err != nil {
+		return courier.Unavailable("the store", fmt.Errorf("record action: %w", err))
+	}
+	return nil
+}
+
+// Actions returns the operator actions on a subject, oldest first.
+func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = ? ORDER BY seq`, subject)
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
+	}
+	defer rows.Close()
+	actions := []courier.Action{}
+	for rows.Next() {
+		a := courier.Action{Subject: subject}
+		var at int64
+		var detail sql.NullString
+		if err := rows.Scan(&at, &a.Who, &a.Kind, &detail); err != nil {
+			return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
+		}
+		a.At, a.Detail = fromMicros(at), detail.String
+		actions = append(actions, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
+	}
+	return actions, nil
+}
+
+// Purge deletes up to limit terminal messages that finished before the
+// cutoff, with their attempts and actions.
+func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.Query(`SELECT seq, id FROM messages
+			WHERE state IN ('delivered', 'discarded') AND finished_at < ? LIMIT ?`, micros(before), limit)
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
+		}
+		var seqs []int64
+		var ids []string
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
+			}
+			seqs, ids = append(seqs, seq), append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
+		}
+		for i := range seqs {
+			for _, q := range []struct {
+				sql string
+				arg any
+			}{
+				{`DELETE FROM attempts WHERE message_id = ?`, ids[i]},
+				{`DELETE FROM actions WHERE subject = ?`, ids[i]},
+				{`DELETE FROM messages WHERE seq = ?`, seqs[i]},
+			} {
+				if _, err := tx.Exec(q.sql, q.arg); err != nil {
+					return courier.Unavailable("the store", fmt.Errorf("purge %s: %w", ids[i], err))
+				}
+			}
+		}
+		n = len(seqs)
+		return nil
+	})
+	return n, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMessage(row scanner) (*courier.Message, error) {
+	m, _, err := scanMessageSeq(row)
+	return m, err
+}
+
+func scanMessageSeq(row scanner) (*courier.Message, int64, error) {
+	var m courier.Message
+	var seq int64
+	var headers, orderingKey, reason, endpoint, lastError, lastClass sql.NullString
+	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished sql.NullInt64
+	var created, updated int64
+	var state string
+	err := row.Scan(&seq, &m.ID, &m.Type, &m.Route, &m.Payload, &m.ContentType, &headers, &orderingKey,
+		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.ResubmitCount,
+		&nextAttempt, &leaseUntil, &endpoint, &lastError, &lastClass, &created, &updated, &finished)
+	if err != nil {
+		return nil, 0, err
+	}
+	if headers.Valid {
+		if err := json.Unmarshal([]byte(headers.String), &m.Headers); err != nil {
+			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
+		}
+	}
+	m.OrderingKey = orderingKey.String
+	m.State = courier.State(state)
+	m.Reason = courier.Reason(reason.String)
+	m.Endpoint = endpoint.String
+	m.LastError = lastError.String
+	m.LastClass = courier.ErrorClass(lastClass.String)
+	m.DeliverAfter = fromNullMicros(deliverAfter)
+	m.ExpiresAt = fromNullMicros(expiresAt)
+	m.NextAttemptAt = fromNullMicros(nextAttempt)
+	m.LeaseUntil = fromNullMicros(leaseUntil)
+	m.FinishedAt = fromNullMicros(finished)
+	m.CreatedAt = fromMicros(created)
+	m.UpdatedAt = fromMicros(updated)
+	return &m, seq, nil
+}
+
+func encodeHeaders(h map[string]string) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return string(b), nil
+}
+
+func encodeCursor(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		var seq int64
+		if seq, err = strconv.ParseInt(string(b), 10, 64); err == nil && seq > 0 {
+			return seq, nil
+		}
+	}
+	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
+}
+
+func joinStates(states []courier.State) string {
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, " or ")
+}
+
+// micros stores a time as unix microseconds; the zero time as NULL.
+func micros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,71 @@
+-- Times are unix microseconds (UTC); NULL is "not set".
+
+CREATE TABLE messages (
+    seq             INTEGER PRIMARY KEY,          -- ingest order: cursors and ordering keys
+    id              TEXT    NOT NULL UNIQUE,
+    type            TEXT    NOT NULL,
+    route           TEXT    NOT NULL,
+    payload         BLOB    NOT NULL,
+    content_type    TEXT    NOT NULL,
+    headers         TEXT,                         -- JSON object
+    ordering_key    TEXT,
+    priority        INTEGER NOT NULL DEFAULT 0,
+    deliver_after   INTEGER,
+    expires_at      INTEGER,
+    hash            TEXT    NOT NULL,             -- the sender's content, for idempotent ingest
+    state           TEXT    NOT NULL,
+    reason          TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,   -- in the current round
+    attempts_total  INTEGER NOT NULL DEFAULT 0,   -- across resubmits: numbers the attempt rows
+    resubmit_count  INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    lease_until     INTEGER,
+    lease_owner     TEXT,
+    endpoint        TEXT,
+    last_error      TEXT,
+    last_class      TEXT,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    finished_at     INTEGER
+);
+
+-- Claiming due work and rescuing lapsed leases: state first, then due time.
+CREATE INDEX messages_due ON messages (state, next_attempt_at);
+-- Listings by state, newest first (the suspended queue).
+CREATE INDEX messages_state_seq ON messages (state, seq);
+-- Retention: only terminal messages are in it.
+CREATE INDEX messages_finished ON messages (finished_at) WHERE state IN ('delivered', 'discarded');
+
+CREATE TABLE attempts (
+    message_id  TEXT    NOT NULL,
+    n           INTEGER NOT NULL,
+    endpoint    TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    started_at  INTEGER NOT NULL,
+    duration_us INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    class       TEXT,
+    status      INTEGER NOT NULL DEFAULT 0,
+    error       TEXT,
+    response    TEXT,
+    PRIMARY KEY (message_id, n)
+) WITHOUT ROWID;
+
+CREATE TABLE endpoint_health (
+    endpoint        TEXT PRIMARY KEY,
+    state           TEXT    NOT NULL,
+    failures        INTEGER NOT NULL DEFAULT 0,
+    suspensions     INTEGER NOT NULL DEFAULT 0,
+    suspended_until INTEGER,
+    updated_at      INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE actions (
+    seq     INTEGER PRIMARY KEY,
+    at      INTEGER NOT NULL,
+    who     TEXT    NOT NULL,
+    kind    TEXT    NOT NULL,
+    subject TEXT    NOT NULL,
+    detail  TEXT
+);
+CREATE INDEX actions_subject ON actions (subject, seq);

@@ -1,0 +1,324 @@
+// Package sqlite is courier's embedded store: one SQLite file in WAL mode,
+// written by a single committer that gathers every write that arrives while
+// the previous transaction commits into one transaction and one fsync.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	courier "github.com/courier-gw/courier"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ courier.Store = (*Store)(nil)
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	Logger *slog.Logger
+	// MaxGroup bounds how many writes share one transaction (default 512).
+	MaxGroup int
+	// Readers is the size of the read connection pool (default 4).
+	Readers int
+}
+
+// Store is the SQLite implementation of courier.Store.
+type Store struct {
+	path   string
+	logger *slog.Logger
+	wdb    *sql.DB // exactly one connection, used only by the committer
+	rdb    *sql.DB // readers; WAL lets them run beside the writer
+
+	ops      chan *op
+	maxGroup int
+	quit     chan struct{} // closed by Close: no new writes
+	stopped  chan struct{} // closed when the committer has exited
+	closeMu  sync.Once
+	closeErr error
+}
+
+// op is one write: fn runs inside the shared transaction, in a savepoint of
+// its own, so that its failure undoes only its own changes.
+type op struct {
+	fn   func(tx *sql.Tx) error
+	done chan error
+}
+
+// errClosed answers writes that arrive after Close.
+var errClosed = errors.New("sqlite store is closed")
+
+// Open opens (creating if needed) the database at path, applies the
+// migrations it lacks and starts the committer.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxGroup <= 0 {
+		opts.MaxGroup = 512
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	wdb, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	if err := migrate(wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(opts.Readers)
+	rdb.SetMaxIdleConns(opts.Readers)
+	s := &Store{
+		path:     path,
+		logger:   opts.Logger,
+		wdb:      wdb,
+		rdb:      rdb,
+		ops:      make(chan *op, 4*opts.MaxGroup),
+		maxGroup: opts.MaxGroup,
+		quit:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// dsn builds the connection string. synchronous=FULL makes every commit
+// durable before it returns: an acknowledged message survives a power cut.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	if readOnly {
+		q.Add("_pragma", "query_only(ON)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// migrate applies, in order and each in its own transaction, the embedded
+// migrations newer than the recorded schema version.
+func migrate(db *sql.DB) error {
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))`); err != nil {
+		return err
+	}
+	var current int
+	if err := db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := filepath.Base(name)
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with its version number", base)
+		}
+		if version <= current {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if _, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, version); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// write runs fn in the next group transaction and returns once that
+// transaction has committed (fn's changes are durable) or failed. If ctx ends
+// first, write returns ctx.Err() while the write may still commit.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	select {
+	case <-s.quit:
+		return courier.Unavailable("the store", errClosed)
+	default:
+	}
+	select {
+	case s.ops <- o:
+	case <-s.quit:
+		return courier.Unavailable("the store", errClosed)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		// The committer has exited: the op either committed before that
+		// (its answer is waiting) or was never taken.
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return courier.Unavailable("the store", errClosed)
+		}
+	}
+}
+
+// commitLoop is the only user of the write connection. It takes the first
+// waiting write, then every other write already waiting (up to maxGroup), and
+// commits them together. While one group commits, the next one gathers.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	group := make([]*op, 0, s.maxGroup)
+	for {
+		var first *op
+		select {
+		case first = <-s.ops:
+		case <-s.quit:
+			// Finish what was handed in before Close, then stop.
+			for {
+				select {
+				case o := <-s.ops:
+					s.commit(append(group[:0], o))
+				default:
+					return
+				}
+			}
+		}
+		group = append(group[:0], first)
+	gather:
+		for len(group) < s.maxGroup {
+			select {
+			case o := <-s.ops:
+				group = append(group, o)
+			default:
+				break gather
+			}
+		}
+		s.commit(group)
+	}
+}
+
+// commit runs one group in one transaction and reports to each op.
+func (s *Store) commit(group []*op) {
+	ctx := context.Background()
+	errs := make([]error, len(group))
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		s.fail(group, courier.Unavailable("the store", fmt.Errorf("begin: %w", err)))
+		return
+	}
+	for i, o := range group {
+		if len(group) == 1 {
+			errs[i] = o.fn(tx)
+			continue
+		}
+		if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
+			tx.Rollback()
+			s.fail(group, courier.Unavailable("the store", fmt.Errorf("savepoint: %w", err)))
+			return
+		}
+		if errs[i] = o.fn(tx); errs[i] != nil {
+			if _, err := tx.Exec(`ROLLBACK TO op`); err != nil {
+				tx.Rollback()
+				s.fail(group, courier.Unavailable("the store", fmt.Errorf("rollback to savepoint: %w", err)))
+				return
+			}
+		}
+		if _, err := tx.Exec(`RELEASE op`); err != nil {
+			tx.Rollback()
+			s.fail(group, courier.Unavailable("the store", fmt.Errorf("release savepoint: %w", err)))
+			return
+		}
+	}
+	if len(group) == 1 && errs[0] != nil {
+		tx.Rollback()
+		group[0].done <- errs[0]
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		s.fail(group, courier.Unavailable("the store", fmt.Errorf("commit: %w", err)))
+		return
+	}
+	for i, o := range group {
+		o.done <- errs[i]
+	}
+}
+
+func (s *Store) fail(group []*op, err error) {
+	s.logger.Error("store write failed", "ops", len(group), "err", err)
+	for _, o := range group {
+		o.done <- err
+	}
+}
+
+// Ping checks that the database answers a read and that a write transaction
+// can be begun and committed.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.write(ctx, func(tx *sql.Tx) error { return nil }); err != nil {
+		return err
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return courier.Unavailable("the store", err)
+	}
+	return nil
+}
+
+// Close stops taking writes, commits those already handed in, and closes
+// the database.
+func (s *Store) Close() error {
+	s.closeMu.Do(func() {
+		close(s.quit)
+		<-s.stopped
+		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+	})
+	return s.closeErr
+}
