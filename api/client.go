@@ -1,0 +1,190 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Client calls a courier server's API. Errors the server answers are
+// *courier.Error values with the server's code and message.
+type Client struct {
+	base  string
+	http  *http.Client
+	token string
+}
+
+// NewClient returns a client for the server at base ("http://127.0.0.1:8425"
+// or just "127.0.0.1:8425"). token, if not empty, is sent as a bearer token.
+func NewClient(base, token string) *Client {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{
+		base:  strings.TrimRight(base, "/"),
+		http:  &http.Client{Timeout: 60 * time.Second},
+		token: token,
+	}
+}
+
+// Ingest sends one message. With an id it is a PUT (idempotent), without one
+// a POST. created tells a new message (201) from an existing one (200).
+func (c *Client) Ingest(ctx context.Context, req IngestRequest) (m *Message, created bool, err error) {
+	method, path := http.MethodPost, "/v1/messages"
+	if req.ID != "" {
+		method, path = http.MethodPut, "/v1/messages/"+url.PathEscape(req.ID)
+	}
+	m = new(Message)
+	status, err := c.do(ctx, method, path, req, m)
+	if err != nil {
+		return nil, false, err
+	}
+	return m, status == http.StatusCreated, nil
+}
+
+// IngestBatch sends many messages in one request.
+func (c *Client) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]BatchResult, error) {
+	items := make([]json.RawMessage, len(reqs))
+	for i, r := range reqs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode message %d: %w", i, err)
+		}
+		items[i] = b
+	}
+	var out BatchResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/batch", BatchRequest{Messages: items}, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}
+
+// Message returns one message with its payload.
+func (c *Client) Message(ctx context.Context, id string) (*Message, error) {
+	m := new(Message)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Attempts returns the attempts of a message, oldest first.
+func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+	var out AttemptList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/attempts", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Attempts, nil
+}
+
+// Messages returns one page of a listing.
+func (c *Client) Messages(ctx context.Context, f courier.MessageFilter) (*MessageList, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("state", string(f.State))
+	set("type", f.Type)
+	set("route", f.Route)
+	set("endpoint", f.Endpoint)
+	set("reason", string(f.Reason))
+	set("cursor", f.Cursor)
+	if f.Limit > 0 {
+		set("limit", fmt.Sprint(f.Limit))
+	}
+	if !f.CreatedAfter.IsZero() {
+		set("created_after", f.CreatedAfter.Format(time.RFC3339Nano))
+	}
+	if !f.CreatedBefore.IsZero() {
+		set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	path := "/v1/messages"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out MessageList
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Resubmit puts a suspended message back in the queue, optionally on
+// another route.
+func (c *Client) Resubmit(ctx context.Context, id, route string) (*Message, error) {
+	m := new(Message)
+	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/resubmit", ResubmitRequest{Route: route}, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Discard gives a queued or suspended message up.
+func (c *Client) Discard(ctx context.Context, id string) (*Message, error) {
+	m := new(Message)
+	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/discard", nil, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Ready reports whether the server and its store answer.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+	return err
+}
+
+// do sends a request and decodes a 2xx answer into out; any other answer
+// becomes a *courier.Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, courier.Unavailable("the courier server at "+c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, courier.Unavailable("the courier server at "+c.base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+			return resp.StatusCode, &courier.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return resp.StatusCode, courier.Errorf(courier.CodeInternal, "%s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,580 @@
+// Package api is courier's HTTP API (DESIGN §7) and a Go client for it.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/google/uuid"
+)
+
+// Contract limits of the ingest API.
+const (
+	// MaxBatchItems bounds the messages of one batch request.
+	MaxBatchItems = 10000
+	// DefaultMaxPayload and DefaultMaxBatchBytes apply when Options leave them 0.
+	DefaultMaxPayload    = 1 << 20
+	DefaultMaxBatchBytes = 32 << 20
+)
+
+// Options configure a Server.
+type Options struct {
+	Store         courier.Store
+	Topology      *courier.Topology
+	Clock         courier.Clock
+	Logger        *slog.Logger
+	MaxPayload    int64
+	MaxBatchBytes int64
+	// IngestedFunc, if set, is called after messages were stored, so that
+	// the delivery engine can wake up at once.
+	IngestedFunc func()
+}
+
+// Server serves the API. It is an http.Handler.
+type Server struct {
+	store         courier.Store
+	topology      atomic.Pointer[courier.Topology]
+	clock         courier.Clock
+	logger        *slog.Logger
+	maxPayload    int64
+	maxBatchBytes int64
+	ingested      func()
+	mux           *http.ServeMux
+}
+
+// NewServer returns a Server for the options.
+func NewServer(o Options) *Server {
+	s := &Server{
+		store:         o.Store,
+		clock:         o.Clock,
+		logger:        o.Logger,
+		maxPayload:    o.MaxPayload,
+		maxBatchBytes: o.MaxBatchBytes,
+		ingested:      o.IngestedFunc,
+		mux:           http.NewServeMux(),
+	}
+	if s.clock == nil {
+		s.clock = courier.SystemClock{}
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.maxPayload <= 0 {
+		s.maxPayload = DefaultMaxPayload
+	}
+	if s.maxBatchBytes <= 0 {
+		s.maxBatchBytes = DefaultMaxBatchBytes
+	}
+	if s.ingested == nil {
+		s.ingested = func() {}
+	}
+	t := o.Topology
+	if t == nil {
+		t = &courier.Topology{}
+	}
+	s.topology.Store(t)
+
+	s.mux.HandleFunc("PUT /v1/messages/{id}", s.handlePut)
+	s.mux.HandleFunc("POST /v1/messages", s.handlePost)
+	s.mux.HandleFunc("POST /v1/messages/batch", s.handleBatch)
+	s.mux.HandleFunc("GET /v1/messages", s.handleList)
+	s.mux.HandleFunc("GET /v1/messages/{id}", s.handleGet)
+	s.mux.HandleFunc("GET /v1/messages/{id}/attempts", s.handleAttempts)
+	s.mux.HandleFunc("POST /v1/messages/{id}/resubmit", s.handleResubmit)
+	s.mux.HandleFunc("POST /v1/messages/{id}/discard", s.handleDiscard)
+	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	return s
+}
+
+// SetTopology replaces the routes, endpoints and policies, as on reload.
+func (s *Server) SetTopology(t *courier.Topology) { s.topology.Store(t) }
+
+// ServeHTTP routes a request. Paths and methods the API does not have get
+// the error body too, not the mux's plain text.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		rec := &statusRecorder{header: http.Header{}}
+		s.mux.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: ErrorInfo{
+				Code: courier.CodeInvalidArgument, Message: fmt.Sprintf("method %s is not allowed here", r.Method)}})
+			return
+		}
+		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "no such path: %s", r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// statusRecorder catches the status the mux would answer an unmatched
+// request with.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
+
+// malformedError marks a request that could not be read at all (400), as
+// opposed to a well-formed one with invalid values (422).
+type malformedError struct{ err *courier.Error }
+
+func (e malformedError) Error() string { return e.err.Error() }
+func (e malformedError) Unwrap() error { return e.err }
+
+func malformed(format string, args ...any) error {
+	return malformedError{courier.Errorf(courier.CodeInvalidArgument, format, args...)}
+}
+
+// statusOf maps an error to its HTTP status: the one place where codes
+// become statuses.
+func statusOf(err error) int {
+	switch courier.ErrorCode(err) {
+	case courier.CodeInvalidArgument:
+		if errors.As(err, new(malformedError)) {
+			return http.StatusBadRequest
+		}
+		return http.StatusUnprocessableEntity
+	case courier.CodeNotFound:
+		return http.StatusNotFound
+	case courier.CodeConflict:
+		return http.StatusConflict
+	case courier.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case courier.CodePermissionDenied:
+		return http.StatusForbidden
+	case courier.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case courier.CodeRateLimited:
+		return http.StatusTooManyRequests
+	case courier.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func errorInfo(err error) *ErrorInfo {
+	return &ErrorInfo{Code: courier.ErrorCode(err), Message: courier.ErrorMessage(err)}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status := statusOf(err)
+	if status >= 500 {
+		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, ErrorBody{Error: *errorInfo(err)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, courier.Errorf(courier.CodePayloadTooLarge, "request body is larger than %d bytes", limit)
+	}
+	if err != nil {
+		return nil, malformed("reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+// singleLimit bounds the body of a one-message ingest: the payload may be
+// base64 (4/3 larger) or escaped JSON, plus the other fields.
+func (s *Server) singleLimit() int64 { return s.maxPayload*2 + 64<<10 }
+
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
+	s.ingestOne(w, r, r.PathValue("id"))
+}
+
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
+	s.ingestOne(w, r, "")
+}
+
+func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
+	body, err := readBody(r, w, s.singleLimit())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.clock.Now()
+	m, err := s.decodeMessage(body, pathID, now)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.store.Ingest(r.Context(), []*courier.Message{m})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch res[0].Status {
+	case courier.IngestCreated:
+		s.ingested()
+		w.Header().Set("Location", "/v1/messages/"+m.ID)
+		writeJSON(w, http.StatusCreated, toMessage(m, false))
+	case courier.IngestExists:
+		writeJSON(w, http.StatusOK, toMessage(res[0].Message, false))
+	default:
+		s.writeError(w, r, conflictError(m.ID))
+	}
+}
+
+func conflictError(id string) error {
+	return courier.Errorf(courier.CodeConflict, "message %q exists with other content", id)
+}
+
+// decodeMessage reads one ingest body and returns the message ready for
+// Store.Ingest, or the error to answer.
+func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) (*courier.Message, error) {
+	var req IngestRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, malformed("the body is not a valid ingest request: %v", jsonError(err))
+	}
+	if dec.More() {
+		return nil, malformed("the body has data after the JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed("the body has data after the JSON object")
+	}
+	return s.requestToMessage(&req, pathID, now)
+}
+
+func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Time) (*courier.Message, error) {
+	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
+	hasB64 := req.PayloadBase64 != nil
+	if hasJSON == hasB64 {
+		return nil, malformed("give exactly one of payload and payload_base64")
+	}
+	m := &courier.Message{
+		ID:          req.ID,
+		Type:        req.Type,
+		Route:       req.Route,
+		ContentType: req.ContentType,
+		Headers:     req.Headers,
+		OrderingKey: req.OrderingKey,
+	}
+	if pathID != "" {
+		if req.ID != "" && req.ID != pathID {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "the id in the body (%q) differs from the id in the path (%q)", req.ID, pathID)
+		}
+		m.ID = pathID
+	}
+	if hasJSON {
+		m.Payload = []byte(req.Payload)
+		if m.ContentType == "" {
+			m.ContentType = "application/json"
+		}
+	} else {
+		p, err := base64.StdEncoding.DecodeString(*req.PayloadBase64)
+		if err != nil {
+			return nil, malformed("payload_base64 is not valid base64: %v", err)
+		}
+		m.Payload = p
+		if m.ContentType == "" {
+			m.ContentType = "application/octet-stream"
+		}
+	}
+	if int64(len(m.Payload)) > s.maxPayload {
+		return nil, courier.Errorf(courier.CodePayloadTooLarge, "the payload is %d bytes; the limit is %d", len(m.Payload), s.maxPayload)
+	}
+	if _, _, err := mime.ParseMediaType(m.ContentType); err != nil {
+		return nil, courier.Errorf(courier.CodeInvalidArgument, "content_type %q is not a valid media type", m.ContentType)
+	}
+	if req.Priority != nil {
+		m.Priority = *req.Priority
+	}
+	if req.DeliverAfter != nil {
+		m.DeliverAfter = *req.DeliverAfter
+	}
+	if req.ExpiresAt != nil {
+		m.ExpiresAt = *req.ExpiresAt
+		if !m.ExpiresAt.After(now) {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
+		}
+	}
+	t := s.topology.Load()
+	if err := t.Validate(m); err != nil {
+		return nil, err
+	}
+	if m.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("new message id: %w", err)
+		}
+		m.ID = id.String()
+	}
+	courier.Accept(m, t.Policy(m.Type), req.Priority != nil, now)
+	return m, nil
+}
+
+// jsonError turns a decoding error into a message for the sender.
+func jsonError(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q must be %s, not a JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends too early"
+	default:
+		return err.Error()
+	}
+}
+
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, w, s.maxBatchBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req BatchRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, r, malformed("the body is not a valid batch request: %v", jsonError(err)))
+		return
+	}
+	if req.Messages == nil {
+		s.writeError(w, r, malformed(`the body needs a "messages" list`))
+		return
+	}
+	if len(req.Messages) > MaxBatchItems {
+		s.writeError(w, r, courier.Errorf(courier.CodePayloadTooLarge, "a batch holds at most %d messages, not %d", MaxBatchItems, len(req.Messages)))
+		return
+	}
+	now := s.clock.Now()
+	results := make([]BatchResult, len(req.Messages))
+	var msgs []*courier.Message
+	var index []int // index[i] is the position of msgs[i] in the batch
+	for i, raw := range req.Messages {
+		m, err := s.decodeMessage(raw, "", now)
+		if err != nil {
+			if courier.ErrorCode(err) == courier.CodeInternal {
+				s.writeError(w, r, err)
+				return
+			}
+			results[i] = BatchResult{ID: itemID(raw), Status: statusOf(err), Error: errorInfo(err)}
+			continue
+		}
+		msgs = append(msgs, m)
+		index = append(index, i)
+	}
+	if len(msgs) > 0 {
+		res, err := s.store.Ingest(r.Context(), msgs)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		created := false
+		for j, ir := range res {
+			i := index[j]
+			switch ir.Status {
+			case courier.IngestCreated:
+				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
+				created = true
+			case courier.IngestExists:
+				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
+			default:
+				err := conflictError(msgs[j].ID)
+				results[i] = BatchResult{ID: msgs[j].ID, Status: statusOf(err), Error: errorInfo(err)}
+			}
+		}
+		if created {
+			s.ingested()
+		}
+	}
+	writeJSON(w, http.StatusOK, BatchResponse{Results: results})
+}
+
+// itemID recovers the id of a batch item that failed to decode, so that its
+// result can name it.
+func itemID(raw json.RawMessage) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &v) == nil && courier.ValidID(v.ID) {
+		return v.ID
+	}
+	return ""
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	m, err := s.store.Message(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toMessage(m, true))
+}
+
+func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
+	attempts, err := s.store.Attempts(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := AttemptList{Attempts: make([]Attempt, len(attempts))}
+	for i, a := range attempts {
+		out.Attempts[i] = toAttempt(a)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.store.Messages(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := MessageList{Messages: make([]Message, len(page.Messages)), NextCursor: page.Next}
+	for i, m := range page.Messages {
+		out.Messages[i] = toMessage(m, false)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseFilter reads the query of a listing.
+func parseFilter(r *http.Request) (courier.MessageFilter, error) {
+	q := r.URL.Query()
+	for key := range q {
+		switch key {
+		case "state", "type", "route", "endpoint", "reason", "limit", "cursor", "created_after", "created_before":
+		default:
+			return courier.MessageFilter{}, courier.Errorf(courier.CodeInvalidArgument, "unknown query parameter %q", key)
+		}
+	}
+	f := courier.MessageFilter{
+		State:    courier.State(q.Get("state")),
+		Type:     q.Get("type"),
+		Route:    q.Get("route"),
+		Endpoint: q.Get("endpoint"),
+		Reason:   courier.Reason(q.Get("reason")),
+		Cursor:   q.Get("cursor"),
+	}
+	if f.State != "" && !f.State.Valid() {
+		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not one of queued, inflight, delivered, suspended, discarded", f.State)
+	}
+	if f.Reason != "" && !f.Reason.Valid() {
+		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason", f.Reason)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > courier.MaxListLimit {
+			return f, courier.Errorf(courier.CodeInvalidArgument, "limit must be a whole number from 1 to %d", courier.MaxListLimit)
+		}
+		f.Limit = n
+	}
+	for _, tf := range []struct {
+		key string
+		dst *time.Time
+	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
+		if v := q.Get(tf.key); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, courier.Errorf(courier.CodeInvalidArgument, "%s must be an RFC 3339 time", tf.key)
+			}
+			*tf.dst = t
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
+	var req ResubmitRequest
+	body, err := readBody(r, w, 64<<10)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			s.writeError(w, r, malformed("the body is not a valid resubmit request: %v", jsonError(err)))
+			return
+		}
+	}
+	if req.Route != "" && s.topology.Load().Routes[req.Route] == nil {
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", req.Route))
+		return
+	}
+	m, err := s.store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.ingested()
+	writeJSON(w, http.StatusOK, toMessage(m, false))
+}
+
+func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
+	m, err := s.store.Discard(r.Context(), r.PathValue("id"), s.action(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
+	writeJSON(w, http.StatusOK, toMessage(m, false))
+}
+
+// action starts the record of an operator action made by this request.
+func (s *Server) action(r *http.Request) courier.Action {
+	return courier.Action{At: s.clock.Now(), Who: actor(r)}
+}
+
+// actor names who makes a request. Until API keys are configured, the API
+// serves only loopback callers, recorded as "local".
+func actor(r *http.Request) string { return "local" }
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.writeError(w, r, courier.Unavailable("the store", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// IngestRequest is the body of an ingest (DESIGN §7). Exactly one of
+// Payload and PayloadBase64 is set.
+type IngestRequest struct {
+	ID            string            `json:"id,omitempty"`
+	Type          string            `json:"type"`
+	Route         string            `json:"route"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64 *string           `json:"payload_base64,omitempty"`
+	ContentType   string            `json:"content_type,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	OrderingKey   string            `json:"ordering_key,omitempty"`
+	Priority      *int              `json:"priority,omitempty"`
+	DeliverAfter  *time.Time        `json:"deliver_after,omitempty"`
+	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
+}
+
+// BatchRequest is the body of POST /v1/messages/batch.
+type BatchRequest struct {
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// BatchResponse answers a batch: one result per item, in input order.
+type BatchResponse struct {
+	Results []BatchResult `json:"results"`
+}
+
+// BatchResult is the outcome of one batch item. Status is the HTTP status the
+// item would have had on its own (201, 200, 409, 400, 413, 422).
+type BatchResult struct {
+	ID     string     `json:"id,omitempty"`
+	Status int        `json:"status"`
+	Error  *ErrorInfo `json:"error,omitempty"`
+}
+
+// ErrorBody is every error response: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo is the code and message of an error.
+type ErrorInfo struct {
+	Code    courier.Code `json:"code"`
+	Message string       `json:"message"`
+}
+
+// Message is a message as the API shows it.
+type Message struct {
+	ID            string            `json:"id"`
+	Type          string            `json:"type"`
+	Route         string            `json:"route"`
+	State         courier.State     `json:"state"`
+	Reason        courier.Reason    `json:"reason,omitempty"`
+	Attempts      int               `json:"attempts"`
+	ResubmitCount int               `json:"resubmit_count"`
+	NextAttemptAt *time.Time        `json:"next_attempt_at,omitempty"`
+	Endpoint      string            `json:"endpoint,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
+	LastClass     string            `json:"last_class,omitempty"`
+	Priority      int               `json:"priority"`
+	OrderingKey   string            `json:"ordering_key,omitempty"`
+	ContentType   string            `json:"content_type"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Size          int               `json:"size"`
+	DeliverAfter  *time.Time        `json:"deliver_after,omitempty"`
+	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	FinishedAt    *time.Time        `json:"finished_at,omitempty"`
+	// The payload, only where one message is shown in full: as JSON when it
+	// is a JSON value, else base64.
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+}
+
+// MessageList is a page of messages; NextCursor continues it.
+type MessageList struct {
+	Messages   []Message `json:"messages"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// Attempt is one delivery attempt as the API shows it.
+type Attempt struct {
+	N          int                `json:"n"`
+	Endpoint   string             `json:"endpoint"`
+	Route      string             `json:"route"`
+	StartedAt  time.Time          `json:"started_at"`
+	DurationMS float64            `json:"duration_ms"`
+	Outcome    courier.Outcome    `json:"outcome"`
+	Class      courier.ErrorClass `json:"class,omitempty"`
+	Status     int                `json:"status,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Response   string             `json:"response,omitempty"`
+}
+
+// AttemptList is every attempt of a message, oldest first.
+type AttemptList struct {
+	Attempts []Attempt `json:"attempts"`
+}
+
+// ResubmitRequest is the optional body of a resubmit.
+type ResubmitRequest struct {
+	Route string `json:"route,omitempty"`
+}
+
+func toMessage(m *courier.Message, withPayload bool) Message {
+	v := Message{
+		ID: m.ID, Type: m.Type, Route: m.Route, State: m.State, Reason: m.Reason,
+		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
+		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
+		Priority: m.Priority, OrderingKey: m.OrderingKey, ContentType: m.ContentType,
+		Headers: m.Headers, Size: len(m.Payload), DeliverAfter: timePtr(m.DeliverAfter),
+		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
+		FinishedAt: timePtr(m.FinishedAt),
+	}
+	if withPayload {
+		if json.Valid(m.Payload) {
+			v.Payload = json.RawMessage(m.Payload)
+		} else {
+			v.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
+		}
+	}
+	return v
+}
+
+func toAttempt(a courier.Attempt) Attempt {
+	return Attempt{
+		N: a.N, Endpoint: a.Endpoint, Route: a.Route, StartedAt: a.StartedAt,
+		DurationMS: float64(a.Duration.Microseconds()) / 1000, Outcome: a.Outcome, Class: a.Class,
+		Status: a.Status, Error: a.Error, Response: a.Response,
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
