@@ -1,0 +1,122 @@
+// Package engine runs courier's background work against a courier.Store:
+// for now the retention purge; delivery comes here too.
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Retention deletes terminal messages older than the retention period, a
+// small batch at a time so that it never holds the store for long.
+type Retention struct {
+	store    courier.Store
+	period   time.Duration
+	interval time.Duration
+	batch    int
+	clock    courier.Clock
+	logger   *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// RetentionOptions tune a Retention; the zero value is usable.
+type RetentionOptions struct {
+	Interval time.Duration // pause between sweeps (default 1 minute)
+	Batch    int           // messages per delete (default 500)
+	Clock    courier.Clock
+	Logger   *slog.Logger
+}
+
+// NewRetention returns a purge of the terminal messages in store that
+// finished more than period ago.
+func NewRetention(store courier.Store, period time.Duration, o RetentionOptions) *Retention {
+	r := &Retention{store: store, period: period, interval: o.Interval, batch: o.Batch, clock: o.Clock, logger: o.Logger}
+	if r.interval <= 0 {
+		r.interval = time.Minute
+	}
+	if r.batch <= 0 {
+		r.batch = 500
+	}
+	if r.clock == nil {
+		r.clock = courier.SystemClock{}
+	}
+	if r.logger == nil {
+		r.logger = slog.New(slog.DiscardHandler)
+	}
+	return r
+}
+
+// Start begins sweeping in the background.
+func (r *Retention) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return
+	}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go r.run(ctx)
+}
+
+// Stop ends the sweeping and waits for a sweep under way to finish its batch.
+func (r *Retention) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Retention) run(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.Sweep(ctx)
+		t.Reset(r.interval)
+	}
+}
+
+// Sweep purges batches until none is full or ctx ends, and returns how many
+// messages it removed.
+func (r *Retention) Sweep(ctx context.Context) int {
+	cutoff := r.clock.Now().Add(-r.period)
+	total := 0
+	for ctx.Err() == nil {
+		n, err := r.store.Purge(ctx, cutoff, r.batch)
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Warn("retention purge failed; will try again", "err", err)
+			}
+			break
+		}
+		if n < r.batch {
+			break
+		}
+	}
+	if total > 0 {
+		r.logger.Info("purged terminal messages past retention", "count", total, "cutoff", cutoff)
+	}
+	return total
+}

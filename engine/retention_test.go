@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/sqlite"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ingest := func(id string) {
+		m := &courier.Message{ID: id, Type: "t", Route: "r", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, start)
+		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 23; i++ {
+		ingest(fmt.Sprintf("old-%d", i))
+		if _, err := store.Discard(ctx, fmt.Sprintf("old-%d", i), courier.Action{At: start, Who: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest("young")
+	if _, err := store.Discard(ctx, "young", courier.Action{At: start.Add(6 * 24 * time.Hour), Who: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	ingest("waiting")
+
+	clock := &fakeClock{now: start.Add(7*24*time.Hour + time.Second)}
+	r := engine.NewRetention(store, 7*24*time.Hour, engine.RetentionOptions{Batch: 5, Clock: clock})
+	if n := r.Sweep(ctx); n != 23 {
+		t.Fatalf("swept %d, want the 23 old terminal messages in batches of 5", n)
+	}
+	for _, id := range []string{"young", "waiting"} {
+		if _, err := store.Message(ctx, id); err != nil {
+			t.Errorf("%s was purged: %v", id, err)
+		}
+	}
+
+	// As a service: Start sweeps at once, Stop returns.
+	clock.mu.Lock()
+	clock.now = start.Add(14 * 24 * time.Hour)
+	clock.mu.Unlock()
+	r.Start(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := store.Message(ctx, "young"); courier.ErrorCode(err) == courier.CodeNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running service did not purge the message that became old")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Message(ctx, "waiting"); err != nil {
+		t.Errorf("a queued message was purged: %v", err)
+	}
+}
