@@ -30,11 +30,7 @@ const insertMessage = `INSERT INTO messages (id, type, route, payload, content_t
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	results := make([]courier.IngestResult, len(msgs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.Prepare(insertMessage)
-		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("prepare insert: %w", err))
-		}
-		defer stmt.Close()
+		stmt := tx.Stmt(s.insertStmt)
 		for i, m := range msgs {
 			headers, err := encodeHeaders(m.Headers)
 			if err != nil {
@@ -51,7 +47,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 				results[i] = courier.IngestResult{Status: courier.IngestCreated}
 				continue
 			}
-			stored, err := scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, m.ID))
+			stored, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID))
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("read existing message %s: %w", m.ID, err))
 			}

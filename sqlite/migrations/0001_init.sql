@@ -26,13 +26,24 @@ CREATE TABLE messages (
     last_class      TEXT,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    finished_at     INTEGER
+    finished_at     INTEGER,
+    timer_at        INTEGER                       -- next escalation, fallback or expiry; NULL: none
 );
 
--- Claiming due work and rescuing lapsed leases: state first, then due time.
-CREATE INDEX messages_due ON messages (state, next_attempt_at);
--- Listings by state, newest first (the suspended queue).
-CREATE INDEX messages_state_seq ON messages (state, seq);
+-- Partial indexes keep each index small and the per-ingest cost low: a new
+-- message enters the table, the id index and the queued index (plus the timer
+-- index when it has one).
+-- Due work is claimed per route and priority, oldest due first: an index
+-- range holds exactly the due messages, so neither future retries nor the
+-- backlog of a held route is ever scanned.
+CREATE INDEX messages_queued ON messages (route, priority, next_attempt_at) WHERE state = 'queued';
+-- Lapsed leases, for the rescuer.
+CREATE INDEX messages_leases ON messages (lease_until) WHERE state = 'inflight';
+-- The next time-driven event of a message (escalation, fallback, expiry),
+-- which must fire even while its route is held.
+CREATE INDEX messages_timer ON messages (timer_at) WHERE timer_at IS NOT NULL;
+-- The suspended queue, newest first.
+CREATE INDEX messages_suspended ON messages (seq) WHERE state = 'suspended';
 -- Retention: only terminal messages are in it.
 CREATE INDEX messages_finished ON messages (finished_at) WHERE state IN ('delivered', 'discarded');
 

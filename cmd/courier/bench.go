@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/sqlite"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure courier on this machine",
+	}
+	cmd.AddCommand(newBenchIngestCmd(g))
+	return cmd
+}
+
+// benchIngest is one ingest benchmark's settings.
+type benchIngest struct {
+	server   string // empty: an in-process server on a temporary store
+	route    string
+	clients  int
+	duration time.Duration
+	size     int
+	batch    int // 0: one PUT per message
+}
+
+// benchResult is what an ingest benchmark measured.
+type benchResult struct {
+	Mode       string  `json:"mode"`
+	Clients    int     `json:"clients"`
+	Batch      int     `json:"batch,omitempty"`
+	Size       int     `json:"payload_bytes"`
+	Seconds    float64 `json:"seconds"`
+	Messages   int64   `json:"messages"`
+	Requests   int64   `json:"requests"`
+	Errors     int64   `json:"errors"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+}
+
+func newBenchIngestCmd(g *globals) *cobra.Command {
+	b := benchIngest{}
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Measure durable ingest: messages/s and request latency",
+		Long: `Measure durable ingest: concurrent clients send messages for a while, each
+request waiting for its 201; then the rate and the latency percentiles are
+printed. By default the server runs inside this process on a temporary SQLite
+store (removed afterwards); with --target it measures a running server, whose
+--route must exist.`,
+		Example: `  courier bench ingest                      # single PUTs, 64 clients, 1 KiB
+  courier bench ingest --batch 1000 --clients 4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			if b.clients < 1 || b.size < 0 || b.batch < 0 || b.batch > api.MaxBatchItems || b.duration <= 0 {
+				return fmt.Errorf("--clients must be at least 1, --batch from 0 to %d, --duration positive", api.MaxBatchItems)
+			}
+			if path := os.Getenv("COURIER_BENCH_CPUPROFILE"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				pprof.StartCPUProfile(f)
+				defer pprof.StopCPUProfile()
+			}
+			res, err := b.run(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(res)
+			}
+			fmt.Fprintf(g.stdout, "%s: %d clients, %d-byte payloads, %.1fs\n", res.Mode, res.Clients, res.Size, res.Seconds)
+			fmt.Fprintf(g.stdout, "  %d messages in %d requests, %d errors\n", res.Messages, res.Requests, res.Errors)
+			fmt.Fprintf(g.stdout, "  %.0f msgs/s; request latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+				res.MsgsPerSec, res.P50ms, res.P99ms, res.MaxMs)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&b.server, "target", "", "a running courier server to measure (default: one in this process)")
+	f.StringVar(&b.route, "route", "bench", "route of the messages (must exist on --target)")
+	f.IntVar(&b.clients, "clients", 64, "concurrent clients, each with a keep-alive connection")
+	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to send")
+	f.IntVar(&b.size, "size", 1024, "payload bytes")
+	f.IntVar(&b.batch, "batch", 0, "messages per batch request (0: one PUT per message)")
+	return cmd
+}
+
+func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) {
+	base := b.server
+	if base == "" {
+		url, stop, err := startBenchServer(b.route)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		base = url
+	} else if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: b.clients, MaxIdleConnsPerHost: b.clients, IdleConnTimeout: time.Minute,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	}}
+	// The payload is a JSON string of exactly b.size bytes, quotes included.
+	payloadJSON := `"` + strings.Repeat("x", max(b.size-2, 0)) + `"`
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	var messages, requests, errs atomic.Int64
+	lat := make([][]time.Duration, b.clients)
+	deadline := time.Now().Add(b.duration)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(30*time.Second))
+	defer cancel()
+
+	progressDone := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start, last := time.Now(), int64(0)
+		for {
+			select {
+			case <-progressDone:
+				return
+			case <-t.C:
+				n := messages.Load()
+				fmt.Fprintf(g.stderr, "  %4.0fs  %9d messages  %8.0f/s\n", time.Since(start).Seconds(), n, float64(n-last))
+				last = n
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < b.clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				var req *http.Request
+				n := 1
+				if b.batch == 0 {
+					body := fmt.Sprintf(`{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
+					req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
+						fmt.Sprintf("%s/v1/messages/bench-%s-%d-%d", base, run, c, i), strings.NewReader(body))
+				} else {
+					n = b.batch
+					var sb strings.Builder
+					sb.WriteString(`{"messages":[`)
+					for j := 0; j < n; j++ {
+						if j > 0 {
+							sb.WriteByte(',')
+						}
+						fmt.Fprintf(&sb, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
+					}
+					sb.WriteString(`]}`)
+					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", strings.NewReader(sb.String()))
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				ok := resp.StatusCode == http.StatusCreated || (b.batch > 0 && resp.StatusCode == http.StatusOK)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[c] = append(lat[c], time.Since(t0))
+				requests.Add(1)
+				if !ok {
+					errs.Add(1)
+					continue
+				}
+				messages.Add(int64(n))
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(progressDone)
+
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000
+	}
+	mode := "single PUTs"
+	if b.batch > 0 {
+		mode = fmt.Sprintf("batches of %d", b.batch)
+	}
+	return &benchResult{
+		Mode: mode, Clients: b.clients, Batch: b.batch, Size: b.size, Seconds: elapsed.Seconds(),
+		Messages: messages.Load(), Requests: requests.Load(), Errors: errs.Load(),
+		MsgsPerSec: float64(messages.Load()) / elapsed.Seconds(), P50ms: pct(0.5), P99ms: pct(0.99), MaxMs: pct(1),
+	}, nil
+}
+
+// startBenchServer runs the API on loopback over a temporary SQLite store
+// with one route, and returns its URL and a function that removes it all.
+func startBenchServer(route string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "courier-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	store, err := sqlite.Open(filepath.Join(dir, "courier.db"), sqlite.Options{})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	topology := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"bench": {Name: "bench", Transport: courier.TransportHTTP}},
+		Routes:    map[string]*courier.Route{route: {Name: route, Endpoints: []string{"bench"}, Strategy: courier.StrategySingle}},
+		Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		store.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: topology}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() {
+		srv.Close()
+		store.Close()
+		os.RemoveAll(dir)
+	}, nil
+}

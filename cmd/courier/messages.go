@@ -1,0 +1,255 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/spf13/cobra"
+)
+
+func newMessagesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "messages",
+		Aliases: []string{"message", "msg"},
+		Short:   "List, show, resubmit and discard messages",
+	}
+	cmd.AddCommand(newMessagesListCmd(g), newMessagesShowCmd(g), newMessagesAttemptsCmd(g),
+		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g))
+	return cmd
+}
+
+func newMessagesListCmd(g *globals) *cobra.Command {
+	var f courier.MessageFilter
+	var state, reason string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List messages, newest first",
+		Example: `  courier messages list --state suspended
+  courier messages list --route acme --limit 20 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			f.State, f.Reason = courier.State(state), courier.Reason(reason)
+			list, err := g.client().Messages(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(list)
+			}
+			rows := make([][]string, len(list.Messages))
+			for i, m := range list.Messages {
+				rows[i] = messageRow(m)
+			}
+			if err := g.table(messageHeader, rows); err != nil {
+				return err
+			}
+			if list.NextCursor != "" {
+				fmt.Fprintf(g.stderr, "more: add --cursor %s\n", list.NextCursor)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "queued, inflight, delivered, suspended or discarded")
+	fl.StringVar(&f.Type, "type", "", "message type")
+	fl.StringVar(&f.Route, "route", "", "route")
+	fl.StringVar(&f.Endpoint, "endpoint", "", "endpoint of the latest attempt")
+	fl.StringVar(&reason, "reason", "", "suspension reason")
+	fl.IntVar(&f.Limit, "limit", 50, "messages per page (at most 1000)")
+	fl.StringVar(&f.Cursor, "cursor", "", "continue a listing")
+	return cmd
+}
+
+func newMessagesShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one message with its payload and attempts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			c := g.client()
+			m, err := c.Message(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			attempts, err := c.Attempts(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(struct {
+					api.Message
+					History []api.Attempt `json:"history"`
+				}{*m, attempts})
+			}
+			field := func(name, value string) {
+				if value != "" && value != "-" {
+					fmt.Fprintf(g.stdout, "%-16s %s\n", name+":", value)
+				}
+			}
+			field("ID", m.ID)
+			field("Type", m.Type)
+			field("Route", m.Route)
+			field("State", string(m.State))
+			field("Reason", string(m.Reason))
+			field("Attempts", fmt.Sprint(m.Attempts))
+			if m.ResubmitCount > 0 {
+				field("Resubmitted", fmt.Sprintf("%d times", m.ResubmitCount))
+			}
+			if m.NextAttemptAt != nil {
+				field("Next attempt", m.NextAttemptAt.Local().Format(time.RFC3339)+" ("+ago(m.NextAttemptAt)+")")
+			}
+			field("Endpoint", m.Endpoint)
+			field("Last error", m.LastError)
+			field("Priority", fmt.Sprint(m.Priority))
+			field("Ordering key", m.OrderingKey)
+			field("Created", m.CreatedAt.Local().Format(time.RFC3339))
+			field("Updated", m.UpdatedAt.Local().Format(time.RFC3339))
+			if m.FinishedAt != nil {
+				field("Finished", m.FinishedAt.Local().Format(time.RFC3339))
+			}
+			if m.ExpiresAt != nil {
+				field("Expires", m.ExpiresAt.Local().Format(time.RFC3339))
+			}
+			for k, v := range m.Headers {
+				field("Header", k+": "+v)
+			}
+			field("Content type", m.ContentType)
+			field("Size", fmt.Sprintf("%d bytes", m.Size))
+			fmt.Fprintf(g.stdout, "\n%s\n", preview(m, 2048))
+			if len(attempts) > 0 {
+				fmt.Fprintln(g.stdout)
+				return printAttempts(g, attempts)
+			}
+			return nil
+		},
+	}
+}
+
+// preview renders the start of a payload for a terminal.
+func preview(m *api.Message, limit int) string {
+	var text string
+	switch {
+	case m.Payload != nil:
+		var v any
+		if json.Unmarshal(m.Payload, &v) == nil {
+			b, _ := json.MarshalIndent(v, "", "  ")
+			text = string(b)
+		} else {
+			text = string(m.Payload)
+		}
+	default:
+		raw, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
+		if err != nil {
+			return "(payload cannot be shown)"
+		}
+		if !isPrintable(raw) {
+			return fmt.Sprintf("(%d bytes of binary data)", len(raw))
+		}
+		text = string(raw)
+	}
+	if len(text) > limit {
+		text = text[:limit] + fmt.Sprintf("\n… (%d more bytes)", len(text)-limit)
+	}
+	return text
+}
+
+func isPrintable(b []byte) bool {
+	for _, r := range string(b) {
+		if r == '\uFFFD' || (r < 0x20 && !strings.ContainsRune("\t\r\n", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func newMessagesAttemptsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "attempts ID",
+		Short: "List every delivery attempt of a message",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			attempts, err := g.client().Attempts(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(api.AttemptList{Attempts: attempts})
+			}
+			return printAttempts(g, attempts)
+		},
+	}
+}
+
+func printAttempts(g *globals, attempts []api.Attempt) error {
+	rows := make([][]string, len(attempts))
+	for i, a := range attempts {
+		status := "-"
+		if a.Status != 0 {
+			status = fmt.Sprint(a.Status)
+		}
+		rows[i] = []string{fmt.Sprint(a.N), a.StartedAt.Local().Format("2006-01-02 15:04:05"), a.Endpoint,
+			string(a.Outcome), short(string(a.Class), 20), status, fmt.Sprintf("%.1f", a.DurationMS), short(a.Error, 50)}
+	}
+	return g.table([]string{"N", "STARTED", "ENDPOINT", "OUTCOME", "CLASS", "STATUS", "MS", "ERROR"}, rows)
+}
+
+func newMessagesResubmitCmd(g *globals) *cobra.Command {
+	var route string
+	cmd := &cobra.Command{
+		Use:   "resubmit ID",
+		Short: "Put a suspended message back in the queue",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			m, err := g.client().Resubmit(cmd.Context(), args[0], route)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(m)
+			}
+			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", m.ID, m.Route, m.State)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&route, "route", "", "deliver to this route instead")
+	return cmd
+}
+
+func newMessagesDiscardCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "discard ID",
+		Short: "Give up a queued or suspended message",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			m, err := g.client().Discard(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(m)
+			}
+			fmt.Fprintf(g.stdout, "discarded %s\n", m.ID)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/courier-gw/courier/api"
+)
+
+// check validates --output before any work is done.
+func (g *globals) check() error {
+	if g.output != "table" && g.output != "json" {
+		return fmt.Errorf("--output must be table or json, not %q", g.output)
+	}
+	return nil
+}
+
+func (g *globals) client() *api.Client {
+	return api.NewClient(g.server, "")
+}
+
+// printJSON writes v as indented JSON.
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under a header, aligned.
+func (g *globals) table(header []string, rows [][]string) error {
+	w := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	return w.Flush()
+}
+
+// ago formats a time relative to now, for tables.
+func ago(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	d := time.Until(*t).Round(time.Second)
+	switch {
+	case d > 0:
+		return "in " + d.String()
+	case d > -time.Second:
+		return "now"
+	default:
+		return (-d).String() + " ago"
+	}
+}
+
+// short cuts text for a table cell.
+func short(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func messageRow(m api.Message) []string {
+	reason := string(m.Reason)
+	if reason == "" {
+		reason = "-"
+	}
+	return []string{m.ID, m.Type, m.Route, string(m.State), reason, fmt.Sprint(m.Attempts),
+		ago(m.NextAttemptAt), m.CreatedAt.Local().Format("2006-01-02 15:04:05"), short(m.LastError, 40)}
+}
+
+var messageHeader = []string{"ID", "TYPE", "ROUTE", "STATE", "REASON", "ATTEMPTS", "NEXT ATTEMPT", "CREATED", "LAST ERROR"}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/config"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/sqlite"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the courier server",
+		Long: `Run the courier server: the HTTP API and the background work.
+
+Without --config, courier runs with its defaults: an embedded SQLite store in
+./courier-data/ and the API on 127.0.0.1:8425. COURIER_* environment variables
+override the top-level settings (COURIER_LISTEN, COURIER_STORE_PATH, ...).
+SIGHUP reloads routes, endpoints and policies from the config file; SIGINT or
+SIGTERM stops the server after the requests under way.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath == "" {
+				configPath = os.Getenv("COURIER_CONFIG")
+			}
+			cfg, err := loadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, g, cfg)
+		},
+	}
+	cmd.Flags().StringVarP(&configPath, "config", "c", "", "configuration file (env COURIER_CONFIG)")
+	return cmd
+}
+
+// loadConfig reads the file, or takes the defaults when there is none, and
+// applies the environment's overrides.
+func loadConfig(path string) (*config.Config, error) {
+	if path != "" {
+		return config.Load(path)
+	}
+	cfg := config.Default()
+	if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
+	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[cfg.Log.Level]
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the server until ctx ends, then shuts down in order: stop
+// taking requests and let those under way finish, stop background work,
+// close the store.
+func serve(ctx context.Context, g *globals, cfg *config.Config) error {
+	logger := newLogger(cfg, os.Stderr)
+	if err := checkListen(cfg); err != nil {
+		return err
+	}
+	if cfg.Store.Driver != "sqlite" {
+		return fmt.Errorf("store driver %q is not available in this version of courier; use driver sqlite", cfg.Store.Driver)
+	}
+	store, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open the store: %w", err)
+	}
+	defer store.Close()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	handler := api.NewServer(api.Options{
+		Store: store, Topology: cfg.Topology, Logger: logger,
+		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
+	retention.Start(ctx)
+
+	scheme := "http"
+	serveErr := make(chan error, 1)
+	go func() {
+		if cfg.TLS.Cert != "" {
+			serveErr <- srv.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
+		} else {
+			serveErr <- srv.Serve(ln)
+		}
+	}()
+	if cfg.TLS.Cert != "" {
+		scheme = "https"
+	}
+	printBanner(g, cfg, scheme+"://"+ln.Addr().String())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case <-hup:
+			reload(cfg, handler, logger)
+		case err := <-serveErr:
+			retention.Stop(context.Background())
+			return fmt.Errorf("serve: %w", err)
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	logger.Info("shutting down: finishing requests under way")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("requests still under way at shutdown were cut off", "err", err)
+	}
+	if err := retention.Stop(shutdownCtx); err != nil {
+		logger.Warn("retention did not stop in time", "err", err)
+	}
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("close the store: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// checkListen keeps the API on loopback: until API keys are enforced, an
+// address reachable from other machines would let anyone send and discard.
+func checkListen(cfg *config.Config) error {
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("listen %q is not a loopback address: this version of courier serves its API without authentication, "+
+		"so it listens only on 127.0.0.1, ::1 or localhost; put a reverse proxy with authentication in front of it to reach it from elsewhere", cfg.Listen)
+}
+
+// reload re-reads the configuration file and swaps in its topology; a file
+// with errors changes nothing.
+func reload(cfg *config.Config, handler *api.Server, logger *slog.Logger) {
+	if cfg.File == "" {
+		logger.Info("SIGHUP: no configuration file to reload")
+		return
+	}
+	next, err := config.Load(cfg.File)
+	if err != nil {
+		logger.Error("reload failed; keeping the running configuration", "file", cfg.File, "err", err)
+		return
+	}
+	if next.Listen != cfg.Listen || next.Store != cfg.Store {
+		logger.Warn("listen and store changes take effect only after a restart")
+	}
+	handler.SetTopology(next.Topology)
+	logger.Info("configuration reloaded", "file", cfg.File, "routes", len(next.Topology.Routes),
+		"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies))
+}
+
+func printBanner(g *globals, cfg *config.Config, url string) {
+	w := g.stdout
+	fmt.Fprintf(w, "courier %s listening on %s\n", versionString(), url)
+	fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	if cfg.File != "" {
+		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(cfg.Topology.Routes), len(cfg.Topology.Endpoints))
+	}
+	if len(cfg.Topology.Routes) == 0 {
+		fmt.Fprint(w, `no routes are configured, so every message is refused (422) until one is.
+To add a route, write a config file and restart with it:
+
+  # courier.yaml
+  endpoints:
+    my-app: {transport: http, url: http://127.0.0.1:9000/inbox}
+  routes:
+    my-app: {endpoints: [my-app]}
+
+  courier serve --config courier.yaml
+`)
+	}
+}

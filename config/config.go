@@ -1,0 +1,137 @@
+// Package config reads courier's YAML configuration (DESIGN §9) into the
+// server settings and the courier.Topology of endpoints, routes and policies.
+//
+// Everything is checked at load: unknown keys, types, ranges and references
+// between sections. All problems are reported at once, each naming the file,
+// the line and the field, because a gateway that refuses to start should say
+// everything that is wrong in one go.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// Config is a loaded configuration: how the server runs, who may call it, and
+// the delivery topology.
+type Config struct {
+	// File is the file the configuration came from, for reloads and messages;
+	// empty when there is none.
+	File string
+
+	// Listen is the host:port of the HTTP API and dashboard.
+	Listen string
+	// TLS makes the API serve HTTPS when both files are set.
+	TLS TLS
+	// Store selects and locates the database.
+	Store Store
+	// Retention is how long terminal messages are kept before the purge.
+	Retention time.Duration
+	// MaxPayload is the largest payload one message may carry, in bytes.
+	MaxPayload int64
+	// MaxBatchBytes is the largest body of a batch ingest request, in bytes.
+	MaxBatchBytes int64
+	// Log chooses the log handler.
+	Log Log
+	// PublicURL is where people reach courier, for links in notices; empty
+	// when unknown.
+	PublicURL string
+	// Keys are the API keys by name; with none, the API is for loopback only.
+	Keys map[string]Key
+	// Outbound is the SSRF guard of http endpoints.
+	Outbound Outbound
+	// Topology holds the endpoints, routes and policies; its Policies always
+	// has courier.DefaultPolicyName.
+	Topology *courier.Topology
+
+	// lines maps a top-level field path (store.dsn) to its line in the file,
+	// and envs to the COURIER_* variable that set it, so that checks made
+	// after an override still point at the right place.
+	lines map[string]int
+	envs  map[string]string
+}
+
+// TLS names the certificate and key files of the HTTPS listener.
+type TLS struct {
+	Cert string
+	Key  string
+}
+
+// Store selects the database: "sqlite" with a Path, or "postgres" with a DSN.
+type Store struct {
+	Driver string
+	Path   string
+	DSN    string
+}
+
+// The store drivers.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Log chooses the log handler: Format "text" or "json", Level "debug",
+// "info", "warn" or "error".
+type Log struct {
+	Format string
+	Level  string
+}
+
+// Role says what an API key may do; the API decides what each allows.
+type Role string
+
+// The roles of API keys.
+const (
+	RoleSender   Role = "sender"   // an application that hands in messages
+	RoleOperator Role = "operator" // a person who resubmits, discards and switches endpoints
+	RoleAdmin    Role = "admin"    // may do everything
+)
+
+// Key is one API key. Only the hash of its secret is configured, so that the
+// file can be shared without giving access.
+type Key struct {
+	Name string
+	Role Role
+	// Hash is "sha256:" followed by the lowercase hex SHA-256 of the secret.
+	Hash string
+	// Routes limits a sender to these routes; empty means every route.
+	Routes []string
+}
+
+// Outbound is the SSRF guard: http endpoints may not reach private, loopback
+// or link-local addresses unless a network here (or on the endpoint) allows it.
+type Outbound struct {
+	AllowNetworks []netip.Prefix
+}
+
+// Load reads and checks the configuration file at path, expanding ${NAME}
+// and applying the COURIER_* overrides from the process environment.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse reads and checks a configuration held in memory; filename is used in
+// error messages only. lookupEnv answers both ${NAME} references and the
+// COURIER_* overrides (nil: no environment). Any error is an Errors.
+func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	c := Default()
+	c.File = filename
+	d := &decoder{file: filename, lookupEnv: lookupEnv, lines: c.lines}
+	if root := d.parseYAML(data); root != nil {
+		d.config(c, root)
+	}
+	d.errs = append(d.errs, c.applyEnv(lookupEnv)...)
+	d.errs = append(d.errs, c.checkServer()...)
+	if err := d.errs.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,520 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The configuration is read from yaml.Node trees rather than decoded into
+// tagged structs: only the nodes know the line of every value, and walking
+// them lets one pass collect every problem instead of stopping at the first.
+
+// decoder walks one configuration file and collects its problems.
+type decoder struct {
+	file      string
+	lookupEnv func(string) (string, bool)
+	lines     map[string]int // field path → line, kept on the Config for later checks
+	errs      Errors
+}
+
+func (d *decoder) errorf(line int, field, format string, args ...any) {
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// parseYAML returns the root node of the single document in data, or nil
+// when data is empty or unreadable (the problem is then recorded).
+func (d *decoder) parseYAML(data []byte) *yaml.Node {
+	if line, msg := checkText(data); msg != "" {
+		d.errorf(line, "", "%s", msg)
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := decodeNode(dec, &doc); err != nil {
+		if !errors.Is(err, io.EOF) {
+			d.syntaxError(err, data)
+		}
+		return nil
+	}
+	for {
+		var extra yaml.Node
+		err := decodeNode(dec, &extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			d.syntaxError(err, data)
+			return nil
+		}
+		if n := documentContent(&extra); n != nil && !isNull(n) {
+			d.errorf(max(n.Line, 1), "", "a configuration is one YAML document; this is a second one (after ---)")
+			return nil
+		}
+	}
+	if root := documentContent(&doc); !isNull(root) {
+		return root
+	}
+	return nil
+}
+
+// decodeNode guards against a panic inside the YAML library, so that a
+// broken file is reported as such and never takes the process down.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: the YAML parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func documentContent(doc *yaml.Node) *yaml.Node {
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil
+		}
+		return resolve(doc.Content[0])
+	}
+	return resolve(doc)
+}
+
+var yamlLineError = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
+
+// syntaxError records a YAML error at its line. The library leaves the line
+// out when the problem is on the first line, and for a few errors found
+// after parsing; those are located here.
+func (d *decoder) syntaxError(err error, data []byte) {
+	msg, line := err.Error(), 0
+	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	if name, ok := strings.CutPrefix(msg, "unknown anchor '"); ok {
+		name, _, _ = strings.Cut(name, "'")
+		line = lineOf(data, "*"+name)
+	}
+	d.errorf(max(line, 1), "", "YAML syntax: %s", msg)
+}
+
+// lineOf returns the line of the first occurrence of s in data, or 1.
+func lineOf(data []byte, s string) int {
+	i := bytes.Index(data, []byte(s))
+	if i < 0 {
+		return 1
+	}
+	return 1 + bytes.Count(data[:i], []byte("\n"))
+}
+
+// checkText finds what the YAML library would refuse without saying where:
+// bytes that are not UTF-8 and characters YAML does not allow.
+func checkText(data []byte) (line int, msg string) {
+	line = 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return line, "the file is not UTF-8 text"
+		case r == '\n':
+			line++
+		case r == '\t', r == '\r', r == 0x85, r >= 0x20 && r <= 0x7e,
+			r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000 && r <= 0x10ffff:
+		default:
+			return line, fmt.Sprintf("control character %U is not allowed in YAML", r)
+		}
+		i += size
+	}
+	return 0, ""
+}
+
+// resolve follows aliases to the anchored node.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// nodeLine returns the line of n, or of its parent when n is missing.
+func nodeLine(n, parent *yaml.Node) int {
+	if n != nil && n.Line > 0 {
+		return n.Line
+	}
+	return max(parent.Line, 1)
+}
+
+func kindName(n *yaml.Node) string {
+	if n == nil {
+		return "node"
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "single value"
+	}
+	return "node"
+}
+
+// pair is one key of a mapping with its value; value is nil when the file
+// gives the key with an empty (null) value.
+type pair struct {
+	key   string
+	line  int
+	value *yaml.Node
+}
+
+// pairs returns the keys of a mapping in file order, with the keys merged in
+// by "<<: *anchor" after them (explicit keys win). A key given twice is an
+// error: YAML would silently keep one of them.
+func (d *decoder) pairs(n *yaml.Node, path string) []pair {
+	var out []pair
+	seen := map[string]int{}
+	d.collectPairs(n, path, &out, seen, false, map[*yaml.Node]bool{})
+	return out
+}
+
+func (d *decoder) collectPairs(n *yaml.Node, path string, out *[]pair, seen map[string]int, merged bool, visited map[*yaml.Node]bool) {
+	if visited[n] {
+		return
+	}
+	visited[n] = true
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			d.errorf(max(n.Content[i].Line, 1), path, "keys must be plain names, not a %s", kindName(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			if !merged {
+				d.errorf(k.Line, join(path, k.Value), "given twice (first at line %d)", first)
+			}
+			continue
+		}
+		seen[k.Value] = k.Line
+		if isNull(v) {
+			v = nil
+		}
+		*out = append(*out, pair{key: k.Value, line: k.Line, value: v})
+	}
+	for _, m := range merges {
+		switch {
+		case m != nil && m.Kind == yaml.MappingNode:
+			d.collectPairs(m, path, out, seen, true, visited)
+		case m != nil && m.Kind == yaml.SequenceNode:
+			for _, item := range m.Content {
+				if item = resolve(item); item != nil && item.Kind == yaml.MappingNode {
+					d.collectPairs(item, path, out, seen, true, visited)
+				} else {
+					d.errorf(max(m.Line, 1), path, "<< merges mappings only")
+				}
+			}
+		default:
+			d.errorf(max(n.Line, 1), path, "<< merges mappings only")
+		}
+	}
+}
+
+// entries returns the named entries of a section such as endpoints: or
+// routes:, whose keys are names chosen by the user.
+func (d *decoder) entries(n *yaml.Node, path string) []pair {
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, path, "must be a mapping of name: settings, not a %s", kindName(n))
+		return nil
+	}
+	return d.pairs(n, path)
+}
+
+// object is a mapping with a fixed set of fields, read one field at a time.
+type object struct {
+	d      *decoder
+	path   string
+	line   int // of the key that holds the mapping: where "required" is reported
+	fields map[string]pair
+	order  []string
+	bad    bool // not a mapping: already reported, so nothing in it is "required"
+}
+
+// object reads n as a mapping with the known fields; any other key is an
+// error, with a suggestion when it looks like a typo. A nil n (an absent or
+// empty value) is an empty object.
+func (d *decoder) object(n *yaml.Node, path string, line int, known []string) *object {
+	o := &object{d: d, path: path, line: line, fields: map[string]pair{}}
+	if n == nil {
+		return o
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, path, "must be a mapping of field: value, not a %s", kindName(n))
+		o.bad = true
+		return o
+	}
+	for _, p := range d.pairs(n, path) {
+		if !contains(known, p.key) {
+			if s := closest(p.key, known); s != "" {
+				d.errorf(p.line, join(path, p.key), "unknown field (did you mean %q?)", s)
+			} else {
+				d.errorf(p.line, join(path, p.key), "unknown field")
+			}
+			continue
+		}
+		o.fields[p.key] = p
+		o.order = append(o.order, p.key)
+	}
+	return o
+}
+
+// has reports whether the field is given, even with an empty value.
+func (o *object) has(name string) bool { _, ok := o.fields[name]; return ok }
+
+// value returns the field's value, nil when it is absent or empty.
+func (o *object) value(name string) *yaml.Node { return o.fields[name].value }
+
+// keyLine returns the line of the field's key, or the object's line.
+func (o *object) keyLine(name string) int {
+	if p, ok := o.fields[name]; ok {
+		return p.line
+	}
+	return o.line
+}
+
+func (o *object) field(name string) string { return join(o.path, name) }
+
+func (o *object) errorf(name, format string, args ...any) {
+	o.d.errorf(o.keyLine(name), o.field(name), format, args...)
+}
+
+// required reports a missing field and tells whether it is there.
+func (o *object) required(name, hint string) bool {
+	if o.value(name) != nil {
+		return true
+	}
+	if !o.bad {
+		o.errorf(name, "required%s", hint)
+	}
+	return false
+}
+
+// sub returns the mapping in field name, or nil when it is absent.
+func (o *object) sub(name string, known []string) *object {
+	if !o.has(name) {
+		return nil
+	}
+	o.d.lines[o.field(name)] = o.keyLine(name)
+	return o.d.object(o.value(name), o.field(name), o.keyLine(name), known)
+}
+
+// The typed setters below store the field's value in dst when it is given
+// and well-formed, and return its line (0 otherwise) for further checks.
+
+func (o *object) str(name string, dst *string) int {
+	return o.parsed(name, func(s string) error {
+		*dst = s
+		return nil
+	})
+}
+
+// parsed hands the field's text to parse and records where the field is
+// once it is accepted, for checks made later (see Config.problem).
+func (o *object) parsed(name string, parse func(string) error) int {
+	n := o.value(name)
+	if n == nil {
+		return 0
+	}
+	s, ok := o.d.scalar(n, o.field(name))
+	if !ok {
+		return 0
+	}
+	if err := parse(s); err != nil {
+		o.d.errorf(n.Line, o.field(name), "%v", err)
+		return 0
+	}
+	o.d.lines[o.field(name)] = n.Line
+	return n.Line
+}
+
+func (o *object) duration(name string, dst *time.Duration) int {
+	return o.parsed(name, func(s string) (err error) {
+		v, err := parseDuration(s)
+		if err == nil {
+			*dst = v
+		}
+		return err
+	})
+}
+
+func (o *object) integer(name string, dst *int) int {
+	return o.parsed(name, func(s string) error {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", clip(s))
+		}
+		*dst = v
+		return nil
+	})
+}
+
+func (o *object) number(name string, dst *float64) int {
+	return o.parsed(name, func(s string) error {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q is not a number", clip(s))
+		}
+		*dst = v
+		return nil
+	})
+}
+
+func (o *object) boolean(name string, dst *bool) int {
+	return o.parsed(name, func(s string) error {
+		switch s {
+		case "true", "True", "TRUE":
+			*dst = true
+		case "false", "False", "FALSE":
+			*dst = false
+		default:
+			return fmt.Errorf("%q is not true or false", clip(s))
+		}
+		return nil
+	})
+}
+
+func (o *object) size(name string, dst *int64) int {
+	return o.parsed(name, func(s string) error {
+		v, err := ParseSize(s)
+		if err == nil {
+			*dst = v
+		}
+		return err
+	})
+}
+
+// item is one element of a list with its line and path (field[2]).
+type item struct {
+	value string
+	line  int
+	field string
+}
+
+// list returns the string elements of a list field; ok is false when the
+// field is absent or not a list. Elements that are not single values are
+// reported and left out.
+func (o *object) list(name string) (items []item, ok bool) {
+	n := o.value(name)
+	if n == nil {
+		return nil, false
+	}
+	if n.Kind != yaml.SequenceNode {
+		o.d.errorf(n.Line, o.field(name), "must be a list ([a, b] or one \"- a\" per line), not a %s", kindName(n))
+		return nil, false
+	}
+	items = []item{}
+	for i, c := range n.Content {
+		path := fmt.Sprintf("%s[%d]", o.field(name), i)
+		if c = resolve(c); isNull(c) {
+			o.d.errorf(nodeLine(c, n), path, "empty entry")
+			continue
+		}
+		s, good := o.d.scalar(c, path)
+		if good {
+			items = append(items, item{value: s, line: c.Line, field: path})
+		}
+	}
+	return items, true
+}
+
+// scalar returns the text of a single value with ${NAME} expanded.
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n.Line, path, "must be a single value, not a %s", kindName(n))
+		return "", false
+	}
+	if isNull(n) {
+		return "", true
+	}
+	s, err := expand(n.Value, d.lookupEnv)
+	if err != nil {
+		d.errorf(n.Line, path, "%v", err)
+		return "", false
+	}
+	return s, true
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the candidate nearest to s when it is near enough to be a
+// typo of it, else "".
+func closest(s string, candidates []string) string {
+	sorted := append([]string(nil), candidates...)
+	sort.Strings(sorted)
+	best, bestDist := "", 3
+	for _, c := range sorted {
+		if d := editDistance(s, c); d < bestDist && 2*d <= len(s) {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// Every default of the configuration is here, so that the documentation, the
+// no-file case and the parser cannot disagree.
+
+// Default returns the configuration of a courier started without a file: a
+// loopback listener, an embedded SQLite store in ./courier-data and an empty
+// topology that has only the built-in default policy.
+func Default() *Config {
+	return &Config{
+		Listen:        "127.0.0.1:8425",
+		Store:         Store{Driver: DriverSQLite, Path: "./courier-data/courier.db"},
+		Retention:     7 * 24 * time.Hour,
+		MaxPayload:    1 << 20,
+		MaxBatchBytes: 32 << 20,
+		Log:           Log{Format: "text", Level: "info"},
+		Keys:          map[string]Key{},
+		Topology: &courier.Topology{
+			Endpoints: map[string]*courier.Endpoint{},
+			Routes:    map[string]*courier.Route{},
+			Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+		},
+		lines: map[string]int{},
+	}
+}
+
+// newEndpoint returns an endpoint with the defaults of DESIGN §4 and of its
+// transport, before the file's fields are applied.
+func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
+	e := &courier.Endpoint{
+		Name:                    name,
+		Transport:               t,
+		Timeout:                 30 * time.Second,
+		MaxConcurrency:          16,
+		TimeoutOn:               defaultTimeoutOn(),
+		SuspendOn:               defaultSuspendOn(),
+		RetriesBeforeSuspension: 3,
+		Suspension:              courier.Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour},
+	}
+	switch t {
+	case courier.TransportHTTP:
+		e.HTTP.Method = "POST"
+	case courier.TransportSMTP:
+		e.SMTP.StartTLS = "auto"
+	case courier.TransportFile:
+		e.File.Name = "{id}"
+	}
+	return e
+}
+
+func defaultTimeoutOn() []courier.ErrorClass {
+	return []courier.ErrorClass{courier.ClassTimeout, courier.ClassConnectTimeout,
+		courier.ClassConnectionClosed, courier.ClassHTTP5xx}
+}
+
+func defaultSuspendOn() []courier.ErrorClass {
+	return []courier.ErrorClass{courier.ClassDNS, courier.ClassConnectRefused,
+		courier.ClassTLS, courier.ClassHTTP429}
+}
+
+// defaultStrategy is single for one endpoint and failover for more: a list
+// of endpoints written without a strategy reads as primary and backups.
+func defaultStrategy(endpoints int) courier.Strategy {
+	if endpoints > 1 {
+		return courier.StrategyFailover
+	}
+	return courier.StrategySingle
+}
+
+// defaultOrderedOnFailure keeps an ordering key waiting behind a suspended
+// head, because skipping it breaks the order the sender asked for.
+const defaultOrderedOnFailure = courier.OrderedBlock

@@ -1,0 +1,167 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// expand replaces ${NAME} with the value of the variable NAME, so that
+// secrets stay out of the file; $$ stands for a literal $, and a $ followed by
+// anything else is kept as it is (passwords contain dollars).
+func expand(s string, lookupEnv func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' || i+1 == len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated ${ (write $$ for a literal $)")
+			}
+			name := s[i+2 : i+2+end]
+			if !validEnvName(name) {
+				return "", fmt.Errorf("${%s} is not a valid variable reference: use letters, digits and _, not starting with a digit", clip(name))
+			}
+			v, ok := "", false
+			if lookupEnv != nil {
+				v, ok = lookupEnv(name)
+			}
+			if !ok {
+				return "", fmt.Errorf("environment variable %s is not set", name)
+			}
+			b.WriteString(v)
+			i += 2 + end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// envOverride is one COURIER_* variable and the top-level field it sets.
+type envOverride struct {
+	name    string
+	field   string
+	setFunc func(c *Config, v string) error
+}
+
+// envOverrides are the variables that override the file, so that one file
+// serves several deployments (a container sets the store and listen address).
+var envOverrides = []envOverride{
+	{"COURIER_LISTEN", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"COURIER_RETENTION", "retention", func(c *Config, v string) error {
+		d, err := parseDuration(v)
+		if err == nil {
+			c.Retention = d
+		}
+		return err
+	}},
+	{"COURIER_MAX_PAYLOAD", "max_payload", func(c *Config, v string) error {
+		n, err := ParseSize(v)
+		if err == nil {
+			c.MaxPayload = n
+		}
+		return err
+	}},
+	{"COURIER_MAX_BATCH_BYTES", "max_batch_bytes", func(c *Config, v string) error {
+		n, err := ParseSize(v)
+		if err == nil {
+			c.MaxBatchBytes = n
+		}
+		return err
+	}},
+	{"COURIER_PUBLIC_URL", "public_url", func(c *Config, v string) error { c.PublicURL = v; return nil }},
+	{"COURIER_STORE_DRIVER", "store.driver", func(c *Config, v string) error { c.Store.Driver = v; return nil }},
+	{"COURIER_STORE_PATH", "store.path", func(c *Config, v string) error { c.Store.Path = v; return nil }},
+	{"COURIER_STORE_DSN", "store.dsn", func(c *Config, v string) error { c.Store.DSN = v; return nil }},
+	{"COURIER_LOG_FORMAT", "log.format", func(c *Config, v string) error { c.Log.Format = v; return nil }},
+	{"COURIER_LOG_LEVEL", "log.level", func(c *Config, v string) error { c.Log.Level = v; return nil }},
+	{"COURIER_TLS_CERT", "tls.cert", func(c *Config, v string) error { c.TLS.Cert = v; return nil }},
+	{"COURIER_TLS_KEY", "tls.key", func(c *Config, v string) error { c.TLS.Key = v; return nil }},
+}
+
+// ApplyEnv lets the COURIER_* variables override the top-level fields and
+// checks the result, for a configuration read from a file as well as for
+// Default(). A variable that is set but empty counts as unset, so that a
+// deployment template may leave it blank. Errors name the variable.
+func (c *Config) ApplyEnv(lookupEnv func(string) (string, bool)) error {
+	errs := c.applyEnv(lookupEnv)
+	errs = append(errs, c.checkServer()...)
+	return errs.err()
+}
+
+func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) Errors {
+	if lookupEnv == nil {
+		return nil
+	}
+	var errs Errors
+	for _, o := range envOverrides {
+		v, ok := lookupEnv(o.name)
+		if !ok || v == "" {
+			continue
+		}
+		if err := o.setFunc(c, v); err != nil {
+			errs = append(errs, &Error{Field: o.name, Message: err.Error()})
+			continue
+		}
+		if c.envs == nil {
+			c.envs = make(map[string]string)
+		}
+		c.envs[o.field] = o.name
+	}
+	return errs
+}
+
+// parseDuration parses a Go duration string, refusing negative ones: no
+// setting of courier means anything with a negative time.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write a Go duration such as 30s, 5m or 48h", clip(s))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %s must not be negative", s)
+	}
+	return d, nil
+}
+
+// clip shortens a value quoted back in an error message.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,271 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/courier-gw/courier"
+	"go.yaml.in/yaml/v3"
+)
+
+var topFields = []string{"listen", "tls", "store", "retention", "max_payload", "max_batch_bytes",
+	"log", "public_url", "keys", "outbound", "endpoints", "routes", "policies"}
+
+// config reads the top-level mapping into c. The server fields are only
+// parsed here; checkServer judges them after the environment overrides.
+func (d *decoder) config(c *Config, root *yaml.Node) {
+	if root.Kind != yaml.MappingNode {
+		d.errorf(max(root.Line, 1), "", "the configuration must be a mapping of settings (listen: ..., endpoints: ...), not a %s", kindName(root))
+		return
+	}
+	o := d.object(root, "", root.Line, topFields)
+	o.str("listen", &c.Listen)
+	if t := o.sub("tls", []string{"cert", "key"}); t != nil {
+		t.str("cert", &c.TLS.Cert)
+		t.str("key", &c.TLS.Key)
+	}
+	if s := o.sub("store", []string{"driver", "path", "dsn"}); s != nil {
+		s.str("driver", &c.Store.Driver)
+		s.str("path", &c.Store.Path)
+		s.str("dsn", &c.Store.DSN)
+	}
+	o.duration("retention", &c.Retention)
+	o.size("max_payload", &c.MaxPayload)
+	o.size("max_batch_bytes", &c.MaxBatchBytes)
+	if l := o.sub("log", []string{"format", "level"}); l != nil {
+		l.str("format", &c.Log.Format)
+		l.str("level", &c.Log.Level)
+	}
+	o.str("public_url", &c.PublicURL)
+
+	var refs []ref
+	d.endpoints(o.value("endpoints"), c.Topology)
+	d.routes(o.value("routes"), c.Topology, &refs)
+	d.policies(o.value("policies"), c.Topology, &refs)
+	d.keys(o.value("keys"), c, &refs)
+	if out := o.sub("outbound", []string{"allow_networks"}); out != nil {
+		c.Outbound.AllowNetworks = d.networks(out, "allow_networks")
+	}
+	d.checkRefs(c.Topology, refs)
+}
+
+// networks parses a list of CIDRs, as the SSRF guard compares addresses
+// with prefixes. Host bits are cleared: 10.1.2.3/8 means 10.0.0.0/8.
+func (d *decoder) networks(o *object, name string) []netip.Prefix {
+	items, _ := o.list(name)
+	var out []netip.Prefix
+	for _, it := range items {
+		p, err := netip.ParsePrefix(strings.TrimSpace(it.value))
+		if err != nil {
+			d.errorf(it.line, it.field, "%q is not a network in CIDR notation (10.0.0.0/8, fd00::/8)", clip(it.value))
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+var keyFields = []string{"role", "hash", "routes"}
+
+// keys reads the API keys. Only a hash of each secret is configured; two
+// keys with one hash would make the caller's identity ambiguous.
+func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
+	hashes := map[string]string{}
+	for _, p := range d.entries(n, "keys") {
+		path := "keys." + p.key
+		d.checkName(p, path, courier.ValidName)
+		o := d.object(p.value, path, p.line, keyFields)
+		k := Key{Name: p.key}
+		var role string
+		if o.required("role", ": one of sender, operator, admin") {
+			if l := o.str("role", &role); l > 0 && !contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
+				d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", clip(role))
+			}
+		}
+		k.Role = Role(role)
+		if o.required("hash", `: "sha256:" and the lowercase hex SHA-256 of the secret`) {
+			if l := o.str("hash", &k.Hash); l > 0 {
+				if !validHash(k.Hash) {
+					d.errorf(l, o.field("hash"), `must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`)
+				} else if other, dup := hashes[k.Hash]; dup {
+					d.errorf(l, o.field("hash"), "is the same as the hash of key %q: each key needs its own secret", other)
+				} else {
+					hashes[k.Hash] = p.key
+				}
+			}
+		}
+		if items, ok := o.list("routes"); ok {
+			if k.Role == RoleOperator || k.Role == RoleAdmin {
+				o.errorf("routes", "only sender keys are limited to routes; %s keys reach every route", role)
+			}
+			seen := map[string]bool{}
+			for _, it := range items {
+				if seen[it.value] {
+					d.errorf(it.line, it.field, "route %q is listed twice", clip(it.value))
+					continue
+				}
+				seen[it.value] = true
+				k.Routes = append(k.Routes, it.value)
+				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
+			}
+		}
+		c.Keys[p.key] = k
+	}
+}
+
+func validHash(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 2*sha256.Size || strings.ToLower(h) != h {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
+// checkName reports an entry whose key is not a valid name.
+func (d *decoder) checkName(p pair, path string, valid func(string) bool) {
+	if !valid(p.key) {
+		d.errorf(p.line, path, "%q is not a valid name: use 1 to %d letters, digits, '.', '_' or '-'", clip(p.key), courier.MaxNameLen)
+	}
+}
+
+// checkServer judges the top-level fields once the file and the environment
+// have both had their say; each problem points at whichever of them set the
+// value.
+func (c *Config) checkServer() Errors {
+	var errs Errors
+	bad := func(fields []string, format string, args ...any) {
+		errs = append(errs, c.problem(fields, fmt.Sprintf(format, args...)))
+	}
+	if err := checkHostPort(c.Listen, true); err != nil {
+		bad([]string{"listen"}, "%v", err)
+	}
+	switch {
+	case c.TLS.Cert != "" && c.TLS.Key == "":
+		bad([]string{"tls.key", "tls.cert", "tls"}, "required when tls.cert is set")
+	case c.TLS.Key != "" && c.TLS.Cert == "":
+		bad([]string{"tls.cert", "tls.key", "tls"}, "required when tls.key is set")
+	}
+	switch c.Store.Driver {
+	case DriverSQLite:
+		if c.Store.Path == "" {
+			bad([]string{"store.path", "store.driver", "store"}, "required with driver sqlite: the database file")
+		}
+	case DriverPostgres:
+		switch {
+		case c.Store.DSN == "":
+			bad([]string{"store.dsn", "store.driver", "store"}, "required with driver postgres: postgres://user:password@host/db")
+		case !strings.HasPrefix(c.Store.DSN, "postgres://") && !strings.HasPrefix(c.Store.DSN, "postgresql://"):
+			bad([]string{"store.dsn", "store"}, "must be a URL starting with postgres:// or postgresql://")
+		}
+	default:
+		bad([]string{"store.driver", "store"}, "must be sqlite or postgres, not %q", clip(c.Store.Driver))
+	}
+	if c.Retention <= 0 {
+		bad([]string{"retention"}, "must be greater than 0")
+	}
+	if c.MaxPayload <= 0 {
+		bad([]string{"max_payload"}, "must be greater than 0")
+	}
+	if c.MaxBatchBytes <= 0 {
+		bad([]string{"max_batch_bytes"}, "must be greater than 0")
+	}
+	if c.MaxPayload > 0 && c.MaxBatchBytes > 0 && c.MaxPayload > c.MaxBatchBytes {
+		// A batch must be able to hold one message of the largest size.
+		if c.setBy("max_payload") {
+			bad([]string{"max_payload"}, "must not exceed max_batch_bytes (%s)", formatSize(c.MaxBatchBytes))
+		} else {
+			bad([]string{"max_batch_bytes"}, "must be at least max_payload (%s)", formatSize(c.MaxPayload))
+		}
+	}
+	if !contains([]string{"text", "json"}, c.Log.Format) {
+		bad([]string{"log.format", "log"}, "must be text or json, not %q", clip(c.Log.Format))
+	}
+	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad([]string{"log.level", "log"}, "must be debug, info, warn or error, not %q", clip(c.Log.Level))
+	}
+	if c.PublicURL != "" {
+		if err := checkURL(c.PublicURL, "http", "https"); err != nil {
+			bad([]string{"public_url"}, "must be an absolute http or https URL")
+		}
+	}
+	return errs
+}
+
+// setBy reports whether the file or the environment set the field.
+func (c *Config) setBy(field string) bool {
+	_, env := c.envs[field]
+	_, file := c.lines[field]
+	return env || file
+}
+
+// problem locates a problem with a top-level value at the first of fields
+// that the environment or the file set: a COURIER_* variable is named as
+// the field, a line of the file with the field's path.
+func (c *Config) problem(fields []string, msg string) *Error {
+	for _, f := range fields {
+		if v, ok := c.envs[f]; ok {
+			return &Error{Field: v, Message: fields[0] + ": " + msg}
+		}
+		if l, ok := c.lines[f]; ok {
+			return &Error{File: c.File, Line: l, Field: fields[0], Message: msg}
+		}
+	}
+	return &Error{File: c.File, Field: fields[0], Message: msg}
+}
+
+// checkHostPort accepts host:port with a numeric port. A listen address may
+// leave out the host (all interfaces) and use port 0 (any free port, for
+// tests); an address to dial may not.
+func checkHostPort(s string, listen bool) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", clip(s))
+	}
+	if host == "" && !listen {
+		return fmt.Errorf("%q has no host", clip(s))
+	}
+	if strings.ContainsAny(host, " \t/") {
+		return fmt.Errorf("%q is not host:port", clip(s))
+	}
+	lowest := 1
+	if listen {
+		lowest = 0
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < lowest || n > 65535 {
+		return fmt.Errorf("%q: the port must be a number from %d to 65535", clip(s), lowest)
+	}
+	return nil
+}
+
+// checkURL accepts an absolute URL with one of the schemes and a host.
+func checkURL(s string, schemes ...string) error {
+	u, err := url.Parse(s)
+	if err != nil || !contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("not an absolute %s URL", strings.Join(schemes, " or "))
+	}
+	if strings.ContainsAny(s, " \t") {
+		return fmt.Errorf("a URL has no spaces")
+	}
+	return nil
+}
+
+// formatSize writes n the way it would be configured.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

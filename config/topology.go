@@ -1,0 +1,643 @@
+package config
+
+import (
+	"fmt"
+	"net/mail"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/courier-gw/courier"
+	"go.yaml.in/yaml/v3"
+)
+
+// ref is a name used in one section that another section must define. They
+// are checked after every section is read, so the order of sections in the
+// file does not matter.
+type ref struct {
+	line   int
+	field  string
+	kind   string // "endpoint" or "route"
+	name   string
+	notice bool // the endpoint receives notices: smtp or http only
+}
+
+func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
+	for _, r := range refs {
+		switch r.kind {
+		case "endpoint":
+			e, ok := t.Endpoints[r.name]
+			switch {
+			case !ok:
+				d.errorf(r.line, r.field, "endpoint %q is not defined%s", clip(r.name), suggest(r.name, t.Endpoints))
+			case r.notice && e.Transport != courier.TransportSMTP && e.Transport != courier.TransportHTTP:
+				d.errorf(r.line, r.field, "endpoint %q is a %s endpoint; notices go to smtp or http endpoints", r.name, e.Transport)
+			}
+		case "route":
+			if _, ok := t.Routes[r.name]; !ok {
+				d.errorf(r.line, r.field, "route %q is not defined%s", clip(r.name), suggest(r.name, t.Routes))
+			}
+		}
+	}
+}
+
+func suggest[V any](name string, defined map[string]V) string {
+	names := make([]string, 0, len(defined))
+	for n := range defined {
+		names = append(names, n)
+	}
+	if s := closest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
+}
+
+var endpointFields = []string{"transport", "timeout", "max_concurrency", "min_interval", "rate",
+	"timeout_on", "suspend_on", "permanent", "retries_before_suspension", "suspension"}
+
+// transportFields are the fields each transport takes besides the common
+// ones; a field of another transport is a mistake worth naming as such.
+var transportFields = map[courier.Transport][]string{
+	courier.TransportHTTP: {"url", "method", "secret", "follow_redirects", "allow_networks"},
+	courier.TransportSMTP: {"addr", "from", "to", "username", "password", "starttls"},
+	courier.TransportFile: {"dir", "name"},
+	courier.TransportAMQP: {"url", "exchange", "routing_key"},
+	courier.TransportNATS: {"url", "subject"},
+}
+
+// allEndpointFields are the keys an endpoint may have whatever its transport.
+var allEndpointFields = func() []string {
+	all := slices.Clone(endpointFields)
+	for _, t := range courier.Transports {
+		for _, f := range transportFields[t] {
+			if !contains(all, f) {
+				all = append(all, f)
+			}
+		}
+	}
+	return all
+}()
+
+func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
+	for _, p := range d.entries(n, "endpoints") {
+		path := "endpoints." + p.key
+		d.checkName(p, path, courier.ValidName)
+		o := d.object(p.value, path, p.line, allEndpointFields)
+		var tr string
+		if o.required("transport", ": one of http, smtp, file, amqp, nats") {
+			if l := o.str("transport", &tr); l > 0 && !contains(courier.Transports, courier.Transport(tr)) {
+				d.errorf(l, o.field("transport"), "must be http, smtp, file, amqp or nats, not %q", clip(tr))
+			}
+		}
+		e := newEndpoint(p.key, courier.Transport(tr))
+		if own, ok := transportFields[e.Transport]; ok {
+			for _, f := range o.order {
+				if !contains(endpointFields, f) && !contains(own, f) {
+					o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
+				}
+			}
+		}
+		d.endpointRules(o, e)
+		switch e.Transport {
+		case courier.TransportHTTP:
+			d.httpTarget(o, e)
+		case courier.TransportSMTP:
+			d.smtpTarget(o, e)
+		case courier.TransportFile:
+			d.fileTarget(o, e)
+		case courier.TransportAMQP:
+			d.amqpTarget(o, e)
+		case courier.TransportNATS:
+			d.natsTarget(o, e)
+		}
+		t.Endpoints[p.key] = e
+	}
+}
+
+func fieldOwners(f string) string {
+	var owners []string
+	for _, t := range courier.Transports {
+		if contains(transportFields[t], f) {
+			owners = append(owners, string(t))
+		}
+	}
+	return strings.Join(owners, " and ")
+}
+
+// endpointRules reads the fields every transport shares: timeout, limits
+// and the health rules of DESIGN §4.
+func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
+	if l := o.duration("timeout", &e.Timeout); l > 0 && e.Timeout <= 0 {
+		d.errorf(l, o.field("timeout"), "must be greater than 0")
+	}
+	if l := o.integer("max_concurrency", &e.MaxConcurrency); l > 0 && e.MaxConcurrency < 1 {
+		d.errorf(l, o.field("max_concurrency"), "must be at least 1")
+	}
+	o.duration("min_interval", &e.MinInterval)
+	o.parsed("rate", func(s string) error {
+		// "unlimited" is how a zero Rate prints; it reads back the same.
+		if strings.TrimSpace(s) == "unlimited" {
+			e.Rate = courier.Rate{}
+			return nil
+		}
+		r, err := courier.ParseRate(s)
+		if err == nil {
+			e.Rate = r
+		}
+		return err
+	})
+	timeoutOn, timeoutGiven := d.classes(o, "timeout_on")
+	suspendOn, suspendGiven := d.classes(o, "suspend_on")
+	if permanent, ok := d.classes(o, "permanent"); ok {
+		e.Permanent = make([]courier.ErrorClass, 0, len(permanent))
+		for _, c := range permanent {
+			e.Permanent = append(e.Permanent, courier.ErrorClass(c.value))
+		}
+	}
+	// A class cannot both count towards suspension and suspend at once.
+	// Naming a class in one list takes it out of the other list's default,
+	// so that "suspend_on: [http_5xx]" alone means what it says.
+	switch {
+	case timeoutGiven && suspendGiven:
+		for _, c := range suspendOn {
+			if slices.ContainsFunc(timeoutOn, func(t item) bool { return t.value == c.value }) {
+				d.errorf(c.line, c.field, "%s is in timeout_on too; a class either counts towards suspension or suspends at once", c.value)
+			}
+		}
+	case timeoutGiven:
+		e.SuspendOn = slices.DeleteFunc(e.SuspendOn, func(c courier.ErrorClass) bool {
+			return slices.ContainsFunc(timeoutOn, func(t item) bool { return t.value == string(c) })
+		})
+	case suspendGiven:
+		e.TimeoutOn = slices.DeleteFunc(e.TimeoutOn, func(c courier.ErrorClass) bool {
+			return slices.ContainsFunc(suspendOn, func(t item) bool { return t.value == string(c) })
+		})
+	}
+	if timeoutGiven {
+		e.TimeoutOn = toClasses(timeoutOn)
+	}
+	if suspendGiven {
+		e.SuspendOn = toClasses(suspendOn)
+	}
+	if l := o.integer("retries_before_suspension", &e.RetriesBeforeSuspension); l > 0 && e.RetriesBeforeSuspension < 0 {
+		d.errorf(l, o.field("retries_before_suspension"), "must not be negative")
+	}
+	if s := o.sub("suspension", []string{"initial", "factor", "max"}); s != nil {
+		d.backoff(s, &e.Suspension, false)
+	}
+}
+
+// classes reads a list of error classes; ok tells whether the list is given.
+func (d *decoder) classes(o *object, name string) ([]item, bool) {
+	items, ok := o.list(name)
+	var good []item
+	for _, it := range items {
+		switch {
+		case !courier.ErrorClass(it.value).Valid():
+			d.errorf(it.line, it.field, "%q is not an error class%s", clip(it.value), suggestClass(it.value))
+		case slices.ContainsFunc(good, func(g item) bool { return g.value == it.value }):
+			d.errorf(it.line, it.field, "%s is listed twice", it.value)
+		default:
+			good = append(good, it)
+		}
+	}
+	return good, ok
+}
+
+func suggestClass(s string) string {
+	names := make([]string, len(courier.ErrorClasses))
+	for i, c := range courier.ErrorClasses {
+		names[i] = string(c)
+	}
+	if c := closest(s, names); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return " (see DESIGN §3 for the classes)"
+}
+
+func toClasses(items []item) []courier.ErrorClass {
+	out := make([]courier.ErrorClass, len(items))
+	for i, it := range items {
+		out[i] = courier.ErrorClass(it.value)
+	}
+	return out
+}
+
+// backoff reads initial, factor, max (and jitter when withJitter) over the
+// values b already has, then checks them together: a policy that sets only
+// max must still end up with max >= initial.
+func (d *decoder) backoff(o *object, b *courier.Backoff, withJitter bool) {
+	lInitial := o.duration("initial", &b.Initial)
+	lFactor := o.number("factor", &b.Factor)
+	lMax := o.duration("max", &b.Max)
+	if lInitial > 0 && b.Initial <= 0 {
+		d.errorf(lInitial, o.field("initial"), "must be greater than 0")
+	}
+	if lFactor > 0 && b.Factor < 1 {
+		d.errorf(lFactor, o.field("factor"), "must be at least 1")
+	}
+	if (lMax > 0 || lInitial > 0) && b.Initial > 0 && b.Max < b.Initial {
+		if lMax > 0 {
+			d.errorf(lMax, o.field("max"), "must be at least initial (%s)", b.Initial)
+		} else {
+			d.errorf(lInitial, o.field("initial"), "must not exceed max (%s)", b.Max)
+		}
+	}
+	if withJitter {
+		if l := o.number("jitter", &b.Jitter); l > 0 && (b.Jitter < 0 || b.Jitter > 1) {
+			d.errorf(l, o.field("jitter"), "must be from 0 to 1 (a fraction of the delay)")
+		}
+	}
+}
+
+var httpMethods = []string{"POST", "PUT", "PATCH", "GET", "DELETE", "HEAD", "OPTIONS"}
+
+func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
+	h := &e.HTTP
+	if o.required("url", ": the receiver's http or https URL") {
+		if l := o.str("url", &h.URL); l > 0 && checkURL(h.URL, "http", "https") != nil {
+			d.errorf(l, o.field("url"), "must be an absolute http or https URL")
+		}
+	}
+	if l := o.str("method", &h.Method); l > 0 && !contains(httpMethods, h.Method) {
+		d.errorf(l, o.field("method"), "must be one of %s, not %q", strings.Join(httpMethods, ", "), clip(h.Method))
+	}
+	var secret string
+	if l := o.str("secret", &secret); l > 0 {
+		h.Secrets = strings.Fields(secret)
+		if len(h.Secrets) == 0 {
+			d.errorf(l, o.field("secret"), "is empty; leave the field out to send unsigned requests")
+		}
+	}
+	o.boolean("follow_redirects", &h.FollowRedirects)
+	for _, p := range d.networks(o, "allow_networks") {
+		h.AllowNetworks = append(h.AllowNetworks, p.String())
+	}
+}
+
+func (d *decoder) smtpTarget(o *object, e *courier.Endpoint) {
+	s := &e.SMTP
+	if o.required("addr", ": the mail server's host:port") {
+		if l := o.str("addr", &s.Addr); l > 0 {
+			if err := checkHostPort(s.Addr, false); err != nil {
+				d.errorf(l, o.field("addr"), "%v", err)
+			}
+		}
+	}
+	if o.required("from", ": the sender address") {
+		if l := o.str("from", &s.From); l > 0 {
+			if _, err := mail.ParseAddress(s.From); err != nil {
+				d.errorf(l, o.field("from"), "%q is not a mail address", clip(s.From))
+			}
+		}
+	}
+	if o.required("to", ": a list of recipient addresses") {
+		items, _ := o.list("to")
+		if len(items) == 0 && o.value("to").Kind == yaml.SequenceNode && len(o.value("to").Content) == 0 {
+			o.errorf("to", "must list at least one address")
+		}
+		for _, it := range items {
+			if _, err := mail.ParseAddress(it.value); err != nil {
+				d.errorf(it.line, it.field, "%q is not a mail address", clip(it.value))
+				continue
+			}
+			s.To = append(s.To, it.value)
+		}
+	}
+	lUser := o.str("username", &s.Username)
+	lPass := o.str("password", &s.Password)
+	unreadable := (o.has("username") && lUser == 0) || (o.has("password") && lPass == 0)
+	if !unreadable && (s.Username == "") != (s.Password == "") {
+		if s.Username == "" {
+			o.errorf("username", "required when password is set")
+		} else {
+			o.errorf("password", "required when username is set")
+		}
+	}
+	if l := o.str("starttls", &s.StartTLS); l > 0 && !contains([]string{"auto", "always", "never"}, s.StartTLS) {
+		d.errorf(l, o.field("starttls"), "must be auto, always or never, not %q", clip(s.StartTLS))
+	}
+}
+
+func (d *decoder) fileTarget(o *object, e *courier.Endpoint) {
+	f := &e.File
+	if o.required("dir", ": the directory files are written to") {
+		if l := o.str("dir", &f.Dir); l > 0 && strings.TrimSpace(f.Dir) == "" {
+			d.errorf(l, o.field("dir"), "must not be empty")
+		}
+	}
+	if l := o.str("name", &f.Name); l > 0 {
+		if err := checkNameTemplate(f.Name); err != nil {
+			d.errorf(l, o.field("name"), "%v", err)
+		}
+	}
+}
+
+// checkNameTemplate accepts a file name with the placeholders {id}, {type}
+// and {time}; it must stay one name inside the endpoint's directory.
+func checkNameTemplate(s string) error {
+	if s == "" || s == "." || s == ".." {
+		return fmt.Errorf("must be a file name such as {id}.xml")
+	}
+	if strings.ContainsAny(s, `/\`) {
+		return fmt.Errorf("must be a name without / or \\: files stay in dir")
+	}
+	for rest := s; rest != ""; {
+		i := strings.IndexAny(rest, "{}")
+		if i < 0 {
+			break
+		}
+		if rest[i] == '}' {
+			return fmt.Errorf("has a } without {")
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return fmt.Errorf("has a { without }")
+		}
+		if p := rest[i+1 : i+end]; !contains([]string{"id", "type", "time"}, p) {
+			return fmt.Errorf("{%s} is not a placeholder: use {id}, {type} or {time}", clip(p))
+		}
+		rest = rest[i+end+1:]
+	}
+	return nil
+}
+
+func (d *decoder) amqpTarget(o *object, e *courier.Endpoint) {
+	a := &e.AMQP
+	if o.required("url", ": amqp:// or amqps:// URL of the broker") {
+		if l := o.str("url", &a.URL); l > 0 && checkURL(a.URL, "amqp", "amqps") != nil {
+			d.errorf(l, o.field("url"), "must be an amqp:// or amqps:// URL")
+		}
+	}
+	o.str("exchange", &a.Exchange)
+	o.str("routing_key", &a.RoutingKey)
+	if a.Exchange == "" && a.RoutingKey == "" && !o.bad {
+		o.errorf("routing_key", "required with the default exchange: it routes by queue name")
+	}
+}
+
+func (d *decoder) natsTarget(o *object, e *courier.Endpoint) {
+	n := &e.NATS
+	if o.required("url", ": nats:// or tls:// URL of the server") {
+		if l := o.str("url", &n.URL); l > 0 {
+			// The NATS client takes a comma-separated list of servers.
+			for _, u := range strings.Split(n.URL, ",") {
+				if checkURL(strings.TrimSpace(u), "nats", "tls") != nil {
+					d.errorf(l, o.field("url"), "must be a nats:// or tls:// URL (several separated by commas)")
+					break
+				}
+			}
+		}
+	}
+	if o.required("subject", ": the subject to publish on") {
+		if l := o.str("subject", &n.Subject); l > 0 && !validSubject(n.Subject) {
+			d.errorf(l, o.field("subject"), "%q is not a subject to publish on: dot-separated tokens without spaces or the wildcards * and >", clip(n.Subject))
+		}
+	}
+}
+
+func validSubject(s string) bool {
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
+			return false
+		}
+	}
+	return true
+}
+
+var routeFields = []string{"endpoints", "strategy", "weights", "ordered_on_failure"}
+
+func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
+	for _, p := range d.entries(n, "routes") {
+		path := "routes." + p.key
+		d.checkName(p, path, courier.ValidName)
+		o := d.object(p.value, path, p.line, routeFields)
+		r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
+		if o.required("endpoints", ": a list of endpoint names") {
+			items, _ := o.list("endpoints")
+			if v := o.value("endpoints"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+				o.errorf("endpoints", "must list at least one endpoint")
+			}
+			for _, it := range items {
+				if contains(r.Endpoints, it.value) {
+					d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
+					continue
+				}
+				r.Endpoints = append(r.Endpoints, it.value)
+				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value})
+			}
+		}
+		r.Strategy = defaultStrategy(len(r.Endpoints))
+		var strategy string
+		if l := o.str("strategy", &strategy); l > 0 {
+			switch s := courier.Strategy(strategy); {
+			case !contains(courier.Strategies, s):
+				d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", clip(strategy))
+			case s == courier.StrategySingle && len(r.Endpoints) > 1:
+				d.errorf(l, o.field("strategy"), "single takes one endpoint and this route has %d; use failover, round_robin or weighted", len(r.Endpoints))
+			default:
+				r.Strategy = s
+			}
+		}
+		if o.has("weights") && (strategy == "" || contains(courier.Strategies, courier.Strategy(strategy))) {
+			d.weights(o, r, strategy)
+		}
+		var ordered string
+		if l := o.str("ordered_on_failure", &ordered); l > 0 {
+			if s := courier.OrderedOnFailure(ordered); s == courier.OrderedBlock || s == courier.OrderedSkip {
+				r.OrderedOnFailure = s
+			} else {
+				d.errorf(l, o.field("ordered_on_failure"), "must be block or skip, not %q", clip(ordered))
+			}
+		}
+		t.Routes[p.key] = r
+	}
+}
+
+func (d *decoder) weights(o *object, r *courier.Route, strategy string) {
+	if courier.Strategy(strategy) != courier.StrategyWeighted {
+		o.errorf("weights", "only for strategy weighted")
+		return
+	}
+	r.Weights = map[string]int{}
+	for _, p := range d.entries(o.value("weights"), o.field("weights")) {
+		wo := &object{d: d, path: o.field("weights"), line: p.line, fields: map[string]pair{p.key: p}}
+		var w int
+		l := wo.integer(p.key, &w)
+		switch {
+		case !contains(r.Endpoints, p.key):
+			d.errorf(p.line, wo.field(p.key), "%q is not an endpoint of this route", clip(p.key))
+		case l > 0 && w < 1:
+			d.errorf(l, wo.field(p.key), "must be at least 1")
+		case l > 0:
+			r.Weights[p.key] = w
+		case p.value == nil:
+			wo.errorf(p.key, "required: a whole number of at least 1")
+		}
+	}
+}
+
+var policyFields = []string{"backoff", "schedule", "max_attempts", "max_age", "priority",
+	"escalate", "fallback", "on_exhausted"}
+
+// policies reads the default policy first: every other policy starts from it
+// and overrides only what it gives.
+func (d *decoder) policies(n *yaml.Node, t *courier.Topology, refs *[]ref) {
+	entries := d.entries(n, "policies")
+	base := courier.DefaultPolicy()
+	for _, p := range entries {
+		if p.key == courier.DefaultPolicyName {
+			base = d.policy(p, base, refs)
+		}
+	}
+	t.Policies[courier.DefaultPolicyName] = base
+	for _, p := range entries {
+		if p.key != courier.DefaultPolicyName {
+			t.Policies[p.key] = d.policy(p, base, refs)
+		}
+	}
+}
+
+func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Policy {
+	path := "policies." + p.key
+	if !courier.ValidType(p.key) {
+		d.errorf(p.line, path, "%q is not a message type: use 1 to %d letters, digits, '.', '_' or '-'", clip(p.key), courier.MaxTypeLen)
+	}
+	o := d.object(p.value, path, p.line, policyFields)
+	pol := clonePolicy(base)
+	pol.Name = p.key
+
+	if b := o.sub("backoff", []string{"initial", "factor", "max", "jitter"}); b != nil {
+		d.backoff(b, &pol.Backoff, true)
+	}
+	if o.has("schedule") {
+		d.schedule(o, pol)
+	} else if o.has("backoff") || o.has("max_attempts") {
+		// Retrying by backoff or by count means this type does not follow
+		// an inherited schedule, which would override both.
+		pol.Schedule = nil
+	}
+	if l := o.integer("max_attempts", &pol.MaxAttempts); l > 0 && pol.MaxAttempts < 1 {
+		d.errorf(l, o.field("max_attempts"), "must be at least 1 (1: no retries)")
+	}
+	if l := o.duration("max_age", &pol.MaxAge); l > 0 && pol.MaxAge <= 0 {
+		d.errorf(l, o.field("max_age"), "must be greater than 0")
+	}
+	if l := o.integer("priority", &pol.Priority); l > 0 && (pol.Priority < 0 || pol.Priority > 9) {
+		d.errorf(l, o.field("priority"), "must be from 0 to 9")
+	}
+	if o.has("escalate") {
+		pol.Escalate = d.escalate(o, refs)
+	}
+	if o.has("fallback") {
+		pol.Fallback = d.fallback(o, refs)
+	}
+	var onExhausted string
+	if l := o.str("on_exhausted", &onExhausted); l > 0 {
+		if v := courier.OnExhausted(onExhausted); v == courier.ExhaustedSuspend || v == courier.ExhaustedDiscard {
+			pol.OnExhausted = v
+		} else {
+			d.errorf(l, o.field("on_exhausted"), "must be suspend or discard, not %q", clip(onExhausted))
+		}
+	}
+	return pol
+}
+
+// schedule reads a table of delays, one per retry; it fixes the number of
+// attempts, so max_attempts and backoff beside it would contradict it.
+func (d *decoder) schedule(o *object, pol *courier.Policy) {
+	if o.has("max_attempts") {
+		o.errorf("max_attempts", "a schedule sets max_attempts (its length + 1); give one of them")
+	}
+	if o.has("backoff") {
+		o.errorf("backoff", "a schedule replaces backoff; give one of them")
+	}
+	items, ok := o.list("schedule")
+	if !ok {
+		if o.value("schedule") == nil {
+			o.errorf("schedule", "must list at least one delay (for no retries use max_attempts: 1)")
+		}
+		return
+	}
+	if len(items) == 0 {
+		o.errorf("schedule", "must list at least one delay (for no retries use max_attempts: 1)")
+		return
+	}
+	sched := make([]time.Duration, 0, len(items))
+	for _, it := range items {
+		v, err := parseDuration(it.value)
+		switch {
+		case err != nil:
+			d.errorf(it.line, it.field, "%v", err)
+		case v <= 0:
+			d.errorf(it.line, it.field, "must be greater than 0")
+		default:
+			sched = append(sched, v)
+		}
+	}
+	pol.Schedule = sched
+	pol.MaxAttempts = len(sched) + 1
+}
+
+// escalate reads the notices of a policy; an empty value means none, even
+// when the default policy has some.
+func (d *decoder) escalate(o *object, refs *[]ref) []courier.Escalation {
+	n := o.value("escalate")
+	if n == nil {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n.Line, o.field("escalate"), "must be a list of {after, notify}, not a %s", kindName(n))
+		return nil
+	}
+	out := []courier.Escalation{}
+	for i, c := range n.Content {
+		path := fmt.Sprintf("%s[%d]", o.field("escalate"), i)
+		if c = resolve(c); isNull(c) {
+			d.errorf(nodeLine(c, n), path, "empty entry; write {after: ..., notify: ...}")
+			continue
+		}
+		eo := d.object(c, path, c.Line, []string{"after", "notify"})
+		var esc courier.Escalation
+		if eo.required("after", ": the age of the message at which the notice goes out") {
+			if l := eo.duration("after", &esc.After); l > 0 && esc.After <= 0 {
+				d.errorf(l, eo.field("after"), "must be greater than 0")
+			}
+		}
+		if eo.required("notify", ": an smtp or http endpoint") {
+			if l := eo.str("notify", &esc.Notify); l > 0 {
+				*refs = append(*refs, ref{line: l, field: eo.field("notify"), kind: "endpoint", name: esc.Notify, notice: true})
+			}
+		}
+		out = append(out, esc)
+	}
+	return out
+}
+
+// fallback reads the backup route of a policy; an empty value means none,
+// even when the default policy has one.
+func (d *decoder) fallback(o *object, refs *[]ref) *courier.Fallback {
+	if o.value("fallback") == nil {
+		return nil
+	}
+	fo := o.sub("fallback", []string{"after", "route"})
+	f := &courier.Fallback{}
+	fo.duration("after", &f.After)
+	if fo.required("route", ": the route that takes over") {
+		if l := fo.str("route", &f.Route); l > 0 {
+			*refs = append(*refs, ref{line: l, field: fo.field("route"), kind: "route", name: f.Route})
+		}
+	}
+	return f
+}
+
+func clonePolicy(p *courier.Policy) *courier.Policy {
+	c := *p
+	c.Schedule = slices.Clone(p.Schedule)
+	c.Escalate = slices.Clone(p.Escalate)
+	if p.Fallback != nil {
+		f := *p.Fallback
+		c.Fallback = &f
+	}
+	return &c
+}

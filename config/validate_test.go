@@ -1,0 +1,398 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const (
+	hashA = "sha256:886f6368ba49c2284e40472c43f2592fc28370d286034900a7e900dda01b02f0"
+	hashB = "sha256:32323cfa9ec9d62750daad0836a4cf3d7b60d23723b7852a529667deed01669f"
+)
+
+// lines joins its arguments one per line, so that a test case's line
+// numbers can be counted on the page.
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+// TestRules checks each validation rule with the exact file, line and field
+// it reports.
+func TestRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		src  string
+		env  map[string]string
+		want []string
+	}{
+		// Top level.
+		{"unknown field with suggestion", lines("listen: 127.0.0.1:1", "lisen: x"),
+			nil, []string{`c.yaml:2: lisen: unknown field (did you mean "listen"?)`}},
+		{"unknown field", lines("receivers: {}"),
+			nil, []string{`c.yaml:1: receivers: unknown field`}},
+		{"field given twice", lines("listen: 127.0.0.1:1", "listen: 127.0.0.1:2"),
+			nil, []string{`c.yaml:2: listen: given twice (first at line 1)`}},
+		{"listen without port", lines("listen: localhost"),
+			nil, []string{`c.yaml:1: listen: "localhost" is not host:port`}},
+		{"listen port out of range", lines("listen: 127.0.0.1:99999"),
+			nil, []string{`c.yaml:1: listen: "127.0.0.1:99999": the port must be a number from 0 to 65535`}},
+		{"listen not a single value", lines("listen: [a]"),
+			nil, []string{`c.yaml:1: listen: must be a single value, not a list`}},
+		{"tls cert without key", lines("tls: {cert: a.crt}"),
+			nil, []string{`c.yaml:1: tls.key: required when tls.cert is set`}},
+		{"tls key without cert", lines("tls:", "  key: a.key"),
+			nil, []string{`c.yaml:2: tls.cert: required when tls.key is set`}},
+		{"tls unknown field", lines("tls: {cert: a, key: b, ca: c}"),
+			nil, []string{`c.yaml:1: tls.ca: unknown field`}},
+		{"store driver", lines("store: {driver: mysql}"),
+			nil, []string{`c.yaml:1: store.driver: must be sqlite or postgres, not "mysql"`}},
+		{"postgres without dsn", lines("store:", "  driver: postgres"),
+			nil, []string{`c.yaml:2: store.dsn: required with driver postgres: postgres://user:password@host/db`}},
+		{"postgres dsn scheme", lines("store:", "  driver: postgres", "  dsn: host=db user=courier"),
+			nil, []string{`c.yaml:3: store.dsn: must be a URL starting with postgres:// or postgresql://`}},
+		{"sqlite without path", lines(`store: {driver: sqlite, path: ""}`),
+			nil, []string{`c.yaml:1: store.path: required with driver sqlite: the database file`}},
+		{"retention zero", lines("retention: 0s"),
+			nil, []string{`c.yaml:1: retention: must be greater than 0`}},
+		{"retention negative", lines("retention: -1h"),
+			nil, []string{`c.yaml:1: retention: duration -1h must not be negative`}},
+		{"retention not a duration", lines("retention: 7d"),
+			nil, []string{`c.yaml:1: retention: "7d" is not a duration: write a Go duration such as 30s, 5m or 48h`}},
+		{"max_payload not a size", lines("max_payload: 1MB5"),
+			nil, []string{`c.yaml:1: max_payload: "1MB5" is not a size: the unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB or TB`}},
+		{"max_payload zero", lines("max_payload: 0"),
+			nil, []string{`c.yaml:1: max_payload: must be greater than 0`}},
+		{"max_batch_bytes zero", lines("max_batch_bytes: 0"),
+			nil, []string{`c.yaml:1: max_batch_bytes: must be greater than 0`}},
+		{"max_payload over batch", lines("max_batch_bytes: 32MiB", "max_payload: 64MiB"),
+			nil, []string{`c.yaml:2: max_payload: must not exceed max_batch_bytes (32MiB)`}},
+		{"batch under default payload", lines("max_batch_bytes: 1000"),
+			nil, []string{`c.yaml:1: max_batch_bytes: must be at least max_payload (1MiB)`}},
+		{"log format", lines("log: {format: xml}"),
+			nil, []string{`c.yaml:1: log.format: must be text or json, not "xml"`}},
+		{"log level", lines("log:", "  level: verbose"),
+			nil, []string{`c.yaml:2: log.level: must be debug, info, warn or error, not "verbose"`}},
+		{"public_url", lines("public_url: courier.example.org"),
+			nil, []string{`c.yaml:1: public_url: must be an absolute http or https URL`}},
+		{"public_url scheme", lines("public_url: ftp://courier.example.org"),
+			nil, []string{`c.yaml:1: public_url: must be an absolute http or https URL`}},
+		{"outbound network", lines("outbound:", "  allow_networks: [127.0.0.0/8, 10.0.0.0/33]"),
+			nil, []string{`c.yaml:2: outbound.allow_networks[1]: "10.0.0.0/33" is not a network in CIDR notation (10.0.0.0/8, fd00::/8)`}},
+		{"outbound networks not a list", lines("outbound: {allow_networks: 10.0.0.0/8}"),
+			nil, []string{`c.yaml:1: outbound.allow_networks: must be a list ([a, b] or one "- a" per line), not a single value`}},
+
+		// Keys.
+		{"key name", lines("keys:", `  "erp key": {role: admin, hash: "`+hashA+`"}`),
+			nil, []string{`c.yaml:2: keys.erp key: "erp key" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"key role missing", lines("keys:", `  erp: {hash: "`+hashA+`"}`),
+			nil, []string{`c.yaml:2: keys.erp.role: required: one of sender, operator, admin`}},
+		{"key role", lines("keys:", "  erp:", "    role: root", `    hash: "`+hashA+`"`),
+			nil, []string{`c.yaml:3: keys.erp.role: must be sender, operator or admin, not "root"`}},
+		{"key hash missing", lines("keys:", "  erp: {role: admin}"),
+			nil, []string{`c.yaml:2: keys.erp.hash: required: "sha256:" and the lowercase hex SHA-256 of the secret`}},
+		{"key hash upper case", lines("keys:", `  erp: {role: admin, hash: "`+strings.ToUpper(hashA[:9])+hashA[9:]+`"}`),
+			nil, []string{`c.yaml:2: keys.erp.hash: must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`}},
+		{"key hash short", lines("keys:", `  erp: {role: admin, hash: "sha256:abc"}`),
+			nil, []string{`c.yaml:2: keys.erp.hash: must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`}},
+		{"key hash without prefix", lines("keys:", `  erp: {role: admin, hash: "`+hashA[7:]+`"}`),
+			nil, []string{`c.yaml:2: keys.erp.hash: must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`}},
+		{"key hash shared", lines("keys:", `  a: {role: admin, hash: "`+hashA+`"}`, `  b: {role: sender, hash: "`+hashA+`"}`),
+			nil, []string{`c.yaml:3: keys.b.hash: is the same as the hash of key "a": each key needs its own secret`}},
+		{"key route undefined", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", routes: [acme]}`),
+			nil, []string{`c.yaml:2: keys.erp.routes[0]: route "acme" is not defined`}},
+		{"key routes for an operator", lines(
+			"endpoints: {a: {transport: file, dir: out}}",
+			"routes: {acme: {endpoints: [a]}}",
+			"keys:",
+			`  ops: {role: operator, hash: "`+hashB+`", routes: [acme]}`),
+			nil, []string{`c.yaml:4: keys.ops.routes: only sender keys are limited to routes; operator keys reach every route`}},
+
+		// Endpoints: names, transports and their fields.
+		{"endpoint name", lines("endpoints:", "  a/b: {transport: file, dir: out}"),
+			nil, []string{`c.yaml:2: endpoints.a/b: "a/b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"endpoints not a mapping", lines("endpoints: [a, b]"),
+			nil, []string{`c.yaml:1: endpoints: must be a mapping of name: settings, not a list`}},
+		{"endpoint not a mapping", lines("endpoints:", "  a: https://example.org/"),
+			nil, []string{`c.yaml:2: endpoints.a: must be a mapping of field: value, not a single value`}},
+		{"transport missing", lines("endpoints:", "  a: {dir: out}"),
+			nil, []string{`c.yaml:2: endpoints.a.transport: required: one of http, smtp, file, amqp, nats`}},
+		{"transport unknown", lines("endpoints:", "  a:", "    transport: ftp"),
+			nil, []string{`c.yaml:3: endpoints.a.transport: must be http, smtp, file, amqp or nats, not "ftp"`}},
+		{"field of another transport", lines("endpoints:", "  acme:", "    transport: http", "    url: https://acme.example/in", "    dir: /tmp"),
+			nil, []string{`c.yaml:5: endpoints.acme.dir: not a field of http endpoints (it belongs to file endpoints)`}},
+		{"url on a file endpoint", lines("endpoints:", "  a: {transport: file, dir: out, url: http://x}"),
+			nil, []string{`c.yaml:2: endpoints.a.url: not a field of file endpoints (it belongs to http and amqp and nats endpoints)`}},
+		{"endpoint unknown field", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    tmeout: 5s"),
+			nil, []string{`c.yaml:5: endpoints.a.tmeout: unknown field (did you mean "timeout"?)`}},
+		{"http url missing", lines("endpoints:", "  acme: {transport: http}"),
+			nil, []string{`c.yaml:2: endpoints.acme.url: required: the receiver's http or https URL`}},
+		{"http url scheme", lines("endpoints:", "  acme:", "    transport: http", "    url: ftp://acme.example/in"),
+			nil, []string{`c.yaml:4: endpoints.acme.url: must be an absolute http or https URL`}},
+		{"http url relative", lines("endpoints:", "  acme: {transport: http, url: /inbox}"),
+			nil, []string{`c.yaml:2: endpoints.acme.url: must be an absolute http or https URL`}},
+		{"http method", lines("endpoints:", "  acme: {transport: http, url: https://a.example/, method: FETCH}"),
+			nil, []string{`c.yaml:2: endpoints.acme.method: must be one of POST, PUT, PATCH, GET, DELETE, HEAD, OPTIONS, not "FETCH"`}},
+		{"http secret empty", lines("endpoints:", "  acme: {transport: http, url: https://a.example/, secret: '${SECRET}'}"),
+			map[string]string{"SECRET": " "}, []string{`c.yaml:2: endpoints.acme.secret: is empty; leave the field out to send unsigned requests`}},
+		{"http secret unset", lines("endpoints:", "  acme:", "    transport: http", "    url: https://a.example/", "    secret: ${ACME_SECRET}"),
+			nil, []string{`c.yaml:5: endpoints.acme.secret: environment variable ACME_SECRET is not set`}},
+		{"http follow_redirects", lines("endpoints:", "  acme: {transport: http, url: https://a.example/, follow_redirects: maybe}"),
+			nil, []string{`c.yaml:2: endpoints.acme.follow_redirects: "maybe" is not true or false`}},
+		{"http allow_networks", lines("endpoints:", "  acme: {transport: http, url: https://a.example/, allow_networks: [10.0.0.1]}"),
+			nil, []string{`c.yaml:2: endpoints.acme.allow_networks[0]: "10.0.0.1" is not a network in CIDR notation (10.0.0.0/8, fd00::/8)`}},
+		{"smtp fields missing", lines("endpoints:", "  m: {transport: smtp}"),
+			nil, []string{
+				`c.yaml:2: endpoints.m.addr: required: the mail server's host:port`,
+				`c.yaml:2: endpoints.m.from: required: the sender address`,
+				`c.yaml:2: endpoints.m.to: required: a list of recipient addresses`}},
+		{"smtp addr", lines("endpoints:", "  m: {transport: smtp, addr: mail.example.org, from: a@example.org, to: [b@example.org]}"),
+			nil, []string{`c.yaml:2: endpoints.m.addr: "mail.example.org" is not host:port`}},
+		{"smtp addr port", lines("endpoints:", "  m: {transport: smtp, addr: 'mail.example.org:0', from: a@example.org, to: [b@example.org]}"),
+			nil, []string{`c.yaml:2: endpoints.m.addr: "mail.example.org:0": the port must be a number from 1 to 65535`}},
+		{"smtp addr host", lines("endpoints:", "  m: {transport: smtp, addr: ':25', from: a@example.org, to: [b@example.org]}"),
+			nil, []string{`c.yaml:2: endpoints.m.addr: ":25" has no host`}},
+		{"smtp from", lines("endpoints:", "  m: {transport: smtp, addr: 'mx:25', from: courier, to: [b@example.org]}"),
+			nil, []string{`c.yaml:2: endpoints.m.from: "courier" is not a mail address`}},
+		{"smtp to empty", lines("endpoints:", "  m: {transport: smtp, addr: 'mx:25', from: a@example.org, to: []}"),
+			nil, []string{`c.yaml:2: endpoints.m.to: must list at least one address`}},
+		{"smtp to address", lines("endpoints:", "  m:", "    transport: smtp", "    addr: mx:25", "    from: a@example.org", "    to:", "      - b@example.org", "      - ops"),
+			nil, []string{`c.yaml:8: endpoints.m.to[1]: "ops" is not a mail address`}},
+		{"smtp password without username", lines("endpoints:", "  m: {transport: smtp, addr: 'mx:25', from: a@example.org, to: [b@example.org], password: x}"),
+			nil, []string{`c.yaml:2: endpoints.m.username: required when password is set`}},
+		{"smtp starttls", lines("endpoints:", "  m: {transport: smtp, addr: 'mx:25', from: a@example.org, to: [b@example.org], starttls: yes}"),
+			nil, []string{`c.yaml:2: endpoints.m.starttls: must be auto, always or never, not "yes"`}},
+		{"file dir missing", lines("endpoints:", "  f: {transport: file}"),
+			nil, []string{`c.yaml:2: endpoints.f.dir: required: the directory files are written to`}},
+		{"file name with a slash", lines("endpoints:", "  f: {transport: file, dir: out, name: '{type}/{id}'}"),
+			nil, []string{`c.yaml:2: endpoints.f.name: must be a name without / or \: files stay in dir`}},
+		{"file name placeholder", lines("endpoints:", "  f: {transport: file, dir: out, name: '{uuid}.xml'}"),
+			nil, []string{`c.yaml:2: endpoints.f.name: {uuid} is not a placeholder: use {id}, {type} or {time}`}},
+		{"file name brace", lines("endpoints:", "  f: {transport: file, dir: out, name: '{id.xml'}"),
+			nil, []string{`c.yaml:2: endpoints.f.name: has a { without }`}},
+		{"amqp url", lines("endpoints:", "  q: {transport: amqp, url: 'http://broker', routing_key: k}"),
+			nil, []string{`c.yaml:2: endpoints.q.url: must be an amqp:// or amqps:// URL`}},
+		{"amqp routing key", lines("endpoints:", "  q: {transport: amqp, url: 'amqp://broker', exchange: ''}"),
+			nil, []string{`c.yaml:2: endpoints.q.routing_key: required with the default exchange: it routes by queue name`}},
+		{"nats url", lines("endpoints:", "  n: {transport: nats, url: 'nats://a:4222,b:4222', subject: s}"),
+			nil, []string{`c.yaml:2: endpoints.n.url: must be a nats:// or tls:// URL (several separated by commas)`}},
+		{"nats subject", lines("endpoints:", "  n: {transport: nats, url: 'nats://a:4222', subject: 'out.*'}"),
+			nil, []string{`c.yaml:2: endpoints.n.subject: "out.*" is not a subject to publish on: dot-separated tokens without spaces or the wildcards * and >`}},
+		{"nats subject missing", lines("endpoints:", "  n: {transport: nats, url: 'nats://a:4222'}"),
+			nil, []string{`c.yaml:2: endpoints.n.subject: required: the subject to publish on`}},
+
+		// Endpoints: limits and health rules.
+		{"timeout zero", lines("endpoints:", "  a: {transport: file, dir: out, timeout: 0s}"),
+			nil, []string{`c.yaml:2: endpoints.a.timeout: must be greater than 0`}},
+		{"max_concurrency zero", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: 0}"),
+			nil, []string{`c.yaml:2: endpoints.a.max_concurrency: must be at least 1`}},
+		{"max_concurrency word", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: many}"),
+			nil, []string{`c.yaml:2: endpoints.a.max_concurrency: "many" is not a whole number`}},
+		{"min_interval negative", lines("endpoints:", "  a: {transport: file, dir: out, min_interval: -1s}"),
+			nil, []string{`c.yaml:2: endpoints.a.min_interval: duration -1s must not be negative`}},
+		{"rate", lines("endpoints:", "  a: {transport: file, dir: out, rate: 100}"),
+			nil, []string{`c.yaml:2: endpoints.a.rate: rate "100": want N/s, N/m, N/h or N/<duration>`}},
+		{"error class", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    timeout_on: [timeout, http_500]"),
+			nil, []string{`c.yaml:5: endpoints.a.timeout_on[1]: "http_500" is not an error class (did you mean "http_5xx"?)`}},
+		{"error class listed twice", lines("endpoints:", "  a: {transport: file, dir: out, permanent: [rejected, rejected]}"),
+			nil, []string{`c.yaml:2: endpoints.a.permanent[1]: rejected is listed twice`}},
+		{"class in both lists", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    timeout_on: [timeout, http_5xx]", "    suspend_on: [dns, http_5xx]"),
+			nil, []string{`c.yaml:6: endpoints.a.suspend_on[1]: http_5xx is in timeout_on too; a class either counts towards suspension or suspends at once`}},
+		{"retries_before_suspension", lines("endpoints:", "  a: {transport: file, dir: out, retries_before_suspension: -1}"),
+			nil, []string{`c.yaml:2: endpoints.a.retries_before_suspension: must not be negative`}},
+		{"suspension initial", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    suspension: {initial: 0s}"),
+			nil, []string{`c.yaml:5: endpoints.a.suspension.initial: must be greater than 0`}},
+		{"suspension factor", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    suspension:", "      factor: 0.5"),
+			nil, []string{`c.yaml:6: endpoints.a.suspension.factor: must be at least 1`}},
+		{"suspension max", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    suspension:", "      initial: 1m", "      max: 30s"),
+			nil, []string{`c.yaml:7: endpoints.a.suspension.max: must be at least initial (1m0s)`}},
+		{"suspension initial over default max", lines("endpoints:", "  a: {transport: file, dir: out, suspension: {initial: 2h}}"),
+			nil, []string{`c.yaml:2: endpoints.a.suspension.initial: must not exceed max (1h0m0s)`}},
+		{"suspension jitter", lines("endpoints:", "  a: {transport: file, dir: out, suspension: {jitter: 0.1}}"),
+			nil, []string{`c.yaml:2: endpoints.a.suspension.jitter: unknown field`}},
+
+		// Routes.
+		{"route name", lines("routes:", "  'a b': {endpoints: [x]}", "endpoints: {x: {transport: file, dir: out}}"),
+			nil, []string{`c.yaml:2: routes.a b: "a b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"route endpoints missing", lines("routes:", "  acme: {strategy: failover}"),
+			nil, []string{`c.yaml:2: routes.acme.endpoints: required: a list of endpoint names`}},
+		{"route endpoints empty", lines("routes:", "  acme: {endpoints: []}"),
+			nil, []string{`c.yaml:2: routes.acme.endpoints: must list at least one endpoint`}},
+		{"route endpoints not a list", lines("endpoints: {a: {transport: file, dir: out}}", "routes:", "  acme: {endpoints: a}"),
+			nil, []string{`c.yaml:3: routes.acme.endpoints: must be a list ([a, b] or one "- a" per line), not a single value`}},
+		{"route endpoint undefined", lines(
+			"endpoints:",
+			"  acme-primary: {transport: http, url: https://a.example/}",
+			"  acme-backup: {transport: http, url: https://b.example/}",
+			"routes:",
+			"  acme:",
+			"    endpoints:",
+			"      - acme-primary",
+			"      - acme-bakup"),
+			nil, []string{`c.yaml:8: routes.acme.endpoints[1]: endpoint "acme-bakup" is not defined (did you mean "acme-backup"?)`}},
+		{"route endpoint twice", lines("endpoints: {a: {transport: file, dir: out}}", "routes:", "  r: {endpoints: [a, a]}"),
+			nil, []string{`c.yaml:3: routes.r.endpoints[1]: endpoint "a" is listed twice`}},
+		{"route strategy", lines("endpoints: {a: {transport: file, dir: out}}", "routes:", "  r: {endpoints: [a], strategy: random}"),
+			nil, []string{`c.yaml:3: routes.r.strategy: must be single, failover, round_robin or weighted, not "random"`}},
+		{"single with two endpoints", lines("endpoints: {a: {transport: file, dir: a}, b: {transport: file, dir: b}}", "routes:", "  r:", "    endpoints: [a, b]", "    strategy: single"),
+			nil, []string{`c.yaml:5: routes.r.strategy: single takes one endpoint and this route has 2; use failover, round_robin or weighted`}},
+		{"weights without weighted", lines("endpoints: {a: {transport: file, dir: a}, b: {transport: file, dir: b}}", "routes:", "  r:", "    endpoints: [a, b]", "    weights: {a: 2}"),
+			nil, []string{`c.yaml:5: routes.r.weights: only for strategy weighted`}},
+		{"weight of another endpoint", lines("endpoints: {a: {transport: file, dir: a}, b: {transport: file, dir: b}}", "routes:", "  r:", "    endpoints: [a]", "    strategy: weighted", "    weights:", "      b: 2"),
+			nil, []string{`c.yaml:7: routes.r.weights.b: "b" is not an endpoint of this route`}},
+		{"weight zero", lines("endpoints: {a: {transport: file, dir: a}, b: {transport: file, dir: b}}", "routes:", "  r:", "    endpoints: [a, b]", "    strategy: weighted", "    weights: {a: 0, b: x}"),
+			nil, []string{`c.yaml:6: routes.r.weights.a: must be at least 1`, `c.yaml:6: routes.r.weights.b: "x" is not a whole number`}},
+		{"weights with an unknown strategy", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r: {endpoints: [a], strategy: wieghted, weights: {a: 1}}"),
+			nil, []string{`c.yaml:3: routes.r.strategy: must be single, failover, round_robin or weighted, not "wieghted"`}},
+		{"empty list entry", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r:", "    endpoints:", "      - a", "      -"),
+			nil, []string{`c.yaml:6: routes.r.endpoints[1]: empty entry`}},
+		{"ordered_on_failure", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r: {endpoints: [a], ordered_on_failure: wait}"),
+			nil, []string{`c.yaml:3: routes.r.ordered_on_failure: must be block or skip, not "wait"`}},
+
+		// Policies.
+		{"policy name", lines("policies:", "  'an invoice': {priority: 1}"),
+			nil, []string{`c.yaml:2: policies.an invoice: "an invoice" is not a message type: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"policy unknown field", lines("policies:", "  invoice:", "    max_atempts: 3"),
+			nil, []string{`c.yaml:3: policies.invoice.max_atempts: unknown field (did you mean "max_attempts"?)`}},
+		{"backoff initial", lines("policies:", "  default:", "    backoff: {initial: 0s}"),
+			nil, []string{`c.yaml:3: policies.default.backoff.initial: must be greater than 0`}},
+		{"backoff factor", lines("policies:", "  invoice:", "    backoff:", "      factor: 0.5"),
+			nil, []string{`c.yaml:4: policies.invoice.backoff.factor: must be at least 1`}},
+		{"backoff max under inherited initial", lines("policies:", "  default: {backoff: {initial: 1m}}", "  invoice:", "    backoff: {max: 10s}"),
+			nil, []string{`c.yaml:4: policies.invoice.backoff.max: must be at least initial (1m0s)`}},
+		{"backoff jitter", lines("policies:", "  invoice: {backoff: {jitter: 1.5}}"),
+			nil, []string{`c.yaml:2: policies.invoice.backoff.jitter: must be from 0 to 1 (a fraction of the delay)`}},
+		{"backoff jitter negative", lines("policies:", "  invoice: {backoff: {jitter: -0.1}}"),
+			nil, []string{`c.yaml:2: policies.invoice.backoff.jitter: must be from 0 to 1 (a fraction of the delay)`}},
+		{"schedule and max_attempts", lines("policies:", "  invoice:", "    schedule: [1m, 5m]", "    max_attempts: 3"),
+			nil, []string{`c.yaml:4: policies.invoice.max_attempts: a schedule sets max_attempts (its length + 1); give one of them`}},
+		{"schedule and backoff", lines("policies:", "  invoice:", "    backoff: {initial: 1m}", "    schedule: [1m, 5m]"),
+			nil, []string{`c.yaml:3: policies.invoice.backoff: a schedule replaces backoff; give one of them`}},
+		{"schedule empty", lines("policies:", "  invoice:", "    schedule: []"),
+			nil, []string{`c.yaml:3: policies.invoice.schedule: must list at least one delay (for no retries use max_attempts: 1)`}},
+		{"schedule delay zero", lines("policies:", "  invoice:", "    schedule:", "      - 1m", "      - 0s"),
+			nil, []string{`c.yaml:5: policies.invoice.schedule[1]: must be greater than 0`}},
+		{"schedule delay unit", lines("policies:", "  invoice: {schedule: [1m, 5]}"),
+			nil, []string{`c.yaml:2: policies.invoice.schedule[1]: "5" is not a duration: write a Go duration such as 30s, 5m or 48h`}},
+		{"max_attempts", lines("policies:", "  invoice: {max_attempts: 0}"),
+			nil, []string{`c.yaml:2: policies.invoice.max_attempts: must be at least 1 (1: no retries)`}},
+		{"max_age", lines("policies:", "  invoice: {max_age: 0s}"),
+			nil, []string{`c.yaml:2: policies.invoice.max_age: must be greater than 0`}},
+		{"priority", lines("policies:", "  invoice: {priority: 10}"),
+			nil, []string{`c.yaml:2: policies.invoice.priority: must be from 0 to 9`}},
+		{"escalate after", lines("endpoints: {mail: {transport: smtp, addr: 'mx:25', from: a@example.org, to: [b@example.org]}}", "policies:", "  invoice:", "    escalate:", "      - after: 0s", "        notify: mail"),
+			nil, []string{`c.yaml:5: policies.invoice.escalate[0].after: must be greater than 0`}},
+		{"escalate notify undefined", lines("policies:", "  invoice:", "    escalate:", "      - {after: 24h, notify: ops-mail}"),
+			nil, []string{`c.yaml:4: policies.invoice.escalate[0].notify: endpoint "ops-mail" is not defined`}},
+		{"escalate notify transport", lines("endpoints: {vans: {transport: file, dir: out}}", "policies:", "  invoice:", "    escalate: [{after: 24h, notify: vans}]"),
+			nil, []string{`c.yaml:4: policies.invoice.escalate[0].notify: endpoint "vans" is a file endpoint; notices go to smtp or http endpoints`}},
+		{"escalate notify missing", lines("policies:", "  invoice:", "    escalate:", "      - after: 24h"),
+			nil, []string{`c.yaml:4: policies.invoice.escalate[0].notify: required: an smtp or http endpoint`}},
+		{"escalate empty entry", lines("policies:", "  invoice:", "    escalate: [~]"),
+			nil, []string{`c.yaml:3: policies.invoice.escalate[0]: empty entry; write {after: ..., notify: ...}`}},
+		{"escalate not a list", lines("policies:", "  invoice:", "    escalate: {after: 24h, notify: x}"),
+			nil, []string{`c.yaml:3: policies.invoice.escalate: must be a list of {after, notify}, not a mapping`}},
+		{"fallback route undefined", lines("routes: {vans: {endpoints: [v]}}", "endpoints: {v: {transport: file, dir: out}}", "policies:", "  invoice:", "    fallback: {after: 48h, route: van}"),
+			nil, []string{`c.yaml:5: policies.invoice.fallback.route: route "van" is not defined (did you mean "vans"?)`}},
+		{"fallback after negative", lines("routes: {vans: {endpoints: [v]}}", "endpoints: {v: {transport: file, dir: out}}", "policies:", "  invoice:", "    fallback:", "      after: -1h", "      route: vans"),
+			nil, []string{`c.yaml:6: policies.invoice.fallback.after: duration -1h must not be negative`}},
+		{"fallback route missing", lines("policies:", "  invoice:", "    fallback: {after: 1h}"),
+			nil, []string{`c.yaml:3: policies.invoice.fallback.route: required: the route that takes over`}},
+		{"fallback not a mapping", lines("policies:", "  invoice:", "    fallback: vans"),
+			nil, []string{`c.yaml:3: policies.invoice.fallback: must be a mapping of field: value, not a single value`}},
+		{"on_exhausted", lines("policies:", "  invoice: {on_exhausted: retry}"),
+			nil, []string{`c.yaml:2: policies.invoice.on_exhausted: must be suspend or discard, not "retry"`}},
+
+		// YAML itself and ${NAME}.
+		{"syntax error", lines("listen: 127.0.0.1:1", "store: [a,"),
+			nil, []string{`c.yaml:2: YAML syntax: did not find expected node content`}},
+		{"syntax error on line 1", lines("a: [b,"),
+			nil, []string{`c.yaml:1: YAML syntax: did not find expected node content`}},
+		// The YAML library locates this one at the mapping that the stray
+		// line breaks, one line early.
+		{"bad indentation", lines("endpoints:", "  a: {transport: file, dir: out}", " b: {}"),
+			nil, []string{`c.yaml:2: YAML syntax: did not find expected key`}},
+		{"tab indentation", lines("endpoints:", "\ta: {}"),
+			nil, []string{`c.yaml:2: YAML syntax: found character that cannot start any token`}},
+		{"unknown anchor", lines("listen: 127.0.0.1:1", "endpoints:", "  a: *base"),
+			nil, []string{`c.yaml:3: YAML syntax: unknown anchor 'base' referenced`}},
+		{"not UTF-8", "listen: 127.0.0.1:1\npublic_url: \xff\n",
+			nil, []string{`c.yaml:2: the file is not UTF-8 text`}},
+		{"control character", "listen: 127.0.0.1:1\n\nlog: {level: \x01}\n",
+			nil, []string{`c.yaml:3: control character U+0001 is not allowed in YAML`}},
+		{"top level a list", lines("- listen: x"),
+			nil, []string{`c.yaml:1: the configuration must be a mapping of settings (listen: ..., endpoints: ...), not a list`}},
+		{"second document", lines("listen: 127.0.0.1:1", "---", "listen: 127.0.0.1:2"),
+			nil, []string{`c.yaml:3: a configuration is one YAML document; this is a second one (after ---)`}},
+		{"merge of a single value", lines("endpoints:", "  a: {<<: 1, transport: file, dir: out}"),
+			nil, []string{`c.yaml:2: endpoints.a: << merges mappings only`}},
+		{"merge of itself", lines("endpoints:", "  a: &x {<<: *x, transport: file, dir: out}"),
+			nil, nil},
+		{"merged unknown field", lines("endpoints:", "  a: &x {transport: file, dir: out, speed: 1}", "  b: {<<: *x}"),
+			nil, []string{`c.yaml:2: endpoints.a.speed: unknown field`, `c.yaml:2: endpoints.b.speed: unknown field`}},
+		{"long value clipped", lines("endpoints:", "  a: {transport: "+strings.Repeat("é", 40)+"}"),
+			nil, []string{`c.yaml:2: endpoints.a.transport: must be http, smtp, file, amqp or nats, not "` + strings.Repeat("é", 32) + `…"`}},
+		{"key not a name", lines("? [a, b]", ": 1"),
+			nil, []string{`c.yaml:1: keys must be plain names, not a list`}},
+		{"variable not set", lines("public_url: https://${HOST}/"),
+			nil, []string{`c.yaml:1: public_url: environment variable HOST is not set`}},
+		{"variable unterminated", lines("listen: 127.0.0.1:1", "public_url: https://${HOST/"),
+			nil, []string{`c.yaml:2: public_url: unterminated ${ (write $$ for a literal $)`}},
+		{"variable in a list", lines("outbound:", "  allow_networks:", "    - ${NET}"),
+			nil, []string{`c.yaml:3: outbound.allow_networks[0]: environment variable NET is not set`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("c.yaml", []byte(tt.src), envOf(tt.env))
+			if got := errorLines(t, err); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("source:\n%s\ngot\n  %s\nwant\n  %s", tt.src, strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
+// TestSeveralErrors checks that one load reports every problem, in file
+// order, and that each can be inspected on its own.
+func TestSeveralErrors(t *testing.T) {
+	t.Parallel()
+	src := lines(
+		"lisen: 127.0.0.1:1", // 1
+		"retention: 0s",      // 2
+		"endpoints:",         // 3
+		"  acme:",            // 4
+		"    transport: http",
+		"    url: ftp://acme.example/", // 6
+		"    dir: out",                 // 7
+		"routes:",                      // 8
+		"  acme: {endpoints: [acme, nope], strategy: single}", // 9
+		"policies:", // 10
+		"  invoice: {priority: 12, fallback: {route: vans}}", // 11
+		"log: {level: loud}", // 12
+	)
+	_, err := Parse("courier.yaml", []byte(src), envOf(map[string]string{"COURIER_RETENTION": "soon"}))
+	want := []string{
+		`courier.yaml:1: lisen: unknown field (did you mean "listen"?)`,
+		`courier.yaml:2: retention: must be greater than 0`,
+		`courier.yaml:6: endpoints.acme.url: must be an absolute http or https URL`,
+		`courier.yaml:7: endpoints.acme.dir: not a field of http endpoints (it belongs to file endpoints)`,
+		`courier.yaml:9: routes.acme.strategy: single takes one endpoint and this route has 2; use failover, round_robin or weighted`,
+		`courier.yaml:9: routes.acme.endpoints[1]: endpoint "nope" is not defined`,
+		`courier.yaml:11: policies.invoice.priority: must be from 0 to 9`,
+		`courier.yaml:11: policies.invoice.fallback.route: route "vans" is not defined`,
+		`courier.yaml:12: log.level: must be debug, info, warn or error, not "loud"`,
+		`COURIER_RETENTION: "soon" is not a duration: write a Go duration such as 30s, 5m or 48h`,
+	}
+	if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if got, want := err.Error(), strings.Join(want, "\n"); got != want {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, want)
+	}
+	es, ok := err.(Errors)
+	if !ok || len(es) != len(want) {
+		t.Fatalf("error is %T with %d problems, want Errors with %d", err, len(es), len(want))
+	}
+	if got := es[2]; got.File != "courier.yaml" || got.Line != 6 || got.Field != "endpoints.acme.url" || got.Message != "must be an absolute http or https URL" {
+		t.Errorf("third problem = %+v", got)
+	}
+}

@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// BenchmarkIngest measures durable ingest straight into the store: many
+// goroutines with one 1 KiB message each (group commit), and one goroutine
+// with batches of 1,000.
+func BenchmarkIngest(b *testing.B) {
+	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
+	newMsg := func(id string) *courier.Message {
+		m := &courier.Message{ID: id, Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		return m
+	}
+	open := func(b *testing.B) *Store {
+		s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	b.Run("single-64", func(b *testing.B) {
+		s := open(b)
+		var n atomic.Int64
+		b.SetParallelism(32) // 64 goroutines on 2 cores
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				id := fmt.Sprintf("m-%d", n.Add(1))
+				if _, err := s.Ingest(context.Background(), []*courier.Message{newMsg(id)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+	b.Run("batch-1000", func(b *testing.B) {
+		s := open(b)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			msgs := make([]*courier.Message, 1000)
+			for j := range msgs {
+				msgs[j] = newMsg(fmt.Sprintf("b-%d-%d", i, j))
+			}
+			if _, err := s.Ingest(context.Background(), msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
+	})
+}
