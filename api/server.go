@@ -5,9 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"io"
 	"log/slog"
 	"mime"
@@ -194,7 +194,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // readBody reads a request body of at most limit bytes.
 func readBody(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if r.ContentLength > limit {
+		return nil, courier.Errorf(courier.CodePayloadTooLarge, "request body is larger than %d bytes", limit)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation for the usual case
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, courier.Errorf(courier.CodePayloadTooLarge, "request body is larger than %d bytes", limit)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +60,7 @@ type benchResult struct {
 
 func newBenchIngestCmd(g *globals) *cobra.Command {
 	b := benchIngest{}
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Measure durable ingest: messages/s and request latency",
@@ -76,12 +79,15 @@ store (removed afterwards); with --target it measures a running server, whose
 			if b.clients < 1 || b.size < 0 || b.batch < 0 || b.batch > api.MaxBatchItems || b.duration <= 0 {
 				return fmt.Errorf("--clients must be at least 1, --batch from 0 to %d, --duration positive", api.MaxBatchItems)
 			}
-			if path := os.Getenv("COURIER_BENCH_CPUPROFILE"); path != "" {
-				f, err := os.Create(path)
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return err
 				}
-				pprof.StartCPUProfile(f)
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
 				defer pprof.StopCPUProfile()
 			}
 			res, err := b.run(cmd.Context(), g)
@@ -105,6 +111,7 @@ store (removed afterwards); with --target it measures a running server, whose
 	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to send")
 	f.IntVar(&b.size, "size", 1024, "payload bytes")
 	f.IntVar(&b.batch, "batch", 0, "messages per batch request (0: one PUT per message)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 
@@ -156,26 +163,28 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
+			var body bytes.Buffer
 			for i := 0; time.Now().Before(deadline); i++ {
 				var req *http.Request
 				n := 1
+				body.Reset()
 				if b.batch == 0 {
-					body := fmt.Sprintf(`{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
+					fmt.Fprintf(&body, `{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
 					req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
-						fmt.Sprintf("%s/v1/messages/bench-%s-%d-%d", base, run, c, i), strings.NewReader(body))
+						base+"/v1/messages/bench-"+run+"-"+strconv.Itoa(c)+"-"+strconv.Itoa(i), bytes.NewReader(body.Bytes()))
 				} else {
 					n = b.batch
-					var sb strings.Builder
-					sb.WriteString(`{"messages":[`)
+					body.WriteString(`{"messages":[`)
 					for j := 0; j < n; j++ {
 						if j > 0 {
-							sb.WriteByte(',')
+							body.WriteByte(',')
 						}
-						fmt.Fprintf(&sb, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
+						fmt.Fprintf(&body, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
 					}
-					sb.WriteString(`]}`)
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", strings.NewReader(sb.String()))
+					body.WriteString(`]}`)
+					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", bytes.NewReader(body.Bytes()))
 				}
+				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
 				resp, err := client.Do(req)
 				if err != nil {
