@@ -59,6 +59,8 @@ func Accept(m *Message, p *Policy, priorityGiven bool, now time.Time) {
 	}
 	m.CreatedAt = now
 	m.UpdatedAt = now
+	m.RoundStartedAt = now
+	m.TimerAt = nextTimer(m, p)
 }
 
 // clip shortens a value quoted back in an error message.

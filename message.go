@@ -84,18 +84,25 @@ type Message struct {
 	// Hash identifies the sender's content for idempotent ingest; see ContentHash.
 	Hash string
 
-	State         State
-	Reason        Reason
-	Attempts      int // attempts in the current round (reset by resubmit)
-	ResubmitCount int
-	NextAttemptAt time.Time // when a queued message is due
-	LeaseUntil    time.Time // when an inflight lease lapses
-	Endpoint      string    // the endpoint of the latest attempt
-	LastError     string
-	LastClass     ErrorClass
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinishedAt    time.Time // when it became delivered, discarded or suspended
+	State          State
+	Reason         Reason
+	Attempts       int // attempts in the current round (reset by resubmit and fallback)
+	TotalAttempts  int // every attempt the message ever had; numbers them and tokens leases
+	Abandoned      int // attempts in a row whose worker vanished (lease lapsed)
+	ResubmitCount  int
+	RoundStartedAt time.Time // when the current round began: ingest, resubmit or fallback
+	Escalated      int       // escalations of the policy already sent in this round
+	FallbackFrom   string    // the route the message fell back from; empty while on its first
+	TimerAt        time.Time // the next escalation, fallback or expiry; zero for none
+	NextAttemptAt  time.Time // when a queued message is due
+	LeaseUntil     time.Time // when an inflight lease lapses
+	LeaseOwner     string    // who holds the lease
+	Endpoint       string    // the endpoint of the latest attempt
+	LastError      string
+	LastClass      ErrorClass
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     time.Time // when it became delivered, discarded or suspended
 }
 
 // ContentHash returns a digest of everything the sender chose about m: two

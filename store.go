@@ -34,7 +34,8 @@ type Store interface {
 
 	// Resubmit moves a suspended message back to queued, due at a.At, with a
 	// new round of attempts, optionally on another route (route != ""), and
-	// records the action. Other states answer CodeConflict.
+	// records the action. Its TimerAt becomes a.At, so that the timers of the
+	// new round are worked out at once. Other states answer CodeConflict.
 	Resubmit(ctx context.Context, id, route string, a Action) (*Message, error)
 
 	// Actions returns the operator actions on one subject, oldest first.
@@ -44,11 +45,56 @@ type Store interface {
 	// finished before the cutoff, and reports how many it deleted.
 	Purge(ctx context.Context, before time.Time, limit int) (int, error)
 
+	// ClaimDue leases due queued messages for delivery: for each route quota,
+	// up to Limit messages of that route whose NextAttemptAt has come, highest
+	// priority first and, within a priority, the longest due first. Claimed
+	// messages become inflight until LeaseUntil and their TotalAttempts grows
+	// by one: that number is the lease's token for Apply.
+	ClaimDue(ctx context.Context, c Claim) ([]*Message, error)
+
+	// Apply writes decided changes in one transaction. A change applies only
+	// if its message is still in state From with TotalAttempts == Token, so
+	// an outcome whose lease was rescued meanwhile (or a timer racing a
+	// claim) changes nothing; applied[i] reports which did.
+	Apply(ctx context.Context, changes []Change) (applied []bool, err error)
+
+	// ExpiredLeases returns up to limit inflight messages whose lease ended
+	// before the given time.
+	ExpiredLeases(ctx context.Context, before time.Time, limit int) ([]*Message, error)
+
+	// DueTimers returns up to limit queued messages whose TimerAt has come.
+	DueTimers(ctx context.Context, now time.Time, limit int) ([]*Message, error)
+
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
 
 	// Close releases the store; pending writes finish first.
 	Close() error
+}
+
+// Claim asks for due messages, route by route.
+type Claim struct {
+	Now        time.Time
+	LeaseUntil time.Time
+	Owner      string // who holds the lease, for operators
+	Routes     []RouteQuota
+}
+
+// RouteQuota is how many messages of one route a claim may take.
+type RouteQuota struct {
+	Route string
+	Limit int
+}
+
+// Change is one decided change of a message: its new fields (the mutable
+// ones of Message), guarded by the state and token it must still have, with
+// the attempt that led to it and the notices it sends, if any.
+type Change struct {
+	Message *Message // the message with its new state, times, counters and errors
+	From    State    // the state it must still be in
+	Token   int      // the TotalAttempts it must still have
+	Attempt *Attempt // recorded with the change; nil for none
+	Notices []*Message
 }
 
 // IngestStatus is the outcome of ingesting one message.

@@ -87,7 +87,7 @@ type Endpoint struct {
 	Rate                    Rate
 	TimeoutOn               []ErrorClass
 	SuspendOn               []ErrorClass
-	Permanent               []ErrorClass // nil: the default permanent classes
+	PermanentClasses        []ErrorClass // nil: the default permanent classes
 	RetriesBeforeSuspension int
 	Suspension              Backoff
 

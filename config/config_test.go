@@ -116,7 +116,7 @@ func TestParseExample(t *testing.T) {
 		MaxConcurrency: 4, MinInterval: 10 * time.Second, Rate: courier.Rate{N: 100, Per: time.Second},
 		TimeoutOn:               []courier.ErrorClass{"timeout", "connect_timeout"},
 		SuspendOn:               []courier.ErrorClass{"dns", "connect_refused", "http_5xx"},
-		Permanent:               []courier.ErrorClass{"http_4xx"},
+		PermanentClasses:               []courier.ErrorClass{"http_4xx"},
 		RetriesBeforeSuspension: 3, Suspension: defaultSuspension,
 		HTTP: courier.HTTPTarget{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
 	wantEndpoints[e.Name] = e
@@ -270,7 +270,7 @@ routes:
 `, nil)
 	h := c.Topology.Endpoints["h"]
 	if h.Timeout != 30*time.Second || h.MaxConcurrency != 16 || h.MinInterval != 0 || !h.Rate.Unlimited() ||
-		h.RetriesBeforeSuspension != 3 || h.Permanent != nil || h.HTTP.Method != "POST" || h.HTTP.FollowRedirects {
+		h.RetriesBeforeSuspension != 3 || h.PermanentClasses != nil || h.HTTP.Method != "POST" || h.HTTP.FollowRedirects {
 		t.Errorf("http endpoint defaults: %+v", h)
 	}
 	if got, want := h.Suspension, (courier.Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour}); got != want {
@@ -325,8 +325,8 @@ func TestHealthLists(t *testing.T) {
 			if !reflect.DeepEqual(e.SuspendOn, tt.wantSuspend) {
 				t.Errorf("SuspendOn = %q, want %q", e.SuspendOn, tt.wantSuspend)
 			}
-			if !reflect.DeepEqual(e.Permanent, tt.wantPerm) {
-				t.Errorf("Permanent = %#v, want %#v", e.Permanent, tt.wantPerm)
+			if !reflect.DeepEqual(e.PermanentClasses, tt.wantPerm) {
+				t.Errorf("PermanentClasses = %#v, want %#v", e.PermanentClasses, tt.wantPerm)
 			}
 		})
 	}

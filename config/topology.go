@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/mail"
 	"slices"
@@ -149,9 +150,9 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	timeoutOn, timeoutGiven := d.classes(o, "timeout_on")
 	suspendOn, suspendGiven := d.classes(o, "suspend_on")
 	if permanent, ok := d.classes(o, "permanent"); ok {
-		e.Permanent = make([]courier.ErrorClass, 0, len(permanent))
+		e.PermanentClasses = make([]courier.ErrorClass, 0, len(permanent))
 		for _, c := range permanent {
-			e.Permanent = append(e.Permanent, courier.ErrorClass(c.value))
+			e.PermanentClasses = append(e.PermanentClasses, courier.ErrorClass(c.value))
 		}
 	}
 	// A class cannot both count towards suspension and suspend at once.
@@ -411,6 +412,9 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
 		path := "routes." + p.key
 		d.checkName(p, path, courier.ValidName)
+		if strings.HasPrefix(p.key, "courier.") {
+			d.errorf(p.line, path, "route names starting with \"courier.\" are reserved for courier's own notices")
+		}
 		o := d.object(p.value, path, p.line, routeFields)
 		r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
 		if o.required("endpoints", ": a list of endpoint names") {
@@ -528,6 +532,8 @@ func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Pol
 	}
 	if o.has("escalate") {
 		pol.Escalate = d.escalate(o, refs)
+		// The engine fires escalations in this order, once each.
+		slices.SortStableFunc(pol.Escalate, func(a, b courier.Escalation) int { return cmp.Compare(a.After, b.After) })
 	}
 	if o.has("fallback") {
 		pol.Fallback = d.fallback(o, refs)

@@ -16,13 +16,14 @@ import (
 
 // messageColumns are read by scanMessage, in this order.
 const messageColumns = `seq, id, type, route, payload, content_type, headers, ordering_key, priority,
-	deliver_after, expires_at, hash, state, reason, attempts, resubmit_count, next_attempt_at,
-	lease_until, endpoint, last_error, last_class, created_at, updated_at, finished_at`
+	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
+	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
+	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at`
 
 const insertMessage = `INSERT INTO messages (id, type, route, payload, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
-	created_at, updated_at, finished_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	created_at, updated_at, finished_at, round_started_at, timer_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 // Ingest stores the messages in one transaction shared with every other
@@ -32,16 +33,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		stmt := tx.Stmt(s.insertStmt)
 		for i, m := range msgs {
-			headers, err := encodeHeaders(m.Headers)
+			res, err := execInsert(stmt, m)
 			if err != nil {
 				return err
-			}
-			res, err := stmt.Exec(m.ID, m.Type, m.Route, nonNil(m.Payload), m.ContentType, headers,
-				nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
-				m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
-				micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt))
-			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
 			}
 			if n, _ := res.RowsAffected(); n == 1 {
 				results[i] = courier.IngestResult{Status: courier.IngestCreated}
@@ -189,7 +183,7 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
 	a.Kind, a.Subject = courier.ActionDiscard, id
 	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
-		`UPDATE messages SET state = 'discarded', next_attempt_at = NULL, updated_at = ?, finished_at = ?
+		`UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL, updated_at = ?, finished_at = ?
 		 WHERE id = ? AND state IN ('queued', 'suspended')`,
 		micros(a.At), micros(a.At), id)
 }
@@ -201,11 +195,11 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 		a.Detail = "route=" + route
 	}
 	return s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
-		`UPDATE messages SET state = 'queued', reason = NULL, attempts = 0,
+		`UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
 		 resubmit_count = resubmit_count + 1, route = COALESCE(?, route),
-		 next_attempt_at = ?, updated_at = ?, finished_at = NULL
+		 next_attempt_at = ?, round_started_at = ?, timer_at = ?, updated_at = ?, finished_at = NULL
 		 WHERE id = ? AND state = 'suspended'`,
-		nullString(route), micros(a.At), micros(a.At), id)
+		nullString(route), micros(a.At), micros(a.At), micros(a.At), micros(a.At), id)
 }
 
 // transition applies a guarded state change and records the operator
@@ -326,13 +320,14 @@ func scanMessage(row scanner) (*courier.Message, error) {
 func scanMessageSeq(row scanner) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
-	var headers, orderingKey, reason, endpoint, lastError, lastClass sql.NullString
-	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished sql.NullInt64
-	var created, updated int64
+	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner sql.NullString
+	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt sql.NullInt64
+	var created, updated, roundStarted int64
 	var state string
 	err := row.Scan(&seq, &m.ID, &m.Type, &m.Route, &m.Payload, &m.ContentType, &headers, &orderingKey,
-		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.ResubmitCount,
-		&nextAttempt, &leaseUntil, &endpoint, &lastError, &lastClass, &created, &updated, &finished)
+		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
+		&m.Abandoned, &m.ResubmitCount, &roundStarted, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -342,6 +337,10 @@ func scanMessageSeq(row scanner) (*courier.Message, int64, error) {
 		}
 	}
 	m.OrderingKey = orderingKey.String
+	m.FallbackFrom = fallbackFrom.String
+	m.LeaseOwner = leaseOwner.String
+	m.RoundStartedAt = fromMicros(roundStarted)
+	m.TimerAt = fromNullMicros(timerAt)
 	m.State = courier.State(state)
 	m.Reason = courier.Reason(reason.String)
 	m.Endpoint = endpoint.String
@@ -420,4 +419,29 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// orNow returns t, or def when t is zero.
+func orNow(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
+}
+
+// execInsert inserts a message unless its id exists.
+func execInsert(stmt *sql.Stmt, m *courier.Message) (sql.Result, error) {
+	headers, err := encodeHeaders(m.Headers)
+	if err != nil {
+		return nil, err
+	}
+	res, err := stmt.Exec(m.ID, m.Type, m.Route, nonNil(m.Payload), m.ContentType, headers,
+		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
+		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
+		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
+		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt))
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
+	}
+	return res, nil
 }

@@ -53,8 +53,11 @@ type Store struct {
 	rdb    *sql.DB // readers; WAL lets them run beside the writer
 
 	// Statements of the hot paths, prepared once on the write connection.
-	insertStmt *sql.Stmt
-	selectStmt *sql.Stmt
+	insertStmt  *sql.Stmt
+	selectStmt  *sql.Stmt
+	claimStmt   *sql.Stmt
+	applyStmt   *sql.Stmt
+	attemptStmt *sql.Stmt
 
 	ops      chan *op
 	maxGroup int
@@ -120,8 +123,19 @@ func Open(path string, opts Options) (*Store, error) {
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
-	if s.insertStmt, err = wdb.Prepare(insertMessage); err == nil {
-		s.selectStmt, err = wdb.Prepare(`SELECT ` + messageColumns + ` FROM messages WHERE id = ?`)
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.insertStmt, insertMessage},
+		{&s.selectStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ?`},
+		{&s.claimStmt, claimSQL},
+		{&s.applyStmt, applySQL},
+		{&s.attemptStmt, attemptSQL},
+	} {
+		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
+			break
+		}
 	}
 	if err != nil {
 		rdb.Close()

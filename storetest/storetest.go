@@ -40,6 +40,10 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Discard", testDiscard},
 		{"Resubmit", testResubmit},
 		{"Purge", testPurge},
+		{"ClaimDue", testClaimDue},
+		{"Apply", testApply},
+		{"ExpiredLeases", testExpiredLeases},
+		{"DueTimers", testDueTimers},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}

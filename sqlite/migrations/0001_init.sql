@@ -16,8 +16,12 @@ CREATE TABLE messages (
     state           TEXT    NOT NULL,
     reason          TEXT,
     attempts        INTEGER NOT NULL DEFAULT 0,   -- in the current round
-    attempts_total  INTEGER NOT NULL DEFAULT 0,   -- across resubmits: numbers the attempt rows
+    total_attempts  INTEGER NOT NULL DEFAULT 0,   -- every attempt: numbers the attempt rows, tokens leases
+    abandoned       INTEGER NOT NULL DEFAULT 0,   -- attempts in a row whose worker vanished
     resubmit_count  INTEGER NOT NULL DEFAULT 0,
+    round_started_at INTEGER NOT NULL,            -- max_age counts from here
+    escalated       INTEGER NOT NULL DEFAULT 0,   -- escalations already sent
+    fallback_from   TEXT,                         -- the route it fell back from
     next_attempt_at INTEGER,
     lease_until     INTEGER,
     lease_owner     TEXT,

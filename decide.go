@@ -1,0 +1,319 @@
+package courier
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// NoticeType is the type of the messages courier sends about other messages
+// (escalations, fallbacks, suspensions). Notices are delivered like any other
+// message but never cause notices themselves.
+const NoticeType = "courier.notice"
+
+// noticeRoutePrefix starts the name of the route that carries notices to one
+// endpoint; configured routes may not use it.
+const noticeRoutePrefix = "courier.notice."
+
+// NoticeRoute names the route that delivers notices to an endpoint.
+func NoticeRoute(endpoint string) string { return noticeRoutePrefix + endpoint }
+
+// MaxAbandoned is how many attempts in a row may lose their worker before the
+// message is suspended as poison: a message that crashes or hangs whatever
+// delivers it must not take the service down again and again.
+const MaxAbandoned = 3
+
+// Route returns the route of that name: a configured one, or the implicit
+// route of notices to an endpoint. Nil if there is none.
+func (t *Topology) Route(name string) *Route {
+	if r := t.Routes[name]; r != nil {
+		return r
+	}
+	if ep, ok := strings.CutPrefix(name, noticeRoutePrefix); ok && t.Endpoints[ep] != nil {
+		return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: OrderedBlock}
+	}
+	return nil
+}
+
+// AttemptLimit is how many attempts a round may have: a schedule's length
+// plus one, else the policy's max_attempts.
+func (p *Policy) AttemptLimit() int {
+	if len(p.Schedule) > 0 {
+		return len(p.Schedule) + 1
+	}
+	return max(p.MaxAttempts, 1)
+}
+
+// NextDelay is the wait before retry k (k = 1 for the first retry): the
+// schedule's entry, or initial × factor^(k-1) capped at max, with the jitter
+// fraction applied to that base (rnd in [0, 1) picks where in ± jitter), and
+// raised to the receiver's Retry-After.
+func (p *Policy) NextDelay(k int, rnd float64, retryAfter time.Duration) time.Duration {
+	k = max(k, 1)
+	var d time.Duration
+	if len(p.Schedule) > 0 {
+		d = p.Schedule[min(k-1, len(p.Schedule)-1)]
+	} else {
+		d = p.Backoff.Delay(k - 1)
+		if j := p.Backoff.Jitter; j > 0 {
+			d = time.Duration(float64(d) * (1 + j*(2*rnd-1)))
+		}
+	}
+	return max(d, retryAfter, 0)
+}
+
+// Delay is the n-th value of the backoff (n = 0 for the first):
+// min(initial × factor^n, max).
+func (b Backoff) Delay(n int) time.Duration {
+	f := float64(b.Initial) * math.Pow(max(b.Factor, 1), float64(max(n, 0)))
+	if b.Max > 0 && (f > float64(b.Max) || math.IsInf(f, 0) || math.IsNaN(f)) {
+		return b.Max
+	}
+	if f > float64(math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(f)
+}
+
+// Permanent reports whether a failure of class c means the endpoint will
+// never take this message: the endpoint's permanent list, else the default.
+func (e *Endpoint) Permanent(c ErrorClass) bool {
+	if e.PermanentClasses == nil {
+		return c.PermanentByDefault()
+	}
+	for _, p := range e.PermanentClasses {
+		if p == c {
+			return true
+		}
+	}
+	return false
+}
+
+// AfterAttempt decides what becomes of a message after an attempt on
+// endpoint e with result r: delivered, retried (when), fallen back, or
+// suspended or discarded (why), and which notices that sends. m is the
+// message as claimed; the returned message is a new value. rnd in [0, 1)
+// places the jitter.
+func AfterAttempt(m *Message, p *Policy, e *Endpoint, r Result, now time.Time, rnd float64) (*Message, []*Message) {
+	n := *m
+	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
+	n.UpdatedAt = now
+	n.Endpoint = e.Name
+	n.Abandoned = 0
+	if r.Delivered() {
+		n.State, n.Reason = StateDelivered, ""
+		n.NextAttemptAt, n.TimerAt, n.FinishedAt = time.Time{}, time.Time{}, now
+		return &n, nil
+	}
+	n.Attempts++
+	n.LastError, n.LastClass = r.Error, r.Class
+	var notices []*Message
+	switch {
+	case e.Permanent(r.Class):
+		notices = suspend(&n, p, ReasonRejected, now)
+	case n.Attempts >= p.AttemptLimit():
+		notices = exhaust(&n, p, ReasonExhausted, now)
+	default:
+		n.State = StateQueued
+		n.NextAttemptAt = now.Add(p.NextDelay(n.Attempts, rnd, r.RetryAfter))
+	}
+	if n.State == StateQueued {
+		more, _ := timers(&n, p, now)
+		notices = append(notices, more...)
+	}
+	return &n, notices
+}
+
+// AfterAbandon decides what becomes of a message whose worker vanished
+// (its lease lapsed): due again at once, without spending an attempt of its
+// policy, until it has lost MaxAbandoned workers in a row; then it is
+// suspended as poison.
+func AfterAbandon(m *Message, p *Policy, now time.Time) (*Message, []*Message) {
+	n := *m
+	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
+	n.UpdatedAt = now
+	n.Abandoned++
+	n.LastError, n.LastClass = "the attempt was abandoned: its worker stopped before it finished", ""
+	if n.Abandoned >= MaxAbandoned {
+		n.LastError = fmt.Sprintf("%d attempts in a row were abandoned: the message may crash or hang whatever delivers it", n.Abandoned)
+		return &n, suspend(&n, p, ReasonPoison, now)
+	}
+	n.State = StateQueued
+	n.NextAttemptAt = now
+	return &n, nil
+}
+
+// OnTimer applies the time-driven events of a queued message that are due
+// at now (expiry, max_age, a fallback's time, escalations) and sets the time
+// of the next one. changed reports whether anything but TimerAt changed.
+func OnTimer(m *Message, p *Policy, now time.Time) (next *Message, notices []*Message, changed bool) {
+	n := *m
+	before := n.State
+	escalated, route := n.Escalated, n.Route
+	notices, _ = timers(&n, p, now)
+	changed = n.State != before || n.Escalated != escalated || n.Route != route
+	if changed {
+		n.UpdatedAt = now
+	}
+	return &n, notices, changed
+}
+
+// timers fires what is due of a queued message and sets its TimerAt to the
+// next event. It reports whether the message left the queue.
+func timers(n *Message, p *Policy, now time.Time) ([]*Message, bool) {
+	var notices []*Message
+	if !n.ExpiresAt.IsZero() && !now.Before(n.ExpiresAt) {
+		n.LastError = joinError(n.LastError, "expired: past its expires_at "+n.ExpiresAt.UTC().Format(time.RFC3339))
+		return suspend(n, p, ReasonExpired, now), true
+	}
+	if p.MaxAge > 0 && !now.Before(n.RoundStartedAt.Add(p.MaxAge)) {
+		n.LastError = joinError(n.LastError, "expired: not delivered within max_age "+p.MaxAge.String())
+		notices = exhaust(n, p, ReasonExpired, now)
+		if n.State != StateQueued {
+			return notices, true
+		}
+	}
+	if f := p.Fallback; f != nil && f.After > 0 && n.FallbackFrom == "" && n.Type != NoticeType && !now.Before(n.CreatedAt.Add(f.After)) {
+		notices = append(notices, fallBack(n, p, now)...)
+	}
+	if n.Type != NoticeType {
+		for n.Escalated < len(p.Escalate) && !now.Before(n.CreatedAt.Add(p.Escalate[n.Escalated].After)) {
+			esc := p.Escalate[n.Escalated]
+			n.Escalated++
+			notices = append(notices, notice(n, "escalation", esc.Notify, fmt.Sprintf("%d", n.Escalated), now,
+				fmt.Sprintf("message %s (%s, route %s) is not delivered after %s", n.ID, n.Type, n.Route, roundAge(now.Sub(n.CreatedAt)))))
+		}
+	}
+	n.TimerAt = nextTimer(n, p)
+	return notices, false
+}
+
+// nextTimer is the time of the next time-driven event of a queued message.
+func nextTimer(n *Message, p *Policy) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	consider(n.ExpiresAt)
+	if p.MaxAge > 0 {
+		consider(n.RoundStartedAt.Add(p.MaxAge))
+	}
+	if n.Type != NoticeType {
+		if f := p.Fallback; f != nil && f.After > 0 && n.FallbackFrom == "" {
+			consider(n.CreatedAt.Add(f.After))
+		}
+		if n.Escalated < len(p.Escalate) {
+			consider(n.CreatedAt.Add(p.Escalate[n.Escalated].After))
+		}
+	}
+	return next
+}
+
+// exhaust ends a round that ran out (attempts or max_age): the fallback
+// route takes over once, else on_exhausted.
+func exhaust(n *Message, p *Policy, reason Reason, now time.Time) []*Message {
+	if p.Fallback != nil && n.FallbackFrom == "" && n.Type != NoticeType {
+		return fallBack(n, p, now)
+	}
+	if p.OnExhausted == ExhaustedDiscard {
+		n.State, n.Reason = StateDiscarded, ""
+		n.NextAttemptAt, n.TimerAt, n.FinishedAt = time.Time{}, time.Time{}, now
+		return nil
+	}
+	return suspend(n, p, reason, now)
+}
+
+// fallBack moves the message to the policy's fallback route for a new round.
+func fallBack(n *Message, p *Policy, now time.Time) []*Message {
+	n.FallbackFrom, n.Route = n.Route, p.Fallback.Route
+	n.State, n.Reason = StateQueued, ""
+	n.Attempts = 0
+	n.RoundStartedAt, n.NextAttemptAt = now, now
+	n.TimerAt = nextTimer(n, p)
+	return noticeAll(n, p, "fallback", now,
+		fmt.Sprintf("message %s (%s) could not be delivered on route %s; it goes to the fallback route %s", n.ID, n.Type, n.FallbackFrom, n.Route))
+}
+
+// suspend parks the message for an operator.
+func suspend(n *Message, p *Policy, reason Reason, now time.Time) []*Message {
+	n.State, n.Reason = StateSuspended, reason
+	n.NextAttemptAt, n.TimerAt, n.FinishedAt = time.Time{}, time.Time{}, now
+	return noticeAll(n, p, "suspended", now,
+		fmt.Sprintf("message %s (%s, route %s) is suspended (%s) after %d attempts: %s", n.ID, n.Type, n.Route, reason, n.Attempts, n.LastError))
+}
+
+// noticeAll tells every endpoint that the policy escalates to.
+func noticeAll(n *Message, p *Policy, kind string, now time.Time, text string) []*Message {
+	if n.Type == NoticeType {
+		return nil
+	}
+	var out []*Message
+	seen := map[string]bool{}
+	for _, e := range p.Escalate {
+		if !seen[e.Notify] {
+			seen[e.Notify] = true
+			out = append(out, notice(n, kind, e.Notify, fmt.Sprintf("%d", n.TotalAttempts), now, text))
+		}
+	}
+	return out
+}
+
+// NoticeBody is the payload of a notice.
+type NoticeBody struct {
+	Notice      string     `json:"notice"` // escalation, fallback or suspended
+	Text        string     `json:"text"`
+	MessageID   string     `json:"message_id"`
+	Type        string     `json:"type"`
+	Route       string     `json:"route"`
+	State       State      `json:"state"`
+	Reason      Reason     `json:"reason,omitempty"`
+	Attempts    int        `json:"attempts"`
+	Endpoint    string     `json:"endpoint,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastClass   ErrorClass `json:"last_class,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	AgeSeconds  int64      `json:"age_seconds"`
+	NoticeAt    time.Time  `json:"notice_at"`
+	OriginRoute string     `json:"fallback_from,omitempty"`
+}
+
+// notice builds the message that tells endpoint about n. Its id is derived
+// from n's, so that applying the same decision twice sends it once.
+func notice(n *Message, kind, endpoint, seq string, now time.Time, text string) *Message {
+	body, _ := json.Marshal(NoticeBody{
+		Notice: kind, Text: text, MessageID: n.ID, Type: n.Type, Route: n.Route, State: n.State, Reason: n.Reason,
+		Attempts: n.Attempts, Endpoint: n.Endpoint, LastError: n.LastError, LastClass: n.LastClass,
+		CreatedAt: n.CreatedAt, AgeSeconds: int64(now.Sub(n.CreatedAt) / time.Second), NoticeAt: now, OriginRoute: n.FallbackFrom,
+	})
+	id := n.ID + "." + kind + "." + seq + "." + endpoint
+	if len(id) > MaxIDLen {
+		sum := sha256.Sum256([]byte(id))
+		id = "notice." + hex.EncodeToString(sum[:])
+	}
+	m := &Message{ID: id, Type: NoticeType, Route: NoticeRoute(endpoint), Payload: body, ContentType: "application/json",
+		Headers: map[string]string{"Courier-Notice": kind, "Courier-Message-Id": n.ID}}
+	Accept(m, &Policy{Priority: 9}, false, now)
+	return m
+}
+
+func joinError(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return b + " (last error: " + a + ")"
+}
+
+// roundAge formats a duration for people: to the minute, or the second
+// below a minute.
+func roundAge(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Minute).String()
+	}
+	return d.Round(time.Second).String()
+}

@@ -1,0 +1,279 @@
+package courier_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func TestNextDelay(t *testing.T) {
+	backoff := &courier.Policy{Backoff: courier.Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour}}
+	jitter := &courier.Policy{Backoff: courier.Backoff{Initial: 100 * time.Second, Factor: 2, Max: time.Hour, Jitter: 0.2}}
+	schedule := &courier.Policy{Schedule: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}}
+	tests := []struct {
+		name       string
+		p          *courier.Policy
+		k          int
+		rnd        float64
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"first retry", backoff, 1, 0.5, 0, 30 * time.Second},
+		{"second", backoff, 2, 0.5, 0, time.Minute},
+		{"seventh reaches the cap", backoff, 8, 0.5, 0, time.Hour},
+		{"far beyond the cap", backoff, 400, 0.5, 0, time.Hour},
+		{"jitter low end", jitter, 1, 0, 0, 80 * time.Second},
+		{"jitter middle", jitter, 1, 0.5, 0, 100 * time.Second},
+		{"jitter high end", jitter, 2, 1, 0, 240 * time.Second},
+		{"jitter is on the base, not compounded", jitter, 3, 0.5, 0, 400 * time.Second},
+		{"retry-after raises", backoff, 1, 0.5, 2 * time.Minute, 2 * time.Minute},
+		{"retry-after lower than the delay", backoff, 2, 0.5, time.Second, time.Minute},
+		{"schedule 1", schedule, 1, 0.9, 0, time.Minute},
+		{"schedule 3", schedule, 3, 0.9, 0, 30 * time.Minute},
+		{"schedule past its end repeats the last", schedule, 7, 0, 0, 30 * time.Minute},
+		{"schedule with retry-after", schedule, 1, 0, 3 * time.Minute, 3 * time.Minute},
+	}
+	for _, tt := range tests {
+		if got := tt.p.NextDelay(tt.k, tt.rnd, tt.retryAfter); got != tt.want {
+			t.Errorf("%s: NextDelay(%d) = %v, want %v", tt.name, tt.k, got, tt.want)
+		}
+	}
+	if got := schedule.AttemptLimit(); got != 4 {
+		t.Errorf("a schedule of 3 allows %d attempts, want 4", got)
+	}
+}
+
+// accepted returns a message as ingested at t0 and claimed once.
+func accepted(p *courier.Policy) *courier.Message {
+	m := &courier.Message{ID: "inv-1", Type: "invoice", Route: "acme", Payload: []byte("{}"), ContentType: "application/json"}
+	courier.Accept(m, p, false, t0)
+	m.State, m.TotalAttempts = courier.StateInflight, 1
+	return m
+}
+
+func endpoint() *courier.Endpoint { return &courier.Endpoint{Name: "acme-primary"} }
+
+func notices(t *testing.T, ns []*courier.Message) []string {
+	t.Helper()
+	var kinds []string
+	for _, n := range ns {
+		var b courier.NoticeBody
+		if err := json.Unmarshal(n.Payload, &b); err != nil {
+			t.Fatal(err)
+		}
+		if n.Type != courier.NoticeType || !strings.HasPrefix(n.Route, "courier.notice.") || !courier.ValidID(n.ID) {
+			t.Errorf("notice %+v is not a courier.notice on a notice route", n)
+		}
+		kinds = append(kinds, b.Notice+">"+strings.TrimPrefix(n.Route, "courier.notice."))
+	}
+	return kinds
+}
+
+func TestAfterAttempt(t *testing.T) {
+	policy := func() *courier.Policy {
+		p := courier.DefaultPolicy()
+		p.Backoff.Jitter = 0
+		p.MaxAttempts = 3
+		return p
+	}
+	fail503 := courier.Result{Class: courier.ClassHTTP5xx, Status: 503, Error: "HTTP 503"}
+	now := t0.Add(time.Minute)
+
+	t.Run("delivered", func(t *testing.T) {
+		m := accepted(policy())
+		n, ns := courier.AfterAttempt(m, policy(), endpoint(), courier.Result{Status: 204}, now, 0.5)
+		if n.State != courier.StateDelivered || !n.FinishedAt.Equal(now) || !n.NextAttemptAt.IsZero() || !n.TimerAt.IsZero() || n.Endpoint != "acme-primary" || len(ns) != 0 {
+			t.Fatalf("%+v %v", n, ns)
+		}
+		if m.State != courier.StateInflight {
+			t.Fatal("AfterAttempt changed its input")
+		}
+	})
+	t.Run("transient retries with the delay", func(t *testing.T) {
+		n, _ := courier.AfterAttempt(accepted(policy()), policy(), endpoint(), fail503, now, 0.5)
+		if n.State != courier.StateQueued || n.Attempts != 1 || !n.NextAttemptAt.Equal(now.Add(30*time.Second)) ||
+			n.LastError != "HTTP 503" || n.LastClass != courier.ClassHTTP5xx {
+			t.Fatalf("%+v", n)
+		}
+		if !n.TimerAt.Equal(t0.Add(48 * time.Hour)) {
+			t.Errorf("timer %v, want the max_age deadline", n.TimerAt)
+		}
+	})
+	t.Run("retry-after floors the delay", func(t *testing.T) {
+		r := courier.Result{Class: courier.ClassHTTP429, Status: 429, RetryAfter: 2 * time.Minute}
+		n, _ := courier.AfterAttempt(accepted(policy()), policy(), endpoint(), r, now, 0.5)
+		if !n.NextAttemptAt.Equal(now.Add(2 * time.Minute)) {
+			t.Fatalf("due %v", n.NextAttemptAt)
+		}
+	})
+	t.Run("permanent suspends at once", func(t *testing.T) {
+		r := courier.Result{Class: courier.ClassHTTP4xx, Status: 422, Error: "HTTP 422"}
+		n, _ := courier.AfterAttempt(accepted(policy()), policy(), endpoint(), r, now, 0.5)
+		if n.State != courier.StateSuspended || n.Reason != courier.ReasonRejected || n.Attempts != 1 || !n.FinishedAt.Equal(now) {
+			t.Fatalf("%+v", n)
+		}
+	})
+	t.Run("endpoint rules decide what is permanent", func(t *testing.T) {
+		e := endpoint()
+		e.PermanentClasses = []courier.ErrorClass{courier.ClassHTTP5xx}
+		n, _ := courier.AfterAttempt(accepted(policy()), policy(), e, fail503, now, 0.5)
+		if n.State != courier.StateSuspended || n.Reason != courier.ReasonRejected {
+			t.Fatalf("5xx listed permanent: %+v", n)
+		}
+		n, _ = courier.AfterAttempt(accepted(policy()), policy(), e, courier.Result{Class: courier.ClassHTTP4xx}, now, 0.5)
+		if n.State != courier.StateQueued {
+			t.Fatalf("4xx not listed permanent: %+v", n)
+		}
+	})
+	t.Run("exhausted after max attempts", func(t *testing.T) {
+		m := accepted(policy())
+		m.Attempts = 2
+		n, _ := courier.AfterAttempt(m, policy(), endpoint(), fail503, now, 0.5)
+		if n.State != courier.StateSuspended || n.Reason != courier.ReasonExhausted || n.Attempts != 3 {
+			t.Fatalf("%+v", n)
+		}
+	})
+	t.Run("exhausted with discard", func(t *testing.T) {
+		p := policy()
+		p.OnExhausted = courier.ExhaustedDiscard
+		m := accepted(p)
+		m.Attempts = 2
+		n, _ := courier.AfterAttempt(m, p, endpoint(), fail503, now, 0.5)
+		if n.State != courier.StateDiscarded || !n.FinishedAt.Equal(now) {
+			t.Fatalf("%+v", n)
+		}
+	})
+	t.Run("exhausted falls back once, counters anew, with notices", func(t *testing.T) {
+		p := policy()
+		p.Fallback = &courier.Fallback{Route: "vans"}
+		p.Escalate = []courier.Escalation{{After: 24 * time.Hour, Notify: "ops-mail"}, {After: 36 * time.Hour, Notify: "ops-mail"}}
+		m := accepted(p)
+		m.Attempts = 2
+		n, ns := courier.AfterAttempt(m, p, endpoint(), fail503, now, 0.5)
+		if n.State != courier.StateQueued || n.Route != "vans" || n.FallbackFrom != "acme" || n.Attempts != 0 ||
+			!n.NextAttemptAt.Equal(now) || !n.RoundStartedAt.Equal(now) {
+			t.Fatalf("%+v", n)
+		}
+		if got := notices(t, ns); len(got) != 1 || got[0] != "fallback>ops-mail" {
+			t.Errorf("notices %v, want one fallback notice to ops-mail (once per endpoint)", got)
+		}
+		// The fallback round runs out too: no second fallback, suspended.
+		n.State, n.Attempts, n.TotalAttempts = courier.StateInflight, 2, 5
+		n2, ns := courier.AfterAttempt(n, p, endpoint(), fail503, now.Add(time.Hour), 0.5)
+		if n2.State != courier.StateSuspended || n2.Reason != courier.ReasonExhausted || n2.Route != "vans" {
+			t.Fatalf("second exhaustion: %+v", n2)
+		}
+		if got := notices(t, ns); len(got) != 1 || got[0] != "suspended>ops-mail" {
+			t.Errorf("notices %v, want one suspension notice", got)
+		}
+	})
+	t.Run("max_age passes while retrying", func(t *testing.T) {
+		n, _ := courier.AfterAttempt(accepted(policy()), policy(), endpoint(), fail503, t0.Add(49*time.Hour), 0.5)
+		if n.State != courier.StateSuspended || n.Reason != courier.ReasonExpired || !strings.Contains(n.LastError, "max_age") {
+			t.Fatalf("%+v", n)
+		}
+	})
+	t.Run("notices cause no notices", func(t *testing.T) {
+		p := policy()
+		p.Escalate = []courier.Escalation{{After: time.Minute, Notify: "ops-mail"}}
+		p.Fallback = &courier.Fallback{Route: "vans"}
+		m := accepted(p)
+		m.Type, m.Attempts = courier.NoticeType, 2
+		n, ns := courier.AfterAttempt(m, p, endpoint(), fail503, now.Add(time.Hour), 0.5)
+		if n.State != courier.StateSuspended || n.Route != "acme" || len(ns) != 0 {
+			t.Fatalf("a failing notice: %+v, notices %v", n, ns)
+		}
+	})
+}
+
+func TestOnTimer(t *testing.T) {
+	p := courier.DefaultPolicy()
+	p.Escalate = []courier.Escalation{{After: 24 * time.Hour, Notify: "ops-mail"}, {After: 30 * time.Hour, Notify: "ops-web"}}
+	p.Fallback = &courier.Fallback{After: 40 * time.Hour, Route: "vans"}
+	m := accepted(p)
+	m.State = courier.StateQueued
+	if !m.TimerAt.Equal(t0.Add(24 * time.Hour)) {
+		t.Fatalf("timer after ingest %v, want the first escalation", m.TimerAt)
+	}
+
+	n, ns, changed := courier.OnTimer(m, p, t0.Add(time.Hour))
+	if changed || len(ns) != 0 || !n.TimerAt.Equal(t0.Add(24*time.Hour)) {
+		t.Fatalf("before anything is due: changed %v notices %v timer %v", changed, ns, n.TimerAt)
+	}
+	n, ns, changed = courier.OnTimer(m, p, t0.Add(25*time.Hour))
+	if !changed || n.Escalated != 1 || !n.TimerAt.Equal(t0.Add(30*time.Hour)) || n.State != courier.StateQueued {
+		t.Fatalf("first escalation: %+v", n)
+	}
+	if got := notices(t, ns); len(got) != 1 || got[0] != "escalation>ops-mail" {
+		t.Fatalf("notices %v", got)
+	}
+	again, ns, _ := courier.OnTimer(n, p, t0.Add(26*time.Hour))
+	if len(ns) != 0 || again.Escalated != 1 {
+		t.Fatalf("an escalation fired twice: %v", ns)
+	}
+	// Late: both remaining escalations and the fallback fire at once.
+	n, ns, _ = courier.OnTimer(n, p, t0.Add(41*time.Hour))
+	if got := notices(t, ns); strings.Join(got, ",") != "fallback>ops-mail,fallback>ops-web,escalation>ops-web" {
+		t.Fatalf("late timer notices %v", got)
+	}
+	if n.Route != "vans" || n.FallbackFrom != "acme" || n.Escalated != 2 || !n.TimerAt.Equal(t0.Add(41*time.Hour+48*time.Hour)) {
+		t.Fatalf("after fallback by time: %+v", n)
+	}
+	// The fallback round's max_age passes: no second fallback.
+	n, _, _ = courier.OnTimer(n, p, t0.Add(90*time.Hour))
+	if n.State != courier.StateSuspended || n.Reason != courier.ReasonExpired {
+		t.Fatalf("max_age of the fallback round: %+v", n)
+	}
+
+	// expires_at suspends at once, without fallback.
+	e := accepted(p)
+	e.State, e.ExpiresAt = courier.StateQueued, t0.Add(2*time.Hour)
+	n, _, changed = courier.OnTimer(e, p, t0.Add(2*time.Hour))
+	if !changed || n.State != courier.StateSuspended || n.Reason != courier.ReasonExpired || n.Route != "acme" {
+		t.Fatalf("expires_at: %+v", n)
+	}
+}
+
+func TestAfterAbandon(t *testing.T) {
+	p := courier.DefaultPolicy()
+	m := accepted(p)
+	now := t0.Add(time.Minute)
+	for i := 1; i < courier.MaxAbandoned; i++ {
+		n, _ := courier.AfterAbandon(m, p, now)
+		if n.State != courier.StateQueued || n.Attempts != 0 || n.Abandoned != i || !n.NextAttemptAt.Equal(now) {
+			t.Fatalf("abandon %d: %+v", i, n)
+		}
+		m = n
+		m.State = courier.StateInflight
+	}
+	n, _ := courier.AfterAbandon(m, p, now)
+	if n.State != courier.StateSuspended || n.Reason != courier.ReasonPoison {
+		t.Fatalf("abandon %d: %+v", courier.MaxAbandoned, n)
+	}
+	// A real outcome resets the count.
+	m.Abandoned = 2
+	n, _ = courier.AfterAttempt(m, p, endpoint(), courier.Result{Class: courier.ClassTimeout}, now, 0.5)
+	if n.Abandoned != 0 {
+		t.Errorf("abandoned count after a real attempt: %d", n.Abandoned)
+	}
+}
+
+func TestNoticeRoute(t *testing.T) {
+	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{"ops-mail": {Name: "ops-mail"}}, Routes: map[string]*courier.Route{}}
+	r := top.Route(courier.NoticeRoute("ops-mail"))
+	if r == nil || len(r.Endpoints) != 1 || r.Endpoints[0] != "ops-mail" {
+		t.Fatalf("notice route: %+v", r)
+	}
+	if top.Route(courier.NoticeRoute("nobody")) != nil || top.Route("acme") != nil {
+		t.Error("a route that does not exist was found")
+	}
+	m := &courier.Message{Type: "t", Route: courier.NoticeRoute("ops-mail")}
+	if top.Validate(m) == nil {
+		t.Error("a sender may ingest to a notice route")
+	}
+}

@@ -1,0 +1,201 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+func claim(t *testing.T, s courier.Store, now time.Time, quotas ...courier.RouteQuota) []*courier.Message {
+	t.Helper()
+	got, err := s.ClaimDue(context.Background(), courier.Claim{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "node-1", Routes: quotas})
+	if err != nil {
+		t.Fatalf("ClaimDue: %v", err)
+	}
+	return got
+}
+
+func ids(msgs []*courier.Message) string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.ID)
+	}
+	return fmt.Sprint(out)
+}
+
+// queuedAt ingests a message on route, due at due, with a priority.
+func queuedAt(t *testing.T, s courier.Store, id, route string, prio int, due time.Time) {
+	t.Helper()
+	m := &courier.Message{ID: id, Type: "t", Route: route, Payload: []byte(id), ContentType: "text/plain", Priority: prio}
+	courier.Accept(m, courier.DefaultPolicy(), true, base)
+	m.NextAttemptAt = due
+	mustIngest(t, s, m)
+}
+
+func testClaimDue(t *testing.T, s courier.Store) {
+	queuedAt(t, s, "low-old", "acme", 0, base)
+	queuedAt(t, s, "low-new", "acme", 0, base.Add(time.Second))
+	queuedAt(t, s, "high", "acme", 9, base.Add(2*time.Second))
+	queuedAt(t, s, "mid", "acme", 5, base.Add(time.Second))
+	queuedAt(t, s, "future", "acme", 9, base.Add(time.Hour))
+	queuedAt(t, s, "other-route", "globex", 9, base)
+	now := base.Add(time.Minute)
+
+	got := claim(t, s, now, courier.RouteQuota{Route: "acme", Limit: 3})
+	if ids(got) != "[high mid low-old]" {
+		t.Fatalf("claimed %s, want [high mid low-old]: priority first, then the longest due", ids(got))
+	}
+	for _, m := range got {
+		if m.State != courier.StateInflight || !m.LeaseUntil.Equal(now.Add(time.Minute)) || m.LeaseOwner != "node-1" || m.TotalAttempts != 1 {
+			t.Errorf("claimed %s: state %s lease %v owner %q token %d", m.ID, m.State, m.LeaseUntil, m.LeaseOwner, m.TotalAttempts)
+		}
+		if string(m.Payload) != m.ID {
+			t.Errorf("claimed %s without its payload", m.ID)
+		}
+	}
+	if stored := mustGet(t, s, "high"); stored.State != courier.StateInflight || stored.TotalAttempts != 1 {
+		t.Errorf("stored after claim: %s token %d", stored.State, stored.TotalAttempts)
+	}
+	// What is leased is not claimed again; the future is not claimed; other
+	// routes only through their own quota.
+	got = claim(t, s, now, courier.RouteQuota{Route: "acme", Limit: 10})
+	if ids(got) != "[low-new]" {
+		t.Fatalf("second claim %s, want [low-new]", ids(got))
+	}
+	got = claim(t, s, now, courier.RouteQuota{Route: "acme", Limit: 10}, courier.RouteQuota{Route: "globex", Limit: 0})
+	if len(got) != 0 {
+		t.Fatalf("third claim %s, want nothing", ids(got))
+	}
+	got = claim(t, s, base.Add(2*time.Hour), courier.RouteQuota{Route: "acme", Limit: 10}, courier.RouteQuota{Route: "globex", Limit: 10})
+	if ids(got) != "[future other-route]" && ids(got) != "[other-route future]" {
+		t.Fatalf("later claim %s, want future and other-route", ids(got))
+	}
+}
+
+func testApply(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	queuedAt(t, s, "m", "acme", 0, base)
+	claimed := claim(t, s, base, courier.RouteQuota{Route: "acme", Limit: 1})
+	if len(claimed) != 1 {
+		t.Fatal("nothing claimed")
+	}
+	m := claimed[0]
+	next := *m
+	next.State, next.Attempts, next.LastError, next.LastClass = courier.StateQueued, 1, "HTTP 503", courier.ClassHTTP5xx
+	next.NextAttemptAt, next.LeaseUntil, next.LeaseOwner, next.Endpoint = base.Add(time.Minute), time.Time{}, "", "acme-primary"
+	next.Escalated, next.TimerAt, next.UpdatedAt = 1, base.Add(time.Hour), base.Add(time.Second)
+	attempt := &courier.Attempt{MessageID: "m", N: m.TotalAttempts, Endpoint: "acme-primary", Route: "acme", StartedAt: base,
+		Duration: 1500 * time.Microsecond, Outcome: courier.OutcomeFailed, Class: courier.ClassHTTP5xx, Status: 503,
+		Error: "HTTP 503", Response: "busy"}
+	notice := &courier.Message{ID: "m.escalation.1.ops", Type: courier.NoticeType, Route: courier.NoticeRoute("ops"), Payload: []byte("{}"), ContentType: "application/json"}
+	courier.Accept(notice, courier.DefaultPolicy(), false, base)
+
+	stale := next
+	applied, err := s.Apply(ctx, []courier.Change{
+		{Message: &stale, From: courier.StateInflight, Token: m.TotalAttempts + 1, Attempt: attempt}, // a lease that was lost
+		{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts, Attempt: attempt, Notices: []*courier.Message{notice}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied[0] || !applied[1] {
+		t.Fatalf("applied %v, want [false true]: the stale token must change nothing", applied)
+	}
+	got := mustGet(t, s, "m")
+	if got.State != courier.StateQueued || got.Attempts != 1 || got.LastError != "HTTP 503" || got.LastClass != courier.ClassHTTP5xx ||
+		!got.NextAttemptAt.Equal(base.Add(time.Minute)) || got.Endpoint != "acme-primary" || got.Escalated != 1 ||
+		!got.TimerAt.Equal(base.Add(time.Hour)) || !got.LeaseUntil.IsZero() || got.LeaseOwner != "" || got.TotalAttempts != 1 {
+		t.Fatalf("after apply: %+v", got)
+	}
+	attempts, err := s.Attempts(ctx, "m")
+	if err != nil || len(attempts) != 1 {
+		t.Fatalf("attempts %+v, %v; want exactly one (the stale change recorded none)", attempts, err)
+	}
+	if a := attempts[0]; a.N != 1 || a.Outcome != courier.OutcomeFailed || a.Status != 503 || a.Response != "busy" ||
+		a.Duration != 1500*time.Microsecond || !a.StartedAt.Equal(base) || a.Class != courier.ClassHTTP5xx {
+		t.Errorf("attempt %+v", a)
+	}
+	if n := mustGet(t, s, notice.ID); n.Type != courier.NoticeType || n.State != courier.StateQueued {
+		t.Errorf("notice stored as %+v", n)
+	}
+
+	// Applying the same change again (as after a crash) does nothing twice.
+	applied, err = s.Apply(ctx, []courier.Change{{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts, Attempt: attempt}})
+	if err != nil || applied[0] {
+		t.Fatalf("repeat apply: %v %v", applied, err)
+	}
+
+	// Delivered: terminal, with its finish time, ready for retention.
+	claimed = claim(t, s, base.Add(time.Hour), courier.RouteQuota{Route: "acme", Limit: 1})
+	if len(claimed) != 1 || claimed[0].TotalAttempts != 2 {
+		t.Fatalf("second claim: %v", ids(claimed))
+	}
+	done := *claimed[0]
+	done.State, done.FinishedAt, done.NextAttemptAt, done.TimerAt = courier.StateDelivered, base.Add(time.Hour), time.Time{}, time.Time{}
+	if applied, err := s.Apply(ctx, []courier.Change{{Message: &done, From: courier.StateInflight, Token: 2,
+		Attempt: &courier.Attempt{N: 2, Endpoint: "e", Route: "acme", StartedAt: base.Add(time.Hour), Outcome: courier.OutcomeDelivered, Status: 204}}}); err != nil || !applied[0] {
+		t.Fatalf("deliver: %v %v", applied, err)
+	}
+	if n, err := s.Purge(ctx, base.Add(2*time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("purge of the delivered message: %d %v", n, err)
+	}
+}
+
+func testExpiredLeases(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	queuedAt(t, s, "a", "acme", 0, base)
+	queuedAt(t, s, "b", "acme", 0, base)
+	if _, err := s.ClaimDue(ctx, courier.Claim{Now: base, LeaseUntil: base.Add(time.Minute), Owner: "n",
+		Routes: []courier.RouteQuota{{Route: "acme", Limit: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimDue(ctx, courier.Claim{Now: base, LeaseUntil: base.Add(time.Hour), Owner: "n",
+		Routes: []courier.RouteQuota{{Route: "acme", Limit: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ExpiredLeases(ctx, base.Add(2*time.Minute), 10)
+	if err != nil || len(got) != 1 || got[0].ID != "a" || got[0].State != courier.StateInflight {
+		t.Fatalf("expired leases %s, %v; want [a]", ids(got), err)
+	}
+	if got, _ := s.ExpiredLeases(ctx, base, 10); len(got) != 0 {
+		t.Fatalf("leases expired before they end: %s", ids(got))
+	}
+}
+
+func testDueTimers(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	p := courier.DefaultPolicy() // max_age 48h: every message gets a timer
+	for i, id := range []string{"a", "b"} {
+		m := &courier.Message{ID: id, Type: "t", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, p, false, base.Add(time.Duration(i)*time.Hour))
+		mustIngest(t, s, m)
+	}
+	susp := &courier.Message{ID: "s", Type: "t", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+	courier.Accept(susp, p, false, base)
+	susp.State, susp.Reason, susp.TimerAt = courier.StateSuspended, courier.ReasonInvalid, time.Time{}
+	mustIngest(t, s, susp)
+
+	got, err := s.DueTimers(ctx, base.Add(48*time.Hour+time.Minute), 10)
+	if err != nil || ids(got) != "[a]" {
+		t.Fatalf("due timers %s, %v; want [a]", ids(got), err)
+	}
+	got, _ = s.DueTimers(ctx, base.Add(50*time.Hour), 1)
+	if ids(got) != "[a]" {
+		t.Fatalf("limit 1: %s", ids(got))
+	}
+	// A resubmitted message has its timers worked out again at once.
+	resub := &courier.Message{ID: "r", Type: "t", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+	courier.Accept(resub, p, false, base)
+	resub.State, resub.Reason, resub.TimerAt = courier.StateSuspended, courier.ReasonExhausted, time.Time{}
+	mustIngest(t, s, resub)
+	if _, err := s.Resubmit(ctx, "r", "", courier.Action{At: base.Add(time.Minute), Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.DueTimers(ctx, base.Add(time.Minute), 10)
+	if ids(got) != "[r]" || !got[0].RoundStartedAt.Equal(base.Add(time.Minute)) {
+		t.Fatalf("after resubmit: %s", ids(got))
+	}
+}
