@@ -1,0 +1,166 @@
+package http
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// header builds the request header of DESIGN §8. The message's own headers
+// go first and cannot replace what the transport owns: Content-Type, the
+// webhook-* and Courier-* headers and the framing headers, because a
+// receiver deduplicates and verifies on them. They may set User-Agent.
+// A header that HTTP cannot carry rejects the message for good.
+func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *courier.Result) {
+	m := d.Message
+	h := make(http.Header, len(m.Headers)+8)
+	keys := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		keys = append(keys, k)
+	}
+	// Sorted, so that two spellings of one name ("x-a", "X-A") arrive in
+	// the same order every time.
+	slices.Sort(keys)
+	var dropped []string
+	for _, k := range keys {
+		v := m.Headers[k]
+		if !validHeaderName(k) || !validHeaderValue(v) {
+			return nil, &courier.Result{Class: courier.ClassRejected,
+				Error: fmt.Sprintf("message header %q cannot be sent over HTTP", clip(k, 64))}
+		}
+		if reservedHeader(k) {
+			dropped = append(dropped, k)
+			continue
+		}
+		h.Add(k, v)
+	}
+	if len(dropped) > 0 {
+		t.log.Debug("http transport: message headers left out", "message", m.ID, "headers", dropped)
+	}
+
+	ct := m.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	if !validHeaderValue(ct) {
+		return nil, &courier.Result{Class: courier.ClassRejected, Error: "the content type cannot be sent over HTTP"}
+	}
+	h.Set("Content-Type", ct)
+	if h.Get("User-Agent") == "" {
+		h.Set("User-Agent", t.opts.UserAgent)
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	// Written in lower case as the Standard Webhooks spec and §8 spell them;
+	// the keys are set directly because Set would capitalise them.
+	h["webhook-id"] = []string{m.ID}
+	h["webhook-timestamp"] = []string{ts}
+	if secrets := d.Endpoint.HTTP.Secrets; len(secrets) > 0 {
+		sig, err := sign(secrets, m.ID, ts, m.Payload)
+		if err != nil {
+			return nil, &courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s: %v", d.Endpoint.Name, err)}
+		}
+		h["webhook-signature"] = []string{sig}
+	}
+	h.Set("Courier-Attempt", strconv.Itoa(d.Attempt))
+	h.Set("Courier-Type", m.Type)
+	return h, nil
+}
+
+// reservedHeader reports whether the transport owns the header name k.
+func reservedHeader(k string) bool {
+	k = strings.ToLower(k)
+	if strings.HasPrefix(k, "webhook-") || strings.HasPrefix(k, "courier-") {
+		return true
+	}
+	switch k {
+	case "content-type", "content-length", "host", "transfer-encoding", "connection",
+		"keep-alive", "te", "trailer", "upgrade", "proxy-connection", "expect":
+		return true
+	}
+	return false
+}
+
+// validHeaderName reports whether k is an RFC 9110 token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v can go on a header line: no control
+// characters other than tab, which is what net/http would refuse.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// sign returns the webhook-signature value: one "v1,<base64 HMAC-SHA256>"
+// per secret, space-separated, so a receiver holding any one of the secrets
+// of a rotation can verify.
+func sign(secrets []string, id, ts string, body []byte) (string, error) {
+	var b strings.Builder
+	for i, s := range secrets {
+		key, err := signingKey(s)
+		if err != nil {
+			return "", fmt.Errorf("secret %d: %w", i+1, err)
+		}
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte(id))
+		mac.Write([]byte{'.'})
+		mac.Write([]byte(ts))
+		mac.Write([]byte{'.'})
+		mac.Write(body)
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("v1,")
+		b.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	}
+	return b.String(), nil
+}
+
+// signingKey returns the HMAC key of a secret: the decoded bytes of a
+// Standard Webhooks "whsec_<base64>" secret, else the secret's own bytes.
+func signingKey(secret string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return []byte(secret), nil
+	}
+	if key, err := base64.StdEncoding.DecodeString(enc); err == nil {
+		return key, nil
+	}
+	if key, err := base64.RawStdEncoding.DecodeString(enc); err == nil {
+		return key, nil
+	}
+	return nil, fmt.Errorf("a whsec_ secret must be base64 after the prefix")
+}
+
+// clip shortens s to at most n bytes for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
