@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// maxBatch bounds the changes written in one store call.
+const maxBatch = 512
+
+// complete writes the outcomes of attempts, many at a time, until the
+// outcomes channel is closed and drained.
+func (e *Engine) complete() {
+	defer close(e.done)
+	batch := make([]outcome, 0, maxBatch)
+	for {
+		o, ok := <-e.outcomes
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], o)
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-e.outcomes:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, o)
+			default:
+				break gather
+			}
+		}
+		e.applyOutcomes(batch)
+	}
+}
+
+// applyOutcomes decides what each attempt means for its message and writes
+// it all in one store call, retrying while the store is unavailable: the
+// slots stay taken meanwhile, so that no new work is claimed that could
+// not be written either.
+func (e *Engine) applyOutcomes(batch []outcome) {
+	t := e.topology.Load()
+	now := e.clock.Now()
+	changes := make([]courier.Change, len(batch))
+	for i, o := range batch {
+		ep := o.endpoint
+		if ep == nil {
+			ep = &courier.Endpoint{}
+		}
+		next, notices := courier.AfterAttempt(o.msg, t.Policy(o.msg.Type), ep, o.result, now, e.opts.RandFunc())
+		a := &courier.Attempt{MessageID: o.msg.ID, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,
+			StartedAt: o.started, Duration: o.duration, Outcome: courier.OutcomeDelivered, Status: o.result.Status,
+			Response: o.result.Response}
+		if !o.result.Delivered() {
+			a.Outcome, a.Class, a.Error = courier.OutcomeFailed, o.result.Class, o.result.Error
+		}
+		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices}
+	}
+	applied := e.applyRetrying(changes)
+	for i, o := range batch {
+		if o.endpoint != nil {
+			e.slots.release(o.endpoint.Name)
+		}
+		e.inflight.Add(-1)
+		if applied == nil {
+			continue
+		}
+		e.logChange(changes[i], applied[i])
+	}
+	e.Wake()
+}
+
+// applyRetrying writes changes, trying again with a growing pause while the
+// store fails, for up to about ten minutes; past that the outcomes are
+// given up and the leases will lapse (the messages are delivered again).
+func (e *Engine) applyRetrying(changes []courier.Change) []bool {
+	pause := 50 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		applied, err := e.store.Apply(context.Background(), changes)
+		if err == nil {
+			return applied
+		}
+		if time.Now().After(deadline) {
+			e.logger.Error("outcomes could not be written; their messages will be delivered again when the leases lapse",
+				"count", len(changes), "err", err)
+			return nil
+		}
+		e.logger.Warn("writing outcomes failed; will try again", "count", len(changes), "err", err, "in", pause)
+		time.Sleep(pause)
+		pause = min(pause*2, 5*time.Second)
+	}
+}
+
+// logChange writes one line for the changes an operator wants to know of.
+func (e *Engine) logChange(c courier.Change, applied bool) {
+	m := c.Message
+	if !applied {
+		e.logger.Debug("outcome dropped: the lease was taken over meanwhile", "id", m.ID, "route", m.Route)
+		return
+	}
+	switch {
+	case m.State == courier.StateSuspended:
+		e.logger.Info("message suspended", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
+			"reason", m.Reason, "attempts", m.Attempts, "last_error", m.LastError)
+	case m.State == courier.StateDiscarded:
+		e.logger.Info("message discarded by its policy", "id", m.ID, "type", m.Type, "route", m.Route, "attempts", m.Attempts)
+	case m.FallbackFrom != "" && m.Attempts == 0 && m.State == courier.StateQueued && c.From != courier.StateQueued || m.FallbackFrom != "" && m.Attempts == 0 && c.Attempt == nil:
+		e.logger.Info("message falls back", "id", m.ID, "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
+	}
+	for _, n := range c.Notices {
+		e.logger.Info("notice sent", "id", n.ID, "about", m.ID, "route", n.Route)
+	}
+}
+
+// rescue takes up the messages whose lease ended before the given time:
+// their worker is gone, so the attempt is recorded as abandoned and the
+// message is due again (or suspended as poison).
+func (e *Engine) rescue(ctx context.Context, before time.Time) error {
+	for {
+		msgs, err := e.store.ExpiredLeases(ctx, before, maxBatch)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		t := e.topology.Load()
+		now := e.clock.Now()
+		changes := make([]courier.Change, len(msgs))
+		for i, m := range msgs {
+			next, notices := courier.AfterAbandon(m, t.Policy(m.Type), now)
+			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
+				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
+					StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
+					Error: "the lease of " + m.LeaseOwner + " lapsed before it reported an outcome"}}
+		}
+		applied, err := e.store.Apply(ctx, changes)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for i, ok := range applied {
+			if ok {
+				n++
+				e.logChange(changes[i], true)
+			}
+		}
+		e.logger.Warn("took up messages whose worker stopped", "count", n)
+		e.Wake()
+		if len(msgs) < maxBatch {
+			return nil
+		}
+	}
+}
+
+// fireTimers applies the due time-driven events: escalations, fallbacks
+// after their time, expiry.
+func (e *Engine) fireTimers(ctx context.Context) error {
+	now := e.clock.Now()
+	for round := 0; round < 20; round++ {
+		msgs, err := e.store.DueTimers(ctx, now, maxBatch)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		t := e.topology.Load()
+		changes := make([]courier.Change, len(msgs))
+		for i, m := range msgs {
+			next, notices, _ := courier.OnTimer(m, t.Policy(m.Type), now)
+			changes[i] = courier.Change{Message: next, From: courier.StateQueued, Token: m.TotalAttempts, Notices: notices}
+		}
+		applied, err := e.store.Apply(ctx, changes)
+		if err != nil {
+			return err
+		}
+		for i, ok := range applied {
+			e.logChange(changes[i], ok)
+		}
+		e.Wake()
+		if len(msgs) < maxBatch {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// endpointSlots counts the attempts running per endpoint, so that claims
+// take only what an endpoint may receive (max_concurrency).
+type endpointSlots struct {
+	mu      sync.Mutex
+	running map[string]int
+}
+
+func newEndpointSlots() *endpointSlots { return &endpointSlots{running: map[string]int{}} }
+
+func (s *endpointSlots) free(e *courier.Endpoint) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(e.MaxConcurrency, 1) - s.running[e.Name]
+}
+
+// take reserves a slot on e if one is free.
+func (s *endpointSlots) take(e *courier.Endpoint) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[e.Name] >= max(e.MaxConcurrency, 1) {
+		return false
+	}
+	s.running[e.Name]++
+	return true
+}
+
+func (s *endpointSlots) release(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[name]--; s.running[name] <= 0 {
+		delete(s.running, name)
+	}
+}
+
+// routeCapacity is how many more attempts a route's endpoints can take now:
+// the first endpoint's free slots for single and failover routes (the others
+// stand by), every endpoint's for the spreading strategies.
+func (e *Engine) routeCapacity(t *courier.Topology, r *courier.Route) int {
+	total := 0
+	for i, name := range r.Endpoints {
+		ep := t.Endpoints[name]
+		if ep == nil {
+			continue
+		}
+		total += max(e.slots.free(ep), 0)
+		if i == 0 && (r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "") {
+			break
+		}
+	}
+	return total
+}
+
+// routeTimeout is the longest timeout of a route's endpoints.
+func (e *Engine) routeTimeout(t *courier.Topology, r *courier.Route) time.Duration {
+	var d time.Duration
+	for _, name := range r.Endpoints {
+		if ep := t.Endpoints[name]; ep != nil {
+			d = max(d, timeoutOf(ep))
+		}
+	}
+	return d
+}
+
+func timeoutOf(ep *courier.Endpoint) time.Duration {
+	if ep.Timeout > 0 {
+		return ep.Timeout
+	}
+	return 30 * time.Second
+}
+
+// noticeRoutes lists the implicit routes of the endpoints that policies
+// send notices to.
+func noticeRoutes(t *courier.Topology) []string {
+	var out []string
+	for _, p := range t.Policies {
+		for _, esc := range p.Escalate {
+			if r := courier.NoticeRoute(esc.Notify); !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// rotate turns q left by n places, so that no route is always asked first.
+func rotate(q []courier.RouteQuota, n int) {
+	if len(q) < 2 {
+		return
+	}
+	n %= len(q)
+	slices.SortFunc(q, func(a, b courier.RouteQuota) int { return strings.Compare(a.Route, b.Route) })
+	tmp := append(append([]courier.RouteQuota{}, q[n:]...), q[:n]...)
+	copy(q, tmp)
+}
+
+// chooseEndpoint picks the endpoint of this attempt by the route's
+// strategy, among the endpoints with a free slot, and reserves the slot.
+// After a failure, another endpoint of the route is preferred.
+func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courier.Message) *courier.Endpoint {
+	var candidates []*courier.Endpoint
+	for _, name := range r.Endpoints {
+		if ep := t.Endpoints[name]; ep != nil {
+			candidates = append(candidates, ep)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	switch r.Strategy {
+	case courier.StrategyRoundRobin, courier.StrategyWeighted:
+		pos := e.position(r.Name)
+		order := spread(candidates, r, pos)
+		if m.LastClass != "" && len(order) > 1 && order[0].Name == m.Endpoint {
+			order = append(order[1:], order[0])
+		}
+		candidates = order
+	default:
+		if m.LastClass != "" && len(candidates) > 1 && candidates[0].Name == m.Endpoint && r.Strategy == courier.StrategyFailover {
+			candidates = append(candidates[1:], candidates[0])
+		}
+	}
+	for _, ep := range candidates {
+		if e.slots.take(ep) {
+			return ep
+		}
+	}
+	// Every slot was taken meanwhile; the claim sized itself to free slots,
+	// so go slightly over on the first rather than hold a leased message.
+	e.slots.mu.Lock()
+	e.slots.running[candidates[0].Name]++
+	e.slots.mu.Unlock()
+	return candidates[0]
+}
+
+// position advances and returns the round-robin counter of a route.
+func (e *Engine) position(route string) uint64 {
+	v, _ := e.rr.LoadOrStore(route, new(atomic.Uint64))
+	return v.(*atomic.Uint64).Add(1)
+}
+
+// spread orders the endpoints for the pos-th message of a spreading route:
+// round robin starts at pos; weighted starts at the endpoint whose share of
+// the weight sum pos falls into.
+func spread(eps []*courier.Endpoint, r *courier.Route, pos uint64) []*courier.Endpoint {
+	start := int(pos % uint64(len(eps)))
+	if r.Strategy == courier.StrategyWeighted {
+		total := 0
+		for _, ep := range eps {
+			total += weight(r, ep.Name)
+		}
+		at := int(pos % uint64(total))
+		for i, ep := range eps {
+			if at -= weight(r, ep.Name); at < 0 {
+				start = i
+				break
+			}
+		}
+	}
+	return append(append([]*courier.Endpoint{}, eps[start:]...), eps[:start]...)
+}
+
+func weight(r *courier.Route, endpoint string) int {
+	if w, ok := r.Weights[endpoint]; ok && w > 0 {
+		return w
+	}
+	return 1
+}
+
+// dispatch starts the attempt of a claimed message.
+func (e *Engine) dispatch(ctx context.Context, t *courier.Topology, m *courier.Message) {
+	r := t.Route(m.Route)
+	var ep *courier.Endpoint
+	if r != nil {
+		ep = e.chooseEndpoint(t, r, m)
+	}
+	e.inflight.Add(1)
+	e.attempts.Add(1)
+	go e.attempt(ctx, m, ep)
+}
+
+// attempt delivers one message and hands the outcome to the completer.
+func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint) {
+	defer e.attempts.Done()
+	started := e.clock.Now()
+	var res courier.Result
+	switch sender := e.senderFor(ep); {
+	case ep == nil:
+		res = courier.Result{Class: courier.ClassTransport, Error: "the route " + m.Route + " has no endpoint"}
+	case sender == nil:
+		res = courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
+	default:
+		// The lease outlives the endpoint timeout; a stop does not cut an
+		// attempt short, so that its outcome is known and written.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(ep)+5*time.Second)
+		res = sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts})
+		cancel()
+	}
+	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, started: started, duration: e.clock.Now().Sub(started)}
+}
+
+func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {
+	if ep == nil {
+		return nil
+	}
+	return e.senders[ep.Transport]
+}

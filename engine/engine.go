@@ -1,0 +1,312 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Options configure an Engine. Store, Topology and Senders are required.
+type Options struct {
+	Store    courier.Store
+	Topology *courier.Topology
+	Senders  map[courier.Transport]courier.Sender
+	Clock    courier.Clock
+	Logger   *slog.Logger
+
+	// Workers bounds the attempts in flight on this node (default 256).
+	Workers int
+	// Owner names this node in leases (default host:pid).
+	Owner string
+	// LeaseSlack is added to the longest endpoint timeout of a route to make
+	// the lease of its messages (default 30s): a lease never lapses while its
+	// attempt can still be running.
+	LeaseSlack time.Duration
+	// PollInterval is the longest the claimer sleeps without a wake-up
+	// (default 1s): it finds retries that came due and other nodes' work.
+	PollInterval time.Duration
+	// RescueInterval is how often lapsed leases are looked for (default 5s).
+	RescueInterval time.Duration
+	// TimerInterval is how often due timers are looked for (default 1s).
+	TimerInterval time.Duration
+	// RescueAllOnStart treats every lease as lapsed at start. Right for a
+	// store that only this process uses (SQLite): the leases it finds are
+	// from a run that died.
+	RescueAllOnStart bool
+	// RandFunc returns a number in [0, 1) for jitter (default math/rand).
+	RandFunc func() float64
+}
+
+// Engine delivers due messages: it claims them as capacity frees, hands each
+// to its endpoint's transport, and applies the outcomes in batches.
+type Engine struct {
+	store    courier.Store
+	topology atomic.Pointer[courier.Topology]
+	senders  map[courier.Transport]courier.Sender
+	clock    courier.Clock
+	logger   *slog.Logger
+	opts     Options
+
+	wake       chan struct{}  // a nudge for the claimer: ingest, freed capacity
+	outcomes   chan outcome   // finished attempts, for the completer
+	inflight   atomic.Int64   // attempts running on this node
+	slots      *endpointSlots // attempts running per endpoint
+	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
+	claimRound atomic.Uint64  // rotates which route is asked first
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup // claimer, rescuer, timers
+	attempts sync.WaitGroup // running attempts
+	done     chan struct{}  // closed when the completer has flushed
+}
+
+// outcome is one finished attempt on its way to the store.
+type outcome struct {
+	msg      *courier.Message // as claimed
+	endpoint *courier.Endpoint
+	result   courier.Result
+	started  time.Time
+	duration time.Duration
+}
+
+// New returns an engine for the options.
+func New(o Options) *Engine {
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Workers <= 0 {
+		o.Workers = 256
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.LeaseSlack <= 0 {
+		o.LeaseSlack = 30 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.RescueInterval <= 0 {
+		o.RescueInterval = 5 * time.Second
+	}
+	if o.TimerInterval <= 0 {
+		o.TimerInterval = time.Second
+	}
+	if o.RandFunc == nil {
+		o.RandFunc = rand.Float64
+	}
+	e := &Engine{
+		store:    o.Store,
+		senders:  o.Senders,
+		clock:    o.Clock,
+		logger:   o.Logger,
+		opts:     o,
+		wake:     make(chan struct{}, 1),
+		outcomes: make(chan outcome, o.Workers),
+		slots:    newEndpointSlots(),
+	}
+	e.topology.Store(o.Topology)
+	return e
+}
+
+// SetTopology replaces the routes, endpoints and policies, as on reload.
+// Attempts under way finish with the endpoint they started with.
+func (e *Engine) SetTopology(t *courier.Topology) {
+	e.topology.Store(t)
+	e.Wake()
+}
+
+// Wake tells the claimer that there may be new due work, such as a message
+// just ingested. It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the engine in the background until Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel != nil {
+		return errors.New("engine already started")
+	}
+	if e.opts.RescueAllOnStart {
+		if err := e.rescue(ctx, time.Unix(1<<40, 0)); err != nil {
+			return fmt.Errorf("rescue the leases of the previous run: %w", err)
+		}
+	}
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.done = make(chan struct{})
+	go e.complete()
+	e.loops.Add(3)
+	go e.claimLoop(ctx)
+	go e.every(ctx, e.opts.RescueInterval, func(ctx context.Context) error { return e.rescue(ctx, e.clock.Now()) })
+	go e.every(ctx, e.opts.TimerInterval, e.fireTimers)
+	return nil
+}
+
+// Stop stops claiming, lets the attempts under way finish (or ctx end), and
+// writes their outcomes. Messages still leased when ctx ends are taken up
+// again when their leases lapse.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	e.loops.Wait()
+	finished := make(chan struct{})
+	go func() {
+		e.attempts.Wait()
+		close(e.outcomes)
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return fmt.Errorf("attempts still under way at stop: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("outcomes not yet written at stop: %w", ctx.Err())
+	}
+}
+
+// every runs fn now and then every interval until ctx ends; a failure is
+// logged and tried again at the next tick.
+func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(context.Context) error) {
+	defer e.loops.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			e.logger.Warn("background work failed; will try again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// claimLoop claims due work whenever there is capacity, and otherwise waits
+// for a wake-up or the poll interval.
+func (e *Engine) claimLoop(ctx context.Context) {
+	defer e.loops.Done()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-poll.C:
+		}
+		full, err := e.claimOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			e.logger.Warn("claiming due messages failed; will try again", "err", err, "in", backoff)
+			resetTimer(poll, backoff)
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if full {
+			// More may be due than fitted: go again at once.
+			e.Wake()
+		}
+		resetTimer(poll, e.opts.PollInterval)
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+// claimOnce claims what the free capacity allows, route by route, and
+// starts an attempt for each message. full reports that some route got all
+// it asked for, so more may be waiting.
+func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
+	free := int64(e.opts.Workers) - e.inflight.Load()
+	if free <= 0 {
+		return false, nil
+	}
+	t := e.topology.Load()
+	var quotas []courier.RouteQuota
+	var lease time.Duration
+	for name, r := range t.Routes {
+		q := e.routeCapacity(t, r)
+		if q <= 0 {
+			continue
+		}
+		quotas = append(quotas, courier.RouteQuota{Route: name, Limit: int(min(int64(q), free))})
+		lease = max(lease, e.routeTimeout(t, r))
+	}
+	// Notices go by their own implicit routes, one per notified endpoint.
+	for _, name := range noticeRoutes(t) {
+		if r := t.Route(name); r != nil {
+			if q := e.routeCapacity(t, r); q > 0 {
+				quotas = append(quotas, courier.RouteQuota{Route: name, Limit: int(min(int64(q), free))})
+				lease = max(lease, e.routeTimeout(t, r))
+			}
+		}
+	}
+	if len(quotas) == 0 {
+		return false, nil
+	}
+	// Claim no more than the free workers, spread fairly: each route may
+	// take up to its own capacity, but the total is cut to what is free by
+	// asking routes in a rotating order.
+	rotate(quotas, int(e.claimRound.Add(1)))
+	left := int(free)
+	for i := range quotas {
+		quotas[i].Limit = min(quotas[i].Limit, left)
+		left -= quotas[i].Limit
+	}
+	now := e.clock.Now()
+	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
+		Owner: e.opts.Owner, Routes: quotas})
+	if err != nil {
+		return false, err
+	}
+	got := map[string]int{}
+	for _, m := range msgs {
+		got[m.Route]++
+		e.dispatch(ctx, t, m)
+	}
+	for _, q := range quotas {
+		if q.Limit > 0 && got[q.Route] >= q.Limit {
+			full = true
+		}
+	}
+	return full, nil
+}

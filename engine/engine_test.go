@@ -1,0 +1,339 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/sqlite"
+	httptransport "github.com/courier-gw/courier/transport/http"
+)
+
+// harness is an engine on a real SQLite store delivering over real HTTP to
+// a sink on loopback.
+type harness struct {
+	t      *testing.T
+	store  *sqlite.Store
+	sink   *sink.Sink
+	engine *engine.Engine
+	top    *courier.Topology
+}
+
+// httpEndpoint is an endpoint on the sink's path.
+func (h *harness) httpEndpoint(name, path string) *courier.Endpoint {
+	return &courier.Endpoint{Name: name, Transport: courier.TransportHTTP, Timeout: 2 * time.Second, MaxConcurrency: 16,
+		HTTP: courier.HTTPTarget{URL: h.sink.URL() + path, Method: http.MethodPost}}
+}
+
+func newHarness(t *testing.T, build func(h *harness)) *harness {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, store: store, sink: sk, top: &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}}
+	build(h)
+	tr := httptransport.New(httptransport.Options{})
+	h.engine = engine.New(engine.Options{
+		Store: store, Topology: h.top, Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
+		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
+		RandFunc: func() float64 { return 0.5 },
+	})
+	if err := h.engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.engine.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		sk.Close()
+		tr.Close()
+		store.Close()
+	})
+	return h
+}
+
+func (h *harness) route(name string, endpoints ...string) {
+	h.top.Routes[name] = &courier.Route{Name: name, Endpoints: endpoints, Strategy: courier.StrategySingle}
+	if len(endpoints) > 1 {
+		h.top.Routes[name].Strategy = courier.StrategyFailover
+	}
+}
+
+func (h *harness) policy(p *courier.Policy) { h.top.Policies[p.Name] = p }
+
+func (h *harness) send(id, typ, route string) {
+	h.t.Helper()
+	m := &courier.Message{ID: id, Type: typ, Route: route, Payload: []byte(`{"id":"` + id + `"}`), ContentType: "application/json"}
+	courier.Accept(m, h.top.Policy(typ), false, time.Now())
+	if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.engine.Wake()
+}
+
+// waitState waits until the message is in the state, and returns it.
+func (h *harness) waitState(id string, want courier.State) *courier.Message {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		m, err := h.store.Message(context.Background(), id)
+		if err == nil && m.State == want {
+			return m
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: state %v (%v), want %s", id, m, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (h *harness) attempts(id string) []courier.Attempt {
+	h.t.Helper()
+	a, err := h.store.Attempts(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+func schedulePolicy(name string, delays ...time.Duration) *courier.Policy {
+	p := courier.DefaultPolicy()
+	p.Name, p.Schedule = name, delays
+	return p
+}
+
+func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+		h.policy(schedulePolicy("invoice", 200*time.Millisecond, 400*time.Millisecond, time.Minute))
+		h.sink.Script("/acme", sink.Respond(500), sink.Respond(500), sink.Respond(200))
+	})
+	h.send("inv-1", "invoice", "acme")
+	m := h.waitState("inv-1", courier.StateDelivered)
+	arrivals := h.sink.Arrivals("/acme")
+	if len(arrivals) != 3 {
+		t.Fatalf("%d arrivals, want 3", len(arrivals))
+	}
+	for i, want := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond} {
+		if gap := arrivals[i+1].Time.Sub(arrivals[i].Time); gap < want {
+			t.Errorf("retry %d came %v after the attempt before, want at least %v", i+1, gap, want)
+		}
+	}
+	for i, a := range arrivals {
+		if got := a.Header.Get("Courier-Attempt"); got != fmt.Sprint(i+1) {
+			t.Errorf("arrival %d: Courier-Attempt %q", i, got)
+		}
+		if a.Header.Get("webhook-id") != "inv-1" || a.Header.Get("Courier-Type") != "invoice" || string(a.Body) != `{"id":"inv-1"}` {
+			t.Errorf("arrival %d: headers %v body %s", i, a.Header, a.Body)
+		}
+	}
+	if m.Attempts != 2 || m.TotalAttempts != 3 || m.Endpoint != "acme" || m.FinishedAt.IsZero() {
+		t.Errorf("delivered message: %+v", m)
+	}
+	hist := h.attempts("inv-1")
+	if len(hist) != 3 {
+		t.Fatalf("history of %d attempts, want 3", len(hist))
+	}
+	for i, wantOutcome := range []courier.Outcome{courier.OutcomeFailed, courier.OutcomeFailed, courier.OutcomeDelivered} {
+		a := hist[i]
+		if a.N != i+1 || a.Outcome != wantOutcome || a.Endpoint != "acme" || a.Route != "acme" {
+			t.Errorf("attempt %d: %+v", i+1, a)
+		}
+		if wantOutcome == courier.OutcomeFailed && (a.Class != courier.ClassHTTP5xx || a.Status != 500) {
+			t.Errorf("attempt %d: class %s status %d", i+1, a.Class, a.Status)
+		}
+	}
+}
+
+func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+		h.sink.Script("/acme", sink.Respond(400).WithBody(`{"error":"bad vat number"}`))
+	})
+	h.send("inv-1", "invoice", "acme")
+	m := h.waitState("inv-1", courier.StateSuspended)
+	if m.Reason != courier.ReasonRejected || m.Attempts != 1 || m.LastClass != courier.ClassHTTP4xx {
+		t.Fatalf("%+v", m)
+	}
+	hist := h.attempts("inv-1")
+	if len(hist) != 1 || !strings.Contains(hist[0].Response, "bad vat number") || hist[0].Status != 400 {
+		t.Fatalf("history %+v", hist)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := h.sink.Count("/acme"); n != 1 {
+		t.Fatalf("%d requests after a permanent error, want 1", n)
+	}
+}
+
+func TestExhaustedAfterMaxAttempts(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+		p := courier.DefaultPolicy()
+		p.Name, p.MaxAttempts = "order", 4
+		p.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Max: 100 * time.Millisecond}
+		h.policy(p)
+		h.sink.Script("/acme", sink.Respond(503), sink.Repeat)
+	})
+	h.send("o-1", "order", "acme")
+	m := h.waitState("o-1", courier.StateSuspended)
+	if m.Reason != courier.ReasonExhausted || m.Attempts != 4 {
+		t.Fatalf("%+v", m)
+	}
+	hist := h.attempts("o-1")
+	if len(hist) != 4 {
+		t.Fatalf("%d attempts in the history, want 4", len(hist))
+	}
+	for _, a := range hist {
+		if a.Outcome != courier.OutcomeFailed || a.Class != courier.ClassHTTP5xx || a.Status != 503 {
+			t.Errorf("attempt %+v", a)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := h.sink.Count("/acme"); n != 4 {
+		t.Fatalf("%d requests, want exactly 4", n)
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+		h.policy(schedulePolicy("invoice", 10*time.Millisecond))
+		h.sink.Script("/acme", sink.Respond(429).WithHeader("Retry-After", "2"), sink.Respond(204))
+	})
+	h.send("inv-1", "invoice", "acme")
+	h.waitState("inv-1", courier.StateDelivered)
+	a := h.sink.Arrivals("/acme")
+	if len(a) != 2 {
+		t.Fatalf("%d arrivals", len(a))
+	}
+	if gap := a[1].Time.Sub(a[0].Time); gap < 2*time.Second {
+		t.Fatalf("retried %v after a 429 with Retry-After: 2", gap)
+	}
+}
+
+func TestEscalationNoticeOnceAndFallbackDelivers(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.top.Endpoints["vans"] = h.httpEndpoint("vans", "/vans")
+		h.top.Endpoints["ops"] = h.httpEndpoint("ops", "/ops")
+		h.route("acme", "acme")
+		h.route("vans", "vans")
+		p := schedulePolicy("invoice", 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond)
+		p.Escalate = []courier.Escalation{{After: 150 * time.Millisecond, Notify: "ops"}}
+		p.Fallback = &courier.Fallback{Route: "vans"} // when the schedule runs out
+		h.policy(p)
+		h.sink.Script("/acme", sink.Respond(503), sink.Repeat)
+	})
+	h.send("inv-1", "invoice", "acme")
+	m := h.waitState("inv-1", courier.StateDelivered)
+	if m.Route != "vans" || m.FallbackFrom != "acme" || m.Endpoint != "vans" {
+		t.Fatalf("delivered %+v, want by the fallback route vans", m)
+	}
+	if n := h.sink.Count("/acme"); n != 6 {
+		t.Errorf("%d attempts on the primary route, want 6 (schedule of 5 + 1)", n)
+	}
+	if n := h.sink.Count("/vans"); n != 1 {
+		t.Errorf("%d deliveries on the fallback, want 1", n)
+	}
+	// The history shows both routes.
+	hist := h.attempts("inv-1")
+	if last := hist[len(hist)-1]; last.Route != "vans" || last.Outcome != courier.OutcomeDelivered || hist[0].Route != "acme" {
+		t.Errorf("history %+v", hist)
+	}
+	// One escalation and one fallback notice reached ops, each once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.sink.Wait(ctx, "/ops", 2); err != nil {
+		t.Fatalf("notices at ops: %d, %v", h.sink.Count("/ops"), err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var kinds []string
+	for _, a := range h.sink.Arrivals("/ops") {
+		var b courier.NoticeBody
+		if err := json.Unmarshal(a.Body, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.MessageID != "inv-1" || a.Header.Get("Courier-Type") != courier.NoticeType {
+			t.Errorf("notice %s: %+v", a.Body, a.Header)
+		}
+		kinds = append(kinds, b.Notice)
+	}
+	if len(kinds) != 2 || !(strings.Contains(strings.Join(kinds, ","), "escalation") && strings.Contains(strings.Join(kinds, ","), "fallback")) {
+		t.Fatalf("notices %v, want one escalation and one fallback", kinds)
+	}
+}
+
+func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+		h.sink.Script("/acme", sink.Respond(422), sink.Respond(422), sink.Respond(204))
+	})
+	ctx := context.Background()
+	h.send("a", "invoice", "acme")
+	h.waitState("a", courier.StateSuspended)
+	h.send("b", "invoice", "acme")
+	h.waitState("b", courier.StateSuspended)
+
+	if _, err := h.store.Resubmit(ctx, "a", "", courier.Action{At: time.Now(), Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.Wake()
+	m := h.waitState("a", courier.StateDelivered)
+	if m.ResubmitCount != 1 || m.Attempts != 0 || m.TotalAttempts != 2 {
+		t.Errorf("resubmitted and delivered: %+v", m)
+	}
+	if hist := h.attempts("a"); len(hist) != 2 || hist[0].Outcome != courier.OutcomeFailed || hist[1].Outcome != courier.OutcomeDelivered {
+		t.Errorf("history keeps the earlier attempt: %+v", hist)
+	}
+
+	if _, err := h.store.Discard(ctx, "b", courier.Action{At: time.Now(), Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	before := h.sink.Count("/acme")
+	time.Sleep(300 * time.Millisecond)
+	if after := h.sink.Count("/acme"); after != before {
+		t.Fatalf("a discarded message was sent: %d requests, before %d", after, before)
+	}
+}
+
+func TestMaxConcurrencyAtTheSink(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		ep := h.httpEndpoint("slow", "/slow")
+		ep.MaxConcurrency = 2
+		h.top.Endpoints["slow"] = ep
+		h.route("slow", "slow")
+		h.sink.Script("/slow", sink.Delay(50*time.Millisecond, 204), sink.Repeat)
+	})
+	for i := 0; i < 12; i++ {
+		h.send(fmt.Sprintf("m-%d", i), "t", "slow")
+	}
+	for i := 0; i < 12; i++ {
+		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
+	}
+	if got := h.sink.MaxConcurrent("/slow"); got > 2 || got < 1 {
+		t.Fatalf("%d requests open at once at the sink, max_concurrency 2", got)
+	}
+}
