@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +142,23 @@ func TestReopen(t *testing.T) {
 	if versions != 1 {
 		t.Fatalf("%d migration rows, want 1", versions)
 	}
+}
+
+// A second Open of the same database is refused while the first is open,
+// and allowed after it closes.
+func TestOneProcessPerDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "courier.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "in use by another courier") {
+		t.Fatalf("second open: %v", err)
+	}
+	s.Close()
+	s2, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("open after close: %v", err)
+	}
+	s2.Close()
 }

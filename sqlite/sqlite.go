@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -48,6 +49,7 @@ type Options struct {
 // Store is the SQLite implementation of courier.Store.
 type Store struct {
 	path   string
+	lock   *os.File // held while open: one process per database
 	logger *slog.Logger
 	wdb    *sql.DB // exactly one connection, used only by the committer
 	rdb    *sql.DB // readers; WAL lets them run beside the writer
@@ -94,8 +96,13 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("create data directory: %w", err)
 		}
 	}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, err
+	}
 	wdb, err := sql.Open(driverName, dsn(path, false))
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
@@ -103,11 +110,13 @@ func Open(path string, opts Options) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	if err := migrate(wdb); err != nil {
+		lock.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	rdb, err := sql.Open(driverName, dsn(path, true))
 	if err != nil {
+		lock.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -115,6 +124,7 @@ func Open(path string, opts Options) (*Store, error) {
 	rdb.SetMaxIdleConns(opts.Readers)
 	s := &Store{
 		path:     path,
+		lock:     lock,
 		logger:   opts.Logger,
 		wdb:      wdb,
 		rdb:      rdb,
@@ -140,6 +150,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		rdb.Close()
 		wdb.Close()
+		lock.Close()
 		return nil, fmt.Errorf("prepare statements: %w", err)
 	}
 	go s.commitLoop()
@@ -388,7 +399,7 @@ func (s *Store) Close() error {
 	s.closeMu.Do(func() {
 		close(s.quit)
 		<-s.stopped
-		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close(), s.lock.Close())
 	})
 	return s.closeErr
 }
@@ -404,4 +415,22 @@ func gatherWindow(lastGroup int, lastCommit time.Duration) time.Duration {
 		return 0
 	}
 	return min(max(lastCommit, 100*time.Microsecond), time.Millisecond)
+}
+
+// lockFile takes an exclusive lock that lasts while the file stays open (the
+// kernel drops it when the process dies). Two processes writing one SQLite
+// database would each believe the other's leases were from a dead run.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s is in use by another courier process; one process serves one SQLite store (for several nodes, use the postgres store)", strings.TrimSuffix(path, ".lock"))
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
 }

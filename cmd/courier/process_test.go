@@ -65,6 +65,13 @@ func startServer(t *testing.T, dir, addr string) *process {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(processConfig, addr, filepath.Join(dir, "data", "courier.db"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return startServerWith(t, cfg)
+}
+
+// startServerWith runs the binary with a configuration file and waits until
+// it listens.
+func startServerWith(t *testing.T, cfg string) *process {
+	t.Helper()
 	p := &process{output: &bytes.Buffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(courierBin, "serve", "--config", cfg)
 	pr, pw := io.Pipe()

@@ -12,10 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/sqlite"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/spf13/cobra"
 )
 
@@ -93,9 +95,20 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	httpSender := httptransport.New(httptransport.Options{Logger: logger})
+	defer httpSender.Close()
+	eng := engine.New(engine.Options{
+		Store: store, Topology: cfg.Topology, Logger: logger,
+		Senders:          map[courier.Transport]courier.Sender{courier.TransportHTTP: httpSender},
+		RescueAllOnStart: true, // the SQLite store is this process's alone (it holds the lock)
+	})
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
+		IngestedFunc: eng.Wake,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -130,9 +143,13 @@ wait:
 	for {
 		select {
 		case <-hup:
-			reload(cfg, handler, logger)
+			if next := reload(cfg, logger); next != nil {
+				handler.SetTopology(next)
+				eng.SetTopology(next)
+			}
 		case err := <-serveErr:
 			retention.Stop(context.Background())
+			eng.Stop(context.Background())
 			return fmt.Errorf("serve: %w", err)
 		case <-ctx.Done():
 			break wait
@@ -143,6 +160,10 @@ wait:
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still under way at shutdown were cut off", "err", err)
+	}
+	logger.Info("shutting down: letting attempts under way finish")
+	if err := eng.Stop(shutdownCtx); err != nil {
+		logger.Warn("the engine did not stop in time; leased messages are taken up again at the next start", "err", err)
 	}
 	if err := retention.Stop(shutdownCtx); err != nil {
 		logger.Warn("retention did not stop in time", "err", err)
@@ -171,24 +192,24 @@ func checkListen(cfg *config.Config) error {
 		"so it listens only on 127.0.0.1, ::1 or localhost; put a reverse proxy with authentication in front of it to reach it from elsewhere", cfg.Listen)
 }
 
-// reload re-reads the configuration file and swaps in its topology; a file
-// with errors changes nothing.
-func reload(cfg *config.Config, handler *api.Server, logger *slog.Logger) {
+// reload re-reads the configuration file and returns its topology, or nil
+// when there is no file or it has errors (the running one stays).
+func reload(cfg *config.Config, logger *slog.Logger) *courier.Topology {
 	if cfg.File == "" {
 		logger.Info("SIGHUP: no configuration file to reload")
-		return
+		return nil
 	}
 	next, err := config.Load(cfg.File)
 	if err != nil {
 		logger.Error("reload failed; keeping the running configuration", "file", cfg.File, "err", err)
-		return
+		return nil
 	}
 	if next.Listen != cfg.Listen || next.Store != cfg.Store {
 		logger.Warn("listen and store changes take effect only after a restart")
 	}
-	handler.SetTopology(next.Topology)
 	logger.Info("configuration reloaded", "file", cfg.File, "routes", len(next.Topology.Routes),
 		"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies))
+	return next.Topology
 }
 
 func printBanner(g *globals, cfg *config.Config, url string) {
