@@ -73,7 +73,8 @@ type Message struct {
 	ID           string
 	Type         string
 	Route        string
-	Payload      []byte
+	Payload      []byte // may be nil where a store lists messages without their payloads
+	Size         int    // the payload's length
 	ContentType  string
 	Headers      map[string]string
 	OrderingKey  string

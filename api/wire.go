@@ -118,7 +118,7 @@ func toMessage(m *courier.Message, withPayload bool) Message {
 		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
 		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
 		Priority: m.Priority, OrderingKey: m.OrderingKey, ContentType: m.ContentType,
-		Headers: m.Headers, Size: len(m.Payload), DeliverAfter: timePtr(m.DeliverAfter),
+		Headers: m.Headers, Size: m.Size, DeliverAfter: timePtr(m.DeliverAfter),
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
 	}

@@ -116,7 +116,7 @@ func TestParseExample(t *testing.T) {
 		MaxConcurrency: 4, MinInterval: 10 * time.Second, Rate: courier.Rate{N: 100, Per: time.Second},
 		TimeoutOn:               []courier.ErrorClass{"timeout", "connect_timeout"},
 		SuspendOn:               []courier.ErrorClass{"dns", "connect_refused", "http_5xx"},
-		PermanentClasses:               []courier.ErrorClass{"http_4xx"},
+		PermanentClasses:        []courier.ErrorClass{"http_4xx"},
 		RetriesBeforeSuspension: 3, Suspension: defaultSuspension,
 		HTTP: courier.HTTPTarget{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
 	wantEndpoints[e.Name] = e

@@ -5,20 +5,30 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 )
 
-// claimSQL leases the due messages of one route and priority, the longest
-// due first. The subquery is a range of the messages_queued index: due
-// messages only, nothing of other routes or the future.
-const claimSQL = `UPDATE messages SET state = 'inflight', lease_until = ?, lease_owner = ?,
-	total_attempts = total_attempts + 1, updated_at = ?
-	WHERE seq IN (SELECT seq FROM messages INDEXED BY messages_queued
-		WHERE state = 'queued' AND route = ? AND priority = ? AND next_attempt_at <= ?
-		ORDER BY next_attempt_at LIMIT ?)
+// claimSQL leases the due messages of one route, highest priority first and
+// the longest due first within a priority: ?1 is the route, ?2 now, ?3 the
+// limit, ?4 the lease's end, ?5 its owner. Each arm of the union is a range
+// of the messages_queued index holding only due messages of one priority,
+// so nothing of other routes, of the future or beyond the limit is read.
+var claimSQL = func() string {
+	var arms []string
+	for p := 9; p >= 0; p-- {
+		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT seq, priority, next_attempt_at FROM messages INDEXED BY messages_queued
+			WHERE state = 'queued' AND route = ?1 AND priority = %d AND next_attempt_at <= ?2
+			ORDER BY next_attempt_at LIMIT ?3)`, p))
+	}
+	return `UPDATE messages SET state = 'inflight', lease_until = ?4, lease_owner = ?5,
+	total_attempts = total_attempts + 1, updated_at = ?2
+	WHERE seq IN (SELECT seq FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
+		ORDER BY priority DESC, next_attempt_at LIMIT ?3)
 	RETURNING ` + messageColumns
+}()
 
 // applySQL writes a decided change, guarded by the state and the lease
 // token (total_attempts) the decision was made on.
@@ -35,25 +45,31 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	var out []*courier.Message
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		stmt := tx.Stmt(s.claimStmt)
+		stmt, body := tx.Stmt(s.claimStmt), tx.Stmt(s.payloadStmt)
 		for _, q := range c.Routes {
-			left := q.Limit
-			for prio := 9; prio >= 0 && left > 0; prio-- {
-				rows, err := stmt.Query(micros(c.LeaseUntil), c.Owner, micros(c.Now), q.Route, prio, micros(c.Now), left)
+			if q.Limit <= 0 {
+				continue
+			}
+			rows, err := stmt.Query(q.Route, micros(c.Now), q.Limit, micros(c.LeaseUntil), c.Owner)
+			if err != nil {
+				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			}
+			first := len(out)
+			var seqs []int64
+			for rows.Next() {
+				m, seq, err := scanMessageSeq(rows, false)
 				if err != nil {
+					rows.Close()
 					return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 				}
-				for rows.Next() {
-					m, err := scanMessage(rows)
-					if err != nil {
-						rows.Close()
-						return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
-					}
-					out = append(out, m)
-					left--
-				}
-				if err := rows.Err(); err != nil {
-					return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+				out, seqs = append(out, m), append(seqs, seq)
+			}
+			if err := rows.Err(); err != nil {
+				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			}
+			for i, seq := range seqs {
+				if err := body.QueryRow(seq).Scan(&out[first+i].Payload); err != nil {
+					return courier.Unavailable("the store", fmt.Errorf("claim: payload of %s: %w", out[first+i].ID, err))
 				}
 			}
 		}
@@ -75,7 +91,8 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		update, attempt, insert := tx.Stmt(s.applyStmt), tx.Stmt(s.attemptStmt), tx.Stmt(s.insertStmt)
+		update, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.attemptStmt)
+		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, c := range changes {
 			m := c.Message
 			res, err := update.Exec(string(m.State), nullString(string(m.Reason)), m.Route, m.Attempts, m.Abandoned,
@@ -99,7 +116,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 			for _, n := range c.Notices {
 				// A notice whose id exists was sent by this same decision before.
-				if _, err := execInsert(insert, n); err != nil {
+				if _, err := execInsert(insert, body, n); err != nil {
 					return err
 				}
 			}

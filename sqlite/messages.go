@@ -15,12 +15,17 @@ import (
 )
 
 // messageColumns are read by scanMessage, in this order.
-const messageColumns = `seq, id, type, route, payload, content_type, headers, ordering_key, priority,
+const messageColumns = `seq, id, type, route, size, content_type, headers, ordering_key, priority,
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
 	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at`
 
-const insertMessage = `INSERT INTO messages (id, type, route, payload, content_type, headers,
+// withPayload adds the payload to messageColumns, for a read of whole messages.
+const withPayload = `, (SELECT payload FROM bodies WHERE bodies.seq = messages.seq)`
+
+const insertBody = `INSERT INTO bodies (seq, payload) VALUES (?, ?)`
+
+const insertMessage = `INSERT INTO messages (id, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
 	created_at, updated_at, finished_at, round_started_at, timer_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -31,13 +36,13 @@ const insertMessage = `INSERT INTO messages (id, type, route, payload, content_t
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	results := make([]courier.IngestResult, len(msgs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt := tx.Stmt(s.insertStmt)
+		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, m := range msgs {
-			res, err := execInsert(stmt, m)
+			created, err := execInsert(insert, body, m)
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n == 1 {
+			if created {
 				results[i] = courier.IngestResult{Status: courier.IngestCreated}
 				continue
 			}
@@ -61,7 +66,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 
 // Message returns one message.
 func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
-	m, err := scanMessage(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
+	m, _, err := scanMessageSeq(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+withPayload+` FROM messages WHERE id = ?`, id), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
 	}
@@ -133,7 +138,7 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 			page.Next = encodeCursor(lastSeq)
 			break
 		}
-		m, seq, err := scanMessageSeq(rows)
+		m, seq, err := scanMessageSeq(rows, false)
 		if err != nil {
 			return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
 		}
@@ -270,7 +275,7 @@ func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, 
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT seq, id FROM messages
+		rows, err := tx.Query(`SELECT seq, id FROM messages INDEXED BY messages_finished
 			WHERE state IN ('delivered', 'discarded') AND finished_at < ? LIMIT ?`, micros(before), limit)
 		if err != nil {
 			return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
@@ -298,6 +303,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 				{`DELETE FROM attempts WHERE message_id = ?`, ids[i]},
 				{`DELETE FROM actions WHERE subject = ?`, ids[i]},
 				{`DELETE FROM messages WHERE seq = ?`, seqs[i]},
+				{`DELETE FROM bodies WHERE seq = ?`, seqs[i]},
 			} {
 				if _, err := tx.Exec(q.sql, q.arg); err != nil {
 					return courier.Unavailable("the store", fmt.Errorf("purge %s: %w", ids[i], err))
@@ -313,21 +319,27 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 type scanner interface{ Scan(dest ...any) error }
 
 func scanMessage(row scanner) (*courier.Message, error) {
-	m, _, err := scanMessageSeq(row)
+	m, _, err := scanMessageSeq(row, false)
 	return m, err
 }
 
-func scanMessageSeq(row scanner) (*courier.Message, int64, error) {
+// scanMessageSeq reads messageColumns, and the payload after them when
+// payload is set.
+func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
 	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner sql.NullString
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt sql.NullInt64
 	var created, updated, roundStarted int64
 	var state string
-	err := row.Scan(&seq, &m.ID, &m.Type, &m.Route, &m.Payload, &m.ContentType, &headers, &orderingKey,
+	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &roundStarted, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
-		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished)
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished}
+	if payload {
+		dest = append(dest, &m.Payload)
+	}
+	err := row.Scan(dest...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -429,19 +441,30 @@ func orNow(t, def time.Time) time.Time {
 	return t
 }
 
-// execInsert inserts a message unless its id exists.
-func execInsert(stmt *sql.Stmt, m *courier.Message) (sql.Result, error) {
+// execInsert inserts a message and its payload unless its id exists, and
+// reports whether it did.
+func execInsert(insert, body *sql.Stmt, m *courier.Message) (bool, error) {
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	res, err := stmt.Exec(m.ID, m.Type, m.Route, nonNil(m.Payload), m.ContentType, headers,
+	res, err := insert.Exec(m.ID, m.Type, m.Route, len(m.Payload), m.ContentType, headers,
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
 		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt))
 	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
+		return false, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
 	}
-	return res, nil
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	seq, err := res.LastInsertId()
+	if err == nil {
+		_, err = body.Exec(seq, nonNil(m.Payload))
+	}
+	if err != nil {
+		return false, courier.Unavailable("the store", fmt.Errorf("insert payload of %s: %w", m.ID, err))
+	}
+	return true, nil
 }

@@ -60,6 +60,8 @@ type Store struct {
 	claimStmt   *sql.Stmt
 	applyStmt   *sql.Stmt
 	attemptStmt *sql.Stmt
+	bodyStmt    *sql.Stmt
+	payloadStmt *sql.Stmt
 
 	ops      chan *op
 	maxGroup int
@@ -142,6 +144,8 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.claimStmt, claimSQL},
 		{&s.applyStmt, applySQL},
 		{&s.attemptStmt, attemptSQL},
+		{&s.bodyStmt, insertBody},
+		{&s.payloadStmt, `SELECT payload FROM bodies WHERE seq = ?`},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break

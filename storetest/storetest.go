@@ -121,6 +121,7 @@ func sameMessage(t *testing.T, got, want *courier.Message) {
 		t.Errorf("Payload: got %q, want %q", got.Payload, want.Payload)
 	}
 	check("ContentType", got.ContentType, want.ContentType)
+	check("Size", got.Size, len(want.Payload))
 	check("Headers", got.Headers, want.Headers)
 	check("OrderingKey", got.OrderingKey, want.OrderingKey)
 	check("Priority", got.Priority, want.Priority)

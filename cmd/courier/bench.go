@@ -28,7 +28,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure courier on this machine",
 	}
-	cmd.AddCommand(newBenchIngestCmd(g))
+	cmd.AddCommand(newBenchIngestCmd(g), newBenchDeliverCmd(g))
 	return cmd
 }
 

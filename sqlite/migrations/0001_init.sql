@@ -5,7 +5,7 @@ CREATE TABLE messages (
     id              TEXT    NOT NULL UNIQUE,
     type            TEXT    NOT NULL,
     route           TEXT    NOT NULL,
-    payload         BLOB    NOT NULL,
+    size            INTEGER NOT NULL,             -- payload bytes
     content_type    TEXT    NOT NULL,
     headers         TEXT,                         -- JSON object
     ordering_key    TEXT,
@@ -50,6 +50,14 @@ CREATE INDEX messages_timer ON messages (timer_at) WHERE timer_at IS NOT NULL;
 CREATE INDEX messages_suspended ON messages (seq) WHERE state = 'suspended';
 -- Retention: only terminal messages are in it.
 CREATE INDEX messages_finished ON messages (finished_at) WHERE state IN ('delivered', 'discarded');
+
+-- Payloads live apart from the messages they belong to (same seq): SQLite
+-- rewrites a whole row on every update, and a message is updated at every
+-- claim and outcome while its payload never changes.
+CREATE TABLE bodies (
+    seq     INTEGER PRIMARY KEY,
+    payload BLOB NOT NULL
+);
 
 CREATE TABLE attempts (
     message_id  TEXT    NOT NULL,

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/sqlite"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	"github.com/spf13/cobra"
+)
+
+// benchDeliver is one delivery benchmark's settings.
+type benchDeliver struct {
+	messages    int
+	backlog     int
+	rate        int
+	duration    time.Duration
+	size        int
+	workers     int
+	concurrency int
+}
+
+// deliverResult is what a delivery benchmark measured.
+type deliverResult struct {
+	Mode          string  `json:"mode"`
+	Messages      int     `json:"messages"`
+	Backlog       int     `json:"backlog"`
+	IngestPerSec  float64 `json:"ingest_per_sec"`
+	DeliverPerSec float64 `json:"deliveries_per_sec"`
+	OfferedRate   int     `json:"offered_rate,omitempty"`
+	P50ms         float64 `json:"ingest_to_delivered_p50_ms"`
+	P99ms         float64 `json:"ingest_to_delivered_p99_ms"`
+	MaxMs         float64 `json:"ingest_to_delivered_max_ms"`
+}
+
+func newBenchDeliverCmd(g *globals) *cobra.Command {
+	b := benchDeliver{}
+	var cpuProfile string
+	cmd := &cobra.Command{
+		Use:   "deliver",
+		Short: "Measure delivery: ingest, deliver to a local receiver answering 204, report rates and latency",
+		Long: `Measure delivery end to end in this process: the API, the engine, a temporary
+SQLite store and a receiver on loopback that answers 204.
+
+Without --rate (drain): --messages are ingested in batches through the API,
+then the engine delivers them; the ingest and delivery rates are printed.
+With --backlog, that many older messages are queued first on the same route,
+so the run shows whether claiming costs more with a deep queue.
+
+With --rate: messages are offered at that rate for --duration while the engine
+delivers, and the time from ingest to arrival at the receiver is reported.`,
+		Example: `  courier bench deliver --messages 200000
+  courier bench deliver --messages 200000 --backlog 1000000
+  courier bench deliver --rate 10000 --duration 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			setGCPercent()
+			res, err := b.run(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(res)
+			}
+			fmt.Fprintf(g.stdout, "%s: %d messages of %d bytes", res.Mode, res.Messages, b.size)
+			if res.Backlog > 0 {
+				fmt.Fprintf(g.stdout, " behind a backlog of %d", res.Backlog)
+			}
+			fmt.Fprintln(g.stdout)
+			if res.OfferedRate > 0 {
+				fmt.Fprintf(g.stdout, "  offered %d msgs/s, ingested %.0f/s, delivered %.0f/s\n", res.OfferedRate, res.IngestPerSec, res.DeliverPerSec)
+			} else {
+				fmt.Fprintf(g.stdout, "  ingest %.0f msgs/s (batches of 1000), delivery %.0f msgs/s\n", res.IngestPerSec, res.DeliverPerSec)
+			}
+			fmt.Fprintf(g.stdout, "  ingest to delivered: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50ms, res.P99ms, res.MaxMs)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&b.messages, "messages", 100000, "messages to deliver (drain)")
+	f.IntVar(&b.backlog, "backlog", 0, "older messages queued ahead of them (drain)")
+	f.IntVar(&b.rate, "rate", 0, "offer messages at this rate per second instead of draining")
+	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to offer messages (with --rate)")
+	f.IntVar(&b.size, "size", 1024, "payload bytes")
+	f.IntVar(&b.workers, "workers", 256, "attempts in flight at once")
+	f.IntVar(&b.concurrency, "concurrency", 256, "max_concurrency of the receiver's endpoint")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	return cmd
+}
+
+// receiver answers 204 and notes, per arrival, the time since the message
+// was sent (from the X-Bench-Sent header).
+type receiver struct {
+	count   atomic.Int64
+	mu      sync.Mutex
+	latency []time.Duration
+	target  int64
+	done    chan struct{}
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	if sent, err := strconv.ParseInt(r.Header.Get("X-Bench-Sent"), 10, 64); err == nil {
+		d := time.Since(time.Unix(0, sent))
+		rc.mu.Lock()
+		rc.latency = append(rc.latency, d)
+		rc.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	if rc.count.Add(1) == rc.target {
+		close(rc.done)
+	}
+}
+
+func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
+	dir, err := os.MkdirTemp("", "courier-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(filepath.Join(dir, "courier.db"), sqlite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+
+	rc := &receiver{done: make(chan struct{})}
+	rln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rsrv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second}
+	go rsrv.Serve(rln)
+	defer rsrv.Close()
+
+	ep := &courier.Endpoint{Name: "receiver", Transport: courier.TransportHTTP, Timeout: 10 * time.Second,
+		MaxConcurrency: b.concurrency, HTTP: courier.HTTPTarget{URL: "http://" + rln.Addr().String() + "/in", Method: http.MethodPost}}
+	top := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"receiver": ep},
+		Routes:    map[string]*courier.Route{"bench": {Name: "bench", Endpoints: []string{"receiver"}, Strategy: courier.StrategySingle}},
+		Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency})
+	defer tr.Close()
+	eng := engine.New(engine.Options{Store: store, Topology: top, Workers: b.workers,
+		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}})
+	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, IngestedFunc: eng.Wake}), ReadHeaderTimeout: 10 * time.Second}
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve(aln)
+	defer srv.Close()
+	base := "http://" + aln.Addr().String()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	payload := `"` + string(bytes.Repeat([]byte("x"), max(b.size-2, 0))) + `"`
+
+	if b.backlog > 0 {
+		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages...\n", b.backlog)
+		if err := fillBacklog(ctx, store, b.backlog, []byte(payload)); err != nil {
+			return nil, err
+		}
+	}
+
+	res := &deliverResult{Messages: b.messages, Backlog: b.backlog}
+	if b.rate > 0 {
+		return b.offered(ctx, g, eng, client, base, payload, rc, res)
+	}
+	// Drain: ingest everything first, then let the engine go.
+	res.Mode = "drain"
+	rc.target = int64(b.messages + b.backlog)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var ingestErr atomic.Value
+	batches := make(chan int)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for first := range batches {
+				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), payload); err != nil {
+					ingestErr.Store(err)
+				}
+			}
+		}()
+	}
+	for first := 0; first < b.messages; first += 1000 {
+		batches <- first
+	}
+	close(batches)
+	wg.Wait()
+	if err, _ := ingestErr.Load().(error); err != nil {
+		return nil, err
+	}
+	res.IngestPerSec = float64(b.messages) / time.Since(start).Seconds()
+	fmt.Fprintf(g.stderr, "ingested %d messages; delivering...\n", b.messages)
+
+	start = time.Now()
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	stopProgress := progress(g, &rc.count)
+	<-rc.done
+	stopProgress()
+	res.DeliverPerSec = float64(rc.target) / time.Since(start).Seconds()
+	eng.Stop(context.Background())
+	res.P50ms, res.P99ms, res.MaxMs = percentiles(rc)
+	return res, nil
+}
+
+// offered sends messages at the rate, in small batches every 10 ms, while
+// the engine delivers.
+func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engine, client *http.Client, base, payload string, rc *receiver, res *deliverResult) (*deliverResult, error) {
+	res.Mode, res.OfferedRate = "offered load", b.rate
+	total := int(float64(b.rate) * b.duration.Seconds())
+	res.Messages = total
+	rc.target = int64(total + b.backlog)
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer eng.Stop(context.Background())
+	stopProgress := progress(g, &rc.count)
+	defer stopProgress()
+	const tick = 10 * time.Millisecond
+	perTick := max(b.rate/100, 1)
+	start := time.Now()
+	sent := 0
+	var wg sync.WaitGroup
+	for sent < total {
+		n := min(perTick, total-sent)
+		wg.Add(1)
+		go func(first, n int) {
+			defer wg.Done()
+			postBatch(ctx, client, base, first, n, payload)
+		}(sent, n)
+		sent += n
+		if wait := time.Until(start.Add(time.Duration(sent/perTick) * tick)); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	wg.Wait()
+	res.IngestPerSec = float64(total) / time.Since(start).Seconds()
+	select {
+	case <-rc.done:
+	case <-time.After(time.Minute):
+		return nil, fmt.Errorf("only %d of %d messages delivered a minute after the offer ended", rc.count.Load(), total)
+	}
+	res.DeliverPerSec = float64(total) / time.Since(start).Seconds()
+	res.P50ms, res.P99ms, res.MaxMs = percentiles(rc)
+	return res, nil
+}
+
+// postBatch ingests n messages through the batch API, each stamped with the
+// time it was sent.
+func postBatch(ctx context.Context, client *http.Client, base string, first, n int, payload string) error {
+	var body bytes.Buffer
+	body.WriteString(`{"messages":[`)
+	sent := strconv.FormatInt(time.Now().UnixNano(), 10)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench","headers":{"X-Bench-Sent":"%s"},"payload":%s}`, first+i, sent, payload)
+	}
+	body.WriteString(`]}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", &body)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("batch ingest: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// fillBacklog queues n messages straight into the store, in big batches.
+func fillBacklog(ctx context.Context, store courier.Store, n int, payload []byte) error {
+	now := time.Now()
+	for first := 0; first < n; first += 10000 {
+		msgs := make([]*courier.Message, min(10000, n-first))
+		for i := range msgs {
+			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, now)
+			msgs[i] = m
+		}
+		if _, err := store.Ingest(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func progress(g *globals, count *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last, start := int64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n := count.Load()
+				fmt.Fprintf(g.stderr, "  %4.0fs  %9d delivered  %8d/s\n", time.Since(start).Seconds(), n, n-last)
+				last = n
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func percentiles(rc *receiver) (p50, p99, maxMs float64) {
+	rc.mu.Lock()
+	l := slices.Clone(rc.latency)
+	rc.mu.Unlock()
+	if len(l) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(l)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(l[len(l)/2]), ms(l[int(0.99*float64(len(l)-1))]), ms(l[len(l)-1])
+}
