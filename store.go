@@ -65,6 +65,22 @@ type Store interface {
 	// DueTimers returns up to limit queued messages whose TimerAt has come.
 	DueTimers(ctx context.Context, now time.Time, limit int) ([]*Message, error)
 
+	// StartBulk records a bulk operation, or returns the one with its id if
+	// it exists already (so that a client may repeat the request).
+	StartBulk(ctx context.Context, op BulkOp) (BulkOp, error)
+
+	// RunBulk does the next batch of up to limit messages of an operation:
+	// each is resubmitted or discarded (at now) with its action recorded, in
+	// one transaction with the operation's progress. It returns the operation
+	// as it stands after the batch; Done when nothing is left.
+	RunBulk(ctx context.Context, id string, limit int, now time.Time) (BulkOp, error)
+
+	// Bulk returns one operation, or CodeNotFound.
+	Bulk(ctx context.Context, id string) (BulkOp, error)
+
+	// PendingBulks returns the operations not yet done, to resume them.
+	PendingBulks(ctx context.Context) ([]BulkOp, error)
+
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
 
@@ -188,3 +204,28 @@ const (
 	ActionEndpointOff ActionKind = "endpoint_off"
 	ActionEndpointOn  ActionKind = "endpoint_on"
 )
+
+// BulkOp is a resubmit or discard of every message that matches a filter,
+// done in batches that survive a restart.
+type BulkOp struct {
+	ID        string
+	Kind      ActionKind // ActionResubmit or ActionDiscard
+	Filter    MessageFilter
+	Route     string // for a resubmit: the route to resubmit to; empty keeps each message's
+	Who       string
+	Count     int // messages done so far
+	Done      bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// BulkStates are the states a bulk operation takes messages from: the
+// filter's state if it names one the action applies to, else suspended.
+func (op BulkOp) BulkStates() []State {
+	switch {
+	case op.Kind == ActionDiscard && op.Filter.State == StateQueued:
+		return []State{StateQueued}
+	default:
+		return []State{StateSuspended}
+	}
+}

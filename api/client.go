@@ -188,3 +188,24 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	return resp.StatusCode, nil
 }
+
+// Bulk resubmits (kind ActionResubmit) or discards (ActionDiscard) every
+// message matching the request's filter, and returns the operation when it
+// is done. With an OperationID the request may be repeated, and progress can
+// be watched with Operation meanwhile.
+func (c *Client) Bulk(ctx context.Context, kind courier.ActionKind, req BulkRequest) (*Operation, error) {
+	op := new(Operation)
+	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+string(kind), req, op); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+// Operation returns a bulk operation and how far it got.
+func (c *Client) Operation(ctx context.Context, id string) (*Operation, error) {
+	op := new(Operation)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(id), nil, op); err != nil {
+		return nil, err
+	}
+	return op, nil
+}

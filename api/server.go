@@ -40,6 +40,14 @@ type Options struct {
 	// IngestedFunc, if set, is called after messages were stored, so that
 	// the delivery engine can wake up at once.
 	IngestedFunc func()
+	// Bulk runs bulk resubmits and discards; without it they answer 503.
+	Bulk BulkRunner
+}
+
+// BulkRunner works through bulk operations (engine.Bulk is one): Run starts
+// or finds the operation and waits for it until ctx ends.
+type BulkRunner interface {
+	Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
 }
 
 // Server serves the API. It is an http.Handler.
@@ -51,6 +59,7 @@ type Server struct {
 	maxPayload    int64
 	maxBatchBytes int64
 	ingested      func()
+	bulk          BulkRunner
 	mux           *http.ServeMux
 }
 
@@ -63,6 +72,7 @@ func NewServer(o Options) *Server {
 		maxPayload:    o.MaxPayload,
 		maxBatchBytes: o.MaxBatchBytes,
 		ingested:      o.IngestedFunc,
+		bulk:          o.Bulk,
 		mux:           http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -94,6 +104,9 @@ func NewServer(o Options) *Server {
 	s.mux.HandleFunc("GET /v1/messages/{id}/attempts", s.handleAttempts)
 	s.mux.HandleFunc("POST /v1/messages/{id}/resubmit", s.handleResubmit)
 	s.mux.HandleFunc("POST /v1/messages/{id}/discard", s.handleDiscard)
+	s.mux.HandleFunc("POST /v1/messages/resubmit", s.handleBulk(courier.ActionResubmit))
+	s.mux.HandleFunc("POST /v1/messages/discard", s.handleBulk(courier.ActionDiscard))
+	s.mux.HandleFunc("GET /v1/operations/{id}", s.handleOperation)
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	return s
@@ -527,18 +540,9 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 
 func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 	var req ResubmitRequest
-	body, err := readBody(r, w, 64<<10)
-	if err != nil {
+	if err := s.decodeSmall(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			s.writeError(w, r, malformed("the body is not a valid resubmit request: %v", jsonError(err)))
-			return
-		}
 	}
 	if req.Route != "" && s.topology.Load().Routes[req.Route] == nil {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", req.Route))
@@ -562,6 +566,90 @@ func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
 	writeJSON(w, http.StatusOK, toMessage(m, false))
+}
+
+// handleBulk starts (or finds) a bulk operation and answers when it is done;
+// if the caller goes away first, it goes on.
+func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req BulkRequest
+		if err := s.decodeSmall(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		op, err := s.bulkOp(kind, &req, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if s.bulk == nil {
+			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "bulk operations are not available on this server"))
+			return
+		}
+		done, err := s.bulk.Run(r.Context(), op)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toOperation(done))
+	}
+}
+
+// bulkOp checks a bulk request and makes the operation of it.
+func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
+	f := req.Filter.toFilter()
+	switch {
+	case f.State != "" && !f.State.Valid():
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.state %q is not a state", f.State)
+	case kind == courier.ActionResubmit && f.State != "" && f.State != courier.StateSuspended:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "only suspended messages can be resubmitted, not %s ones", f.State)
+	case kind == courier.ActionDiscard && f.State != "" && f.State != courier.StateSuspended && f.State != courier.StateQueued:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "only queued or suspended messages can be discarded, not %s ones", f.State)
+	case f.Reason != "" && !f.Reason.Valid():
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.reason %q is not a suspension reason", f.Reason)
+	case req.Route != "" && kind != courier.ActionResubmit:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route applies only to a resubmit")
+	case req.Route != "" && s.topology.Load().Routes[req.Route] == nil:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", req.Route)
+	case req.OperationID != "" && !courier.ValidID(req.OperationID):
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
+	}
+	id := req.OperationID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
+		}
+		id = u.String()
+	}
+	return courier.BulkOp{ID: id, Kind: kind, Filter: f, Route: req.Route, Who: actor(r), CreatedAt: s.clock.Now()}, nil
+}
+
+func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
+	op, err := s.store.Bulk(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOperation(op))
+}
+
+// decodeSmall reads a small JSON request body strictly; an empty body is
+// the zero value.
+func (s *Server) decodeSmall(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(r, w, 64<<10)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return malformed("the body is not valid: %v", jsonError(err))
+	}
+	return nil
 }
 
 // action starts the record of an operator action made by this request.

@@ -146,3 +146,51 @@ func timePtr(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// Filter selects messages for a bulk operation; empty fields match all.
+type Filter struct {
+	State         courier.State  `json:"state,omitempty"`
+	Type          string         `json:"type,omitempty"`
+	Route         string         `json:"route,omitempty"`
+	Endpoint      string         `json:"endpoint,omitempty"`
+	Reason        courier.Reason `json:"reason,omitempty"`
+	CreatedAfter  *time.Time     `json:"created_after,omitempty"`
+	CreatedBefore *time.Time     `json:"created_before,omitempty"`
+}
+
+// BulkRequest is the body of POST /v1/messages/resubmit and /discard.
+// OperationID, if given, makes the request repeatable and lets the caller
+// watch its progress at /v1/operations/{id}.
+type BulkRequest struct {
+	Filter      Filter `json:"filter"`
+	Route       string `json:"route,omitempty"`
+	OperationID string `json:"operation_id,omitempty"`
+}
+
+// Operation is a bulk operation and how far it got.
+type Operation struct {
+	ID        string             `json:"operation_id"`
+	Kind      courier.ActionKind `json:"kind"`
+	Count     int                `json:"count"`
+	Done      bool               `json:"done"`
+	Who       string             `json:"who"`
+	Route     string             `json:"route,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
+}
+
+func toOperation(op courier.BulkOp) Operation {
+	return Operation{ID: op.ID, Kind: op.Kind, Count: op.Count, Done: op.Done, Who: op.Who, Route: op.Route,
+		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+}
+
+func (f Filter) toFilter() courier.MessageFilter {
+	mf := courier.MessageFilter{State: f.State, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Reason: f.Reason}
+	if f.CreatedAfter != nil {
+		mf.CreatedAfter = *f.CreatedAfter
+	}
+	if f.CreatedBefore != nil {
+		mf.CreatedBefore = *f.CreatedBefore
+	}
+	return mf
+}

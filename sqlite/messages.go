@@ -86,32 +86,10 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 	if limit > courier.MaxListLimit {
 		limit = courier.MaxListLimit
 	}
-	var where []string
-	var args []any
+	where, args := filterWhere(f)
 	add := func(cond string, arg any) {
 		where = append(where, cond)
 		args = append(args, arg)
-	}
-	if f.State != "" {
-		add("state = ?", string(f.State))
-	}
-	if f.Type != "" {
-		add("type = ?", f.Type)
-	}
-	if f.Route != "" {
-		add("route = ?", f.Route)
-	}
-	if f.Endpoint != "" {
-		add("endpoint = ?", f.Endpoint)
-	}
-	if f.Reason != "" {
-		add("reason = ?", string(f.Reason))
-	}
-	if !f.CreatedAfter.IsZero() {
-		add("created_at >= ?", micros(f.CreatedAfter))
-	}
-	if !f.CreatedBefore.IsZero() {
-		add("created_at < ?", micros(f.CreatedBefore))
 	}
 	if f.Cursor != "" {
 		seq, err := decodeCursor(f.Cursor)
@@ -184,13 +162,23 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	return attempts, nil
 }
 
+// discardSQL discards a queued or suspended message: ?1 the time, ?2 the id.
+const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
+	updated_at = ?1, finished_at = ?1 WHERE id = ?2 AND state IN ('queued', 'suspended')`
+
+// resubmitSQL starts a new round of a suspended message: ?1 the time, ?2 the
+// id, ?3 a new route or NULL. Its timer is due at once, so that the timers
+// of the new round are worked out.
+const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
+	resubmit_count = resubmit_count + 1, route = COALESCE(?3, route),
+	next_attempt_at = ?1, round_started_at = ?1, timer_at = ?1, updated_at = ?1, finished_at = NULL
+	WHERE id = ?2 AND state = 'suspended'`
+
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
 	a.Kind, a.Subject = courier.ActionDiscard, id
 	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
-		`UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL, updated_at = ?, finished_at = ?
-		 WHERE id = ? AND state IN ('queued', 'suspended')`,
-		micros(a.At), micros(a.At), id)
+		discardSQL, micros(a.At), id)
 }
 
 // Resubmit moves a suspended message back to queued, due now.
@@ -200,11 +188,7 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 		a.Detail = "route=" + route
 	}
 	return s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
-		`UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
-		 resubmit_count = resubmit_count + 1, route = COALESCE(?, route),
-		 next_attempt_at = ?, round_started_at = ?, timer_at = ?, updated_at = ?, finished_at = NULL
-		 WHERE id = ? AND state = 'suspended'`,
-		nullString(route), micros(a.At), micros(a.At), micros(a.At), micros(a.At), id)
+		resubmitSQL, micros(a.At), id, nullString(route))
 }
 
 // transition applies a guarded state change and records the operator
@@ -467,4 +451,35 @@ func execInsert(insert, body *sql.Stmt, m *courier.Message) (bool, error) {
 		return false, courier.Unavailable("the store", fmt.Errorf("insert payload of %s: %w", m.ID, err))
 	}
 	return true, nil
+}
+
+// filterWhere turns a filter's fields (all but cursor and limit) into SQL
+// conditions and their arguments.
+func filterWhere(f courier.MessageFilter) (where []string, args []any) {
+	add := func(cond string, arg any) {
+		where = append(where, cond)
+		args = append(args, arg)
+	}
+	if f.State != "" {
+		add("state = ?", string(f.State))
+	}
+	if f.Type != "" {
+		add("type = ?", f.Type)
+	}
+	if f.Route != "" {
+		add("route = ?", f.Route)
+	}
+	if f.Endpoint != "" {
+		add("endpoint = ?", f.Endpoint)
+	}
+	if f.Reason != "" {
+		add("reason = ?", string(f.Reason))
+	}
+	if !f.CreatedAfter.IsZero() {
+		add("created_at >= ?", micros(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		add("created_at < ?", micros(f.CreatedBefore))
+	}
+	return where, args
 }

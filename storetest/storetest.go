@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Apply", testApply},
 		{"ExpiredLeases", testExpiredLeases},
 		{"DueTimers", testDueTimers},
+		{"Bulk", testBulk},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}

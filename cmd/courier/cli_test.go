@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/sqlite"
 )
 
@@ -135,5 +137,35 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 	_, _, err := runCLI(t, "", "serve")
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("serve on 0.0.0.0: %v", err)
+	}
+}
+
+func TestSuspendedBulk(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}}}
+	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil)}))
+	t.Cleanup(func() { ts.Close(); store.Close() })
+	for i, typ := range []string{"invoice", "invoice", "order"} {
+		m := &courier.Message{ID: fmt.Sprintf("s-%d", i), Type: typ, Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
+		if _, err := store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := runCLI(t, "", "--server", ts.URL, "suspended", "list", "--type", "invoice")
+	if err != nil || !strings.Contains(out, "s-0") || !strings.Contains(out, "s-1") || strings.Contains(out, "s-2") {
+		t.Fatalf("suspended list --type invoice: %q %v", out, err)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "suspended", "resubmit", "--type", "invoice")
+	if err != nil || !strings.Contains(out, "resubmitted 2 messages") {
+		t.Fatalf("suspended resubmit: %q %v", out, err)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "suspended", "discard")
+	if err != nil || !strings.Contains(out, "discarded 1 messages") {
+		t.Fatalf("suspended discard: %q %v", out, err)
 	}
 }

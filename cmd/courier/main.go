@@ -73,6 +73,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newServeCmd(g),
 		newSendCmd(g),
 		newMessagesCmd(g),
+		newSuspendedCmd(g),
 		newConfigCmd(g),
 		newBenchCmd(g),
 		&cobra.Command{

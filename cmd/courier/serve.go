@@ -105,10 +105,14 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
+	bulk := engine.NewBulk(store, nil, logger, eng.Wake)
+	if err := bulk.Start(ctx); err != nil {
+		return fmt.Errorf("resume bulk operations: %w", err)
+	}
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
-		IngestedFunc: eng.Wake,
+		IngestedFunc: eng.Wake, Bulk: bulk,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -149,6 +153,7 @@ wait:
 			}
 		case err := <-serveErr:
 			retention.Stop(context.Background())
+			bulk.Stop(context.Background())
 			eng.Stop(context.Background())
 			return fmt.Errorf("serve: %w", err)
 		case <-ctx.Done():
@@ -160,6 +165,9 @@ wait:
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("requests still under way at shutdown were cut off", "err", err)
+	}
+	if err := bulk.Stop(shutdownCtx); err != nil {
+		logger.Warn("bulk operations did not stop in time; they resume at the next start", "err", err)
 	}
 	logger.Info("shutting down: letting attempts under way finish")
 	if err := eng.Stop(shutdownCtx); err != nil {

@@ -92,3 +92,20 @@ CREATE TABLE actions (
     detail  TEXT
 );
 CREATE INDEX actions_subject ON actions (subject, seq);
+
+-- Bulk resubmits and discards: durable, resumed after a restart. Messages
+-- are taken in seq order up to max_seq (the newest when the operation began),
+-- so that one made suspended again meanwhile is not taken twice.
+CREATE TABLE bulk_ops (
+    id          TEXT PRIMARY KEY,
+    kind        TEXT    NOT NULL,
+    filter      TEXT    NOT NULL,   -- JSON of the message filter
+    route       TEXT,               -- resubmit to this route
+    who         TEXT    NOT NULL,
+    max_seq     INTEGER NOT NULL,
+    cursor      INTEGER NOT NULL DEFAULT 0,
+    count       INTEGER NOT NULL DEFAULT 0,
+    done        INTEGER NOT NULL DEFAULT 0,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;

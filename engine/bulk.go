@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// bulkBatch is how many messages one transaction of a bulk operation takes.
+const bulkBatch = 500
+
+// Bulk works through bulk resubmits and discards in the background, batch by
+// batch, and resumes at start the ones a stop or crash interrupted.
+type Bulk struct {
+	store  courier.Store
+	clock  courier.Clock
+	logger *slog.Logger
+	wake   func()
+
+	mu      sync.Mutex
+	running map[string]chan struct{} // closed when the operation is done
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewBulk returns a runner of bulk operations on store; wake is called
+// after each batch of resubmits (nil: nothing to wake).
+func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake func()) *Bulk {
+	if clock == nil {
+		clock = courier.SystemClock{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if wake == nil {
+		wake = func() {}
+	}
+	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, running: map[string]chan struct{}{}}
+}
+
+// Start resumes the operations not yet done.
+func (b *Bulk) Start(ctx context.Context) error {
+	b.mu.Lock()
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.mu.Unlock()
+	pending, err := b.store.PendingBulks(ctx)
+	if err != nil {
+		return err
+	}
+	for _, op := range pending {
+		b.logger.Info("resuming a bulk operation", "operation", op.ID, "kind", op.Kind, "done_so_far", op.Count)
+		b.launch(op.ID)
+	}
+	return nil
+}
+
+// Stop ends the operations after their current batch; they resume at the
+// next Start.
+func (b *Bulk) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	cancel := b.cancel
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run records the operation (or finds it, when its id exists), makes sure it
+// is being worked on, and waits until it is done or ctx ends; the operation
+// goes on either way. It returns the operation as it then stands.
+func (b *Bulk) Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
+	op, err := b.store.StartBulk(ctx, op)
+	if err != nil || op.Done {
+		return op, err
+	}
+	b.logger.Info("bulk operation started", "operation", op.ID, "kind", op.Kind, "by", op.Who, "route", op.Route)
+	done := b.launch(op.ID)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return b.store.Bulk(context.WithoutCancel(ctx), op.ID)
+}
+
+// launch starts the worker of an operation unless one runs, and returns the
+// channel closed when it is done.
+func (b *Bulk) launch(id string) chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ch, ok := b.running[id]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	b.running[id] = ch
+	ctx := b.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b.wg.Add(1)
+	go b.work(ctx, id, ch)
+	return ch
+}
+
+func (b *Bulk) work(ctx context.Context, id string, done chan struct{}) {
+	defer b.wg.Done()
+	defer func() {
+		b.mu.Lock()
+		delete(b.running, id)
+		b.mu.Unlock()
+		close(done)
+	}()
+	pause := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		op, err := b.store.RunBulk(ctx, id, bulkBatch, b.clock.Now())
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			b.logger.Warn("bulk operation batch failed; will try again", "operation", id, "err", err)
+			time.Sleep(pause)
+			pause = min(pause*2, 5*time.Second)
+			continue
+		}
+		if op.Kind == courier.ActionResubmit {
+			b.wake()
+		}
+		if op.Done {
+			b.logger.Info("bulk operation done", "operation", id, "kind", op.Kind, "count", op.Count)
+			return
+		}
+	}
+}

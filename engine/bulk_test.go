@@ -1,0 +1,81 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/sqlite"
+)
+
+// An operation recorded but not finished (the server stopped mid-way) is
+// finished by the next start, and each message is done exactly once.
+func TestBulkResumesAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "courier.db")
+	store, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 1234; i++ {
+		m := &courier.Message{ID: fmt.Sprintf("s-%04d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
+		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := courier.BulkOp{ID: "op-1", Kind: courier.ActionResubmit, Who: "ops", CreatedAt: time.Now()}
+	if _, err := store.StartBulk(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.RunBulk(ctx, "op-1", 500, time.Now()); err != nil || got.Count != 500 {
+		t.Fatalf("first batch before the stop: %+v %v", got, err)
+	}
+	store.Close() // the server stops here
+
+	store, err = sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	woken := 0
+	b := engine.NewBulk(store, nil, nil, func() { woken++ })
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := store.Bulk(ctx, "op-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Done {
+			if got.Count != 1234 {
+				t.Fatalf("resumed operation counted %d, want 1234", got.Count)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after resume: %+v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s-0000", "s-0499", "s-0500", "s-1233"} {
+		m, _ := store.Message(ctx, id)
+		actions, _ := store.Actions(ctx, id)
+		if m.State != courier.StateQueued || m.ResubmitCount != 1 || len(actions) != 1 {
+			t.Errorf("%s: %s, resubmitted %d times, %d actions; want once", id, m.State, m.ResubmitCount, len(actions))
+		}
+	}
+	if woken == 0 {
+		t.Error("the engine was not woken for the resubmitted messages")
+	}
+}
