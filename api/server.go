@@ -37,8 +37,9 @@ type Options struct {
 	Logger        *slog.Logger
 	MaxPayload    int64
 	MaxBatchBytes int64
-	// IngestedFunc, if set, is called after messages were stored, so that
-	// the delivery engine can wake up at once.
+	// IngestedFunc, if set, is called after messages that are due at once
+	// were stored, so that the delivery engine can wake up; messages
+	// scheduled for later are found by its poll.
 	IngestedFunc func()
 	// Bulk runs bulk resubmits and discards; without it they answer 503.
 	Bulk BulkRunner
@@ -188,6 +189,13 @@ func errorInfo(err error) *ErrorInfo {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+		// The caller went away; nobody reads this answer. A write it asked
+		// for may still have been committed: repeating it with the same id
+		// is answered 200.
+		s.logger.Debug("request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
+		return
+	}
 	status := statusOf(err)
 	if status >= 500 {
 		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
@@ -257,7 +265,9 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	}
 	switch res[0].Status {
 	case courier.IngestCreated:
-		s.ingested()
+		if !m.NextAttemptAt.After(now) {
+			s.ingested()
+		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
 		writeJSON(w, http.StatusCreated, toMessage(m, false))
 	case courier.IngestExists:
@@ -425,7 +435,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			switch ir.Status {
 			case courier.IngestCreated:
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
-				created = true
+				created = created || !msgs[j].NextAttemptAt.After(now)
 			case courier.IngestExists:
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
 			default:
@@ -433,7 +443,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				results[i] = BatchResult{ID: msgs[j].ID, Status: statusOf(err), Error: errorInfo(err)}
 			}
 		}
-		if created {
+		if created { // something is due now
 			s.ingested()
 		}
 	}

@@ -141,6 +141,14 @@ func TestPutIdempotency(t *testing.T) {
 	if ts.ingested.Load() != 1 {
 		t.Errorf("a repeat woke the engine")
 	}
+	// A message scheduled for later does not wake the engine: its poll finds it.
+	later := `{"type":"invoice","route":"acme","payload":1,"deliver_after":"2099-01-01T00:00:00Z"}`
+	if status, body, _ := ts.call(t, "PUT", "/v1/messages/later", later); status != http.StatusCreated {
+		t.Fatalf("scheduled message: %d %s", status, body)
+	}
+	if ts.ingested.Load() != 1 {
+		t.Errorf("a message due in 2099 woke the engine")
+	}
 
 	status, body, _ = ts.call(t, "PUT", "/v1/messages/inv-1", strings.Replace(invoiceBody, "42", "43", 1))
 	wantError(t, status, body, http.StatusConflict, courier.CodeConflict, "inv-1")
