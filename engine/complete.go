@@ -38,9 +38,8 @@ func (e *Engine) complete() {
 }
 
 // applyOutcomes decides what each attempt means for its message and writes
-// it all in one store call, retrying while the store is unavailable: the
-// slots stay taken meanwhile, so that no new work is claimed that could
-// not be written either.
+// it all in one store call, retrying while the store is unavailable (the
+// outcomes waiting meanwhile hold back new claims past a bound).
 func (e *Engine) applyOutcomes(batch []outcome) {
 	t := e.topology.Load()
 	now := e.clock.Now()
@@ -60,15 +59,11 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices}
 	}
 	applied := e.applyRetrying(changes)
-	for i, o := range batch {
-		if o.endpoint != nil {
-			e.slots.release(o.endpoint.Name)
+	e.pending.Add(-int64(len(batch)))
+	for i := range batch {
+		if applied != nil {
+			e.logChange(changes[i], applied[i])
 		}
-		e.inflight.Add(-1)
-		if applied == nil {
-			continue
-		}
-		e.logChange(changes[i], applied[i])
 	}
 	e.Wake()
 }

@@ -208,7 +208,16 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 		res = sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts})
 		cancel()
 	}
-	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, started: started, duration: e.clock.Now().Sub(started)}
+	duration := e.clock.Now().Sub(started)
+	// The receiver is done with it: free the slot at once, so that the next
+	// attempt need not wait for this outcome to be written.
+	if ep != nil {
+		e.slots.release(ep.Name)
+	}
+	e.pending.Add(1)
+	e.inflight.Add(-1)
+	e.Wake()
+	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, started: started, duration: duration}
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {

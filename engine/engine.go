@@ -58,6 +58,7 @@ type Engine struct {
 	wake       chan struct{}  // a nudge for the claimer: ingest, freed capacity
 	outcomes   chan outcome   // finished attempts, for the completer
 	inflight   atomic.Int64   // attempts running on this node
+	pending    atomic.Int64   // finished attempts whose outcome is not yet written
 	slots      *endpointSlots // attempts running per endpoint
 	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
 	claimRound atomic.Uint64  // rotates which route is asked first
@@ -256,7 +257,10 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // starts an attempt for each message. full reports that some route got all
 // it asked for, so more may be waiting.
 func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
-	free := int64(e.opts.Workers) - e.inflight.Load()
+	// Outcomes waiting to be written may run up to Workers without holding
+	// back new attempts; past that they do, so that a slow store slows the
+	// claiming instead of piling up outcomes in memory.
+	free := int64(e.opts.Workers) - e.inflight.Load() - max(0, e.pending.Load()-int64(e.opts.Workers))
 	if free <= 0 {
 		return false, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +162,33 @@ func TestOneProcessPerDatabase(t *testing.T) {
 		t.Fatalf("open after close: %v", err)
 	}
 	s2.Close()
+}
+
+// A durable write is answered only after the WAL's fsync: when the fsync
+// fails, ingest fails (the sender is never told 201 for what may not be on
+// disk), while a claim, which needs no fsync, goes through.
+func TestFailedSyncFailsDurableWrites(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	m := &courier.Message{ID: "before", Type: "t", Route: "r", Payload: []byte("x"), ContentType: "text/plain"}
+	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+	if _, err := s.Ingest(ctx, []*courier.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	var syncs atomic.Int64
+	s.syncWAL = func() error { syncs.Add(1); return errors.New("EIO") }
+
+	m2 := &courier.Message{ID: "during", Type: "t", Route: "r", Payload: []byte("x"), ContentType: "text/plain"}
+	courier.Accept(m2, courier.DefaultPolicy(), false, time.Now())
+	if _, err := s.Ingest(ctx, []*courier.Message{m2}); courier.ErrorCode(err) != courier.CodeUnavailable {
+		t.Fatalf("ingest with a failing fsync: %v, want unavailable", err)
+	}
+	if syncs.Load() == 0 {
+		t.Fatal("ingest was answered without an fsync")
+	}
+	got, err := s.ClaimDue(ctx, courier.Claim{Now: time.Now().Add(time.Second), LeaseUntil: time.Now().Add(time.Minute),
+		Owner: "t", Routes: []courier.RouteQuota{{Route: "r", Limit: 10}}})
+	if err != nil || len(got) == 0 {
+		t.Fatalf("claim with a failing fsync: %d messages, %v", len(got), err)
+	}
 }

@@ -43,7 +43,9 @@ const attemptSQL = `INSERT OR IGNORE INTO attempts (message_id, n, endpoint, rou
 // ClaimDue leases due messages route by route, highest priority first.
 func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Message, error) {
 	var out []*courier.Message
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// A claim lost in a crash leaves its messages queued, which is what a
+	// restart makes of them anyway: no need to wait for the disk.
+	err := s.writeNoSync(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		stmt, body := tx.Stmt(s.claimStmt), tx.Stmt(s.payloadStmt)
 		for _, q := range c.Routes {
