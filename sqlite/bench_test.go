@@ -61,3 +61,41 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
 	})
 }
+
+// BenchmarkClaim measures claiming 100 due messages at a time, with a small
+// and a large backlog queued behind them: the cost per claim must not grow
+// with the backlog.
+func BenchmarkClaim(b *testing.B) {
+	for _, backlog := range []int{10000, 200000} {
+		b.Run(fmt.Sprintf("backlog-%d", backlog), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
+			now := time.Now()
+			for first := 0; first < backlog+b.N*100; first += 5000 {
+				msgs := make([]*courier.Message, 5000)
+				for i := range msgs {
+					m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+					courier.Accept(m, courier.DefaultPolicy(), false, now)
+					msgs[i] = m
+				}
+				if _, err := s.Ingest(context.Background(), msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
+				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got, err := s.ClaimDue(context.Background(), claim)
+				if err != nil || len(got) != 100 {
+					b.Fatalf("claimed %d, %v", len(got), err)
+				}
+			}
+			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -69,10 +70,8 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 			if err := rows.Err(); err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}
-			for i, seq := range seqs {
-				if err := body.QueryRow(seq).Scan(&out[first+i].Payload); err != nil {
-					return courier.Unavailable("the store", fmt.Errorf("claim: payload of %s: %w", out[first+i].ID, err))
-				}
+			if err := fillPayloads(body, seqs, out[first:]); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -161,4 +160,33 @@ func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]*cour
 		return nil, courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
 	}
 	return out, nil
+}
+
+// fillPayloads reads the payloads of claimed messages (msgs[i] has seqs[i])
+// in one query.
+func fillPayloads(stmt *sql.Stmt, seqs []int64, msgs []*courier.Message) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	list, _ := json.Marshal(seqs)
+	at := make(map[int64]*courier.Message, len(seqs))
+	for i, seq := range seqs {
+		at[seq] = msgs[i]
+	}
+	rows, err := stmt.Query(string(list))
+	if err != nil {
+		return courier.Unavailable("the store", fmt.Errorf("claim: payloads: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var payload []byte
+		if err := rows.Scan(&seq, &payload); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: payloads: %w", err))
+		}
+		if m := at[seq]; m != nil {
+			m.Payload = payload
+		}
+	}
+	return rows.Err()
 }

@@ -151,7 +151,7 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.applyStmt, applySQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
-		{&s.payloadStmt, `SELECT payload FROM bodies WHERE seq = ?`},
+		{&s.payloadStmt, `SELECT seq, payload FROM bodies WHERE seq IN (SELECT value FROM json_each(?))`},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break
