@@ -12,13 +12,19 @@ import (
 )
 
 // endpointSlots counts the attempts running per endpoint, so that claims
-// take only what an endpoint may receive (max_concurrency).
+// take only what an endpoint may receive and no endpoint ever has more than
+// max_concurrency requests open.
 type endpointSlots struct {
 	mu      sync.Mutex
+	freed   *sync.Cond // signalled when a slot is released
 	running map[string]int
 }
 
-func newEndpointSlots() *endpointSlots { return &endpointSlots{running: map[string]int{}} }
+func newEndpointSlots() *endpointSlots {
+	s := &endpointSlots{running: map[string]int{}}
+	s.freed = sync.NewCond(&s.mu)
+	return s
+}
 
 func (s *endpointSlots) free(e *courier.Endpoint) int {
 	s.mu.Lock()
@@ -37,12 +43,24 @@ func (s *endpointSlots) take(e *courier.Endpoint) bool {
 	return true
 }
 
+// wait reserves a slot on e, waiting for one to be released. Claims are
+// sized to free slots, so this is rare: two routes sharing an endpoint.
+func (s *endpointSlots) wait(e *courier.Endpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.running[e.Name] >= max(e.MaxConcurrency, 1) {
+		s.freed.Wait()
+	}
+	s.running[e.Name]++
+}
+
 func (s *endpointSlots) release(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.running[name]--; s.running[name] <= 0 {
 		delete(s.running, name)
 	}
+	s.freed.Broadcast()
 }
 
 // routeCapacity is how many more attempts a route's endpoints can take now:
@@ -107,9 +125,10 @@ func rotate(q []courier.RouteQuota, n int) {
 }
 
 // chooseEndpoint picks the endpoint of this attempt by the route's
-// strategy, among the endpoints with a free slot, and reserves the slot.
-// After a failure, another endpoint of the route is preferred.
-func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courier.Message) *courier.Endpoint {
+// strategy, preferring one with a free slot (and reserving it); after a
+// failure, another endpoint of the route is preferred. reserved is false
+// when every slot was taken: the attempt must wait for one.
+func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courier.Message) (ep *courier.Endpoint, reserved bool) {
 	var candidates []*courier.Endpoint
 	for _, name := range r.Endpoints {
 		if ep := t.Endpoints[name]; ep != nil {
@@ -117,7 +136,7 @@ func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courie
 		}
 	}
 	if len(candidates) == 0 {
-		return nil
+		return nil, false
 	}
 	switch r.Strategy {
 	case courier.StrategyRoundRobin, courier.StrategyWeighted:
@@ -134,15 +153,10 @@ func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courie
 	}
 	for _, ep := range candidates {
 		if e.slots.take(ep) {
-			return ep
+			return ep, true
 		}
 	}
-	// Every slot was taken meanwhile; the claim sized itself to free slots,
-	// so go slightly over on the first rather than hold a leased message.
-	e.slots.mu.Lock()
-	e.slots.running[candidates[0].Name]++
-	e.slots.mu.Unlock()
-	return candidates[0]
+	return candidates[0], false
 }
 
 // position advances and returns the round-robin counter of a route.
@@ -183,17 +197,21 @@ func weight(r *courier.Route, endpoint string) int {
 func (e *Engine) dispatch(ctx context.Context, t *courier.Topology, m *courier.Message) {
 	r := t.Route(m.Route)
 	var ep *courier.Endpoint
+	reserved := false
 	if r != nil {
-		ep = e.chooseEndpoint(t, r, m)
+		ep, reserved = e.chooseEndpoint(t, r, m)
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
-	go e.attempt(ctx, m, ep)
+	go e.attempt(ctx, m, ep, reserved)
 }
 
 // attempt delivers one message and hands the outcome to the completer.
-func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint) {
+func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint, reserved bool) {
 	defer e.attempts.Done()
+	if ep != nil && !reserved {
+		e.slots.wait(ep)
+	}
 	started := e.clock.Now()
 	var res courier.Result
 	switch sender := e.senderFor(ep); {

@@ -337,3 +337,26 @@ func TestMaxConcurrencyAtTheSink(t *testing.T) {
 		t.Fatalf("%d requests open at once at the sink, max_concurrency 2", got)
 	}
 }
+
+// Two routes on one endpoint: their claims may together take more than the
+// endpoint's free slots, yet the receiver never sees more than
+// max_concurrency requests at once.
+func TestMaxConcurrencyAcrossRoutesSharingAnEndpoint(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		ep := h.httpEndpoint("shared", "/shared")
+		ep.MaxConcurrency = 2
+		h.top.Endpoints["shared"] = ep
+		h.route("a", "shared")
+		h.route("b", "shared")
+		h.sink.Script("/shared", sink.Delay(30*time.Millisecond, 204), sink.Repeat)
+	})
+	for i := 0; i < 20; i++ {
+		h.send(fmt.Sprintf("m-%d", i), "t", []string{"a", "b"}[i%2])
+	}
+	for i := 0; i < 20; i++ {
+		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
+	}
+	if got := h.sink.MaxConcurrent("/shared"); got > 2 {
+		t.Fatalf("%d requests open at once at an endpoint with max_concurrency 2", got)
+	}
+}
