@@ -28,10 +28,10 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "expires_at must be after deliver_after")
 	}
 	for k, v := range m.Headers {
-		if !validHeaderName(k) {
+		if !ValidHeaderName(k) {
 			return Errorf(CodeInvalidArgument, "header name %q is not a valid HTTP header name", clip(k))
 		}
-		if !validHeaderValue(v) {
+		if !ValidHeaderValue(v) {
 			return Errorf(CodeInvalidArgument, "header %q has a control character in its value", clip(k))
 		}
 	}
@@ -72,7 +72,9 @@ func clip(s string) string {
 	return s
 }
 
-func validHeaderName(s string) bool {
+// ValidHeaderName reports whether s is an HTTP header name (an RFC 9110
+// token): the names a message's own headers may have.
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -88,7 +90,9 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-func validHeaderValue(s string) bool {
+// ValidHeaderValue reports whether s can be sent as a header value: no
+// control characters other than tab.
+func ValidHeaderValue(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 			return false

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,17 +78,11 @@ store (removed afterwards); with --target it measures a running server, whose
 			if b.clients < 1 || b.size < 0 || b.batch < 0 || b.batch > api.MaxBatchItems || b.duration <= 0 {
 				return fmt.Errorf("--clients must be at least 1, --batch from 0 to %d, --duration positive", api.MaxBatchItems)
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			res, err := b.run(cmd.Context(), g)
 			if err != nil {
 				return err

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -72,17 +71,11 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			if err := g.check(); err != nil {
 				return err
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			setGCPercent()
 			res, err := b.run(cmd.Context(), g)
 			if err != nil {

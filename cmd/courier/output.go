@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -77,3 +79,39 @@ func messageRow(m api.Message) []string {
 }
 
 var messageHeader = []string{"ID", "TYPE", "ROUTE", "STATE", "REASON", "ATTEMPTS", "NEXT ATTEMPT", "CREATED", "LAST ERROR"}
+
+// printMessages prints a page of messages as a table (or JSON), and how to
+// get the next page.
+func (g *globals) printMessages(list *api.MessageList) error {
+	if g.output == "json" {
+		return g.printJSON(list)
+	}
+	rows := make([][]string, len(list.Messages))
+	for i, m := range list.Messages {
+		rows[i] = messageRow(m)
+	}
+	if err := g.table(messageHeader, rows); err != nil {
+		return err
+	}
+	if list.NextCursor != "" {
+		fmt.Fprintf(g.stderr, "more: add --cursor %s\n", list.NextCursor)
+	}
+	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called; an
+// empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}

@@ -70,20 +70,7 @@ func newSuspendedListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return g.printJSON(list)
-			}
-			rows := make([][]string, len(list.Messages))
-			for i, m := range list.Messages {
-				rows[i] = messageRow(m)
-			}
-			if err := g.table(messageHeader, rows); err != nil {
-				return err
-			}
-			if list.NextCursor != "" {
-				fmt.Fprintf(g.stderr, "more: add --cursor %s\n", list.NextCursor)
-			}
-			return nil
+			return g.printMessages(list)
 		},
 	}
 	f.flags(cmd)

@@ -32,7 +32,7 @@ func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *cou
 	var dropped []string
 	for _, k := range keys {
 		v := m.Headers[k]
-		if !validHeaderName(k) || !validHeaderValue(v) {
+		if !courier.ValidHeaderName(k) || !courier.ValidHeaderValue(v) {
 			return nil, &courier.Result{Class: courier.ClassRejected,
 				Error: fmt.Sprintf("message header %q cannot be sent over HTTP", clip(k, 64))}
 		}
@@ -50,7 +50,7 @@ func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *cou
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	if !validHeaderValue(ct) {
+	if !courier.ValidHeaderValue(ct) {
 		return nil, &courier.Result{Class: courier.ClassRejected, Error: "the content type cannot be sent over HTTP"}
 	}
 	h.Set("Content-Type", ct)
@@ -86,34 +86,6 @@ func reservedHeader(k string) bool {
 		return true
 	}
 	return false
-}
-
-// validHeaderName reports whether k is an RFC 9110 token.
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether v can go on a header line: no control
-// characters other than tab, which is what net/http would refuse.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // sign returns the webhook-signature value: one "v1,<base64 HMAC-SHA256>"
