@@ -1,6 +1,9 @@
 package courier
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // HealthState is the delivery health of an endpoint, shared by every node
 // that uses the same store (DESIGN §4).
@@ -14,12 +17,87 @@ const (
 	HealthOff       HealthState = "off"
 )
 
-// EndpointHealth is the persisted health of one endpoint.
+// EndpointHealth is the persisted health of one endpoint. The zero value is
+// an active endpoint that never failed.
 type EndpointHealth struct {
 	Endpoint       string
 	State          HealthState
-	Failures       int // consecutive failures counted towards suspension
-	Suspensions    int // suspensions in a row, for the growing duration
-	SuspendedUntil time.Time
+	Failures       int       // timeout_on failures in a row
+	Suspensions    int       // suspensions in a row, for the growing duration
+	SuspendedUntil time.Time // when a suspended endpoint may be probed
+	ProbeUntil     time.Time // while a probe is under way, no other attempt goes
 	UpdatedAt      time.Time
+}
+
+// Sendable reports whether an endpoint in this health may take an attempt
+// now, and whether that attempt is the one probe of a suspension that has
+// run its time: active and timeout endpoints send, off ones never, suspended
+// ones one probe at a time once suspended_until has passed.
+func (h EndpointHealth) Sendable(now time.Time) (ok, probe bool) {
+	switch h.State {
+	case "", HealthActive, HealthTimeout:
+		return true, false
+	case HealthSuspended:
+		if !now.Before(h.SuspendedUntil) && !now.Before(h.ProbeUntil) {
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// AfterOutcome is the endpoint's health after an attempt on it ended with r
+// (DESIGN §4): success makes it active and resets the counters; a class in
+// suspend_on, or a 429 or 503 with Retry-After, suspends it; classes in
+// timeout_on make it timeout and, after retries_before_suspension more,
+// suspended; other classes leave it as it is. A failing probe suspends it
+// again for the next, longer duration; a probe that reached the receiver
+// with a failure of the message's own means the endpoint is back. An endpoint
+// switched off stays off.
+func (e *Endpoint) AfterOutcome(h EndpointHealth, r Result, now time.Time) EndpointHealth {
+	h.Endpoint, h.UpdatedAt = e.Name, now
+	if h.State == HealthOff {
+		return h
+	}
+	probe := h.State == HealthSuspended
+	h.ProbeUntil = time.Time{}
+	retryAfter := r.RetryAfter > 0 && (r.Class == ClassHTTP429 || r.Class == ClassHTTP5xx && r.Status == 503)
+	switch {
+	case r.Delivered():
+		return EndpointHealth{Endpoint: e.Name, State: HealthActive, UpdatedAt: now}
+	case retryAfter || slices.Contains(e.SuspendOn, r.Class):
+		return e.suspend(h, now, r.RetryAfter)
+	case slices.Contains(e.TimeoutOn, r.Class):
+		h.Failures++
+		if probe || h.Failures > e.RetriesBeforeSuspension {
+			return e.suspend(h, now, 0)
+		}
+		h.State = HealthTimeout
+		return h
+	case probe:
+		return EndpointHealth{Endpoint: e.Name, State: HealthActive, UpdatedAt: now}
+	default:
+		return h
+	}
+}
+
+// suspend starts the next suspension: min(initial × factor^n, max), at least
+// floor (a Retry-After).
+func (e *Endpoint) suspend(h EndpointHealth, now time.Time, floor time.Duration) EndpointHealth {
+	d := max(e.Suspension.Delay(h.Suspensions), floor)
+	h.State, h.SuspendedUntil = HealthSuspended, now.Add(d)
+	h.Suspensions++
+	h.Failures = 0
+	return h
+}
+
+// SwitchedOff is the health of an endpoint an operator switched off.
+func (h EndpointHealth) SwitchedOff(now time.Time) EndpointHealth {
+	h.State, h.UpdatedAt, h.ProbeUntil = HealthOff, now, time.Time{}
+	return h
+}
+
+// SwitchedOn is the health of an endpoint an operator switched on: active,
+// with its counters reset.
+func (h EndpointHealth) SwitchedOn(now time.Time) EndpointHealth {
+	return EndpointHealth{Endpoint: h.Endpoint, State: HealthActive, UpdatedAt: now}
 }
