@@ -49,17 +49,22 @@ func (h EndpointHealth) Sendable(now time.Time) (ok, probe bool) {
 // (DESIGN §4): success makes it active and resets the counters; a class in
 // suspend_on, or a 429 or 503 with Retry-After, suspends it; classes in
 // timeout_on make it timeout and, after retries_before_suspension more,
-// suspended; other classes leave it as it is. A failing probe suspends it
-// again for the next, longer duration; a probe that reached the receiver
-// with a failure of the message's own means the endpoint is back. An endpoint
-// switched off stays off.
-func (e *Endpoint) AfterOutcome(h EndpointHealth, r Result, now time.Time) EndpointHealth {
+// suspended; other classes leave it as it is. probe says the attempt was the
+// one let through after a suspension: failing, it suspends the endpoint again
+// for the next, longer duration; reaching the receiver with a failure of the
+// message's own, it shows the endpoint is back. Attempts that were already
+// under way when the endpoint was suspended change nothing unless they
+// succeed. An endpoint switched off stays off.
+func (e *Endpoint) AfterOutcome(h EndpointHealth, r Result, probe bool, now time.Time) EndpointHealth {
 	h.Endpoint, h.UpdatedAt = e.Name, now
 	if h.State == HealthOff {
 		return h
 	}
-	probe := h.State == HealthSuspended
-	h.ProbeUntil = time.Time{}
+	if probe {
+		h.ProbeUntil = time.Time{}
+	} else if h.State == HealthSuspended && !r.Delivered() {
+		return h
+	}
 	retryAfter := r.RetryAfter > 0 && (r.Class == ClassHTTP429 || r.Class == ClassHTTP5xx && r.Status == 503)
 	switch {
 	case r.Delivered():

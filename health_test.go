@@ -30,32 +30,35 @@ func TestAfterOutcome(t *testing.T) {
 		name         string
 		h            courier.EndpointHealth
 		r            courier.Result
+		probe        bool
 		state        courier.HealthState
 		failures     int
 		suspensions  int
 		suspendedFor time.Duration
 	}{
-		{"success stays active", active, ok, courier.HealthActive, 0, 0, 0},
-		{"zero value is active", courier.EndpointHealth{}, ok, courier.HealthActive, 0, 0, 0},
-		{"refused suspends at once", active, res(courier.ClassConnectRefused), courier.HealthSuspended, 0, 1, 30 * time.Second},
-		{"dns suspends at once", active, res(courier.ClassDNS), courier.HealthSuspended, 0, 1, 30 * time.Second},
-		{"first 5xx: timeout", active, res(courier.ClassHTTP5xx), courier.HealthTimeout, 1, 0, 0},
-		{"third timeout-class failure", timeout2, res(courier.ClassTimeout), courier.HealthTimeout, 3, 0, 0},
-		{"fourth in a row suspends", timeout3, res(courier.ClassConnectionClosed), courier.HealthSuspended, 0, 1, 30 * time.Second},
-		{"success in timeout: active, reset", timeout3, ok, courier.HealthActive, 0, 0, 0},
-		{"4xx is the message's own: no change", timeout2, res(courier.ClassHTTP4xx), courier.HealthTimeout, 2, 0, 0},
-		{"429 with retry-after suspends at least that long", active, courier.Result{Class: courier.ClassHTTP429, Status: 429, RetryAfter: 2 * time.Minute}, courier.HealthSuspended, 0, 1, 2 * time.Minute},
-		{"503 with retry-after suspends, whatever the lists", active, courier.Result{Class: courier.ClassHTTP5xx, Status: 503, RetryAfter: 10 * time.Second}, courier.HealthSuspended, 0, 1, 30 * time.Second},
-		{"500 with retry-after is only a timeout failure", active, courier.Result{Class: courier.ClassHTTP5xx, Status: 500, RetryAfter: time.Minute}, courier.HealthTimeout, 1, 0, 0},
-		{"probe succeeds: active, counters reset", suspended2, ok, courier.HealthActive, 0, 0, 0},
-		{"probe fails: suspended for the next duration", suspended2, res(courier.ClassConnectRefused), courier.HealthSuspended, 0, 3, 2 * time.Minute},
-		{"probe times out: suspended again at once", suspended2, res(courier.ClassTimeout), courier.HealthSuspended, 0, 3, 2 * time.Minute},
-		{"probe answered 4xx: the receiver is back", suspended2, res(courier.ClassHTTP4xx), courier.HealthActive, 0, 0, 0},
-		{"off stays off", off, res(courier.ClassConnectRefused), courier.HealthOff, 0, 0, 0},
-		{"off stays off on success", off, ok, courier.HealthOff, 0, 0, 0},
+		{"success stays active", active, ok, false, courier.HealthActive, 0, 0, 0},
+		{"zero value is active", courier.EndpointHealth{}, ok, false, courier.HealthActive, 0, 0, 0},
+		{"refused suspends at once", active, res(courier.ClassConnectRefused), false, courier.HealthSuspended, 0, 1, 30 * time.Second},
+		{"dns suspends at once", active, res(courier.ClassDNS), false, courier.HealthSuspended, 0, 1, 30 * time.Second},
+		{"first 5xx: timeout", active, res(courier.ClassHTTP5xx), false, courier.HealthTimeout, 1, 0, 0},
+		{"third timeout-class failure", timeout2, res(courier.ClassTimeout), false, courier.HealthTimeout, 3, 0, 0},
+		{"fourth in a row suspends", timeout3, res(courier.ClassConnectionClosed), false, courier.HealthSuspended, 0, 1, 30 * time.Second},
+		{"success in timeout: active, reset", timeout3, ok, false, courier.HealthActive, 0, 0, 0},
+		{"4xx is the message's own: no change", timeout2, res(courier.ClassHTTP4xx), false, courier.HealthTimeout, 2, 0, 0},
+		{"429 with retry-after suspends at least that long", active, courier.Result{Class: courier.ClassHTTP429, Status: 429, RetryAfter: 2 * time.Minute}, false, courier.HealthSuspended, 0, 1, 2 * time.Minute},
+		{"503 with retry-after suspends, whatever the lists", active, courier.Result{Class: courier.ClassHTTP5xx, Status: 503, RetryAfter: 10 * time.Second}, false, courier.HealthSuspended, 0, 1, 30 * time.Second},
+		{"500 with retry-after is only a timeout failure", active, courier.Result{Class: courier.ClassHTTP5xx, Status: 500, RetryAfter: time.Minute}, false, courier.HealthTimeout, 1, 0, 0},
+		{"probe succeeds: active, counters reset", suspended2, ok, true, courier.HealthActive, 0, 0, 0},
+		{"probe fails: suspended for the next duration", suspended2, res(courier.ClassConnectRefused), true, courier.HealthSuspended, 0, 3, 2 * time.Minute},
+		{"probe times out: suspended again at once", suspended2, res(courier.ClassTimeout), true, courier.HealthSuspended, 0, 3, 2 * time.Minute},
+		{"probe answered 4xx: the receiver is back", suspended2, res(courier.ClassHTTP4xx), true, courier.HealthActive, 0, 0, 0},
+		{"off stays off", off, res(courier.ClassConnectRefused), false, courier.HealthOff, 0, 0, 0},
+		{"off stays off on success", off, ok, false, courier.HealthOff, 0, 0, 0},
+		{"late failure of an attempt begun before the suspension", suspended2, res(courier.ClassConnectRefused), false, courier.HealthSuspended, 0, 2, -time.Second},
+		{"late success of an attempt begun before the suspension", suspended2, ok, false, courier.HealthActive, 0, 0, 0},
 	}
 	for _, tt := range tests {
-		got := rules().AfterOutcome(tt.h, tt.r, now)
+		got := rules().AfterOutcome(tt.h, tt.r, tt.probe, now)
 		if got.State != tt.state || got.Failures != tt.failures || got.Suspensions != tt.suspensions {
 			t.Errorf("%s: state %s failures %d suspensions %d; want %s %d %d", tt.name, got.State, got.Failures, got.Suspensions, tt.state, tt.failures, tt.suspensions)
 		}
@@ -74,7 +77,7 @@ func TestSuspensionGrowsToTheMaximum(t *testing.T) {
 	var got []time.Duration
 	for i := 0; i < 9; i++ {
 		now := t0.Add(time.Duration(i) * 2 * time.Hour)
-		h = e.AfterOutcome(h, courier.Result{Class: courier.ClassConnectRefused}, now)
+		h = e.AfterOutcome(h, courier.Result{Class: courier.ClassConnectRefused}, h.State == courier.HealthSuspended, now)
 		got = append(got, h.SuspendedUntil.Sub(now))
 	}
 	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,

@@ -81,6 +81,15 @@ type Store interface {
 	// PendingBulks returns the operations not yet done, to resume them.
 	PendingBulks(ctx context.Context) ([]BulkOp, error)
 
+	// Health returns the stored health of every endpoint that has one;
+	// endpoints without a row are active.
+	Health(ctx context.Context) ([]EndpointHealth, error)
+
+	// UpdateHealth reads an endpoint's health, applies next to it and stores
+	// the result, in one transaction (so that nodes sharing the store see
+	// each other's changes in order). A non-nil action is recorded with it.
+	UpdateHealth(ctx context.Context, endpoint string, next func(EndpointHealth) EndpointHealth, a *Action) (EndpointHealth, error)
+
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
 

@@ -45,6 +45,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ExpiredLeases", testExpiredLeases},
 		{"DueTimers", testDueTimers},
 		{"Bulk", testBulk},
+		{"Health", testHealth},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}

@@ -80,6 +80,7 @@ CREATE TABLE endpoint_health (
     failures        INTEGER NOT NULL DEFAULT 0,
     suspensions     INTEGER NOT NULL DEFAULT 0,
     suspended_until INTEGER,
+    probe_until     INTEGER,
     updated_at      INTEGER NOT NULL
 ) WITHOUT ROWID;
 

@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	courier "github.com/courier-gw/courier"
+)
+
+const healthColumns = `endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at`
+
+// Health returns every stored endpoint health.
+func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("read endpoint health: %w", err))
+	}
+	defer rows.Close()
+	var out []courier.EndpointHealth
+	for rows.Next() {
+		h, err := scanHealth(rows)
+		if err != nil {
+			return nil, courier.Unavailable("the store", fmt.Errorf("read endpoint health: %w", err))
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// UpdateHealth applies next to an endpoint's health in one transaction.
+func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(courier.EndpointHealth) courier.EndpointHealth, a *courier.Action) (courier.EndpointHealth, error) {
+	var out courier.EndpointHealth
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		h, err := scanHealth(tx.QueryRow(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ?`, endpoint))
+		if errors.Is(err, sql.ErrNoRows) {
+			h, err = courier.EndpointHealth{Endpoint: endpoint, State: courier.HealthActive}, nil
+		}
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("read health of %s: %w", endpoint, err))
+		}
+		out = next(h)
+		out.Endpoint = endpoint
+		if _, err := tx.Exec(`INSERT INTO endpoint_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+			suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
+			probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
+			endpoint, string(out.State), out.Failures, out.Suspensions, micros(out.SuspendedUntil),
+			micros(out.ProbeUntil), micros(out.UpdatedAt)); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("write health of %s: %w", endpoint, err))
+		}
+		if a != nil {
+			return insertAction(tx, *a)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func scanHealth(row scanner) (courier.EndpointHealth, error) {
+	var h courier.EndpointHealth
+	var state string
+	var suspendedUntil, probeUntil sql.NullInt64
+	var updated int64
+	if err := row.Scan(&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &updated); err != nil {
+		return h, err
+	}
+	h.State = courier.HealthState(state)
+	h.SuspendedUntil, h.ProbeUntil = fromNullMicros(suspendedUntil), fromNullMicros(probeUntil)
+	h.UpdatedAt = fromMicros(updated)
+	return h, nil
+}

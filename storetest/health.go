@@ -1,0 +1,51 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+func testHealth(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	if hs, err := s.Health(ctx); err != nil || len(hs) != 0 {
+		t.Fatalf("health of a new store: %+v %v", hs, err)
+	}
+	var seen courier.EndpointHealth
+	suspend := func(h courier.EndpointHealth) courier.EndpointHealth {
+		seen = h
+		h.State, h.Suspensions, h.SuspendedUntil, h.ProbeUntil, h.UpdatedAt = courier.HealthSuspended, h.Suspensions+1,
+			base.Add(time.Minute), base.Add(30*time.Second), base
+		return h
+	}
+	got, err := s.UpdateHealth(ctx, "acme", suspend, nil)
+	if err != nil || got.State != courier.HealthSuspended || got.Suspensions != 1 {
+		t.Fatalf("first update: %+v %v", got, err)
+	}
+	if seen.State != courier.HealthActive || seen.Endpoint != "acme" {
+		t.Errorf("an endpoint without a row starts as %+v, want active", seen)
+	}
+	if _, err := s.UpdateHealth(ctx, "acme", suspend, nil); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Suspensions != 1 || !seen.SuspendedUntil.Equal(base.Add(time.Minute)) || !seen.ProbeUntil.Equal(base.Add(30*time.Second)) {
+		t.Errorf("the second update saw %+v, want what the first stored", seen)
+	}
+	off := &courier.Action{At: base, Who: "ops", Kind: courier.ActionEndpointOff, Subject: "globex"}
+	if _, err := s.UpdateHealth(ctx, "globex", func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOff(base) }, off); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := s.Health(ctx)
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("health: %+v %v", hs, err)
+	}
+	if hs[0].Endpoint != "acme" || hs[0].Suspensions != 2 || hs[1].Endpoint != "globex" || hs[1].State != courier.HealthOff {
+		t.Errorf("health: %+v", hs)
+	}
+	actions, err := s.Actions(ctx, "globex")
+	if err != nil || len(actions) != 1 || actions[0].Kind != courier.ActionEndpointOff || actions[0].Who != "ops" {
+		t.Errorf("switch action: %+v %v", actions, err)
+	}
+}
