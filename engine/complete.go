@@ -59,6 +59,7 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices}
 	}
 	applied := e.applyRetrying(changes)
+	e.updateHealth(batch)
 	e.pending.Add(-int64(len(batch)))
 	for i := range batch {
 		if applied != nil {

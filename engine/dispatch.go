@@ -63,18 +63,47 @@ func (s *endpointSlots) release(name string) {
 	s.freed.Broadcast()
 }
 
+// round is what one claim cycle knows: the topology, the time, the health of
+// the endpoints, and the probes it reserved and has not yet used.
+type round struct {
+	t      *courier.Topology
+	now    time.Time
+	health map[string]courier.EndpointHealth
+	probes map[string]bool
+}
+
+// sendable reports whether endpoint may take an attempt in this round: it
+// sends, or it is suspended and this round holds its probe.
+func (rd *round) sendable(name string) (ok, probe bool) {
+	if rd.probes[name] {
+		return true, true // reserved by this round, not yet used
+	}
+	ok, probe = rd.health[name].Sendable(rd.now)
+	if probe {
+		return false, false // another round or node may take it first
+	}
+	return ok, false
+}
+
 // routeCapacity is how many more attempts a route's endpoints can take now:
-// the first endpoint's free slots for single and failover routes (the others
-// stand by), every endpoint's for the spreading strategies.
-func (e *Engine) routeCapacity(t *courier.Topology, r *courier.Route) int {
+// endpoints that are suspended or off take none (their messages stay queued,
+// unclaimed); a probe takes one; for single and failover routes the first
+// endpoint that sends takes the rest (the others stand by), for the spreading
+// strategies every endpoint that sends.
+func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 	total := 0
-	for i, name := range r.Endpoints {
-		ep := t.Endpoints[name]
-		if ep == nil {
+	for _, name := range r.Endpoints {
+		ep := rd.t.Endpoints[name]
+		ok, probe := rd.sendable(name)
+		if ep == nil || !ok {
+			continue
+		}
+		if probe {
+			total++
 			continue
 		}
 		total += max(e.slots.free(ep), 0)
-		if i == 0 && (r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "") {
+		if r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "" {
 			break
 		}
 	}
@@ -124,24 +153,34 @@ func rotate(q []courier.RouteQuota, n int) {
 	copy(q, tmp)
 }
 
-// chooseEndpoint picks the endpoint of this attempt by the route's
-// strategy, preferring one with a free slot (and reserving it); after a
-// failure, another endpoint of the route is preferred. reserved is false
-// when every slot was taken: the attempt must wait for one.
-func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courier.Message) (ep *courier.Endpoint, reserved bool) {
+// chooseEndpoint picks the endpoint of this attempt by the route's strategy
+// among those that can send: a probe first (it takes exactly one message),
+// then by the strategy, preferring one with a free slot (and reserving it).
+// After a failure, another endpoint of the route is preferred. reserved is
+// false when every slot was taken: the attempt must wait for one. ep is nil
+// when no endpoint of the route can send any more.
+func (e *Engine) chooseEndpoint(rd *round, r *courier.Route, m *courier.Message) (ep *courier.Endpoint, reserved, probe bool) {
 	var candidates []*courier.Endpoint
 	for _, name := range r.Endpoints {
-		if ep := t.Endpoints[name]; ep != nil {
+		ep := rd.t.Endpoints[name]
+		if ep == nil {
+			continue
+		}
+		switch ok, isProbe := rd.sendable(name); {
+		case ok && isProbe:
+			rd.probes[name] = false
+			e.slots.wait(ep)
+			return ep, true, true
+		case ok:
 			candidates = append(candidates, ep)
 		}
 	}
 	if len(candidates) == 0 {
-		return nil, false
+		return nil, false, false
 	}
 	switch r.Strategy {
 	case courier.StrategyRoundRobin, courier.StrategyWeighted:
-		pos := e.position(r.Name)
-		order := spread(candidates, r, pos)
+		order := spread(candidates, r, e.position(r.Name))
 		if m.LastClass != "" && len(order) > 1 && order[0].Name == m.Endpoint {
 			order = append(order[1:], order[0])
 		}
@@ -153,10 +192,10 @@ func (e *Engine) chooseEndpoint(t *courier.Topology, r *courier.Route, m *courie
 	}
 	for _, ep := range candidates {
 		if e.slots.take(ep) {
-			return ep, true
+			return ep, true, false
 		}
 	}
-	return candidates[0], false
+	return candidates[0], false, false
 }
 
 // position advances and returns the round-robin counter of a route.
@@ -194,20 +233,20 @@ func weight(r *courier.Route, endpoint string) int {
 }
 
 // dispatch starts the attempt of a claimed message.
-func (e *Engine) dispatch(ctx context.Context, t *courier.Topology, m *courier.Message) {
-	r := t.Route(m.Route)
+func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
+	r := rd.t.Route(m.Route)
 	var ep *courier.Endpoint
-	reserved := false
+	reserved, probe := false, false
 	if r != nil {
-		ep, reserved = e.chooseEndpoint(t, r, m)
+		ep, reserved, probe = e.chooseEndpoint(rd, r, m)
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
-	go e.attempt(ctx, m, ep, reserved)
+	go e.attempt(ctx, m, ep, reserved, probe)
 }
 
 // attempt delivers one message and hands the outcome to the completer.
-func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint, reserved bool) {
+func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
 	defer e.attempts.Done()
 	if ep != nil && !reserved {
 		e.slots.wait(ep)
@@ -235,7 +274,7 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 	e.pending.Add(1)
 	e.inflight.Add(-1)
 	e.Wake()
-	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, started: started, duration: duration}
+	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration}
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {

@@ -75,6 +75,7 @@ type outcome struct {
 	msg      *courier.Message // as claimed
 	endpoint *courier.Endpoint
 	result   courier.Result
+	probe    bool // the one attempt let through to a suspended endpoint
 	started  time.Time
 	duration time.Duration
 }
@@ -264,25 +265,31 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 	if free <= 0 {
 		return false, nil
 	}
-	t := e.topology.Load()
+	rd, err := e.newRound(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer e.releaseProbes(rd)
+	t := rd.t
 	var quotas []courier.RouteQuota
 	var lease time.Duration
-	for name, r := range t.Routes {
-		q := e.routeCapacity(t, r)
-		if q <= 0 {
-			continue
-		}
-		quotas = append(quotas, courier.RouteQuota{Route: name, Limit: int(min(int64(q), free))})
-		lease = max(lease, e.routeTimeout(t, r))
+	routes := make([]*courier.Route, 0, len(t.Routes))
+	for _, r := range t.Routes {
+		routes = append(routes, r)
 	}
 	// Notices go by their own implicit routes, one per notified endpoint.
 	for _, name := range noticeRoutes(t) {
 		if r := t.Route(name); r != nil {
-			if q := e.routeCapacity(t, r); q > 0 {
-				quotas = append(quotas, courier.RouteQuota{Route: name, Limit: int(min(int64(q), free))})
-				lease = max(lease, e.routeTimeout(t, r))
-			}
+			routes = append(routes, r)
 		}
+	}
+	for _, r := range routes {
+		q := e.routeCapacity(rd, r)
+		if q <= 0 {
+			continue
+		}
+		quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: int(min(int64(q), free))})
+		lease = max(lease, e.routeTimeout(t, r))
 	}
 	if len(quotas) == 0 {
 		return false, nil
@@ -296,7 +303,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 		quotas[i].Limit = min(quotas[i].Limit, left)
 		left -= quotas[i].Limit
 	}
-	now := e.clock.Now()
+	now := rd.now
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
 		Owner: e.opts.Owner, Routes: quotas})
 	if err != nil {
@@ -305,7 +312,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 	got := map[string]int{}
 	for _, m := range msgs {
 		got[m.Route]++
-		e.dispatch(ctx, t, m)
+		e.dispatch(ctx, rd, m)
 	}
 	for _, q := range quotas {
 		if q.Limit > 0 && got[q.Route] >= q.Limit {

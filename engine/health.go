@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// newRound reads the endpoints' health for a claim cycle and reserves, in
+// the store, the probe of every suspended endpoint whose time has come, so
+// that exactly one attempt goes to it (from this node or any other).
+func (e *Engine) newRound(ctx context.Context) (*round, error) {
+	stored, err := e.store.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rd := &round{t: e.topology.Load(), now: e.clock.Now(), health: make(map[string]courier.EndpointHealth, len(stored)),
+		probes: map[string]bool{}}
+	for _, h := range stored {
+		rd.health[h.Endpoint] = h
+	}
+	for name, h := range rd.health {
+		ep := rd.t.Endpoints[name]
+		if ep == nil {
+			continue
+		}
+		if _, probe := h.Sendable(rd.now); !probe {
+			continue
+		}
+		// Stores keep microseconds: the reservation is recognised by its time.
+		until := rd.now.Add(timeoutOf(ep) + e.opts.LeaseSlack).Truncate(time.Microsecond)
+		got, err := e.store.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
+			if _, probe := h.Sendable(rd.now); probe {
+				h.ProbeUntil = until
+			}
+			return h
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		rd.health[name] = got
+		if got.ProbeUntil.Equal(until) {
+			rd.probes[name] = true
+		}
+	}
+	return rd, nil
+}
+
+// releaseProbes gives back the probes a round reserved but did not use (no
+// message of the endpoint was due), so that the next due message may probe
+// at once instead of after the reservation lapses.
+func (e *Engine) releaseProbes(rd *round) {
+	for name, unused := range rd.probes {
+		if !unused {
+			continue
+		}
+		until := rd.health[name].ProbeUntil
+		e.store.UpdateHealth(context.Background(), name, func(h courier.EndpointHealth) courier.EndpointHealth {
+			if h.ProbeUntil.Equal(until) {
+				h.ProbeUntil = time.Time{}
+			}
+			return h
+		}, nil)
+	}
+}
+
+// updateHealth applies the outcomes of a batch to the health of their
+// endpoints, one store transaction per endpoint, and logs the changes an
+// operator wants to know of.
+func (e *Engine) updateHealth(batch []outcome) {
+	type result struct {
+		r     courier.Result
+		probe bool
+	}
+	byEndpoint := map[string][]result{}
+	endpoints := map[string]*courier.Endpoint{}
+	for _, o := range batch {
+		if o.endpoint == nil || o.endpoint.Name == "" {
+			continue
+		}
+		byEndpoint[o.endpoint.Name] = append(byEndpoint[o.endpoint.Name], result{o.result, o.probe})
+		endpoints[o.endpoint.Name] = o.endpoint
+	}
+	now := e.clock.Now()
+	for name, results := range byEndpoint {
+		ep := endpoints[name]
+		var before courier.EndpointHealth
+		after, err := e.store.UpdateHealth(context.Background(), name, func(h courier.EndpointHealth) courier.EndpointHealth {
+			before = h
+			for _, r := range results {
+				h = ep.AfterOutcome(h, r.r, r.probe, now)
+			}
+			return h
+		}, nil)
+		if err != nil {
+			e.logger.Warn("could not record endpoint health", "endpoint", name, "err", err)
+			continue
+		}
+		e.logHealth(name, before, after)
+	}
+}
+
+func (e *Engine) logHealth(name string, before, after courier.EndpointHealth) {
+	switch {
+	case after.State == courier.HealthSuspended && (before.State != courier.HealthSuspended || after.Suspensions != before.Suspensions):
+		e.logger.Warn("endpoint suspended", "endpoint", name, "until", after.SuspendedUntil, "suspensions", after.Suspensions)
+	case after.State == courier.HealthActive && before.State == courier.HealthSuspended:
+		e.logger.Info("endpoint active again", "endpoint", name)
+	case after.State == courier.HealthTimeout && before.State != courier.HealthTimeout:
+		e.logger.Info("endpoint failing (timeout state)", "endpoint", name, "failures", after.Failures)
+	}
+}

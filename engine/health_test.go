@@ -1,0 +1,202 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sink"
+)
+
+// withRules gives an endpoint the default health rules of DESIGN §4 with
+// short suspensions.
+func withRules(ep *courier.Endpoint, initial, max time.Duration) *courier.Endpoint {
+	ep.TimeoutOn = []courier.ErrorClass{courier.ClassTimeout, courier.ClassConnectTimeout, courier.ClassConnectionClosed, courier.ClassHTTP5xx}
+	ep.SuspendOn = []courier.ErrorClass{courier.ClassDNS, courier.ClassConnectRefused, courier.ClassTLS, courier.ClassHTTP429}
+	ep.RetriesBeforeSuspension = 3
+	ep.Suspension = courier.Backoff{Initial: initial, Factor: 2, Max: max}
+	return ep
+}
+
+func (h *harness) health(name string) courier.EndpointHealth {
+	h.t.Helper()
+	all, err := h.store.Health(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, eh := range all {
+		if eh.Endpoint == name {
+			return eh
+		}
+	}
+	return courier.EndpointHealth{Endpoint: name, State: courier.HealthActive}
+}
+
+func (h *harness) waitHealth(name string, want courier.HealthState) courier.EndpointHealth {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		eh := h.health(name)
+		if eh.State == want {
+			return eh
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("endpoint %s is %+v, want %s", name, eh, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// Refused connections suspend the endpoint at once; its messages are then
+// held: queued, not attempted, their attempt count untouched.
+func TestRefusedSuspendsAndHolds(t *testing.T) {
+	addr := closedPort(t)
+	h := newHarness(t, func(h *harness) {
+		ep := withRules(h.httpEndpoint("down", "/"), time.Hour, time.Hour)
+		ep.HTTP.URL = "http://" + addr + "/in"
+		h.top.Endpoints["down"] = ep
+		h.route("down", "down")
+		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
+	})
+	h.send("first", "t", "down")
+	eh := h.waitHealth("down", courier.HealthSuspended)
+	if eh.Suspensions != 1 || eh.SuspendedUntil.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("after one refused connection: %+v", eh)
+	}
+	for i := 0; i < 5; i++ {
+		h.send(fmt.Sprintf("held-%d", i), "t", "down")
+	}
+	time.Sleep(300 * time.Millisecond) // many poll rounds
+	for i := 0; i < 5; i++ {
+		m, err := h.store.Message(context.Background(), fmt.Sprintf("held-%d", i))
+		if err != nil || m.State != courier.StateQueued || m.Attempts != 0 || m.TotalAttempts != 0 {
+			t.Fatalf("held message: %+v %v", m, err)
+		}
+	}
+	if m, _ := h.store.Message(context.Background(), "first"); m.Attempts != 1 || m.State != courier.StateQueued {
+		t.Fatalf("the message that hit the refusal: %+v (want queued after one attempt, retrying later)", m)
+	}
+}
+
+// Black-holed requests: active, then timeout, then suspended after
+// retries_before_suspension more failures.
+func TestBlackHoleTimeoutThenSuspended(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		ep := withRules(h.httpEndpoint("hole", "/hole"), time.Hour, time.Hour)
+		ep.Timeout, ep.MaxConcurrency = 150*time.Millisecond, 1
+		h.top.Endpoints["hole"] = ep
+		h.route("hole", "hole")
+		h.policy(schedulePolicy("t", time.Hour))
+		h.sink.Script("/hole", sink.BlackHole(), sink.Repeat)
+	})
+	var states []courier.HealthState
+	for i := 0; i < 4; i++ {
+		h.send(fmt.Sprintf("m-%d", i), "t", "hole")
+		h.waitState(fmt.Sprintf("m-%d", i), courier.StateQueued)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if m, _ := h.store.Message(context.Background(), fmt.Sprintf("m-%d", i)); m.Attempts == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("m-%d was not attempted", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // the health update follows the outcome
+		states = append(states, h.health("hole").State)
+	}
+	want := fmt.Sprint([]courier.HealthState{courier.HealthTimeout, courier.HealthTimeout, courier.HealthTimeout, courier.HealthSuspended})
+	if fmt.Sprint(states) != want {
+		t.Fatalf("states after each black-holed attempt: %v, want %s", states, want)
+	}
+	if c := h.attempts("m-0"); len(c) != 1 || c[0].Class != courier.ClassTimeout {
+		t.Fatalf("attempt: %+v", c)
+	}
+}
+
+// A suspended endpoint gets exactly one probe at a time, and the
+// suspensions grow by the factor up to the maximum; a success ends it.
+func TestOneProbeAndGrowingSuspensions(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		ep := withRules(h.httpEndpoint("flaky", "/flaky"), 100*time.Millisecond, 400*time.Millisecond)
+		ep.SuspendOn = append(ep.SuspendOn, courier.ClassConnectionClosed)
+		ep.TimeoutOn = ep.TimeoutOn[:2]
+		h.top.Endpoints["flaky"] = ep
+		h.route("flaky", "flaky")
+		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
+		// Five resets, then it works.
+		h.sink.Script("/flaky", sink.Reset(), sink.Reset(), sink.Reset(), sink.Reset(), sink.Reset(), sink.Respond(204), sink.Repeat)
+	})
+	// One message makes the endpoint suspended; the rest wait behind it.
+	h.send("m-00", "t", "flaky")
+	h.waitHealth("flaky", courier.HealthSuspended)
+	for i := 1; i < 20; i++ {
+		h.send(fmt.Sprintf("m-%02d", i), "t", "flaky")
+	}
+	for i := 0; i < 20; i++ {
+		h.waitState(fmt.Sprintf("m-%02d", i), courier.StateDelivered)
+	}
+	a := h.sink.Arrivals("/flaky")
+	if len(a) != 25 {
+		t.Fatalf("%d arrivals, want 25 (5 failures, 20 deliveries)", len(a))
+	}
+	// Arrivals 1 to 5 are the probes, each alone, after suspensions of 100,
+	// 200, 400 and 400 (the maximum) ms; the fifth succeeds.
+	for i, want := range []time.Duration{100, 200, 400, 400, 400} {
+		if gap := a[i+1].Time.Sub(a[i].Time); gap < want*time.Millisecond {
+			t.Errorf("probe %d came %v after the attempt before, want at least %v (one probe per suspension)", i+1, gap, want*time.Millisecond)
+		}
+	}
+	if got := h.health("flaky"); got.State != courier.HealthActive || got.Suspensions != 0 {
+		t.Errorf("after the probe succeeded: %+v", got)
+	}
+}
+
+// A failover route moves to the backup while the primary is suspended and
+// returns to the primary when it is back.
+func TestFailoverAndReturn(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		primary := withRules(h.httpEndpoint("primary", "/primary"), 300*time.Millisecond, time.Second)
+		primary.SuspendOn = append(primary.SuspendOn, courier.ClassHTTP5xx)
+		primary.TimeoutOn = primary.TimeoutOn[:3]
+		h.top.Endpoints["primary"] = primary
+		h.top.Endpoints["backup"] = withRules(h.httpEndpoint("backup", "/backup"), time.Second, time.Second)
+		h.route("acme", "primary", "backup")
+		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond))
+		h.sink.Script("/primary", sink.Respond(503), sink.Respond(204), sink.Repeat)
+	})
+	h.send("a", "t", "acme")
+	h.waitHealth("primary", courier.HealthSuspended)
+	m := h.waitState("a", courier.StateDelivered)
+	if m.Endpoint != "backup" {
+		t.Fatalf("a was delivered by %s, want the backup after the primary failed", m.Endpoint)
+	}
+	h.send("b", "t", "acme")
+	if m := h.waitState("b", courier.StateDelivered); m.Endpoint != "backup" {
+		t.Fatalf("b went to %s while the primary was suspended", m.Endpoint)
+	}
+	time.Sleep(400 * time.Millisecond) // the suspension ends
+	h.send("c", "t", "acme")
+	if m := h.waitState("c", courier.StateDelivered); m.Endpoint != "primary" {
+		t.Fatalf("c went to %s, want the primary once its suspension ended (the probe)", m.Endpoint)
+	}
+	h.waitHealth("primary", courier.HealthActive)
+	h.send("d", "t", "acme")
+	if m := h.waitState("d", courier.StateDelivered); m.Endpoint != "primary" {
+		t.Fatalf("d went to %s, want the recovered primary", m.Endpoint)
+	}
+}
