@@ -209,3 +209,34 @@ func (c *Client) Operation(ctx context.Context, id string) (*Operation, error) {
 	}
 	return op, nil
 }
+
+// Endpoints returns every configured endpoint with its health.
+func (c *Client) Endpoints(ctx context.Context) ([]Endpoint, error) {
+	var out EndpointList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/endpoints", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Endpoints, nil
+}
+
+// Endpoint returns one endpoint with its health and operator actions.
+func (c *Client) Endpoint(ctx context.Context, name string) (*Endpoint, error) {
+	e := new(Endpoint)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/endpoints/"+url.PathEscape(name), nil, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// SwitchEndpoint switches an endpoint on or off.
+func (c *Client) SwitchEndpoint(ctx context.Context, name string, on bool) (*Endpoint, error) {
+	verb := "off"
+	if on {
+		verb = "on"
+	}
+	e := new(Endpoint)
+	if _, err := c.do(ctx, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/"+verb, nil, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +110,10 @@ func NewServer(o Options) *Server {
 	s.mux.HandleFunc("POST /v1/messages/resubmit", s.handleBulk(courier.ActionResubmit))
 	s.mux.HandleFunc("POST /v1/messages/discard", s.handleBulk(courier.ActionDiscard))
 	s.mux.HandleFunc("GET /v1/operations/{id}", s.handleOperation)
+	s.mux.HandleFunc("GET /v1/endpoints", s.handleEndpoints)
+	s.mux.HandleFunc("GET /v1/endpoints/{name}", s.handleEndpoint)
+	s.mux.HandleFunc("POST /v1/endpoints/{name}/off", s.handleSwitch(false))
+	s.mux.HandleFunc("POST /v1/endpoints/{name}/on", s.handleSwitch(true))
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	return s
@@ -642,6 +648,88 @@ func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, toOperation(op))
+}
+
+// healthOf returns the stored health of every endpoint, by name.
+func (s *Server) healthOf(ctx context.Context) (map[string]courier.EndpointHealth, error) {
+	all, err := s.store.Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]courier.EndpointHealth, len(all))
+	for _, h := range all {
+		out[h.Endpoint] = h
+	}
+	return out, nil
+}
+
+func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
+	health, err := s.healthOf(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t := s.topology.Load()
+	out := EndpointList{Endpoints: []Endpoint{}}
+	for _, e := range t.Endpoints {
+		out.Endpoints = append(out.Endpoints, toEndpoint(e, health[e.Name]))
+	}
+	slices.SortFunc(out.Endpoints, func(a, b Endpoint) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	e := s.topology.Load().Endpoints[name]
+	if e == nil {
+		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
+		return
+	}
+	health, err := s.healthOf(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	actions, err := s.store.Actions(r.Context(), name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v := toEndpoint(e, health[name])
+	for _, a := range actions {
+		v.Actions = append(v.Actions, ActionView{At: a.At, Who: a.Who, Kind: a.Kind, Detail: a.Detail})
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// handleSwitch switches an endpoint off (its messages are held) or on
+// again, and records who did.
+func (s *Server) handleSwitch(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		e := s.topology.Load().Endpoints[name]
+		if e == nil {
+			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
+			return
+		}
+		a := s.action(r)
+		a.Subject, a.Kind = name, courier.ActionEndpointOff
+		next := func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOff(a.At) }
+		if on {
+			a.Kind = courier.ActionEndpointOn
+			next = func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOn(a.At) }
+		}
+		h, err := s.store.UpdateHealth(r.Context(), name, next, &a)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.logger.Info("endpoint switched "+map[bool]string{true: "on", false: "off"}[on], "endpoint", name, "by", a.Who)
+		if on {
+			s.ingested() // its held messages may go now
+		}
+		writeJSON(w, http.StatusOK, toEndpoint(e, h))
+	}
 }
 
 // decodeSmall reads a small JSON request body strictly; an empty body is

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -193,4 +194,81 @@ func (f Filter) toFilter() courier.MessageFilter {
 		mf.CreatedBefore = *f.CreatedBefore
 	}
 	return mf
+}
+
+// Endpoint is an endpoint's configuration essentials and its health.
+type Endpoint struct {
+	Name           string              `json:"name"`
+	Transport      courier.Transport   `json:"transport"`
+	Target         string              `json:"target,omitempty"` // where it delivers, without credentials
+	State          courier.HealthState `json:"state"`
+	SuspendedUntil *time.Time          `json:"suspended_until,omitempty"`
+	Failures       int                 `json:"failures"`
+	Suspensions    int                 `json:"suspensions"`
+	HealthChanged  *time.Time          `json:"health_changed_at,omitempty"`
+	Timeout        string              `json:"timeout"`
+	MaxConcurrency int                 `json:"max_concurrency"`
+	MinInterval    string              `json:"min_interval,omitempty"`
+	Rate           string              `json:"rate,omitempty"`
+	Actions        []ActionView        `json:"actions,omitempty"`
+}
+
+// EndpointList is every configured endpoint.
+type EndpointList struct {
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// ActionView is an operator action as the API shows it.
+type ActionView struct {
+	At     time.Time          `json:"at"`
+	Who    string             `json:"who"`
+	Kind   courier.ActionKind `json:"kind"`
+	Detail string             `json:"detail,omitempty"`
+}
+
+func toEndpoint(e *courier.Endpoint, h courier.EndpointHealth) Endpoint {
+	v := Endpoint{Name: e.Name, Transport: e.Transport, Target: target(e), State: h.State, Failures: h.Failures,
+		Suspensions: h.Suspensions, Timeout: e.Timeout.String(), MaxConcurrency: e.MaxConcurrency}
+	if v.State == "" {
+		v.State = courier.HealthActive
+	}
+	if h.State == courier.HealthSuspended {
+		v.SuspendedUntil = timePtr(h.SuspendedUntil)
+	}
+	v.HealthChanged = timePtr(h.UpdatedAt)
+	if e.MinInterval > 0 {
+		v.MinInterval = e.MinInterval.String()
+	}
+	if !e.Rate.Unlimited() {
+		v.Rate = e.Rate.String()
+	}
+	return v
+}
+
+// target names where an endpoint delivers, with any password in a URL
+// removed: the API never shows secrets.
+func target(e *courier.Endpoint) string {
+	clean := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return ""
+		}
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		return u.Redacted()
+	}
+	switch e.Transport {
+	case courier.TransportHTTP:
+		return clean(e.HTTP.URL)
+	case courier.TransportSMTP:
+		return "smtp://" + e.SMTP.Addr
+	case courier.TransportFile:
+		return e.File.Dir
+	case courier.TransportAMQP:
+		return clean(e.AMQP.URL)
+	case courier.TransportNATS:
+		return clean(e.NATS.URL)
+	}
+	return ""
 }

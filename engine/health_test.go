@@ -200,3 +200,31 @@ func TestFailoverAndReturn(t *testing.T) {
 		t.Fatalf("d went to %s, want the recovered primary", m.Endpoint)
 	}
 }
+
+// Switched off, an endpoint's messages are held; switched on, they go.
+func TestOffHoldsAndOnReleases(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
+		h.route("acme", "acme")
+	})
+	ctx := context.Background()
+	if _, err := h.store.UpdateHealth(ctx, "acme", func(eh courier.EndpointHealth) courier.EndpointHealth { return eh.SwitchedOff(time.Now()) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		h.send(fmt.Sprintf("m-%d", i), "t", "acme")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := h.sink.Count("/acme"); n != 0 {
+		t.Fatalf("%d requests to an endpoint that is off", n)
+	}
+	if _, err := h.store.UpdateHealth(ctx, "acme", func(eh courier.EndpointHealth) courier.EndpointHealth { return eh.SwitchedOn(time.Now()) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.Wake()
+	for i := 0; i < 3; i++ {
+		if m := h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered); m.Attempts != 0 || m.TotalAttempts != 1 {
+			t.Errorf("held message delivered after %d failed attempts, %d in all; want none held against it", m.Attempts, m.TotalAttempts)
+		}
+	}
+}

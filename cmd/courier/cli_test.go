@@ -169,3 +169,33 @@ func TestSuspendedBulk(t *testing.T) {
 		t.Fatalf("suspended discard: %q %v", out, err)
 	}
 }
+
+func TestEndpointsCommands(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{
+		"acme": {Name: "acme", Transport: courier.TransportHTTP, MaxConcurrency: 4, HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}}}}
+	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top}))
+	t.Cleanup(func() { ts.Close(); store.Close() })
+	out, _, err := runCLI(t, "", "--server", ts.URL, "endpoints", "off", "acme")
+	if err != nil || !strings.Contains(out, "endpoint acme is off") {
+		t.Fatalf("endpoints off: %q %v", out, err)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "list")
+	if err != nil || !strings.Contains(out, "acme") || !strings.Contains(out, "off") {
+		t.Fatalf("endpoints list: %q %v", out, err)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "show", "acme")
+	if err != nil || !strings.Contains(out, "endpoint_off by local") {
+		t.Fatalf("endpoints show: %q %v", out, err)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "on", "acme")
+	if err != nil || !strings.Contains(out, "endpoint acme is active") {
+		t.Fatalf("endpoints on: %q %v", out, err)
+	}
+	if _, _, err := runCLI(t, "", "--server", ts.URL, "endpoints", "off", "nope"); courier.ErrorCode(err) != courier.CodeNotFound {
+		t.Fatalf("switching an unknown endpoint: %v", err)
+	}
+}

@@ -74,6 +74,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSendCmd(g),
 		newMessagesCmd(g),
 		newSuspendedCmd(g),
+		newEndpointsCmd(g),
 		newConfigCmd(g),
 		newBenchCmd(g),
 		&cobra.Command{
