@@ -58,8 +58,10 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 		}
 		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices}
 	}
-	applied := e.applyRetrying(changes)
+	// Health first: a message due again at once must not be claimed for an
+	// endpoint whose suspension is not written yet.
 	e.updateHealth(batch)
+	applied := e.applyRetrying(changes)
 	e.pending.Add(-int64(len(batch)))
 	for i := range batch {
 		if applied != nil {

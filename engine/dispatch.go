@@ -64,12 +64,106 @@ func (s *endpointSlots) release(name string) {
 }
 
 // round is what one claim cycle knows: the topology, the time, the health of
-// the endpoints, and the probes it reserved and has not yet used.
+// the endpoints, the probes it reserved and has not yet used, and the
+// earliest time a paced endpoint may start its next attempt.
 type round struct {
 	t      *courier.Topology
 	now    time.Time
 	health map[string]courier.EndpointHealth
 	probes map[string]bool
+	wakeAt time.Time
+}
+
+// paced reports whether ep has to wait before its next attempt may start,
+// and notes the time in the round so that the claimer wakes for it.
+func (e *Engine) paced(rd *round, ep *courier.Endpoint) bool {
+	if interval(ep) <= 0 {
+		return false
+	}
+	next := e.pace.next(ep.Name).Add(-lead(ep))
+	if rd.now.Before(next) {
+		if rd.wakeAt.IsZero() || next.Before(rd.wakeAt) {
+			rd.wakeAt = next
+		}
+		return true
+	}
+	return false
+}
+
+// lead is how early the message of a paced endpoint's next attempt is
+// claimed; the attempt then starts at its exact time, so that the time a
+// claim takes does not stretch the spacing.
+func lead(ep *courier.Endpoint) time.Duration { return min(interval(ep), 50*time.Millisecond) }
+
+// interval is the least time between the starts of two attempts on an
+// endpoint: its min_interval, or the spacing its rate allows, whichever is
+// longer. A rate of N per period admits at most N starts (plus one at the
+// edge) in any window of that period.
+func interval(ep *courier.Endpoint) time.Duration {
+	d := ep.MinInterval
+	if !ep.Rate.Unlimited() {
+		d = max(d, ep.Rate.Per/time.Duration(ep.Rate.N))
+	}
+	return d
+}
+
+// pacer keeps, per paced endpoint, the time booked for its next attempt and
+// when its latest attempt actually started: an attempt that woke late must
+// not bring the next one closer than the interval.
+type pacer struct {
+	mu    sync.Mutex
+	times map[string]time.Time // next booking
+	last  map[string]time.Time // latest actual start
+}
+
+// begin starts an attempt on ep now, if the latest start was at least the
+// interval ago; else it returns how long to wait first.
+func (p *pacer) begin(ep *courier.Endpoint, now time.Time) time.Duration {
+	d := interval(ep)
+	if d <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wait := p.last[ep.Name].Add(d).Sub(now); wait > 0 {
+		return wait
+	}
+	if p.last == nil {
+		p.last = map[string]time.Time{}
+	}
+	p.last[ep.Name] = now
+	return 0
+}
+
+func (p *pacer) next(name string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.times[name]
+}
+
+// start books the next start on ep, at now or, within its lead, at the
+// booked time; ok is false when that is further off (another attempt booked
+// it first).
+func (p *pacer) start(ep *courier.Endpoint, now time.Time) (at time.Time, ok bool) {
+	d := interval(ep)
+	if d <= 0 {
+		return now, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := p.times[ep.Name]
+	if now.Before(next.Add(-lead(ep))) {
+		return time.Time{}, false
+	}
+	at = now
+	if next.After(now) {
+		at = next
+	}
+	if p.times == nil {
+		p.times = map[string]time.Time{}
+	}
+	p.times[ep.Name] = at.Add(d)
+	return at, true
 }
 
 // sendable reports whether endpoint may take an attempt in this round: it
@@ -102,7 +196,19 @@ func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 			total++
 			continue
 		}
-		total += max(e.slots.free(ep), 0)
+		if e.paced(rd, ep) {
+			// It sends, but not yet: a failover route waits for it rather
+			// than going to its backups, which are for endpoints that fail.
+			if r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "" {
+				break
+			}
+			continue
+		}
+		free := max(e.slots.free(ep), 0)
+		if interval(ep) > 0 {
+			free = min(free, 1) // one start per pacing interval
+		}
+		total += free
 		if r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "" {
 			break
 		}
@@ -160,7 +266,7 @@ func rotate(q []courier.RouteQuota, n int) {
 // false when every slot was taken: the attempt must wait for one. ep is nil
 // when no endpoint of the route can send any more.
 func (e *Engine) chooseEndpoint(rd *round, r *courier.Route, m *courier.Message) (ep *courier.Endpoint, reserved, probe bool) {
-	var candidates []*courier.Endpoint
+	var candidates, waiting []*courier.Endpoint // sending now; sending but paced
 	for _, name := range r.Endpoints {
 		ep := rd.t.Endpoints[name]
 		if ep == nil {
@@ -171,9 +277,15 @@ func (e *Engine) chooseEndpoint(rd *round, r *courier.Route, m *courier.Message)
 			rd.probes[name] = false
 			e.slots.wait(ep)
 			return ep, true, true
+		case ok && e.paced(rd, ep):
+			waiting = append(waiting, ep)
 		case ok:
 			candidates = append(candidates, ep)
 		}
+	}
+	if len(candidates) == 0 {
+		// The attempt waits for its pacing when it starts.
+		candidates = waiting
 	}
 	if len(candidates) == 0 {
 		return nil, false, false
@@ -249,7 +361,12 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
 	defer e.attempts.Done()
 	if ep != nil && !reserved {
+		// Claims are sized to free slots; this happens only when routes
+		// sharing an endpoint together claimed more than it takes.
 		e.slots.wait(ep)
+	}
+	if ep != nil {
+		e.waitPace(ep)
 	}
 	started := e.clock.Now()
 	var res courier.Result
@@ -282,4 +399,29 @@ func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {
 		return nil
 	}
 	return e.senders[ep.Transport]
+}
+
+// waitPace waits until a paced endpoint may start this attempt: its booked
+// time, and the interval since the latest actual start. Claims take a paced
+// endpoint's messages at most one interval (and 50 ms) ahead, so the wait is
+// short.
+func (e *Engine) waitPace(ep *courier.Endpoint) {
+	for {
+		now := e.clock.Now()
+		at, ok := e.pace.start(ep, now)
+		if ok {
+			if wait := at.Sub(now); wait > 0 {
+				time.Sleep(wait)
+			}
+			break
+		}
+		time.Sleep(max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond))
+	}
+	for {
+		wait := e.pace.begin(ep, e.clock.Now())
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(wait)
+	}
 }

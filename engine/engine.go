@@ -60,6 +60,7 @@ type Engine struct {
 	inflight   atomic.Int64   // attempts running on this node
 	pending    atomic.Int64   // finished attempts whose outcome is not yet written
 	slots      *endpointSlots // attempts running per endpoint
+	pace       pacer          // when paced endpoints may start again
 	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
 	claimRound atomic.Uint64  // rotates which route is asked first
 
@@ -225,7 +226,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-e.wake:
 		case <-poll.C:
 		}
-		full, err := e.claimOnce(ctx)
+		full, wakeAt, err := e.claimOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -240,7 +241,11 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			// More may be due than fitted: go again at once.
 			e.Wake()
 		}
-		resetTimer(poll, e.opts.PollInterval)
+		next := e.opts.PollInterval
+		if !wakeAt.IsZero() {
+			next = min(next, max(wakeAt.Sub(e.clock.Now()), time.Millisecond)) // a paced endpoint may start again
+		}
+		resetTimer(poll, next)
 	}
 }
 
@@ -256,18 +261,19 @@ func resetTimer(t *time.Timer, d time.Duration) {
 
 // claimOnce claims what the free capacity allows, route by route, and
 // starts an attempt for each message. full reports that some route got all
-// it asked for, so more may be waiting.
-func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
+// it asked for, so more may be waiting; wakeAt, when a paced endpoint may
+// start again.
+func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, err error) {
 	// Outcomes waiting to be written may run up to Workers without holding
 	// back new attempts; past that they do, so that a slow store slows the
 	// claiming instead of piling up outcomes in memory.
 	free := int64(e.opts.Workers) - e.inflight.Load() - max(0, e.pending.Load()-int64(e.opts.Workers))
 	if free <= 0 {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	rd, err := e.newRound(ctx)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
 	defer e.releaseProbes(rd)
 	t := rd.t
@@ -292,7 +298,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 		lease = max(lease, e.routeTimeout(t, r))
 	}
 	if len(quotas) == 0 {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	// Claim no more than the free workers, spread fairly: each route may
 	// take up to its own capacity, but the total is cut to what is free by
@@ -307,7 +313,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
 		Owner: e.opts.Owner, Routes: quotas})
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
 	got := map[string]int{}
 	for _, m := range msgs {
@@ -319,5 +325,5 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, err error) {
 			full = true
 		}
 	}
-	return full, nil
+	return full, rd.wakeAt, nil
 }
