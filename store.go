@@ -97,12 +97,15 @@ type Store interface {
 	Close() error
 }
 
-// Claim asks for due messages, route by route.
+// Claim asks for due messages, route by route in the order given, each up
+// to its quota and all together up to Max (0: no total limit), so that
+// routes with nothing due leave the capacity to the others.
 type Claim struct {
 	Now        time.Time
 	LeaseUntil time.Time
 	Owner      string // who holds the lease, for operators
 	Routes     []RouteQuota
+	Max        int
 }
 
 // RouteQuota is how many messages of one route a claim may take.

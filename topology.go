@@ -238,3 +238,19 @@ func DefaultPolicy() *Policy {
 		OnExhausted: ExhaustedSuspend,
 	}
 }
+
+// NewEndpoint returns an endpoint with the defaults of DESIGN §4: a 30 s
+// timeout, 16 attempts at once, the default timeout_on and suspend_on lists,
+// 3 retries before suspension and suspensions of 30 s doubling up to 1 h.
+func NewEndpoint(name string, t Transport) *Endpoint {
+	return &Endpoint{
+		Name:                    name,
+		Transport:               t,
+		Timeout:                 30 * time.Second,
+		MaxConcurrency:          16,
+		TimeoutOn:               []ErrorClass{ClassTimeout, ClassConnectTimeout, ClassConnectionClosed, ClassHTTP5xx},
+		SuspendOn:               []ErrorClass{ClassDNS, ClassConnectRefused, ClassTLS, ClassHTTP429},
+		RetriesBeforeSuspension: 3,
+		Suspension:              Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour},
+	}
+}

@@ -33,16 +33,7 @@ func Default() *Config {
 // newEndpoint returns an endpoint with the defaults of DESIGN §4 and of its
 // transport, before the file's fields are applied.
 func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
-	e := &courier.Endpoint{
-		Name:                    name,
-		Transport:               t,
-		Timeout:                 30 * time.Second,
-		MaxConcurrency:          16,
-		TimeoutOn:               defaultTimeoutOn(),
-		SuspendOn:               defaultSuspendOn(),
-		RetriesBeforeSuspension: 3,
-		Suspension:              courier.Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour},
-	}
+	e := courier.NewEndpoint(name, t)
 	switch t {
 	case courier.TransportHTTP:
 		e.HTTP.Method = "POST"
@@ -54,15 +45,9 @@ func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
 	return e
 }
 
-func defaultTimeoutOn() []courier.ErrorClass {
-	return []courier.ErrorClass{courier.ClassTimeout, courier.ClassConnectTimeout,
-		courier.ClassConnectionClosed, courier.ClassHTTP5xx}
-}
+func defaultTimeoutOn() []courier.ErrorClass { return courier.NewEndpoint("", "").TimeoutOn }
 
-func defaultSuspendOn() []courier.ErrorClass {
-	return []courier.ErrorClass{courier.ClassDNS, courier.ClassConnectRefused,
-		courier.ClassTLS, courier.ClassHTTP429}
-}
+func defaultSuspendOn() []courier.ErrorClass { return courier.NewEndpoint("", "").SuspendOn }
 
 // defaultStrategy is single for one endpoint and failover for more: a list
 // of endpoints written without a strategy reads as primary and backups.

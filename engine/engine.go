@@ -300,18 +300,13 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 	if len(quotas) == 0 {
 		return false, time.Time{}, nil
 	}
-	// Claim no more than the free workers, spread fairly: each route may
-	// take up to its own capacity, but the total is cut to what is free by
-	// asking routes in a rotating order.
+	// Claim no more than the free workers: each route up to its own
+	// capacity, all together up to what is free, asking the routes in a
+	// rotating order so that none is always first.
 	rotate(quotas, int(e.claimRound.Add(1)))
-	left := int(free)
-	for i := range quotas {
-		quotas[i].Limit = min(quotas[i].Limit, left)
-		left -= quotas[i].Limit
-	}
 	now := rd.now
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
-		Owner: e.opts.Owner, Routes: quotas})
+		Owner: e.opts.Owner, Routes: quotas, Max: int(free)})
 	if err != nil {
 		return false, time.Time{}, err
 	}
@@ -320,6 +315,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 		got[m.Route]++
 		e.dispatch(ctx, rd, m)
 	}
+	full = len(msgs) >= int(free)
 	for _, q := range quotas {
 		if q.Limit > 0 && got[q.Route] >= q.Limit {
 			full = true

@@ -50,10 +50,14 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 		out = out[:0]
 		stmt, body := tx.Stmt(s.claimStmt), tx.Stmt(s.payloadStmt)
 		for _, q := range c.Routes {
-			if q.Limit <= 0 {
+			limit := q.Limit
+			if c.Max > 0 {
+				limit = min(limit, c.Max-len(out))
+			}
+			if limit <= 0 {
 				continue
 			}
-			rows, err := stmt.Query(q.Route, micros(c.Now), q.Limit, micros(c.LeaseUntil), c.Owner)
+			rows, err := stmt.Query(q.Route, micros(c.Now), limit, micros(c.LeaseUntil), c.Owner)
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}

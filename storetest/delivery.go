@@ -199,3 +199,15 @@ func testDueTimers(t *testing.T, s courier.Store) {
 		t.Fatalf("after resubmit: %s", ids(got))
 	}
 }
+
+// testClaimMax: the total limit is spent on routes that have due messages.
+func testClaimMax(t *testing.T, s courier.Store) {
+	for i := 0; i < 5; i++ {
+		queuedAt(t, s, fmt.Sprintf("b-%d", i), "b", 0, base)
+	}
+	got, err := s.ClaimDue(context.Background(), courier.Claim{Now: base, LeaseUntil: base.Add(time.Minute), Owner: "n", Max: 3,
+		Routes: []courier.RouteQuota{{Route: "empty", Limit: 10}, {Route: "b", Limit: 10}}})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claimed %s, %v; want 3 of route b (the empty route leaves its share)", ids(got), err)
+	}
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Resubmit", testResubmit},
 		{"Purge", testPurge},
 		{"ClaimDue", testClaimDue},
+		{"ClaimMax", testClaimMax},
 		{"Apply", testApply},
 		{"ExpiredLeases", testExpiredLeases},
 		{"DueTimers", testDueTimers},

@@ -32,6 +32,8 @@ type benchDeliver struct {
 	size        int
 	workers     int
 	concurrency int
+	endpoints   int  // messages are spread over this many endpoints, one route each
+	dead        bool // the first endpoint refuses connections, the second never answers
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -85,6 +87,12 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 				return g.printJSON(res)
 			}
 			fmt.Fprintf(g.stdout, "%s: %d messages of %d bytes", res.Mode, res.Messages, b.size)
+			if b.endpoints > 1 {
+				fmt.Fprintf(g.stdout, " over %d endpoints", b.endpoints)
+			}
+			if b.dead {
+				fmt.Fprintf(g.stdout, " (2 dead: rates count the healthy ones only)")
+			}
 			if res.Backlog > 0 {
 				fmt.Fprintf(g.stdout, " behind a backlog of %d", res.Backlog)
 			}
@@ -105,7 +113,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to offer messages (with --rate)")
 	f.IntVar(&b.size, "size", 1024, "payload bytes")
 	f.IntVar(&b.workers, "workers", 256, "attempts in flight at once")
-	f.IntVar(&b.concurrency, "concurrency", 256, "max_concurrency of the receiver's endpoint")
+	f.IntVar(&b.concurrency, "concurrency", 0, "max_concurrency of each endpoint (default: 256 for one endpoint, else 16)")
+	f.IntVar(&b.endpoints, "endpoints", 1, "spread the messages over this many endpoints (one route each)")
+	f.BoolVar(&b.dead, "dead", false, "make two of the endpoints dead: one refuses connections, one never answers (5 s timeout); only deliveries to the others count")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
@@ -121,6 +131,10 @@ type receiver struct {
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/hole" {
+		<-r.Context().Done() // never answers: the sender's timeout ends it
+		return
+	}
 	io.Copy(io.Discard, r.Body)
 	if sent, err := strconv.ParseInt(r.Header.Get("X-Bench-Sent"), 10, 64); err == nil {
 		d := time.Since(time.Unix(0, sent))
@@ -155,12 +169,38 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	go rsrv.Serve(rln)
 	defer rsrv.Close()
 
-	ep := &courier.Endpoint{Name: "receiver", Transport: courier.TransportHTTP, Timeout: 10 * time.Second,
-		MaxConcurrency: b.concurrency, HTTP: courier.HTTPTarget{URL: "http://" + rln.Addr().String() + "/in", Method: http.MethodPost}}
-	top := &courier.Topology{
-		Endpoints: map[string]*courier.Endpoint{"receiver": ep},
-		Routes:    map[string]*courier.Route{"bench": {Name: "bench", Endpoints: []string{"receiver"}, Strategy: courier.StrategySingle}},
-		Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	if b.endpoints < 1 || b.dead && b.endpoints < 3 {
+		return nil, fmt.Errorf("--endpoints must be at least 1, and at least 3 with --dead")
+	}
+	if b.concurrency <= 0 {
+		// One endpoint takes every worker; many get the design's default,
+		// which also keeps the idle connections of all of them in bounds.
+		b.concurrency = 16
+		if b.endpoints == 1 {
+			b.concurrency = 256
+		}
+	}
+	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close() // nothing listens here: connections are refused
+	for i := 0; i < b.endpoints; i++ {
+		ep := courier.NewEndpoint(fmt.Sprintf("receiver-%02d", i), courier.TransportHTTP)
+		ep.Timeout, ep.MaxConcurrency = 10*time.Second, b.concurrency
+		ep.HTTP = courier.HTTPTarget{URL: fmt.Sprintf("http://%s/in/%02d", rln.Addr(), i), Method: http.MethodPost}
+		if b.dead && i == 0 {
+			ep.HTTP.URL = "http://" + closedAddr + "/in"
+		}
+		if b.dead && i == 1 {
+			ep.HTTP.URL, ep.Timeout = "http://"+rln.Addr().String()+"/hole", 5*time.Second
+		}
+		top.Endpoints[ep.Name] = ep
+		route := fmt.Sprintf("bench-%02d", i)
+		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
 	}
 	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency})
 	defer tr.Close()
@@ -179,7 +219,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 
 	if b.backlog > 0 {
 		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages...\n", b.backlog)
-		if err := fillBacklog(ctx, store, b.backlog, []byte(payload)); err != nil {
+		if err := fillBacklog(ctx, store, b.backlog, b.endpoints, []byte(payload)); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +230,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	}
 	// Drain: ingest everything first, then let the engine go.
 	res.Mode = "drain"
-	rc.target = int64(b.messages + b.backlog)
+	rc.target = int64(b.healthy(b.messages) + b.healthy(b.backlog))
 	start := time.Now()
 	var wg sync.WaitGroup
 	var ingestErr atomic.Value
@@ -200,7 +240,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		go func() {
 			defer wg.Done()
 			for first := range batches {
-				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), payload); err != nil {
+				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.endpoints, payload); err != nil {
 					ingestErr.Store(err)
 				}
 			}
@@ -236,7 +276,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engin
 	res.Mode, res.OfferedRate = "offered load", b.rate
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
-	rc.target = int64(total + b.backlog)
+	rc.target = int64(b.healthy(total) + b.healthy(b.backlog))
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -253,7 +293,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engin
 		wg.Add(1)
 		go func(first, n int) {
 			defer wg.Done()
-			postBatch(ctx, client, base, first, n, payload)
+			postBatch(ctx, client, base, first, n, b.endpoints, payload)
 		}(sent, n)
 		sent += n
 		if wait := time.Until(start.Add(time.Duration(sent/perTick) * tick)); wait > 0 {
@@ -274,7 +314,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engin
 
 // postBatch ingests n messages through the batch API, each stamped with the
 // time it was sent.
-func postBatch(ctx context.Context, client *http.Client, base string, first, n int, payload string) error {
+func postBatch(ctx context.Context, client *http.Client, base string, first, n, endpoints int, payload string) error {
 	var body bytes.Buffer
 	body.WriteString(`{"messages":[`)
 	sent := strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -282,7 +322,8 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n i
 		if i > 0 {
 			body.WriteByte(',')
 		}
-		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench","headers":{"X-Bench-Sent":"%s"},"payload":%s}`, first+i, sent, payload)
+		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench-%02d","headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
+			first+i, (first+i)%endpoints, sent, payload)
 	}
 	body.WriteString(`]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", &body)
@@ -302,12 +343,13 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n i
 }
 
 // fillBacklog queues n messages straight into the store, in big batches.
-func fillBacklog(ctx context.Context, store courier.Store, n int, payload []byte) error {
+func fillBacklog(ctx context.Context, store courier.Store, n, endpoints int, payload []byte) error {
 	now := time.Now()
 	for first := 0; first < n; first += 10000 {
 		msgs := make([]*courier.Message, min(10000, n-first))
 		for i := range msgs {
-			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", (first+i)%endpoints),
+				Payload: payload, ContentType: "application/json"}
 			courier.Accept(m, courier.DefaultPolicy(), false, now)
 			msgs[i] = m
 		}
@@ -348,4 +390,19 @@ func percentiles(rc *receiver) (p50, p99, maxMs float64) {
 	slices.Sort(l)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return ms(l[len(l)/2]), ms(l[int(0.99*float64(len(l)-1))]), ms(l[len(l)-1])
+}
+
+// healthy is how many of n messages, spread evenly, go to endpoints that
+// can take them.
+func (b benchDeliver) healthy(n int) int {
+	if !b.dead {
+		return n
+	}
+	dead := 0
+	for i := 0; i < n; i++ {
+		if i%b.endpoints < 2 {
+			dead++
+		}
+	}
+	return n - dead
 }
