@@ -205,13 +205,7 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	slices.Sort(all)
-	pct := func(p float64) float64 {
-		if len(all) == 0 {
-			return 0
-		}
-		return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000
-	}
+	p50, p99, maxMs := percentiles(all)
 	mode := "single PUTs"
 	if b.batch > 0 {
 		mode = fmt.Sprintf("batches of %d", b.batch)
@@ -219,7 +213,7 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 	return &benchResult{
 		Mode: mode, Clients: b.clients, Batch: b.batch, Size: b.size, Seconds: elapsed.Seconds(),
 		Messages: messages.Load(), Requests: requests.Load(), Errors: errs.Load(),
-		MsgsPerSec: float64(messages.Load()) / elapsed.Seconds(), P50ms: pct(0.5), P99ms: pct(0.99), MaxMs: pct(1),
+		MsgsPerSec: float64(messages.Load()) / elapsed.Seconds(), P50ms: p50, P99ms: p99, MaxMs: maxMs,
 	}, nil
 }
 
@@ -253,4 +247,15 @@ func startBenchServer(route string) (string, func(), error) {
 		store.Close()
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// percentiles returns the median, the 99th percentile and the largest of
+// durations, in milliseconds; it sorts them.
+func percentiles(l []time.Duration) (p50, p99, maxMs float64) {
+	if len(l) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(l)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(l[len(l)/2]), ms(l[int(0.99*float64(len(l)-1))]), ms(l[len(l)-1])
 }

@@ -266,7 +266,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	stopProgress()
 	res.DeliverPerSec = float64(rc.target) / time.Since(start).Seconds()
 	eng.Stop(context.Background())
-	res.P50ms, res.P99ms, res.MaxMs = percentiles(rc)
+	res.P50ms, res.P99ms, res.MaxMs = rc.latencies()
 	return res, nil
 }
 
@@ -308,7 +308,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engin
 		return nil, fmt.Errorf("only %d of %d messages delivered a minute after the offer ended", rc.count.Load(), total)
 	}
 	res.DeliverPerSec = float64(total) / time.Since(start).Seconds()
-	res.P50ms, res.P99ms, res.MaxMs = percentiles(rc)
+	res.P50ms, res.P99ms, res.MaxMs = rc.latencies()
 	return res, nil
 }
 
@@ -380,16 +380,12 @@ func progress(g *globals, count *atomic.Int64) (stop func()) {
 	return func() { close(done) }
 }
 
-func percentiles(rc *receiver) (p50, p99, maxMs float64) {
+// latencies returns the percentiles of what the receiver noted.
+func (rc *receiver) latencies() (p50, p99, maxMs float64) {
 	rc.mu.Lock()
 	l := slices.Clone(rc.latency)
 	rc.mu.Unlock()
-	if len(l) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(l)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return ms(l[len(l)/2]), ms(l[int(0.99*float64(len(l)-1))]), ms(l[len(l)-1])
+	return percentiles(l)
 }
 
 // healthy is how many of n messages, spread evenly, go to endpoints that
