@@ -106,3 +106,11 @@ func (h EndpointHealth) SwitchedOff(now time.Time) EndpointHealth {
 func (h EndpointHealth) SwitchedOn(now time.Time) EndpointHealth {
 	return EndpointHealth{Endpoint: h.Endpoint, State: HealthActive, UpdatedAt: now}
 }
+
+// EndpointActivity is what one node knows of an endpoint's recent work: the
+// attempts under way and the outcomes of the last hour, by "delivered" or
+// error class.
+type EndpointActivity struct {
+	InFlight int
+	LastHour map[string]int
+}

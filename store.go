@@ -90,6 +90,10 @@ type Store interface {
 	// each other's changes in order). A non-nil action is recorded with it.
 	UpdateHealth(ctx context.Context, endpoint string, next func(EndpointHealth) EndpointHealth, a *Action) (EndpointHealth, error)
 
+	// CountQueued counts the queued messages of the given routes (an index
+	// range each: for operators' views, not for every request).
+	CountQueued(ctx context.Context, routes []string) (int, error)
+
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
 

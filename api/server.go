@@ -45,6 +45,9 @@ type Options struct {
 	IngestedFunc func()
 	// Bulk runs bulk resubmits and discards; without it they answer 503.
 	Bulk BulkRunner
+	// ActivityFunc, if set, tells an endpoint's attempts under way and
+	// recent outcomes on this node (the engine's Activity).
+	ActivityFunc func(endpoint string) courier.EndpointActivity
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
@@ -63,6 +66,7 @@ type Server struct {
 	maxBatchBytes int64
 	ingested      func()
 	bulk          BulkRunner
+	activity      func(endpoint string) courier.EndpointActivity
 	mux           *http.ServeMux
 }
 
@@ -76,6 +80,7 @@ func NewServer(o Options) *Server {
 		maxBatchBytes: o.MaxBatchBytes,
 		ingested:      o.IngestedFunc,
 		bulk:          o.Bulk,
+		activity:      o.ActivityFunc,
 		mux:           http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -92,6 +97,9 @@ func NewServer(o Options) *Server {
 	}
 	if s.ingested == nil {
 		s.ingested = func() {}
+	}
+	if s.activity == nil {
+		s.activity = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
 	}
 	t := o.Topology
 	if t == nil {
@@ -672,7 +680,12 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 	t := s.topology.Load()
 	out := EndpointList{Endpoints: []Endpoint{}}
 	for _, e := range t.Endpoints {
-		out.Endpoints = append(out.Endpoints, toEndpoint(e, health[e.Name]))
+		v, err := s.endpointView(r.Context(), t, e, health[e.Name])
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out.Endpoints = append(out.Endpoints, v)
 	}
 	slices.SortFunc(out.Endpoints, func(a, b Endpoint) int { return strings.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, out)
@@ -680,7 +693,8 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	e := s.topology.Load().Endpoints[name]
+	t := s.topology.Load()
+	e := t.Endpoints[name]
 	if e == nil {
 		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
 		return
@@ -695,11 +709,37 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	v := toEndpoint(e, health[name])
+	v, err := s.endpointView(r.Context(), t, e, health[name])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	for _, a := range actions {
 		v.Actions = append(v.Actions, ActionView{At: a.At, Who: a.Who, Kind: a.Kind, Detail: a.Detail})
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// endpointView is an endpoint with its health, its queue (the queued
+// messages of the routes that use it) and this node's activity.
+func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *courier.Endpoint, h courier.EndpointHealth) (Endpoint, error) {
+	v := toEndpoint(e, h)
+	var routes []string
+	for name, r := range t.Routes {
+		if slices.Contains(r.Endpoints, e.Name) {
+			routes = append(routes, name)
+		}
+	}
+	queued, err := s.store.CountQueued(ctx, routes)
+	if err != nil {
+		return v, err
+	}
+	a := s.activity(e.Name)
+	v.Queued, v.InFlight, v.LastHour = queued, a.InFlight, a.LastHour
+	if v.LastHour == nil {
+		v.LastHour = map[string]int{}
+	}
+	return v, nil
 }
 
 // handleSwitch switches an endpoint off (its messages are held) or on
@@ -728,7 +768,12 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 		if on {
 			s.ingested() // its held messages may go now
 		}
-		writeJSON(w, http.StatusOK, toEndpoint(e, h))
+		v, err := s.endpointView(r.Context(), s.topology.Load(), e, h)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
 	}
 }
 

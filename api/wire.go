@@ -206,6 +206,9 @@ type Endpoint struct {
 	Failures       int                 `json:"failures"`
 	Suspensions    int                 `json:"suspensions"`
 	HealthChanged  *time.Time          `json:"health_changed_at,omitempty"`
+	InFlight       int                 `json:"in_flight"`          // on this node
+	Queued         int                 `json:"queued"`             // on the routes that use it
+	LastHour       map[string]int      `json:"last_hour_outcomes"` // on this node, by "delivered" or class
 	Timeout        string              `json:"timeout"`
 	MaxConcurrency int                 `json:"max_concurrency"`
 	MinInterval    string              `json:"min_interval,omitempty"`

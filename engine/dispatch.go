@@ -387,6 +387,7 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 	// attempt need not wait for this outcome to be written.
 	if ep != nil {
 		e.slots.release(ep.Name)
+		e.activity.record(ep.Name, res, e.clock.Now())
 	}
 	e.pending.Add(1)
 	e.inflight.Add(-1)

@@ -61,6 +61,7 @@ type Engine struct {
 	pending    atomic.Int64   // finished attempts whose outcome is not yet written
 	slots      *endpointSlots // attempts running per endpoint
 	pace       pacer          // when paced endpoints may start again
+	activity   activity       // outcomes per endpoint over the last hour
 	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
 	claimRound atomic.Uint64  // rotates which route is asked first
 

@@ -153,6 +153,9 @@ func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 	if len(hist) != 3 {
 		t.Fatalf("history of %d attempts, want 3", len(hist))
 	}
+	if a := h.engine.Activity("acme"); a.InFlight != 0 || a.LastHour["delivered"] != 1 || a.LastHour["http_5xx"] != 2 {
+		t.Errorf("activity of acme: %+v, want 1 delivered and 2 http_5xx in the last hour", a)
+	}
 	for i, wantOutcome := range []courier.Outcome{courier.OutcomeFailed, courier.OutcomeFailed, courier.OutcomeDelivered} {
 		a := hist[i]
 		if a.N != i+1 || a.Outcome != wantOutcome || a.Endpoint != "acme" || a.Route != "acme" {

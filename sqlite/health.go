@@ -71,3 +71,17 @@ func scanHealth(row scanner) (courier.EndpointHealth, error) {
 	h.UpdatedAt = fromMicros(updated)
 	return h, nil
 }
+
+// CountQueued counts the queued messages of the routes.
+func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
+	total := 0
+	for _, r := range routes {
+		var n int
+		if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages INDEXED BY messages_queued
+			WHERE state = 'queued' AND route = ?`, r).Scan(&n); err != nil {
+			return 0, courier.Unavailable("the store", fmt.Errorf("count queued of %s: %w", r, err))
+		}
+		total += n
+	}
+	return total, nil
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,5 +48,28 @@ func testHealth(t *testing.T, s courier.Store) {
 	actions, err := s.Actions(ctx, "globex")
 	if err != nil || len(actions) != 1 || actions[0].Kind != courier.ActionEndpointOff || actions[0].Who != "ops" {
 		t.Errorf("switch action: %+v %v", actions, err)
+	}
+}
+
+func testCountQueued(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	for i, route := range []string{"a", "a", "b", "c"} {
+		queuedAt(t, s, fmt.Sprintf("m-%d", i), route, i%3, base)
+	}
+	suspendedMsg(t, s, "s", "t") // route acme, not queued
+	for _, tt := range []struct {
+		routes []string
+		want   int
+	}{{[]string{"a"}, 2}, {[]string{"a", "b"}, 3}, {[]string{"acme"}, 0}, {nil, 0}} {
+		if got, err := s.CountQueued(ctx, tt.routes); err != nil || got != tt.want {
+			t.Errorf("CountQueued(%v) = %d, %v; want %d", tt.routes, got, err, tt.want)
+		}
+	}
+	if _, err := s.ClaimDue(ctx, courier.Claim{Now: base, LeaseUntil: base.Add(time.Minute), Owner: "n",
+		Routes: []courier.RouteQuota{{Route: "a", Limit: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.CountQueued(ctx, []string{"a"}); got != 1 {
+		t.Errorf("after a claim: %d queued on a, want 1", got)
 	}
 }

@@ -47,6 +47,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"DueTimers", testDueTimers},
 		{"Bulk", testBulk},
 		{"Health", testHealth},
+		{"CountQueued", testCountQueued},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}

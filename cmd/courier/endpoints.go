@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/courier-gw/courier/api"
@@ -33,9 +35,10 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 				rows := make([][]string, len(eps))
 				for i, e := range eps {
 					rows[i] = []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
-						fmt.Sprint(e.Failures), fmt.Sprint(e.MaxConcurrency), short(e.Target, 50)}
+						fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
+						short(e.Target, 40)}
 				}
-				return g.table([]string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "FAILURES", "MAX CONCURRENCY", "TARGET"}, rows)
+				return g.table([]string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"}, rows)
 			},
 		},
 		&cobra.Command{
@@ -66,6 +69,11 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 					field("Suspended until", until(e.SuspendedUntil))
 				}
 				field("Failures", fmt.Sprint(e.Failures))
+				field("In flight", fmt.Sprint(e.InFlight))
+				field("Queued", fmt.Sprint(e.Queued))
+				for _, k := range slices.Sorted(maps.Keys(e.LastHour)) {
+					field("Last hour", fmt.Sprintf("%s %d", k, e.LastHour[k]))
+				}
 				field("Suspensions", fmt.Sprint(e.Suspensions))
 				field("Timeout", e.Timeout)
 				field("Concurrency", fmt.Sprint(e.MaxConcurrency))
@@ -113,4 +121,15 @@ func until(t *time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05") + " (" + ago(t) + ")"
+}
+
+// failures adds up the outcomes that are not deliveries.
+func failures(outcomes map[string]int) int {
+	n := 0
+	for k, v := range outcomes {
+		if k != "delivered" {
+			n += v
+		}
+	}
+	return n
 }

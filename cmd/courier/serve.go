@@ -112,7 +112,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
-		IngestedFunc: eng.Wake, Bulk: bulk,
+		IngestedFunc: eng.Wake, Bulk: bulk, ActivityFunc: eng.Activity,
 	})
 	srv := &http.Server{
 		Handler:           handler,
