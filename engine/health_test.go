@@ -298,3 +298,56 @@ func TestRateAtTheSink(t *testing.T) {
 		t.Fatalf("%d arrivals in one second at rate 50/s", most)
 	}
 }
+
+// Round robin spreads evenly, weighted by the weights; a transient failure
+// on one endpoint makes the retry go to another.
+func TestSpreadingStrategies(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		for _, name := range []string{"a", "b", "c", "d"} {
+			h.top.Endpoints[name] = h.httpEndpoint(name, "/"+name)
+		}
+		h.top.Routes["rr"] = &courier.Route{Name: "rr", Endpoints: []string{"a", "b"}, Strategy: courier.StrategyRoundRobin}
+		h.top.Routes["w"] = &courier.Route{Name: "w", Endpoints: []string{"c", "d"}, Strategy: courier.StrategyWeighted,
+			Weights: map[string]int{"c": 3, "d": 1}}
+	})
+	for i := 0; i < 40; i++ {
+		h.send(fmt.Sprintf("rr-%d", i), "t", "rr")
+		h.send(fmt.Sprintf("w-%d", i), "t", "w")
+	}
+	for i := 0; i < 40; i++ {
+		h.waitState(fmt.Sprintf("rr-%d", i), courier.StateDelivered)
+		h.waitState(fmt.Sprintf("w-%d", i), courier.StateDelivered)
+	}
+	if a, b := h.sink.Count("/a"), h.sink.Count("/b"); a != 20 || b != 20 {
+		t.Errorf("round robin over a and b: %d and %d, want 20 each", a, b)
+	}
+	if c, d := h.sink.Count("/c"), h.sink.Count("/d"); c != 30 || d != 10 {
+		t.Errorf("weighted 3:1 over c and d: %d and %d, want 30 and 10", c, d)
+	}
+}
+
+func TestRetryPrefersAnotherEndpoint(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		// A 500 is a timeout_on class: a stays sendable (timeout state), yet
+		// the retry should go to b.
+		h.top.Endpoints["a"] = withRules(h.httpEndpoint("a", "/a"), time.Hour, time.Hour)
+		h.top.Endpoints["b"] = withRules(h.httpEndpoint("b", "/b"), time.Hour, time.Hour)
+		h.top.Routes["rr"] = &courier.Route{Name: "rr", Endpoints: []string{"a", "b"}, Strategy: courier.StrategyRoundRobin}
+		h.top.Routes["fo"] = &courier.Route{Name: "fo", Endpoints: []string{"a", "b"}, Strategy: courier.StrategyFailover}
+		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond))
+		h.sink.Script("/a", sink.Respond(500), sink.Repeat)
+	})
+	for _, route := range []string{"rr", "fo"} {
+		for i := 0; i < 4; i++ {
+			id := fmt.Sprintf("%s-%d", route, i)
+			h.send(id, "t", route)
+			m := h.waitState(id, courier.StateDelivered)
+			if m.Endpoint != "b" {
+				t.Errorf("%s delivered by %s", id, m.Endpoint)
+			}
+			if hist := h.attempts(id); len(hist) > 2 {
+				t.Errorf("%s took %d attempts: after failing on a, the retry should go to b", id, len(hist))
+			}
+		}
+	}
+}
