@@ -90,6 +90,13 @@ type Store interface {
 	// each other's changes in order). A non-nil action is recorded with it.
 	UpdateHealth(ctx context.Context, endpoint string, next func(EndpointHealth) EndpointHealth, a *Action) (EndpointHealth, error)
 
+	// QueuedRoutes lists the routes that have queued messages.
+	QueuedRoutes(ctx context.Context) ([]string, error)
+
+	// SuspendRoute suspends every queued message of a route with the reason
+	// and error given, at now, and reports how many.
+	SuspendRoute(ctx context.Context, route string, reason Reason, lastError string, now time.Time) (int, error)
+
 	// CountQueued counts the queued messages of the given routes (an index
 	// range each: for operators' views, not for every request).
 	CountQueued(ctx context.Context, routes []string) (int, error)

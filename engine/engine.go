@@ -127,9 +127,13 @@ func New(o Options) *Engine {
 }
 
 // SetTopology replaces the routes, endpoints and policies, as on reload.
-// Attempts under way finish with the endpoint they started with.
+// Attempts under way finish with the endpoint they started with; queued
+// messages of routes that are gone are suspended (no_route).
 func (e *Engine) SetTopology(t *courier.Topology) {
 	e.topology.Store(t)
+	if err := e.suspendRemovedRoutes(context.Background()); err != nil {
+		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)
+	}
 	e.Wake()
 }
 
@@ -157,7 +161,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	go e.complete()
-	e.loops.Add(3)
+	e.loops.Add(4)
+	go e.every(ctx, 5*time.Minute, e.suspendRemovedRoutes)
 	go e.claimLoop(ctx)
 	go e.every(ctx, e.opts.RescueInterval, func(ctx context.Context) error { return e.rescue(ctx, e.clock.Now()) })
 	go e.every(ctx, e.opts.TimerInterval, e.fireTimers)

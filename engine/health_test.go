@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -349,5 +350,42 @@ func TestRetryPrefersAnotherEndpoint(t *testing.T) {
 				t.Errorf("%s took %d attempts: after failing on a, the retry should go to b", id, len(hist))
 			}
 		}
+	}
+}
+
+// Queued messages of a route that is not (or no longer) configured are
+// suspended with reason no_route: at start, and when a reload drops it.
+func TestRemovedRouteSuspendsItsMessages(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["held"] = h.httpEndpoint("held", "/held")
+		h.route("keep", "held")
+		h.route("drop", "held")
+		// A message of a route this configuration never had, as after an
+		// edit while courier was down.
+		m := &courier.Message{ID: "orphan", Type: "t", Route: "gone", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		// The endpoint is off, so that the other messages stay queued.
+		if _, err := h.store.UpdateHealth(context.Background(), "held", func(eh courier.EndpointHealth) courier.EndpointHealth {
+			return eh.SwitchedOff(time.Now())
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if m := h.waitState("orphan", courier.StateSuspended); m.Reason != courier.ReasonNoRoute || !strings.Contains(m.LastError, "gone") {
+		t.Fatalf("orphan: %+v", m)
+	}
+	h.send("k", "t", "keep")
+	h.send("d", "t", "drop")
+	next := &courier.Topology{Endpoints: h.top.Endpoints, Policies: h.top.Policies,
+		Routes: map[string]*courier.Route{"keep": h.top.Routes["keep"]}}
+	h.engine.SetTopology(next)
+	if m := h.waitState("d", courier.StateSuspended); m.Reason != courier.ReasonNoRoute {
+		t.Fatalf("message of the dropped route: %+v", m)
+	}
+	if m, _ := h.store.Message(context.Background(), "k"); m.State != courier.StateQueued {
+		t.Fatalf("message of the kept route: %s", m.State)
 	}
 }

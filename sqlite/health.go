@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -84,4 +85,38 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// QueuedRoutes lists the routes that have queued messages.
+func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT route FROM messages INDEXED BY messages_queued WHERE state = 'queued'`)
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("queued routes: %w", err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			return nil, courier.Unavailable("the store", fmt.Errorf("queued routes: %w", err))
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// SuspendRoute suspends the queued messages of a route.
+func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE messages SET state = 'suspended', reason = ?, last_error = ?, next_attempt_at = NULL,
+			timer_at = NULL, updated_at = ?, finished_at = ? WHERE state = 'queued' AND route = ?`,
+			string(reason), lastError, micros(now), micros(now), route)
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("suspend route %s: %w", route, err))
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
 }

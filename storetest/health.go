@@ -73,3 +73,28 @@ func testCountQueued(t *testing.T, s courier.Store) {
 		t.Errorf("after a claim: %d queued on a, want 1", got)
 	}
 }
+
+func testSuspendRoute(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	queuedAt(t, s, "a-1", "a", 0, base)
+	queuedAt(t, s, "a-2", "a", 5, base.Add(time.Hour))
+	queuedAt(t, s, "b-1", "b", 0, base)
+	if routes, err := s.QueuedRoutes(ctx); err != nil || fmt.Sprint(routes) != "[a b]" {
+		t.Fatalf("queued routes: %v %v", routes, err)
+	}
+	n, err := s.SuspendRoute(ctx, "a", courier.ReasonNoRoute, "route a is no longer configured", base.Add(time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("SuspendRoute: %d %v", n, err)
+	}
+	m := mustGet(t, s, "a-2")
+	if m.State != courier.StateSuspended || m.Reason != courier.ReasonNoRoute || m.LastError != "route a is no longer configured" ||
+		!m.NextAttemptAt.IsZero() || !m.FinishedAt.Equal(base.Add(time.Minute)) {
+		t.Errorf("suspended for no route: %+v", m)
+	}
+	if m := mustGet(t, s, "b-1"); m.State != courier.StateQueued {
+		t.Errorf("another route's message: %s", m.State)
+	}
+	if routes, _ := s.QueuedRoutes(ctx); fmt.Sprint(routes) != "[b]" {
+		t.Errorf("queued routes after: %v", routes)
+	}
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Bulk", testBulk},
 		{"Health", testHealth},
 		{"CountQueued", testCountQueued},
+		{"SuspendRoute", testSuspendRoute},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}
