@@ -104,12 +104,12 @@ func AfterAttempt(m *Message, p *Policy, e *Endpoint, r Result, now time.Time, r
 	n.UpdatedAt = now
 	n.Endpoint = e.Name
 	n.Abandoned = 0
+	n.Attempts++
 	if r.Delivered() {
 		n.State, n.Reason = StateDelivered, ""
 		n.NextAttemptAt, n.TimerAt, n.FinishedAt = time.Time{}, time.Time{}, now
 		return &n, nil
 	}
-	n.Attempts++
 	n.LastError, n.LastClass = r.Error, r.Class
 	var notices []*Message
 	switch {

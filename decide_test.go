@@ -87,7 +87,7 @@ func TestAfterAttempt(t *testing.T) {
 	t.Run("delivered", func(t *testing.T) {
 		m := accepted(policy())
 		n, ns := courier.AfterAttempt(m, policy(), endpoint(), courier.Result{Status: 204}, now, 0.5)
-		if n.State != courier.StateDelivered || !n.FinishedAt.Equal(now) || !n.NextAttemptAt.IsZero() || !n.TimerAt.IsZero() || n.Endpoint != "acme-primary" || len(ns) != 0 {
+		if n.State != courier.StateDelivered || n.Attempts != 1 || !n.FinishedAt.Equal(now) || !n.NextAttemptAt.IsZero() || !n.TimerAt.IsZero() || n.Endpoint != "acme-primary" || len(ns) != 0 {
 			t.Fatalf("%+v %v", n, ns)
 		}
 		if m.State != courier.StateInflight {

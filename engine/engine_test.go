@@ -146,7 +146,7 @@ func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 			t.Errorf("arrival %d: headers %v body %s", i, a.Header, a.Body)
 		}
 	}
-	if m.Attempts != 2 || m.TotalAttempts != 3 || m.Endpoint != "acme" || m.FinishedAt.IsZero() {
+	if m.Attempts != 3 || m.TotalAttempts != 3 || m.Endpoint != "acme" || m.FinishedAt.IsZero() {
 		t.Errorf("delivered message: %+v", m)
 	}
 	hist := h.attempts("inv-1")
@@ -305,7 +305,7 @@ func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 	}
 	h.engine.Wake()
 	m := h.waitState("a", courier.StateDelivered)
-	if m.ResubmitCount != 1 || m.Attempts != 0 || m.TotalAttempts != 2 {
+	if m.ResubmitCount != 1 || m.Attempts != 1 || m.TotalAttempts != 2 {
 		t.Errorf("resubmitted and delivered: %+v", m)
 	}
 	if hist := h.attempts("a"); len(hist) != 2 || hist[0].Outcome != courier.OutcomeFailed || hist[1].Outcome != courier.OutcomeDelivered {
