@@ -1,8 +1,3 @@
-// Package engine moves messages: it claims due ones as capacity frees, hands
-// each to its endpoint's transport, writes the outcomes in batches, keeps
-// endpoint health, pacing and leases, fires timers, and runs bulk operations
-// and the retention purge. It uses the store only through courier.Store and
-// decides through the root package's pure functions.
 package engine
 
 import (
