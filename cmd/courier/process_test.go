@@ -236,3 +236,58 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestReloadOnSIGHUP: a new route is taken in by SIGHUP; a file with errors
+// is refused and the running configuration stays.
+func TestReloadOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test; runs without -short")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	p := startServer(t, dir, addr)
+	cfg := filepath.Join(dir, "courier.yaml")
+	put := func(id, route string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/messages/"+id, strings.NewReader(`{"type":"t","route":"`+route+`","payload":1}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := put("before", "globex"); got != http.StatusUnprocessableEntity {
+		t.Fatalf("a route not yet configured: %d, want 422", got)
+	}
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := strings.Replace(string(body), "routes:\n", "routes:\n  globex: {endpoints: [acme]}\n", 1)
+	if err := os.WriteFile(cfg, []byte(added), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for put("after", "globex") != http.StatusCreated {
+		if time.Now().After(deadline) {
+			t.Fatalf("the route added to the file was not taken in after SIGHUP\n%s", p.output)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if err := os.WriteFile(cfg, []byte(added+"nonsense: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(300 * time.Millisecond)
+	if got := put("still", "globex"); got != http.StatusCreated {
+		t.Fatalf("after a SIGHUP with a broken file: %d, want the running configuration kept (201)", got)
+	}
+	select {
+	case err := <-p.exited:
+		t.Fatalf("the server exited on a broken reload: %v", err)
+	default:
+	}
+}
