@@ -45,10 +45,6 @@ func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
 	return e
 }
 
-func defaultTimeoutOn() []courier.ErrorClass { return courier.NewEndpoint("", "").TimeoutOn }
-
-func defaultSuspendOn() []courier.ErrorClass { return courier.NewEndpoint("", "").SuspendOn }
-
 // defaultStrategy is single for one endpoint and failover for more: a list
 // of endpoints written without a strategy reads as primary and backups.
 func defaultStrategy(endpoints int) courier.Strategy {

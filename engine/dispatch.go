@@ -199,7 +199,7 @@ func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 		if e.paced(rd, ep) {
 			// It sends, but not yet: a failover route waits for it rather
 			// than going to its backups, which are for endpoints that fail.
-			if r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "" {
+			if firstTakesAll(r) {
 				break
 			}
 			continue
@@ -209,11 +209,17 @@ func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 			free = min(free, 1) // one start per pacing interval
 		}
 		total += free
-		if r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == "" {
+		if firstTakesAll(r) {
 			break
 		}
 	}
 	return total
+}
+
+// firstTakesAll reports whether the first endpoint of the route that sends
+// takes all its messages (single and failover), the others standing by.
+func firstTakesAll(r *courier.Route) bool {
+	return r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == ""
 }
 
 // routeTimeout is the longest timeout of a route's endpoints.

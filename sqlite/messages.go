@@ -87,16 +87,12 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 		limit = courier.MaxListLimit
 	}
 	where, args := filterWhere(f)
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
 	if f.Cursor != "" {
 		seq, err := decodeCursor(f.Cursor)
 		if err != nil {
 			return courier.MessagePage{}, err
 		}
-		add("seq < ?", seq)
+		where, args = append(where, "seq < ?"), append(args, seq)
 	}
 	q := `SELECT ` + messageColumns + ` FROM messages`
 	if len(where) > 0 {
