@@ -54,3 +54,7 @@ func mustOpen(t testing.TB) *postgres.Store {
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) courier.Store { return mustOpen(t) })
 }
+
+func TestSharedLimits(t *testing.T) {
+	storetest.RunLimits(t, func(t *testing.T) courier.SharedLimits { return mustOpen(t) })
+}
