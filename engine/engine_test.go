@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,18 +12,18 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/sqlite"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
-// harness is an engine on a real SQLite store delivering over real HTTP to
-// a sink on loopback.
+// harness is an engine on a real store delivering over real HTTP to a sink
+// on loopback: SQLite, or PostgreSQL under TestOnPostgres.
 type harness struct {
 	t      *testing.T
-	store  *sqlite.Store
+	store  courier.Store
 	sink   *sink.Sink
 	engine *engine.Engine
 	top    *courier.Topology
+	shared bool // the store is one that nodes share, with its limits
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -35,15 +34,12 @@ func (h *harness) httpEndpoint(name, path string) *courier.Endpoint {
 
 func newHarness(t *testing.T, build func(h *harness)) *harness {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, limits := openStore(t)
 	sk, err := sink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, sink: sk, top: &courier.Topology{
+	h := &harness{t: t, store: store, sink: sk, shared: limits != nil, top: &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}}
@@ -52,7 +48,7 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	h.engine = engine.New(engine.Options{
 		Store: store, Topology: h.top, Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
-		RandFunc: func() float64 { return 0.5 },
+		RandFunc: func() float64 { return 0.5 }, Limits: limits,
 	})
 	if err := h.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
