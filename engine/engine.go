@@ -32,8 +32,10 @@ type Options struct {
 	// Owner names this node in leases (default host:pid).
 	Owner string
 	// LeaseSlack is added to the longest endpoint timeout of a route to make
-	// the lease of its messages (default 30s): a lease never lapses while its
-	// attempt can still be running.
+	// the lease of its messages (default 10s; an attempt is cut off 5s after
+	// its endpoint's timeout): a lease never lapses while its attempt can
+	// still be running, and the messages of a node that died are taken up
+	// soon after.
 	LeaseSlack time.Duration
 	// PollInterval is the longest the claimer sleeps without a wake-up
 	// (default 1s): it finds retries that came due and other nodes' work.
@@ -106,7 +108,7 @@ func New(o Options) *Engine {
 		o.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	if o.LeaseSlack <= 0 {
-		o.LeaseSlack = 30 * time.Second
+		o.LeaseSlack = 10 * time.Second
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

@@ -75,13 +75,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
-	channel := "courier_due"
 	if opts.Schema != "" {
 		if err := createSchema(ctx, cfg, opts.Schema); err != nil {
 			return nil, err
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
-		channel += "_" + opts.Schema
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -91,6 +89,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
+	// Nodes of one schema wake each other; other schemas (other
+	// installations in the same database) have channels of their own.
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("read the schema: %w", err)
+	}
+	channel := "courier_due." + schema
 	s := &Store{
 		pool:    pool,
 		cfg:     cfg,

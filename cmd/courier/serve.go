@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -16,6 +17,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/spf13/cobra"
@@ -82,13 +84,11 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
-	if cfg.Store.Driver != "sqlite" {
-		return fmt.Errorf("store driver %q is not available in this version of courier; use driver sqlite", cfg.Store.Driver)
-	}
-	store, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+	st, err := openStore(ctx, cfg, logger)
 	if err != nil {
-		return fmt.Errorf("open the store: %w", err)
+		return err
 	}
+	store := st.store
 	defer store.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -100,10 +100,14 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	eng := engine.New(engine.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		Senders:          map[courier.Transport]courier.Sender{courier.TransportHTTP: httpSender},
-		RescueAllOnStart: true, // the SQLite store is this process's alone (it holds the lock)
+		RescueAllOnStart: st.alone,
+		Limits:           st.limits,
 	})
 	if err := eng.Start(ctx); err != nil {
 		return err
+	}
+	if st.listen != nil {
+		st.listen(ctx, eng.Wake)
 	}
 	bulk := engine.NewBulk(store, nil, logger, eng.Wake)
 	if err := bulk.Start(ctx); err != nil {
@@ -183,6 +187,44 @@ wait:
 	return nil
 }
 
+// openedStore is the store of this node and what the engine needs to know
+// about it.
+type openedStore struct {
+	store  courier.Store
+	alone  bool                 // only this process uses it: leases found at start are from a run that died
+	limits courier.SharedLimits // politeness limits held across the nodes that share it
+	listen func(ctx context.Context, wake func())
+}
+
+// openStore opens the store the configuration names: the embedded SQLite
+// file, which this process holds alone, or PostgreSQL, which any number of
+// nodes share as competing consumers.
+func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (openedStore, error) {
+	switch cfg.Store.Driver {
+	case config.DriverPostgres:
+		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
+		}
+		return openedStore{store: s, limits: s, listen: s.Listen}, nil
+	default:
+		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open the store: %w", err)
+		}
+		return openedStore{store: s, alone: true}, nil
+	}
+}
+
+// redactDSN hides the password of a database URL, for logs and banners.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unreadable dsn)"
+	}
+	return u.Redacted()
+}
+
 // checkListen keeps the API on loopback: until API keys are enforced, an
 // address reachable from other machines would let anyone send and discard.
 func checkListen(cfg *config.Config) error {
@@ -223,7 +265,11 @@ func reload(cfg *config.Config, logger *slog.Logger) *courier.Topology {
 func printBanner(g *globals, cfg *config.Config, url string) {
 	w := g.stdout
 	fmt.Fprintf(w, "courier %s listening on %s\n", versionString(), url)
-	fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	if cfg.Store.Driver == config.DriverPostgres {
+		fmt.Fprintf(w, "store: postgres at %s\n", redactDSN(cfg.Store.DSN))
+	} else {
+		fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	}
 	if cfg.File != "" {
 		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(cfg.Topology.Routes), len(cfg.Topology.Endpoints))
 	}
