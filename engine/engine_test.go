@@ -14,6 +14,7 @@ import (
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/sqlite"
+	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -50,7 +51,11 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	build(h)
 	tr := httptransport.New(httptransport.Options{})
 	h.engine = engine.New(engine.Options{
-		Store: store, Topology: h.top, Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
+		Store: store, Topology: h.top,
+		Senders: map[courier.Transport]courier.Sender{
+			courier.TransportHTTP: tr,
+			courier.TransportFile: filetransport.New(filetransport.Options{}),
+		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 },
 	})
