@@ -20,14 +20,11 @@ import (
 	"net"
 	"net/mail"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	gosasl "github.com/emersion/go-sasl"
-	gosmtp "github.com/emersion/go-smtp"
-
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/mailsink"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
 
@@ -37,132 +34,17 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-// received is one mail as the server took it.
-type received struct {
-	From string
-	To   []string
-	Data []byte
-	TLS  bool
-	User string
-}
+type serverOptions = mailsink.Options
 
-// mailServer is a real SMTP server on loopback whose answers to RCPT and
-// DATA can be scripted.
-type mailServer struct {
-	addr  string
-	users map[string]string // AUTH PLAIN accounts; none: no AUTH offered
-
-	mu       sync.Mutex
-	mails    []received
-	dataErrs []error // answers to successive DATA; nil accepts
-	rcptErrs map[string]error
-	sessions int
-}
-
-type serverOptions struct {
-	tls   *tls.Config // offers STARTTLS when set
-	users map[string]string
-}
-
-func startServer(t *testing.T, o serverOptions) *mailServer {
+func startServer(t *testing.T, o serverOptions) *mailsink.Sink {
 	t.Helper()
-	ms := &mailServer{users: o.users, rcptErrs: map[string]error{}}
-	s := gosmtp.NewServer(gosmtp.BackendFunc(func(c *gosmtp.Conn) (gosmtp.Session, error) {
-		ms.mu.Lock()
-		ms.sessions++
-		ms.mu.Unlock()
-		return &session{srv: ms, conn: c}, nil
-	}))
-	s.Domain = "mx.test"
-	s.TLSConfig = o.tls
-	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
-	s.ErrorLog = nopLogger{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := mailsink.Start("127.0.0.1:0", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms.addr = ln.Addr().String()
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Close() })
-	return ms
+	t.Cleanup(s.Close)
+	return s
 }
-
-func (ms *mailServer) received() []received {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	return append([]received(nil), ms.mails...)
-}
-
-type nopLogger struct{}
-
-func (nopLogger) Printf(string, ...any) {}
-func (nopLogger) Println(...any)        {}
-
-type session struct {
-	srv  *mailServer
-	conn *gosmtp.Conn
-	user string
-	cur  received
-}
-
-func (s *session) AuthMechanisms() []string {
-	if s.srv.users == nil {
-		return nil
-	}
-	return []string{gosasl.Plain}
-}
-
-func (s *session) Auth(mech string) (gosasl.Server, error) {
-	return gosasl.NewPlainServer(func(identity, username, password string) error {
-		if pw, ok := s.srv.users[username]; !ok || pw != password {
-			return &gosmtp.SMTPError{Code: 535, EnhancedCode: gosmtp.EnhancedCode{5, 7, 8}, Message: "authentication failed"}
-		}
-		s.user = username
-		return nil
-	}), nil
-}
-
-func (s *session) Mail(from string, _ *gosmtp.MailOptions) error {
-	if s.srv.users != nil && s.user == "" {
-		return &gosmtp.SMTPError{Code: 530, EnhancedCode: gosmtp.EnhancedCode{5, 7, 0}, Message: "authentication required"}
-	}
-	s.cur = received{From: from}
-	return nil
-}
-
-func (s *session) Rcpt(to string, _ *gosmtp.RcptOptions) error {
-	s.srv.mu.Lock()
-	err := s.srv.rcptErrs[to]
-	s.srv.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	s.cur.To = append(s.cur.To, to)
-	return nil
-}
-
-func (s *session) Data(r io.Reader) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.srv.mu.Lock()
-	defer s.srv.mu.Unlock()
-	if len(s.srv.dataErrs) > 0 {
-		err := s.srv.dataErrs[0]
-		s.srv.dataErrs = s.srv.dataErrs[1:]
-		if err != nil {
-			return err
-		}
-	}
-	_, tlsOn := s.conn.TLSConnectionState()
-	s.cur.Data, s.cur.TLS, s.cur.User = data, tlsOn, s.user
-	s.srv.mails = append(s.srv.mails, s.cur)
-	return nil
-}
-
-func (s *session) Reset()        { s.cur = received{} }
-func (s *session) Logout() error { return nil }
 
 func newTransport(t *testing.T, o smtptransport.Options) *smtptransport.Transport {
 	t.Helper()
@@ -203,11 +85,11 @@ func TestTextTravelsInline(t *testing.T) {
 	tr := newTransport(t, smtptransport.Options{})
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("Invoice 1\nTotal: 42 €\n" + strings.Repeat("long line ", 20)),
 		ContentType: "text/plain", Headers: map[string]string{"X-Tenant": "acme", "Cc": "someone@else.example", "Reply-To": "billing@acme.example"}}
-	res := send(t, tr, endpoint(srv.addr), m)
+	res := send(t, tr, endpoint(srv.Addr()), m)
 	if !res.Delivered() || res.Status != 250 {
 		t.Fatalf("result %+v", res)
 	}
-	mails := srv.received()
+	mails := srv.Mails()
 	if len(mails) != 1 {
 		t.Fatalf("%d mails, want 1", len(mails))
 	}
@@ -255,10 +137,10 @@ func TestOtherContentIsAnAttachment(t *testing.T) {
 		{"latin-1", "text/plain", "latin-1.bin", []byte("caf\xe9")}, // no charset and no UTF-8
 	} {
 		m := &courier.Message{ID: tc.id, Type: "document", Payload: tc.payload, ContentType: tc.ct}
-		if res := send(t, tr, endpoint(srv.addr), m); !res.Delivered() {
+		if res := send(t, tr, endpoint(srv.Addr()), m); !res.Delivered() {
 			t.Fatalf("%s: %+v", tc.id, res)
 		}
-		mails := srv.received()
+		mails := srv.Mails()
 		msg := parse(t, mails[len(mails)-1].Data)
 		if got := msg.Header.Get("Courier-Message-Id"); got != tc.id {
 			t.Errorf("%s: Courier-Message-Id %q", tc.id, got)
@@ -301,22 +183,22 @@ func TestOtherContentIsAnAttachment(t *testing.T) {
 func TestTemporaryFailureThenAccepted(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, serverOptions{})
-	srv.dataErrs = []error{&gosmtp.SMTPError{Code: 451, EnhancedCode: gosmtp.EnhancedCode{4, 3, 0}, Message: "try again later"}, nil}
+	srv.ScriptData(mailsink.Reply(451, [3]int{4, 3, 0}, "try again later"), nil)
 	tr := newTransport(t, smtptransport.Options{})
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("hello"), ContentType: "text/plain"}
-	res := send(t, tr, endpoint(srv.addr), m)
+	res := send(t, tr, endpoint(srv.Addr()), m)
 	if res.Class != courier.ClassTransport || res.Status != 451 || res.Response != "451 4.3.0 try again later" ||
 		res.Error != "SMTP 451 4.3.0 try again later after end of DATA" {
 		t.Fatalf("first attempt: %+v, want transport 451", res)
 	}
-	if len(srv.received()) != 0 {
+	if len(srv.Mails()) != 0 {
 		t.Fatal("a refused mail was kept")
 	}
-	res = send(t, tr, endpoint(srv.addr), m)
+	res = send(t, tr, endpoint(srv.Addr()), m)
 	if !res.Delivered() {
 		t.Fatalf("second attempt: %+v", res)
 	}
-	if mails := srv.received(); len(mails) != 1 || !bytes.Contains(mails[0].Data, []byte("hello")) {
+	if mails := srv.Mails(); len(mails) != 1 || !bytes.Contains(mails[0].Data, []byte("hello")) {
 		t.Fatalf("mails %+v", mails)
 	}
 }
@@ -324,19 +206,19 @@ func TestTemporaryFailureThenAccepted(t *testing.T) {
 func TestPermanentRefusalIsRejected(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, serverOptions{})
-	srv.rcptErrs["erp@example.org"] = &gosmtp.SMTPError{Code: 550, EnhancedCode: gosmtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+	srv.RefuseRcpt("erp@example.org", mailsink.Reply(550, [3]int{5, 1, 1}, "no such user"))
 	tr := newTransport(t, smtptransport.Options{})
-	res := send(t, tr, endpoint(srv.addr), &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
+	res := send(t, tr, endpoint(srv.Addr()), &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
 	if res.Class != courier.ClassRejected || res.Status != 550 || !strings.Contains(res.Error, "after RCPT TO erp@example.org") {
 		t.Fatalf("%+v, want rejected 550 at RCPT", res)
 	}
-	if n := len(srv.received()); n != 0 {
+	if n := len(srv.Mails()); n != 0 {
 		t.Errorf("%d mails; no recipient may get it when one is refused", n)
 	}
 	// 5xx to the data itself is rejected as well.
 	srv2 := startServer(t, serverOptions{})
-	srv2.dataErrs = []error{&gosmtp.SMTPError{Code: 554, EnhancedCode: gosmtp.EnhancedCode{5, 6, 0}, Message: "content refused"}}
-	res = send(t, tr, endpoint(srv2.addr), &courier.Message{ID: "inv-2", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
+	srv2.ScriptData(mailsink.Reply(554, [3]int{5, 6, 0}, "content refused"))
+	res = send(t, tr, endpoint(srv2.Addr()), &courier.Message{ID: "inv-2", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
 	if res.Class != courier.ClassRejected || res.Status != 554 {
 		t.Fatalf("%+v, want rejected 554", res)
 	}
@@ -345,15 +227,15 @@ func TestPermanentRefusalIsRejected(t *testing.T) {
 func TestStartTLSAndAuth(t *testing.T) {
 	t.Parallel()
 	serverTLS, roots := selfSigned(t)
-	srv := startServer(t, serverOptions{tls: serverTLS, users: map[string]string{"courier": "s3cret"}})
+	srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}})
 	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
-	e := endpoint(srv.addr)
+	e := endpoint(srv.Addr())
 	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}
 	if res := send(t, tr, e, m); !res.Delivered() {
 		t.Fatalf("%+v", res)
 	}
-	if mails := srv.received(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
+	if mails := srv.Mails(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
 		t.Fatalf("mails %+v, want one over TLS by user courier", mails)
 	}
 
@@ -379,13 +261,13 @@ func TestStartTLSAndAuth(t *testing.T) {
 func TestStartTLSRequiredButNotOffered(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, serverOptions{})
-	e := endpoint(srv.addr)
+	e := endpoint(srv.Addr())
 	e.SMTP.StartTLS = "always"
 	res := send(t, newTransport(t, smtptransport.Options{}), e, &courier.Message{ID: "a", Type: "t", Payload: []byte("x")})
 	if res.Class != courier.ClassTLS || !strings.Contains(res.Error, "does not offer STARTTLS") {
 		t.Fatalf("%+v", res)
 	}
-	if len(srv.received()) != 0 {
+	if len(srv.Mails()) != 0 {
 		t.Fatal("mail sent in the clear")
 	}
 }
@@ -445,10 +327,10 @@ func TestNoticeIsReadable(t *testing.T) {
 	})
 	m := &courier.Message{ID: "inv-1.escalation.1.ops-mail", Type: courier.NoticeType, Payload: body, ContentType: "application/json",
 		Headers: map[string]string{"Courier-Notice": "escalation", "Courier-Message-Id": "inv-1"}}
-	if res := send(t, tr, endpoint(srv.addr), m); !res.Delivered() {
+	if res := send(t, tr, endpoint(srv.Addr()), m); !res.Delivered() {
 		t.Fatalf("%+v", res)
 	}
-	msg := parse(t, srv.received()[0].Data)
+	msg := parse(t, srv.Mails()[0].Data)
 	if got, want := msg.Header.Get("Subject"), "[courier] invoice inv-1 not delivered after 24h0m0s (route acme)"; got != want {
 		t.Errorf("Subject %q, want %q", got, want)
 	}
@@ -474,10 +356,10 @@ func TestNoticeIsReadable(t *testing.T) {
 
 	// Without a public URL there is no link.
 	plain := newTransport(t, smtptransport.Options{})
-	if res := send(t, plain, endpoint(srv.addr), m); !res.Delivered() {
+	if res := send(t, plain, endpoint(srv.Addr()), m); !res.Delivered() {
 		t.Fatal(res)
 	}
-	if data := srv.received()[1].Data; bytes.Contains(data, []byte("Dashboard")) {
+	if data := srv.Mails()[1].Data; bytes.Contains(data, []byte("Dashboard")) {
 		t.Errorf("a link without a public URL:\n%s", data)
 	}
 }
