@@ -31,9 +31,10 @@ func unique() string {
 	return hex.EncodeToString(b[:])
 }
 
-// stream creates a memory stream of the test's own on a subject of its own
-// and returns both; it is deleted with the test.
-func stream(t testing.TB, cfg jetstream.StreamConfig) (jetstream.Stream, string) {
+// stream creates a stream of the test's own on a subject of its own and
+// returns both; it is deleted with the test. It keeps its messages in
+// memory unless onDisk.
+func stream(t testing.TB, cfg jetstream.StreamConfig, onDisk bool) (jetstream.Stream, string) {
 	t.Helper()
 	nc, err := nats.Connect(serverURL(t))
 	if err != nil {
@@ -47,6 +48,9 @@ func stream(t testing.TB, cfg jetstream.StreamConfig) (jetstream.Stream, string)
 	id := unique()
 	subject := "courier.test." + id
 	cfg.Name, cfg.Subjects, cfg.Storage = "COURIER_TEST_"+id, []string{subject}, jetstream.MemoryStorage
+	if onDisk {
+		cfg.Storage = jetstream.FileStorage
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.CreateStream(ctx, cfg)
@@ -92,7 +96,7 @@ func msgCount(t testing.TB, s jetstream.Stream) uint64 {
 
 func TestPublishArrivesWithItsHeaders(t *testing.T) {
 	t.Parallel()
-	s, subject := stream(t, jetstream.StreamConfig{})
+	s, subject := stream(t, jetstream.StreamConfig{}, false)
 	tr := newTransport(t)
 	m := message("ord-1")
 	res := send(t, tr, endpoint(serverURL(t), subject), m, 3)
@@ -119,7 +123,7 @@ func TestPublishArrivesWithItsHeaders(t *testing.T) {
 // delivered.
 func TestRepeatedAttemptIsStoredOnce(t *testing.T) {
 	t.Parallel()
-	s, subject := stream(t, jetstream.StreamConfig{Duplicates: time.Minute})
+	s, subject := stream(t, jetstream.StreamConfig{Duplicates: time.Minute}, false)
 	tr := newTransport(t)
 	e := endpoint(serverURL(t), subject)
 	if res := send(t, tr, e, message("ord-1"), 1); !res.Delivered() {
@@ -146,7 +150,7 @@ func TestNoStreamIsRejected(t *testing.T) {
 // and discards new ones: the stream refuses the second for now.
 func TestFullStreamIsTransport(t *testing.T) {
 	t.Parallel()
-	s, subject := stream(t, jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	s, subject := stream(t, jetstream.StreamConfig{MaxMsgs: 1, Discard: jetstream.DiscardNew}, false)
 	tr := newTransport(t)
 	e := endpoint(serverURL(t), subject)
 	if res := send(t, tr, e, message("ord-1"), 1); !res.Delivered() {
@@ -169,7 +173,7 @@ func TestFullStreamIsTransport(t *testing.T) {
 // is; cutting the proxy's connections is a server that restarts.
 func TestServerAwayAndBack(t *testing.T) {
 	t.Parallel()
-	s, subject := stream(t, jetstream.StreamConfig{})
+	s, subject := stream(t, jetstream.StreamConfig{}, false)
 	tr := newTransport(t)
 	upstream, _ := url.Parse(serverURL(t))
 	addr, err := tcpproxy.FreeAddr()
