@@ -12,6 +12,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
+	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -46,7 +47,11 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	build(h)
 	tr := httptransport.New(httptransport.Options{})
 	h.engine = engine.New(engine.Options{
-		Store: store, Topology: h.top, Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
+		Store: store, Topology: h.top,
+		Senders: map[courier.Transport]courier.Sender{
+			courier.TransportHTTP: tr,
+			courier.TransportFile: filetransport.New(filetransport.Options{}),
+		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 }, Limits: limits,
 	})

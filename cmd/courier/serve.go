@@ -19,7 +19,11 @@ import (
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
+	natstransport "github.com/courier-gw/courier/transport/nats"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"github.com/spf13/cobra"
 )
 
@@ -95,11 +99,11 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	httpSender := httptransport.New(httptransport.Options{Logger: logger})
-	defer httpSender.Close()
+	senders, closeSenders := newSenders(cfg, logger)
+	defer closeSenders()
 	eng := engine.New(engine.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
-		Senders:          map[courier.Transport]courier.Sender{courier.TransportHTTP: httpSender},
+		Senders:          senders,
 		RescueAllOnStart: st.alone,
 		Limits:           st.limits,
 	})
@@ -223,6 +227,30 @@ func redactDSN(dsn string) string {
 		return "(unreadable dsn)"
 	}
 	return u.Redacted()
+}
+
+// newSenders returns a sender for every transport, and a function that
+// closes their connections once the engine has stopped.
+func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]courier.Sender, func()) {
+	httpSender := httptransport.New(httptransport.Options{Logger: logger})
+	smtpSender := smtptransport.New(smtptransport.Options{Logger: logger, PublicURL: cfg.PublicURL})
+	fileSender := filetransport.New(filetransport.Options{Logger: logger})
+	amqpSender := amqptransport.New(amqptransport.Options{Logger: logger})
+	natsSender := natstransport.New(natstransport.Options{Logger: logger})
+	senders := map[courier.Transport]courier.Sender{
+		courier.TransportHTTP: httpSender,
+		courier.TransportSMTP: smtpSender,
+		courier.TransportFile: fileSender,
+		courier.TransportAMQP: amqpSender,
+		courier.TransportNATS: natsSender,
+	}
+	return senders, func() {
+		httpSender.Close()
+		smtpSender.Close()
+		fileSender.Close()
+		amqpSender.Close()
+		natsSender.Close()
+	}
 }
 
 // checkListen keeps the API on loopback: until API keys are enforced, an

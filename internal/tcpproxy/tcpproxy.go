@@ -1,0 +1,108 @@
+// Package tcpproxy forwards TCP connections from a local address to an
+// upstream one. Tests put it between courier and a shared broker to take the
+// broker away and bring it back, as a broker that stops and starts again
+// looks to a client, without stopping the broker that others use.
+package tcpproxy
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards connections on one listening address to upstream.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// Start listens on addr ("127.0.0.1:0" for any free port) and forwards each
+// connection to upstream.
+func Start(addr, upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+// Addr is the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops listening and cuts every forwarded connection, as a broker
+// that goes down does.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			return
+		}
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+// track records a pair of connections; false when the proxy is closing.
+func (p *Proxy) track(a, b net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		a.Close()
+		b.Close()
+		return false
+	}
+	p.conns[a], p.conns[b] = struct{}{}, struct{}{}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// FreeAddr returns a loopback address where nothing listens at the moment
+// of the call, for a proxy to be started on later.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}

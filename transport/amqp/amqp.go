@@ -1,0 +1,332 @@
+// Package amqp delivers messages to an AMQP 0-9-1 broker (RabbitMQ): each
+// attempt publishes once to the endpoint's exchange with its routing key,
+// persistent and mandatory, on a channel in confirm mode, and counts as
+// delivered only when the broker acks it. A return (no queue takes the
+// message) is rejected, a nack is transport, and a broken connection or
+// channel is dropped and opened anew by the next attempt.
+//
+// Callers import it under an alias (amqptransport
+// "github.com/courier-gw/courier/transport/amqp").
+package amqp
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/courier-gw/courier"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = 10 * time.Second // connect, TLS and AMQP handshake
+	DefaultMaxChannels    = 16               // channels kept per endpoint when its max_concurrency is unset
+	DefaultHeartbeat      = 10 * time.Second
+)
+
+// Options configure a Transport. Every field has a default.
+type Options struct {
+	Logger *slog.Logger
+	Clock  courier.Clock // gives the message's timestamp property
+
+	DefaultTimeout time.Duration
+	ConnectTimeout time.Duration
+	Heartbeat      time.Duration
+	// TLSConfig is used for amqps:// URLs (private root CAs, client
+	// certificates); nil uses the system roots.
+	TLSConfig *tls.Config
+}
+
+// Transport publishes deliveries to amqp endpoints. It keeps one connection
+// per endpoint with a pool of confirm-mode channels, one publish in flight
+// on each, and is safe for concurrent use.
+type Transport struct {
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*conn // by endpoint name
+}
+
+var _ courier.Sender = (*Transport)(nil)
+
+// New returns a Transport with o's unset fields at their defaults.
+func New(o Options) *Transport {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	return &Transport{opts: o, log: o.Logger, conns: make(map[string]*conn)}
+}
+
+// Close closes every connection. Attempts still running fail with a closed
+// connection; the Transport stays usable and connects again when asked.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	conns := t.conns
+	t.conns = make(map[string]*conn)
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// conn is the connection of one endpoint and its idle channels.
+type conn struct {
+	url     string
+	amqp    *amqp.Connection
+	blocked atomic.Bool // the broker stopped taking publishes (a resource alarm)
+
+	mu   sync.Mutex
+	idle []*channel
+	max  int
+}
+
+// channel is one confirm-mode channel; one publish at a time uses it, so
+// that a return on it belongs to that publish.
+type channel struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	closed  chan *amqp.Error
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	c.idle = nil
+	c.mu.Unlock()
+	c.amqp.Close()
+}
+
+// connFor returns the live connection of e, dialling when there is none,
+// it died, or the endpoint's URL changed.
+func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.conns[e.Name]; ok {
+		if c.url == e.AMQP.URL && !c.amqp.IsClosed() {
+			return c, nil
+		}
+		delete(t.conns, e.Name)
+		go c.close()
+	}
+	cfg := amqp.Config{
+		Heartbeat:       t.opts.Heartbeat,
+		TLSClientConfig: t.opts.TLSConfig,
+		Dial:            amqp.DefaultDial(t.opts.ConnectTimeout),
+		Properties:      amqp.Table{"connection_name": "courier endpoint " + e.Name, "product": "courier"},
+	}
+	ac, err := amqp.DialConfig(e.AMQP.URL, cfg)
+	if err != nil {
+		return nil, &dialError{err: err}
+	}
+	c := &conn{url: e.AMQP.URL, amqp: ac, max: e.MaxConcurrency}
+	if c.max <= 0 {
+		c.max = DefaultMaxChannels
+	}
+	blocked := ac.NotifyBlocked(make(chan amqp.Blocking, 1))
+	go func() {
+		for b := range blocked {
+			c.blocked.Store(b.Active)
+			if b.Active {
+				t.log.Warn("amqp transport: the broker blocks publishing", "endpoint", e.Name, "reason", b.Reason)
+			}
+		}
+	}()
+	t.conns[e.Name] = c
+	t.log.Debug("amqp transport: connected", "endpoint", e.Name)
+	return c, nil
+}
+
+// drop forgets c if it is still e's connection, so the next attempt dials.
+func (t *Transport) drop(name string, c *conn) {
+	t.mu.Lock()
+	if t.conns[name] == c {
+		delete(t.conns, name)
+	}
+	t.mu.Unlock()
+	c.close()
+}
+
+// channel takes an idle channel of c or opens one.
+func (c *conn) channel() (*channel, error) {
+	c.mu.Lock()
+	for len(c.idle) > 0 {
+		ch := c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		if !ch.ch.IsClosed() {
+			c.mu.Unlock()
+			return ch, nil
+		}
+	}
+	c.mu.Unlock()
+	ac, err := c.amqp.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ac.Confirm(false); err != nil {
+		ac.Close()
+		return nil, err
+	}
+	return &channel{
+		ch:      ac,
+		returns: ac.NotifyReturn(make(chan amqp.Return, 1)),
+		closed:  ac.NotifyClose(make(chan *amqp.Error, 1)),
+	}, nil
+}
+
+// release gives a channel that is fit for the next publish back to the pool.
+func (c *conn) release(ch *channel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.idle) < c.max && !ch.ch.IsClosed() {
+		c.idle = append(c.idle, ch)
+		return
+	}
+	ch.ch.Close()
+}
+
+// Send publishes d.Message once and waits for the broker's confirm. It
+// never returns an error: every failure is a Result with a class.
+func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
+	m, e := d.Message, d.Endpoint
+	if m == nil || e == nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = t.opts.DefaultTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	target := fmt.Sprintf("exchange %q with routing key %q", e.AMQP.Exchange, e.AMQP.RoutingKey)
+	c, err := t.connFor(e)
+	if err != nil {
+		return classify(err, target, brokerAddr(e.AMQP.URL))
+	}
+	if c.blocked.Load() {
+		return courier.Result{Class: courier.ClassTransport, Error: "the broker blocks publishing (a resource alarm: memory or disk)"}
+	}
+	ch, err := c.channel()
+	if err != nil {
+		if c.amqp.IsClosed() {
+			t.drop(e.Name, c)
+		}
+		return classify(err, target, brokerAddr(e.AMQP.URL))
+	}
+	res, keep := t.publish(actx, ch, e, d, target)
+	if keep {
+		c.release(ch)
+	} else {
+		ch.ch.Close()
+		if c.amqp.IsClosed() {
+			t.drop(e.Name, c)
+		}
+	}
+	if !res.Delivered() && ctx.Err() == context.Canceled {
+		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
+	}
+	return res
+}
+
+// publish sends one message on ch and waits for its confirm. keep reports
+// whether ch is fit for the next publish: not after a timeout, whose
+// confirm might still come and be taken for the next one's.
+func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoint, d courier.Delivery, target string) (res courier.Result, keep bool) {
+	m := d.Message
+	headers := amqp.Table{}
+	for k, v := range m.Headers {
+		headers[k] = v
+	}
+	headers["courier-attempt"] = int64(d.Attempt)
+	pub := amqp.Publishing{
+		Headers:      headers,
+		ContentType:  m.ContentType,
+		DeliveryMode: amqp.Persistent,
+		Priority:     uint8(m.Priority),
+		MessageId:    m.ID,
+		Timestamp:    t.opts.Clock.Now(),
+		Type:         m.Type,
+		AppId:        "courier",
+		Body:         m.Payload,
+	}
+	if m.ContentType == "" {
+		pub.ContentType = "application/octet-stream"
+	}
+	// Mandatory: a message that no queue takes comes back instead of
+	// being dropped by the broker and acked all the same.
+	dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, e.AMQP.Exchange, e.AMQP.RoutingKey, true, false, pub)
+	if err != nil {
+		return classify(err, target, brokerAddr(e.AMQP.URL)), false
+	}
+	select {
+	case <-dc.Done():
+	case <-ctx.Done():
+		return courier.Result{Class: courier.ClassTimeout, Error: fmt.Sprintf("no confirm from the broker for %s within %s", target, e.Timeout)}, false
+	}
+	// The broker sends a return before the ack of the same message, and
+	// the client hands it over before it reads the ack: it is here now.
+	// A closed channel closes this Go channel too: a zero Return is no
+	// return.
+	select {
+	case ret, ok := <-ch.returns:
+		if !ok {
+			break
+		}
+		return courier.Result{Class: courier.ClassRejected, Status: int(ret.ReplyCode),
+			Response: fmt.Sprintf("%d %s", ret.ReplyCode, ret.ReplyText),
+			Error:    fmt.Sprintf("the broker returned the message: %s %s (no queue is bound to %s)", strconv.Itoa(int(ret.ReplyCode)), ret.ReplyText, target)}, true
+	default:
+	}
+	if dc.Acked() {
+		return courier.Result{Response: "confirmed by the broker"}, true
+	}
+	// Without an ack: a nack, or the channel closed under the publish.
+	if ch.ch.IsClosed() {
+		select {
+		case cerr := <-ch.closed:
+			if cerr != nil {
+				return classify(cerr, target, brokerAddr(e.AMQP.URL)), false
+			}
+		default:
+		}
+		return courier.Result{Class: courier.ClassConnectionClosed, Error: "the channel closed before the broker confirmed " + target}, false
+	}
+	return courier.Result{Class: courier.ClassTransport, Error: "the broker nacked the message for " + target + " (it could not take it; a queue may be full)"}, true
+}
+
+// dialError marks a failed connect, TLS or AMQP handshake.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// brokerAddr is the host:port of an AMQP URL, for error messages; never the
+// credentials.
+func brokerAddr(url string) string {
+	u, err := amqp.ParseURI(url)
+	if err != nil {
+		return "the broker"
+	}
+	return net.JoinHostPort(u.Host, strconv.Itoa(u.Port))
+}

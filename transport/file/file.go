@@ -1,0 +1,278 @@
+// Package file delivers messages as files in a directory: the pick-up folder
+// of a VANS agent, an EDI translator or a batch job. Each file appears whole
+// or not at all (written to a hidden temporary file, synced, linked into
+// place, and the directory synced), and an existing file is never
+// overwritten: one with the same bytes counts as delivered, so a repeated
+// attempt is harmless.
+//
+// Callers import it under an alias (filetransport
+// "github.com/courier-gw/courier/transport/file").
+package file
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// DefaultMode is the permission of the files written (before the umask):
+// readable by the pick-up process, which often runs as another user.
+const DefaultMode fs.FileMode = 0o644
+
+// TimeLayout is how {time} is written in a file name: the message's
+// creation time in UTC, sortable and free of characters that file systems
+// refuse.
+const TimeLayout = "20060102T150405Z"
+
+// TempPrefix and TempSuffix frame the names of the temporary files: hidden,
+// and ending in a suffix that no pick-up pattern such as *.xml matches.
+const (
+	TempPrefix = ".courier-"
+	TempSuffix = ".tmp"
+)
+
+// Options configure a Transport. Every field has a default.
+type Options struct {
+	Logger *slog.Logger
+	Clock  courier.Clock // the time of a message without a creation time
+	Mode   fs.FileMode   // permission of new files; DefaultMode when zero
+}
+
+// Transport writes deliveries into the directories of file endpoints. It
+// holds no state between attempts and is safe for concurrent use.
+type Transport struct {
+	opts Options
+}
+
+var _ courier.Sender = (*Transport)(nil)
+
+// New returns a Transport with o's unset fields at their defaults.
+func New(o Options) *Transport {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Mode == 0 {
+		o.Mode = DefaultMode
+	}
+	return &Transport{opts: o}
+}
+
+// Close releases nothing: it is there so that every transport stops alike.
+func (t *Transport) Close() {}
+
+// Send writes d.Message's payload to the file its endpoint's name template
+// gives. It never returns an error: every failure is a Result with a class.
+func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
+	m, e := d.Message, d.Endpoint
+	if m == nil || e == nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	}
+	if err := ctx.Err(); err != nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled before the file was written"}
+	}
+	name, err := FileName(e.File.Name, m, t.opts.Clock.Now())
+	if err != nil {
+		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
+	}
+	dir := e.File.Dir
+	path := filepath.Join(dir, name)
+	written, err := t.write(dir, path, m.Payload)
+	if err != nil {
+		class, msg := classify(err, path)
+		return courier.Result{Class: class, Error: msg}
+	}
+	if !written {
+		return courier.Result{Response: fmt.Sprintf("%s was there already with the same %d bytes", name, len(m.Payload))}
+	}
+	return courier.Result{Response: fmt.Sprintf("wrote %s (%d bytes)", name, len(m.Payload))}
+}
+
+// FileName expands a name template: {id} is the message id, {type} its type
+// and {time} its creation time in TimeLayout (now for a message without
+// one). The creation time, not the attempt's, so that every attempt of a
+// message aims at the same file. An empty template means "{id}".
+func FileName(template string, m *courier.Message, now time.Time) (string, error) {
+	if template == "" {
+		template = "{id}"
+	}
+	at := m.CreatedAt
+	if at.IsZero() {
+		at = now
+	}
+	name := strings.NewReplacer("{id}", m.ID, "{type}", m.Type, "{time}", at.UTC().Format(TimeLayout)).Replace(template)
+	switch {
+	case name == "" || name == "." || name == "..":
+		return "", fmt.Errorf("file name %q from the template %q is not a file name", name, template)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return "", fmt.Errorf("file name %q from the template %q leaves the directory", name, template)
+	case strings.HasPrefix(name, TempPrefix) && strings.HasSuffix(name, TempSuffix):
+		return "", fmt.Errorf("file name %q looks like one of courier's temporary files", name)
+	}
+	return name, nil
+}
+
+// existsError says that the target file holds other bytes than the message.
+type existsError struct{ size int64 }
+
+func (e *existsError) Error() string { return "exists with other content" }
+
+// write puts payload at path unless a file is there already. written is
+// false when that file holds the same bytes (an earlier attempt, or the same
+// message twice); another file there is an *existsError.
+func (t *Transport) write(dir, path string, payload []byte) (written bool, err error) {
+	if same, err := sameContent(path, payload); err == nil {
+		if !same.equal {
+			return false, &existsError{size: same.size}
+		}
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+
+	tmp, err := t.writeTemp(dir, payload)
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp) // after a link, only the temporary name goes
+
+	// A hard link puts the file in place atomically and, unlike rename,
+	// refuses to replace one that appeared meanwhile.
+	err = os.Link(tmp, path)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrExist):
+		same, serr := sameContent(path, payload)
+		if serr != nil {
+			return false, serr
+		}
+		if !same.equal {
+			return false, &existsError{size: same.size}
+		}
+		return false, nil
+	case linkUnsupported(err):
+		// Some shares (SMB, some FUSE file systems) have no hard links:
+		// rename is atomic there too, with a short window in which a file
+		// made by someone else in between would be replaced.
+		if _, serr := os.Lstat(path); serr == nil {
+			same, serr := sameContent(path, payload)
+			if serr != nil {
+				return false, serr
+			}
+			if !same.equal {
+				return false, &existsError{size: same.size}
+			}
+			return false, nil
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return false, err
+		}
+	default:
+		return false, err
+	}
+	if err := syncDir(dir); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// writeTemp writes payload to a new hidden file in dir and syncs it, so that
+// the name it later gets points at complete data even after a crash.
+func (t *Transport) writeTemp(dir string, payload []byte) (string, error) {
+	var f *os.File
+	for try := 0; ; try++ {
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		name := filepath.Join(dir, TempPrefix+hex.EncodeToString(rnd[:])+TempSuffix)
+		var err error
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, t.opts.Mode)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || try == 10 {
+			return "", err
+		}
+	}
+	_, err := f.Write(payload)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// comparison is what sameContent found.
+type comparison struct {
+	equal bool
+	size  int64
+}
+
+// sameContent compares the file at path with payload. A missing file is an
+// error that matches fs.ErrNotExist.
+func sameContent(path string, payload []byte) (comparison, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return comparison{}, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return comparison{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return comparison{size: -1}, nil
+	}
+	if info.Size() != int64(len(payload)) {
+		return comparison{size: info.Size()}, nil
+	}
+	got, err := io.ReadAll(io.LimitReader(f, int64(len(payload))+1))
+	if err != nil {
+		return comparison{}, err
+	}
+	return comparison{equal: bytes.Equal(got, payload), size: int64(len(got))}, nil
+}
+
+// syncDir makes the directory entry of a new file durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		// EINVAL and ENOTSUP: a file system that cannot sync directories
+		// (some network shares) has nothing more to make durable.
+		return err
+	}
+	return nil
+}
+
+// linkUnsupported reports whether err says that the file system has no
+// hard links.
+func linkUnsupported(err error) bool {
+	// EPERM is how FAT and some FUSE file systems say it; where it means a
+	// real refusal, the rename that follows meets it again.
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) ||
+		errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EXDEV)
+}

@@ -1,0 +1,223 @@
+// Package nats delivers messages to NATS JetStream: each attempt publishes
+// once to the endpoint's subject and counts as delivered only when the
+// stream acks it. The message id goes as Nats-Msg-Id, so that the stream
+// drops a repeated attempt within its duplicate window instead of storing
+// it twice. A subject that no stream takes is rejected.
+//
+// Callers import it under an alias (natstransport
+// "github.com/courier-gw/courier/transport/nats").
+package nats
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-gw/courier"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// Options configure a Transport. Every field has a default.
+type Options struct {
+	Logger *slog.Logger
+
+	DefaultTimeout time.Duration
+	ConnectTimeout time.Duration
+	// TLSConfig is used for tls:// URLs and servers that require TLS; nil
+	// uses the system roots.
+	TLSConfig *tls.Config
+}
+
+// Transport publishes deliveries to nats endpoints. It keeps one connection
+// per endpoint, which any number of attempts share, and is safe for
+// concurrent use.
+type Transport struct {
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*conn // by endpoint name
+}
+
+var _ courier.Sender = (*Transport)(nil)
+
+// New returns a Transport with o's unset fields at their defaults.
+func New(o Options) *Transport {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	return &Transport{opts: o, log: o.Logger, conns: make(map[string]*conn)}
+}
+
+// Close closes every connection. The Transport stays usable and connects
+// again when asked.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	conns := t.conns
+	t.conns = make(map[string]*conn)
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+}
+
+// conn is the connection of one endpoint.
+type conn struct {
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+// connFor returns the live connection of e, dialling when there is none,
+// it closed, or the endpoint's URL changed. The client's own reconnecting
+// is off: while it reconnects, a publish would wait in its buffer for a
+// server that may not come, where an attempt should fail and be retried
+// by courier's policy; the next attempt dials again instead.
+func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.conns[e.Name]; ok {
+		if c.url == e.NATS.URL && !c.nc.IsClosed() {
+			return c, nil
+		}
+		delete(t.conns, e.Name)
+		c.nc.Close()
+	}
+	d := &dialer{d: net.Dialer{Timeout: t.opts.ConnectTimeout}}
+	opts := []nats.Option{
+		nats.Name("courier endpoint " + e.Name),
+		nats.Timeout(t.opts.ConnectTimeout),
+		nats.NoReconnect(),
+		nats.SetCustomDialer(d),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			t.log.Warn("nats transport: asynchronous error", "endpoint", e.Name, "err", err)
+		}),
+	}
+	if t.opts.TLSConfig != nil {
+		opts = append(opts, nats.Secure(t.opts.TLSConfig))
+	}
+	nc, err := nats.Connect(e.NATS.URL, opts...)
+	if err != nil {
+		return nil, &dialError{err: err, cause: d.lastError()}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, &dialError{err: err}
+	}
+	c := &conn{url: e.NATS.URL, nc: nc, js: js}
+	t.conns[e.Name] = c
+	t.log.Debug("nats transport: connected", "endpoint", e.Name, "server", nc.ConnectedUrlRedacted())
+	return c, nil
+}
+
+// Send publishes d.Message once and waits for the stream's ack. It never
+// returns an error: every failure is a Result with a class.
+func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
+	m, e := d.Message, d.Endpoint
+	if m == nil || e == nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = t.opts.DefaultTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	c, err := t.connFor(e)
+	if err != nil {
+		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
+	}
+	msg := nats.NewMsg(e.NATS.Subject)
+	msg.Data = m.Payload
+	// Set directly: NATS header names are case-sensitive and arrive as
+	// written.
+	for k, v := range m.Headers {
+		msg.Header[k] = []string{v}
+	}
+	ct := m.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	msg.Header["Content-Type"] = []string{ct}
+	msg.Header["Courier-Type"] = []string{m.Type}
+	msg.Header["Courier-Attempt"] = []string{strconv.Itoa(d.Attempt)}
+	msg.Header[jetstream.MsgIDHeader] = []string{m.ID}
+
+	ack, err := c.js.PublishMsg(actx, msg)
+	if err != nil {
+		if ctx.Err() == context.Canceled {
+			return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
+		}
+		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
+	}
+	if ack.Duplicate {
+		return courier.Result{Response: fmt.Sprintf("stream %s has it already (sequence %d): a duplicate, not stored again", ack.Stream, ack.Sequence)}
+	}
+	return courier.Result{Response: fmt.Sprintf("stored by stream %s as sequence %d", ack.Stream, ack.Sequence)}
+}
+
+// dialer connects as net.Dialer does and keeps the last error: the client
+// reports a failed connect only as "no servers available".
+type dialer struct {
+	d    net.Dialer
+	mu   sync.Mutex
+	last error
+}
+
+func (d *dialer) Dial(network, address string) (net.Conn, error) {
+	c, err := d.d.Dial(network, address)
+	if err != nil {
+		d.mu.Lock()
+		d.last = err
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+func (d *dialer) lastError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
+// dialError marks a failed connect; cause is the network's error behind
+// it, when there was one.
+type dialError struct {
+	err   error
+	cause error
+}
+
+func (e *dialError) Error() string {
+	if e.cause != nil {
+		return e.cause.Error()
+	}
+	return e.err.Error()
+}
+
+func (e *dialError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.err, e.cause}
+	}
+	return []error{e.err}
+}

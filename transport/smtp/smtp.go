@@ -1,0 +1,231 @@
+// Package smtp delivers messages as e-mail: one MIME message per attempt
+// to the endpoint's mail server, with STARTTLS when the server offers it and
+// AUTH when the endpoint has credentials. Text payloads travel inline, other
+// payloads as an attachment; notices (courier.notice) become readable mails
+// for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
+// transport (tried again), 5xx to the message is rejected (suspended).
+//
+// Callers import it under an alias (smtptransport
+// "github.com/courier-gw/courier/transport/smtp").
+package smtp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	netsmtp "net/smtp"
+	"os"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// Options configure a Transport. Every field has a default.
+type Options struct {
+	Logger *slog.Logger
+	Clock  courier.Clock // gives the Date header
+
+	// Hostname is the name courier gives in EHLO and on the right of
+	// Message-ID; default the machine's host name.
+	Hostname string
+	// PublicURL is where people reach courier's dashboard; notices link
+	// to the message's page under it when set.
+	PublicURL string
+
+	DefaultTimeout time.Duration
+	ConnectTimeout time.Duration
+	// TLSConfig is the base of STARTTLS settings (private root CAs); nil
+	// uses the system roots. The server name is the endpoint's host.
+	TLSConfig *tls.Config
+	// Resolver looks up host names; nil uses the system's.
+	Resolver *net.Resolver
+}
+
+// Transport sends deliveries to smtp endpoints, one connection per attempt.
+// It is safe for concurrent use.
+type Transport struct {
+	opts Options
+	log  *slog.Logger
+}
+
+var _ courier.Sender = (*Transport)(nil)
+
+// New returns a Transport with o's unset fields at their defaults.
+func New(o Options) *Transport {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Hostname == "" {
+		o.Hostname, _ = os.Hostname()
+		if !validDomain(o.Hostname) {
+			o.Hostname = "localhost"
+		}
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.TLSConfig == nil {
+		o.TLSConfig = &tls.Config{}
+	}
+	return &Transport{opts: o, log: o.Logger}
+}
+
+// Close releases nothing: every attempt has its own connection. It is there
+// so that every transport stops alike.
+func (t *Transport) Close() {}
+
+// errAttemptTimeout is the cause of an attempt's context when the
+// endpoint's timeout ran out.
+var errAttemptTimeout = errors.New("endpoint timeout")
+
+// Send makes one attempt to mail d.Message to d.Endpoint's recipients. It
+// never returns an error: every failure is a Result with a class.
+func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
+	m, e := d.Message, d.Endpoint
+	if m == nil || e == nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	}
+	s := e.SMTP
+	if len(s.To) == 0 || s.From == "" {
+		return courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s has no sender or no recipients", e.Name)}
+	}
+	body, err := Compose(m, e, d.Attempt, t.opts.Clock.Now(), t.opts.Hostname, t.opts.PublicURL)
+	if err != nil {
+		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = t.opts.DefaultTimeout
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	defer cancel()
+
+	st := &session{addr: s.Addr}
+	err = t.deliver(actx, st, e, body)
+	if err == nil {
+		return courier.Result{Status: 250, Response: fmt.Sprintf("accepted by %s for %d recipient(s)", s.Addr, len(s.To))}
+	}
+	if ctx.Err() == context.Canceled {
+		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
+	}
+	return classify(err, st)
+}
+
+// session records how far one attempt got, for its classification.
+type session struct {
+	addr      string
+	stage     string // the command under way, for the error message
+	connected bool
+	message   bool // the commands about the message itself began (MAIL FROM)
+}
+
+// deliver runs one SMTP session: connect, EHLO, STARTTLS, AUTH, MAIL, RCPT,
+// DATA, QUIT.
+func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoint, body []byte) error {
+	s := e.SMTP
+	host, _, err := net.SplitHostPort(s.Addr)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: address %q: %w", e.Name, s.Addr, err)
+	}
+	st.stage = "connect"
+	dctx, dcancel := context.WithTimeout(ctx, t.opts.ConnectTimeout)
+	dialer := net.Dialer{Resolver: t.opts.Resolver}
+	conn, err := dialer.DialContext(dctx, "tcp", s.Addr)
+	dcancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	st.connected = true
+	// The protocol has no context: a deadline on the socket ends every read
+	// and write once the attempt's time is up or the caller gives up.
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	st.stage = "greeting"
+	c, err := netsmtp.NewClient(conn, host)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st.stage = "EHLO"
+	if err := c.Hello(t.opts.Hostname); err != nil {
+		return err
+	}
+	if s.StartTLS != "never" {
+		if ok, _ := c.Extension("STARTTLS"); ok {
+			st.stage = "STARTTLS"
+			cfg := t.opts.TLSConfig.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = host
+			}
+			if err := c.StartTLS(cfg); err != nil {
+				return &tlsError{err: err}
+			}
+		} else if s.StartTLS == "always" {
+			return &tlsError{err: errors.New("the server does not offer STARTTLS and the endpoint requires it")}
+		}
+	}
+	if s.Username != "" {
+		st.stage = "AUTH"
+		if ok, _ := c.Extension("AUTH"); !ok {
+			return errors.New("the server offers no AUTH and the endpoint has credentials")
+		}
+		// PLAIN, which net/smtp sends only over TLS or to localhost: the
+		// password never crosses a network in the clear.
+		if err := c.Auth(netsmtp.PlainAuth("", s.Username, s.Password, host)); err != nil {
+			return err
+		}
+	}
+	st.message = true
+	st.stage = "MAIL FROM"
+	if err := c.Mail(s.From); err != nil {
+		return err
+	}
+	for _, to := range s.To {
+		st.stage = "RCPT TO " + to
+		if err := c.Rcpt(to); err != nil {
+			return err
+		}
+	}
+	st.stage = "DATA"
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	st.stage = "end of DATA"
+	if err := w.Close(); err != nil {
+		return err
+	}
+	// The message is the server's now; a failed QUIT changes nothing.
+	st.stage = "QUIT"
+	c.Quit()
+	return nil
+}
+
+// tlsError is a failed or missing STARTTLS.
+type tlsError struct{ err error }
+
+func (e *tlsError) Error() string { return "STARTTLS: " + e.err.Error() }
+func (e *tlsError) Unwrap() error { return e.err }
