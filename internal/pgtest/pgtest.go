@@ -6,26 +6,19 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/courier-gw/courier/internal/testenv"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/jackc/pgx/v5"
 )
 
-// DSN returns the database of the tests. Without one the test is skipped,
-// except in CI (CI set), where every store test must run.
+// DSN returns the database of the tests, from COURIER_TEST_POSTGRES; the
+// test skips without it (fails in CI).
 func DSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv("COURIER_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("COURIER_TEST_POSTGRES is not set; CI runs every PostgreSQL test")
-		}
-		t.Skip("set COURIER_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL tests")
-	}
-	return dsn
+	return testenv.Service(t, "COURIER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
 // Schema makes a fresh schema for the test, dropped (with everything in it)
