@@ -93,8 +93,9 @@ func TestParseExample(t *testing.T) {
 		t.Errorf("PublicURL = %q, want %q", got, want)
 	}
 	wantKeys := map[string]Key{
-		"erp": {Name: "erp", Role: RoleSender, Hash: "sha256:886f6368ba49c2284e40472c43f2592fc28370d286034900a7e900dda01b02f0", Routes: []string{"acme"}},
-		"ops": {Name: "ops", Role: RoleOperator, Hash: "sha256:32323cfa9ec9d62750daad0836a4cf3d7b60d23723b7852a529667deed01669f"},
+		"erp": {Name: "erp", Role: RoleSender, Hash: "sha256:886f6368ba49c2284e40472c43f2592fc28370d286034900a7e900dda01b02f0", Routes: []string{"acme"},
+			Rate: courier.Rate{N: 100, Per: time.Second}, MaxSuspended: 500},
+		"ops": {Name: "ops", Role: RoleOperator, Hash: "sha256:32323cfa9ec9d62750daad0836a4cf3d7b60d23723b7852a529667deed01669f", MaxSuspended: DefaultMaxSuspended},
 	}
 	if !reflect.DeepEqual(c.Keys, wantKeys) {
 		t.Errorf("Keys = %+v, want %+v", c.Keys, wantKeys)

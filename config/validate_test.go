@@ -98,6 +98,10 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: keys.erp.hash: must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`}},
 		{"key hash shared", lines("keys:", `  a: {role: admin, hash: "`+hashA+`"}`, `  b: {role: sender, hash: "`+hashA+`"}`),
 			nil, []string{`c.yaml:3: keys.b.hash: is the same as the hash of key "a": each key needs its own secret`}},
+		{"key rate", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", rate: 100/d}`),
+			nil, []string{`c.yaml:2: keys.erp.rate: rate "100/d": the period must be s, m, h or a positive duration`}},
+		{"key max_suspended", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", max_suspended: 0}`),
+			nil, []string{`c.yaml:2: keys.erp.max_suspended: "0" must be a whole number of at least 1, or unlimited`}},
 		{"key route undefined", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", routes: [acme]}`),
 			nil, []string{`c.yaml:2: keys.erp.routes[0]: route "acme" is not defined`}},
 		{"key routes for an operator", lines(
