@@ -52,6 +52,7 @@ type process struct {
 const processConfig = `
 listen: %s
 store: {driver: sqlite, path: %s}
+outbound: {allow_networks: [127.0.0.0/8]}
 endpoints:
   acme: {transport: http, url: "http://127.0.0.1:9/inbox"}
 routes:
@@ -84,7 +85,7 @@ func startServerWith(t *testing.T, cfg string) *process {
 	listening := make(chan string, 1)
 	var mu sync.Mutex
 	go func() {
-		re := regexp.MustCompile(`listening on (http://\S+)`)
+		re := regexp.MustCompile(`listening on (https?://\S+)`)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			mu.Lock()

@@ -73,6 +73,10 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 
 // classifyConnect classifies a failed TCP connect.
 func classifyConnect(e *connectError) (courier.ErrorClass, string) {
+	var blocked *blockedError
+	if errors.As(e.err, &blocked) {
+		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
+	}
 	var dns *net.DNSError
 	if errors.As(e.err, &dns) {
 		host := dns.Name

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,10 +45,17 @@ func newTransport(t *testing.T, o httptransport.Options) *httptransport.Transpor
 	if o.Clock == nil {
 		o.Clock = fixedClock{now}
 	}
+	if o.AllowNetworks == nil {
+		// The receivers of these tests are on loopback, which the SSRF
+		// guard blocks by default; guard_test.go tests the guard itself.
+		o.AllowNetworks = loopback
+	}
 	tr := httptransport.New(o)
 	t.Cleanup(tr.Close)
 	return tr
 }
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 func mustSink(t *testing.T) *sink.Sink {
 	t.Helper()
