@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -274,6 +275,12 @@ func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
 		if len(h.Secrets) == 0 {
 			d.errorf(l, o.field("secret"), "is empty; leave the field out to send unsigned requests")
 		}
+		for i, sec := range h.Secrets {
+			// Never quoted back: the message would put the secret in a log.
+			if enc, ok := strings.CutPrefix(sec, "whsec_"); ok && !validBase64(enc) {
+				d.errorf(l, o.field("secret"), "secret %d of %d starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)", i+1, len(h.Secrets))
+			}
+		}
 	}
 	o.boolean("follow_redirects", &h.FollowRedirects)
 	for _, p := range d.networks(o, "allow_networks") {
@@ -323,6 +330,14 @@ func fileProblem(err error) string {
 		return "the private key does not match the certificate"
 	}
 	return "the files are not a PEM certificate and its PEM private key"
+}
+
+func validBase64(s string) bool {
+	if _, err := base64.StdEncoding.DecodeString(s); err == nil {
+		return s != ""
+	}
+	_, err := base64.RawStdEncoding.DecodeString(s)
+	return err == nil && s != ""
 }
 
 func (d *decoder) smtpTarget(o *object, e *courier.Endpoint) {

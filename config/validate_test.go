@@ -111,6 +111,9 @@ func TestRules(t *testing.T) {
 			`  ops: {role: operator, hash: "`+hashB+`", routes: [acme]}`),
 			nil, []string{`c.yaml:4: keys.ops.routes: only sender keys are limited to routes; operator keys reach every route`}},
 
+		{"whsec secret not base64", lines("endpoints:", `  a: {transport: http, url: "https://a.example/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_not*base64!"}`),
+			nil, []string{`c.yaml:2: endpoints.a.secret: secret 2 of 2 starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)`}},
+
 		// Endpoints: names, transports and their fields.
 		{"endpoint name", lines("endpoints:", "  a/b: {transport: file, dir: out}"),
 			nil, []string{`c.yaml:2: endpoints.a/b: "a/b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},

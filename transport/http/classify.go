@@ -57,6 +57,12 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if closedEarly(err) {
 		return courier.ClassConnectionClosed, fmt.Sprintf("connection to %s closed before the response was complete (%s)", st.host, cause(err))
 	}
+	var alert *net.OpError
+	if errors.As(err, &alert) && alert.Op == "remote error" {
+		// A TLS alert from the receiver after the handshake: with TLS 1.3
+		// the server judges the client certificate only then.
+		return courier.ClassTLS, fmt.Sprintf("%s refused the TLS session: %s", st.host, cause(err))
+	}
 	var ne net.Error
 	if errors.As(unwrapURL(err), &ne) && ne.Timeout() {
 		return courier.ClassTimeout, fmt.Sprintf("no response within %s", st.timeout)
