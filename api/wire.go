@@ -259,6 +259,15 @@ func target(e *courier.Endpoint) string {
 		if u.User != nil {
 			u.User = url.User(u.User.Username())
 		}
+		// Webhook URLs often carry their token in the query: the names
+		// stay, the values go.
+		if u.RawQuery != "" {
+			q := u.Query()
+			for k := range q {
+				q[k] = []string{"REDACTED"}
+			}
+			u.RawQuery = q.Encode()
+		}
 		return u.Redacted()
 	}
 	switch e.Transport {

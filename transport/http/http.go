@@ -345,7 +345,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			if target.Scheme == "https" && next.Scheme == "http" {
 				res := t.result(actx, ctx, resp, tr, timeout, target.Host)
 				res.Class = courier.ClassProtocol
-				res.Error = fmt.Sprintf("redirect from https to %s refused", next.Redacted())
+				res.Error = fmt.Sprintf("redirect from https to %s refused", redactURL(next))
 				return res
 			}
 			t.discard(resp)
@@ -418,7 +418,11 @@ func (t *Transport) result(actx, parent context.Context, resp *http.Response, tr
 	case code >= 300 && code <= 399:
 		res.Class = courier.ClassProtocol
 		if loc := resp.Header.Get("Location"); loc != "" {
-			res.Error = fmt.Sprintf("redirect to %s not followed", clip(loc, 200))
+			shown := clip(loc, 200)
+			if u, err := url.Parse(loc); err == nil {
+				shown = clip(redactURL(u), 200)
+			}
+			res.Error = fmt.Sprintf("redirect to %s not followed", shown)
 		} else {
 			res.Error = fmt.Sprintf("HTTP %d %s without a Location", code, http.StatusText(code))
 		}
@@ -457,6 +461,20 @@ func statusSentence(code int) string {
 		return fmt.Sprintf("HTTP %d %s", code, txt)
 	}
 	return fmt.Sprintf("HTTP %d", code)
+}
+
+// redactURL writes u for an attempt's error without what may be a
+// credential: the password and the query's values (tokens travel there).
+func redactURL(u *url.URL) string {
+	c := *u
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.Redacted()
 }
 
 // redirectTarget returns where a 3xx response points, resolved against the

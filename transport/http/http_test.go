@@ -717,6 +717,12 @@ func TestRedirectIsNotFollowedByDefault(t *testing.T) {
 	if res.Status != 302 || res.Response != "moved" {
 		t.Fatalf("result = %+v", res)
 	}
+	// A token in the Location's query stays out of the attempt's error.
+	s.Script("/token", sink.Respond(302).WithHeader("Location", "https://u:pw@other.example/x?token=t0ken"))
+	res = send(t, tr, endpoint("redir-token", s.URL()+"/token"), message())
+	if want := "redirect to https://u:xxxxx@other.example/x?token=REDACTED not followed"; res.Error != want {
+		t.Fatalf("error = %q, want %q", res.Error, want)
+	}
 	if got := s.Count("/elsewhere"); got != 0 {
 		t.Fatalf("the redirect was followed (%d requests)", got)
 	}
