@@ -122,7 +122,8 @@ func TestParseExample(t *testing.T) {
 		HTTP: courier.HTTPTarget{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
 	wantEndpoints[e.Name] = e
 	e = common("acme-backup", courier.TransportHTTP)
-	e.HTTP = courier.HTTPTarget{URL: "https://backup.acme.example/inbox", Method: "POST"}
+	e.HTTP = courier.HTTPTarget{URL: "https://backup.acme.example/inbox", Method: "POST", AllowNetworks: []string{"10.20.0.0/16"},
+		TLS: courier.HTTPTLS{Cert: "testdata/peppol-client.crt", Key: "testdata/peppol-client.key", CA: "testdata/peppol-ca.pem"}}
 	wantEndpoints[e.Name] = e
 	e = common("vans", courier.TransportFile)
 	e.File = courier.FileTarget{Dir: "./outbox/vans", Name: "{id}"}
