@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
-	"net/url"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -251,25 +250,7 @@ func toEndpoint(e *courier.Endpoint, h courier.EndpointHealth) Endpoint {
 // target names where an endpoint delivers, with any password in a URL
 // removed: the API never shows secrets.
 func target(e *courier.Endpoint) string {
-	clean := func(raw string) string {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return ""
-		}
-		if u.User != nil {
-			u.User = url.User(u.User.Username())
-		}
-		// Webhook URLs often carry their token in the query: the names
-		// stay, the values go.
-		if u.RawQuery != "" {
-			q := u.Query()
-			for k := range q {
-				q[k] = []string{"REDACTED"}
-			}
-			u.RawQuery = q.Encode()
-		}
-		return u.Redacted()
-	}
+	clean := courier.RedactURL
 	switch e.Transport {
 	case courier.TransportHTTP:
 		return clean(e.HTTP.URL)

@@ -39,6 +39,9 @@ func describe(err error) string {
 		if ce.Code == courier.CodeUnavailable && ce.Err != nil {
 			return fmt.Sprintf("%s: %v", ce.Message, ce.Err)
 		}
+		if ce.Code == courier.CodeUnauthenticated {
+			return fmt.Sprintf("%s (%s): give the key's secret in COURIER_API_KEY or with --api-key", ce.Message, ce.Code)
+		}
 		return fmt.Sprintf("%s (%s)", ce.Message, ce.Code)
 	}
 	return err.Error()

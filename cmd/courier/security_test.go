@@ -131,8 +131,8 @@ routes:
 	if err != nil || !strings.Contains(out, `"who": "ops"`) {
 		t.Fatalf("switching the endpoint off is not recorded as done by ops: %q %v", out, err)
 	}
-	if strings.Contains(p.output.String(), secrets["erp"]) || strings.Contains(p.output.String(), secrets["ops"]) {
-		t.Errorf("a secret is in the log:\n%s", p.output)
+	if log := p.log(); strings.Contains(log, secrets["erp"]) || strings.Contains(log, secrets["ops"]) {
+		t.Errorf("a secret is in the log:\n%s", log)
 	}
 
 	// Reload through the API is for admins.
@@ -240,7 +240,7 @@ func TestServeTLSReloadsCertificate(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for serial() != 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the renewed certificate was not taken in after SIGHUP\n%s", p.output)
+			t.Fatalf("the renewed certificate was not taken in after SIGHUP\n%s", p.log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

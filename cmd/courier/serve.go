@@ -129,18 +129,20 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		IngestedFunc: eng.Wake, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys: keys,
-		ReloadFunc: func(ctx context.Context) error {
+		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
 			case reloads <- done:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-reqCtx.Done():
+				return reqCtx.Err()
+			case <-ctx.Done(): // shutting down: nobody takes reloads any more
+				return courier.Errorf(courier.CodeUnavailable, "the server is shutting down")
 			}
 			select {
 			case err := <-done:
 				return err
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-reqCtx.Done():
+				return reqCtx.Err()
 			}
 		},
 	})

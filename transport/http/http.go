@@ -465,17 +465,7 @@ func statusSentence(code int) string {
 
 // redactURL writes u for an attempt's error without what may be a
 // credential: the password and the query's values (tokens travel there).
-func redactURL(u *url.URL) string {
-	c := *u
-	if c.RawQuery != "" {
-		q := c.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		c.RawQuery = q.Encode()
-	}
-	return c.Redacted()
-}
+func redactURL(u *url.URL) string { return courier.RedactURL(u.String()) }
 
 // redirectTarget returns where a 3xx response points, resolved against the
 // request's URL.
