@@ -245,3 +245,65 @@ func TestServeTLSReloadsCertificate(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// courier serve guards outbound connections by default: a message for an
+// endpoint on loopback, without an allowlist, is suspended as rejected
+// and the receiver never sees a connection.
+func TestServeGuardsOutboundByDefault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test; runs without -short")
+	}
+	receiver, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer receiver.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "courier.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+listen: %s
+store: {driver: sqlite, path: %s}
+endpoints:
+  internal: {transport: http, url: "http://%s/in"}
+routes:
+  internal: {endpoints: [internal]}
+`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), receiver.Addr())), 0o600)
+	p := startServerWith(t, cfg)
+	server := strings.TrimPrefix(p.url, "http://")
+	if _, _, err := runCLI(t, `{"n":1}`, "--server", server, "send", "--type", "t", "--route", "internal", "--id", "g-1"); err != nil {
+		t.Fatal(err)
+	}
+	client := api.NewClient(server, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := client.Message(t.Context(), "g-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State == courier.StateSuspended {
+			if m.Reason != courier.ReasonRejected || !strings.Contains(m.LastError, "SSRF guard") {
+				t.Fatalf("suspended with %s: %s", m.Reason, m.LastError)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("message still %s: %s\n%s", m.State, m.LastError, p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The accept queue is in arrival order: the first connection must be
+	// the test's own.
+	probe, err := net.Dial("tcp", receiver.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	c, err := receiver.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.RemoteAddr().String() != probe.LocalAddr().String() {
+		t.Fatal("courier connected to the blocked receiver")
+	}
+}
