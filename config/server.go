@@ -115,12 +115,8 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
 			}
 		}
-		o.parsed("rate", func(s string) error {
-			if strings.TrimSpace(s) == "unlimited" {
-				return nil
-			}
-			r, err := courier.ParseRate(s)
-			k.Rate = r
+		o.parsed("rate", func(s string) (err error) {
+			k.Rate, err = parseRate(s)
 			return err
 		})
 		o.parsed("max_suspended", func(s string) error {
@@ -138,6 +134,15 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 		})
 		c.Keys[p.key] = k
 	}
+}
+
+// parseRate reads a rate, or "unlimited": how a zero Rate prints, so that
+// it reads back the same.
+func parseRate(s string) (courier.Rate, error) {
+	if strings.TrimSpace(s) == "unlimited" {
+		return courier.Rate{}, nil
+	}
+	return courier.ParseRate(s)
 }
 
 func validHash(s string) bool {

@@ -141,16 +141,8 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 		d.errorf(l, o.field("max_concurrency"), "must be at least 1")
 	}
 	o.duration("min_interval", &e.MinInterval)
-	o.parsed("rate", func(s string) error {
-		// "unlimited" is how a zero Rate prints; it reads back the same.
-		if strings.TrimSpace(s) == "unlimited" {
-			e.Rate = courier.Rate{}
-			return nil
-		}
-		r, err := courier.ParseRate(s)
-		if err == nil {
-			e.Rate = r
-		}
+	o.parsed("rate", func(s string) (err error) {
+		e.Rate, err = parseRate(s)
 		return err
 	})
 	timeoutOn, timeoutGiven := d.classes(o, "timeout_on")
