@@ -199,6 +199,9 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		handler.SetTopology(next.Topology)
 		eng.SetTopology(next.Topology)
 		httpSender.SetAllowNetworks(next.Outbound.AllowNetworks)
+		// Fresh connection pools read the endpoints' TLS files again, so a
+		// renewed client certificate is taken in by the reload.
+		httpSender.Close()
 		return nil
 	}
 	hup := make(chan os.Signal, 1)
