@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}}
 	build(h)
-	tr := httptransport.New(httptransport.Options{})
+	// The sink is on loopback, which the SSRF guard blocks unless allowed.
+	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	h.engine = engine.New(engine.Options{
 		Store: store, Topology: h.top,
 		Senders: map[courier.Transport]courier.Sender{

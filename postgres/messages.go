@@ -20,7 +20,7 @@ import (
 var messageFields = []string{"seq", "id", "type", "route", "size", "content_type", "headers", "ordering_key", "priority",
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
-	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at"}
+	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender"}
 
 // columns lists messageFields, each prefixed with the table alias if one is given.
 func columns(alias string) string {
@@ -41,17 +41,17 @@ const ingestSQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
 		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
-		$20::timestamptz[], $21::bytea[])
+		$20::timestamptz[], $21::bytea[], $22::text[])
 	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, payload, ord)
+		round_started_at, timer_at, payload, sender, ord)
 ), created AS (
 	INSERT INTO messages (id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at)
+		round_started_at, timer_at, sender)
 	SELECT id, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at
+		round_started_at, timer_at, sender
 	FROM input ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING seq, id
@@ -69,7 +69,7 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		ids, types, routes, contentTypes, hashes, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		sizes                                            = make([]int32, n)
 		prios                                            = make([]int16, n)
-		headers, keys, reasons, lastErrors               = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 		payloads                                         = make([][]byte, n)
@@ -84,10 +84,10 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
 		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
 		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, orDefault(m.RoundStartedAt, m.CreatedAt)
-		payloads[i] = nonNil(m.Payload)
+		payloads[i], senders[i] = nonNil(m.Payload), nullString(m.Sender)
 	}
 	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
-		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads}, nil
+		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders}, nil
 }
 
 // querier is what a pool and a transaction have in common.
@@ -375,6 +375,17 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 	return int(tag.RowsAffected()), nil
 }
 
+// CountSuspended counts a sender's suspended messages, up to limit, on the
+// partial index of suspended messages by sender.
+func (s *Store) CountSuspended(ctx context.Context, sender string, limit int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages
+		WHERE sender = $1 AND state = 'suspended' AND sender IS NOT NULL LIMIT $2) AS capped`, sender, limit).Scan(&n); err != nil {
+		return 0, unavailable("count suspended messages of "+sender, err)
+	}
+	return n, nil
+}
+
 // scanMessage reads messageColumns, and the payload after them when payload
 // is set.
 func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
@@ -382,13 +393,13 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 	var seq int64
 	var prio int16
 	var headers []byte
-	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner pgtype.Text
+	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender pgtype.Text
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
 	var state string
 	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
-		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished}
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -400,7 +411,7 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
 		}
 	}
-	m.Priority = int(prio)
+	m.Priority, m.Sender = int(prio), sender.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
 	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
 	m.Endpoint, m.LastError, m.LastClass = endpoint.String, lastError.String, courier.ErrorClass(lastClass.String)
@@ -470,6 +481,9 @@ func (w *where) filter(f courier.MessageFilter) {
 	}
 	if f.Reason != "" {
 		w.add("reason = ?", string(f.Reason))
+	}
+	if f.Sender != "" {
+		w.add("sender = ?", f.Sender)
 	}
 	if !f.CreatedAfter.IsZero() {
 		w.add("created_at >= ?", f.CreatedAfter)

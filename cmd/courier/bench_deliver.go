@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,7 +206,9 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		route := fmt.Sprintf("bench-%02d", i)
 		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
 	}
-	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency})
+	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
+	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency,
+		AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	defer tr.Close()
 	var engines []*engine.Engine
 	for i, st := range stores {

@@ -58,7 +58,7 @@ func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *c
 func (c *cluster) start() *process {
 	c.t.Helper()
 	cfg := filepath.Join(c.dir, fmt.Sprintf("node-%d.yaml", len(c.nodes)))
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\nstore: {driver: postgres, dsn: %q}\n%s",
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\nstore: {driver: postgres, dsn: %q}\noutbound: {allow_networks: [127.0.0.0/8]}\n%s",
 		freeAddr(c.t), c.dsn, c.body)), 0o600); err != nil {
 		c.t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ CREATE TABLE messages (
     created_at       timestamptz NOT NULL,
     updated_at       timestamptz NOT NULL,
     finished_at      timestamptz,
-    timer_at         timestamptz                     -- next escalation, fallback or expiry
+    timer_at         timestamptz,                    -- next escalation, fallback or expiry
+    sender           text                            -- the API key that ingested it; NULL: none
 );
 
 -- Due work per route and priority, oldest due first: a claim reads one range
@@ -44,6 +45,8 @@ CREATE INDEX messages_leases ON messages (lease_until) WHERE state = 'inflight';
 CREATE INDEX messages_timer ON messages (timer_at) WHERE timer_at IS NOT NULL;
 -- The suspended queue, newest first.
 CREATE INDEX messages_suspended ON messages (seq) WHERE state = 'suspended';
+-- Suspended messages per sender, for the cap checked at ingest.
+CREATE INDEX messages_suspended_sender ON messages (sender) WHERE state = 'suspended' AND sender IS NOT NULL;
 -- Retention: only terminal messages are in it.
 CREATE INDEX messages_finished ON messages (finished_at) WHERE state IN ('delivered', 'discarded');
 
