@@ -25,7 +25,6 @@ type harness struct {
 	sink   *sink.Sink
 	engine *engine.Engine
 	top    *courier.Topology
-	shared bool // the store is one that nodes share, with its limits
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -41,7 +40,7 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, sink: sk, shared: limits != nil, top: &courier.Topology{
+	h := &harness{t: t, store: store, sink: sk, top: &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}}
