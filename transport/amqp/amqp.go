@@ -54,7 +54,26 @@ type Transport struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	conns map[string]*conn // by endpoint name
+	slots map[string]*slot // by endpoint name
+}
+
+// slot holds the connection of one endpoint. Its lock serialises dialling,
+// so that a broker that does not answer holds up its own endpoint only.
+type slot struct {
+	mu sync.Mutex
+	c  *conn
+}
+
+// slot returns the slot of an endpoint, making it on first use.
+func (t *Transport) slot(name string) *slot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.slots[name]
+	if s == nil {
+		s = &slot{}
+		t.slots[name] = s
+	}
+	return s
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -76,18 +95,23 @@ func New(o Options) *Transport {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
-	return &Transport{opts: o, log: o.Logger, conns: make(map[string]*conn)}
+	return &Transport{opts: o, log: o.Logger, slots: make(map[string]*slot)}
 }
 
 // Close closes every connection. Attempts still running fail with a closed
 // connection; the Transport stays usable and connects again when asked.
 func (t *Transport) Close() {
 	t.mu.Lock()
-	conns := t.conns
-	t.conns = make(map[string]*conn)
+	slots := t.slots
+	t.slots = make(map[string]*slot)
 	t.mu.Unlock()
-	for _, c := range conns {
-		c.close()
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.c != nil {
+			s.c.close()
+			s.c = nil
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -120,13 +144,14 @@ func (c *conn) close() {
 // connFor returns the live connection of e, dialling when there is none,
 // it died, or the endpoint's URL changed.
 func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.conns[e.Name]; ok {
+	s := t.slot(e.Name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.c; c != nil {
 		if c.url == e.AMQP.URL && !c.amqp.IsClosed() {
 			return c, nil
 		}
-		delete(t.conns, e.Name)
+		s.c = nil
 		go c.close()
 	}
 	cfg := amqp.Config{
@@ -152,18 +177,19 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 			}
 		}
 	}()
-	t.conns[e.Name] = c
+	s.c = c
 	t.log.Debug("amqp transport: connected", "endpoint", e.Name)
 	return c, nil
 }
 
 // drop forgets c if it is still e's connection, so the next attempt dials.
 func (t *Transport) drop(name string, c *conn) {
-	t.mu.Lock()
-	if t.conns[name] == c {
-		delete(t.conns, name)
+	s := t.slot(name)
+	s.mu.Lock()
+	if s.c == c {
+		s.c = nil
 	}
-	t.mu.Unlock()
+	s.mu.Unlock()
 	c.close()
 }
 
