@@ -229,14 +229,23 @@ type comparison struct {
 }
 
 // sameContent compares the file at path with payload. A missing file is an
-// error that matches fs.ErrNotExist.
+// error that matches fs.ErrNotExist. Anything there but a regular file (a
+// directory, a symbolic link, a FIFO that would block a reader) is not the
+// same and is not opened.
 func sameContent(path string, payload []byte) (comparison, error) {
-	f, err := os.Open(path)
+	info, err := os.Lstat(path)
+	if err != nil {
+		return comparison{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return comparison{size: -1}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return comparison{}, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	info, err = f.Stat()
 	if err != nil {
 		return comparison{}, err
 	}
