@@ -14,8 +14,10 @@ import (
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/sqlite"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
+	natstransport "github.com/courier-gw/courier/transport/nats"
 )
 
 // harness is an engine on a real SQLite store delivering over real HTTP to
@@ -50,11 +52,15 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	}}
 	build(h)
 	tr := httptransport.New(httptransport.Options{})
+	amqpSender := amqptransport.New(amqptransport.Options{})
+	natsSender := natstransport.New(natstransport.Options{})
 	h.engine = engine.New(engine.Options{
 		Store: store, Topology: h.top,
 		Senders: map[courier.Transport]courier.Sender{
 			courier.TransportHTTP: tr,
 			courier.TransportFile: filetransport.New(filetransport.Options{}),
+			courier.TransportAMQP: amqpSender,
+			courier.TransportNATS: natsSender,
 		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 },
@@ -70,6 +76,8 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 		}
 		sk.Close()
 		tr.Close()
+		amqpSender.Close()
+		natsSender.Close()
 		store.Close()
 	})
 	return h
