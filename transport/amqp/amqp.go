@@ -134,11 +134,15 @@ type channel struct {
 	closed  chan *amqp.Error
 }
 
+// closeWait bounds the wait for a broker's answer to a close: one that has
+// stopped answering must not hold up an attempt or a shutdown.
+const closeWait = 5 * time.Second
+
 func (c *conn) close() {
 	c.mu.Lock()
 	c.idle = nil
 	c.mu.Unlock()
-	c.amqp.Close()
+	c.amqp.CloseDeadline(time.Now().Add(closeWait))
 }
 
 // connFor returns the live connection of e, dialling when there is none,
@@ -182,7 +186,8 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 	return c, nil
 }
 
-// drop forgets c if it is still e's connection, so the next attempt dials.
+// drop forgets c if it is still the endpoint's connection, so that the
+// next attempt dials, and closes it.
 func (t *Transport) drop(name string, c *conn) {
 	s := t.slot(name)
 	s.mu.Lock()
@@ -190,7 +195,7 @@ func (t *Transport) drop(name string, c *conn) {
 		s.c = nil
 	}
 	s.mu.Unlock()
-	c.close()
+	go c.close() // it may wait for a broker that no longer answers
 }
 
 // channel takes an idle channel of c or opens one.
@@ -220,15 +225,46 @@ func (c *conn) channel() (*channel, error) {
 	}, nil
 }
 
+// channel takes a channel of c within ctx. Opening one waits for the
+// broker's answer, which has no deadline of its own: when ctx ends first,
+// the connection is given up (a broker that does not open a channel will
+// not confirm a publish either) and a channel that opens late is put back.
+func (t *Transport) channel(ctx context.Context, name string, c *conn) (*channel, error) {
+	type opened struct {
+		ch  *channel
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		ch, err := c.channel()
+		done <- opened{ch, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil && c.amqp.IsClosed() {
+			t.drop(name, c)
+		}
+		return o.ch, o.err
+	case <-ctx.Done():
+		t.drop(name, c)
+		go func() {
+			if o := <-done; o.ch != nil {
+				c.release(o.ch)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
 // release gives a channel that is fit for the next publish back to the pool.
 func (c *conn) release(ch *channel) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.idle) < c.max && !ch.ch.IsClosed() {
+	if len(c.idle) < c.max && !ch.ch.IsClosed() && !c.amqp.IsClosed() {
 		c.idle = append(c.idle, ch)
 		return
 	}
-	ch.ch.Close()
+	go ch.ch.Close()
 }
 
 // Send publishes d.Message once and waits for the broker's confirm. It
@@ -253,10 +289,13 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if c.blocked.Load() {
 		return courier.Result{Class: courier.ClassTransport, Error: "the broker blocks publishing (a resource alarm: memory or disk)"}
 	}
-	ch, err := c.channel()
+	ch, err := t.channel(actx, e.Name, c)
 	if err != nil {
-		if c.amqp.IsClosed() {
-			t.drop(e.Name, c)
+		if ctx.Err() == context.Canceled {
+			return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
+		}
+		if actx.Err() != nil {
+			return courier.Result{Class: courier.ClassTimeout, Error: fmt.Sprintf("the broker did not open a channel within %s", timeout)}
 		}
 		return classify(err, target, brokerAddr(e.AMQP.URL))
 	}
@@ -264,7 +303,9 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if keep {
 		c.release(ch)
 	} else {
-		ch.ch.Close()
+		// A channel close waits for the broker's answer, which a broker
+		// that let this publish time out may never give.
+		go ch.ch.Close()
 		if c.amqp.IsClosed() {
 			t.drop(e.Name, c)
 		}

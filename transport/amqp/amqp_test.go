@@ -332,3 +332,42 @@ func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
 		t.Errorf("silent endpoint: %+v, want a transient failure", res)
 	}
 }
+
+// TestStalledBroker freezes the connection to the broker (a proxy holds
+// every byte): the attempt ends at the endpoint's timeout, as does the next
+// one, and once bytes flow again an attempt delivers.
+func TestStalledBroker(t *testing.T) {
+	t.Parallel()
+	a := newAdmin(t)
+	tr := newTransport(t)
+	upstream, _ := url.Parse(brokerURL(t))
+	proxy := mustProxy(t, "127.0.0.1:0", upstream.Host)
+	viaProxy := *upstream
+	viaProxy.Host = proxy.Addr()
+	q := a.queue("", "", nil)
+	e := endpoint("erp-mq", viaProxy.String(), "", q)
+	e.Timeout = 300 * time.Millisecond
+
+	if res := send(t, tr, e, message("inv-1"), 1); !res.Delivered() {
+		t.Fatalf("before the stall: %+v", res)
+	}
+	proxy.Freeze()
+	for i := range 2 {
+		if res := send(t, tr, e, message("inv-2"), i+1); res.Class != courier.ClassTimeout {
+			t.Fatalf("stalled, attempt %d: %+v, want timeout", i+1, res)
+		}
+	}
+	proxy.Thaw()
+	if res := send(t, tr, e, message("inv-2"), 3); !res.Delivered() {
+		t.Fatalf("after the stall: %+v", res)
+	}
+	// inv-2 may be there more than once: a publish held in the stall can
+	// reach the broker once bytes flow (at least once, deduplicated by id).
+	seen := map[string]bool{}
+	for !seen["inv-2"] {
+		seen[a.get(q).MessageId] = true
+	}
+	if !seen["inv-1"] {
+		t.Errorf("got %v", seen)
+	}
+}
