@@ -146,8 +146,9 @@ func (c *conn) close() {
 }
 
 // connFor returns the live connection of e, dialling when there is none,
-// it died, or the endpoint's URL changed.
-func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
+// it died, or the endpoint's URL changed. The connect and handshake take at
+// most the connect timeout and the attempt's timeout.
+func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
 	s := t.slot(e.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +162,7 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 	cfg := amqp.Config{
 		Heartbeat:       t.opts.Heartbeat,
 		TLSClientConfig: t.opts.TLSConfig,
-		Dial:            amqp.DefaultDial(t.opts.ConnectTimeout),
+		Dial:            amqp.DefaultDial(min(t.opts.ConnectTimeout, timeout)),
 		Properties:      amqp.Table{"connection_name": "courier endpoint " + e.Name, "product": "courier"},
 	}
 	ac, err := amqp.DialConfig(e.AMQP.URL, cfg)
@@ -282,7 +283,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	defer cancel()
 
 	target := fmt.Sprintf("exchange %q with routing key %q", e.AMQP.Exchange, e.AMQP.RoutingKey)
-	c, err := t.connFor(e)
+	c, err := t.connFor(e, timeout)
 	if err != nil {
 		return classify(err, target, brokerAddr(e.AMQP.URL))
 	}

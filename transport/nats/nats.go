@@ -115,8 +115,9 @@ type conn struct {
 // it closed, or the endpoint's URL changed. The client's own reconnecting
 // is off: while it reconnects, a publish would wait in its buffer for a
 // server that may not come, where an attempt should fail and be retried
-// by courier's policy; the next attempt dials again instead.
-func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
+// by courier's policy; the next attempt dials again instead. The connect
+// takes at most the connect timeout and the attempt's timeout.
+func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
 	s := t.slot(e.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,10 +128,11 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 		s.c = nil
 		c.nc.Close()
 	}
-	d := &dialer{d: net.Dialer{Timeout: t.opts.ConnectTimeout}}
+	connectTimeout := min(t.opts.ConnectTimeout, timeout)
+	d := &dialer{d: net.Dialer{Timeout: connectTimeout}}
 	opts := []nats.Option{
 		nats.Name("courier endpoint " + e.Name),
-		nats.Timeout(t.opts.ConnectTimeout),
+		nats.Timeout(connectTimeout),
 		nats.NoReconnect(),
 		nats.SetCustomDialer(d),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -169,7 +171,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c, err := t.connFor(e)
+	c, err := t.connFor(e, timeout)
 	if err != nil {
 		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
 	}

@@ -383,6 +383,10 @@ func TestCompose(t *testing.T) {
 			[]string{"To: ops@example.org, erp@example.org\r\n"}, false},
 		{"declared charset", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain; charset=iso-8859-1", Payload: []byte("caf\xe9")},
 			[]string{"Content-Type: text/plain; charset=iso-8859-1\r\n"}, false},
+		{"long value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Long": strings.Repeat("abc", 400)}},
+			[]string{"X-Long: =?utf-8?b?YWJj", "?=\r\n =?utf-8?b?"}, false},
+		{"long non-ASCII value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Name": strings.Repeat("ü", 100)}},
+			[]string{"X-Name: =?utf-8?q?", "?=\r\n =?utf-8?q?"}, false},
 		{"broken content type", &courier.Message{ID: "a", Type: "t", ContentType: "text/"}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
