@@ -81,6 +81,11 @@ type Message struct {
 	Priority     int
 	DeliverAfter time.Time // zero: at once
 	ExpiresAt    time.Time // zero: never (the policy's max_age still applies)
+	// Sender names the API key that ingested the message; empty when the
+	// API runs without keys or the message came in another way. It is not
+	// part of the content (Hash): it decides who may read the message and
+	// whose suspended-message cap it counts against.
+	Sender string
 
 	// Hash identifies the sender's content for idempotent ingest; see ContentHash.
 	Hash string

@@ -124,6 +124,11 @@ func FuzzParseRate(f *testing.F) {
 		if r.N <= 0 || r.Per <= 0 {
 			t.Fatalf("ParseRate(%q) accepted %+v", s, r)
 		}
+		// What a rate prints (in the endpoint view, in 429 messages) reads
+		// back as the same rate.
+		if back, err := courier.ParseRate(r.String()); err != nil || back != r {
+			t.Fatalf("ParseRate(%q) = %+v prints %q, which reads back as %+v, %v", s, r, r.String(), back, err)
+		}
 	})
 }
 

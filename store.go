@@ -97,6 +97,11 @@ type Store interface {
 	// and error given, at now, and reports how many.
 	SuspendRoute(ctx context.Context, route string, reason Reason, lastError string, now time.Time) (int, error)
 
+	// CountSuspended counts the suspended messages whose Sender is sender,
+	// stopping at limit (so that the cost of a check against a cap is
+	// bounded by the cap).
+	CountSuspended(ctx context.Context, sender string, limit int) (int, error)
+
 	// CountQueued counts the queued messages of the given routes (an index
 	// range each: for operators' views, not for every request).
 	CountQueued(ctx context.Context, routes []string) (int, error)
@@ -160,6 +165,7 @@ type MessageFilter struct {
 	Route         string
 	Endpoint      string
 	Reason        Reason
+	Sender        string // the API key that ingested the messages
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
 	Limit         int    // at most MaxListLimit; 0 means DefaultListLimit

@@ -105,6 +105,17 @@ type HTTPTarget struct {
 	Secrets         []string // Standard Webhooks secrets; several during rotation
 	FollowRedirects bool
 	AllowNetworks   []string // CIDRs this endpoint may reach despite the SSRF guard
+	TLS             HTTPTLS
+}
+
+// HTTPTLS are the files of an http endpoint's TLS settings: a client
+// certificate and its key for receivers that require mutual TLS (PEPPOL
+// access points), and a CA bundle to trust instead of the system roots.
+// Empty fields are not used.
+type HTTPTLS struct {
+	Cert string // PEM client certificate (chain)
+	Key  string // PEM private key of Cert
+	CA   string // PEM bundle of the CAs that may sign the receiver's certificate
 }
 
 // SMTPTarget holds the settings of an smtp endpoint.

@@ -1,10 +1,18 @@
 package api
 
 import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/sqlite"
 )
 
 // FuzzDecodeMessage feeds arbitrary bodies to the ingest decoder: it must
@@ -43,6 +51,71 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if int64(len(m.Payload)) > s.maxPayload {
 			t.Fatalf("accepted a payload of %d bytes", len(m.Payload))
+		}
+	})
+}
+
+// FuzzRouter sends arbitrary requests (method, path, query, a header,
+// body), as the HTTP server would hand them over, to the API with and
+// without keys: no panic, and no 500, since nothing a caller sends is the
+// server's fault.
+func FuzzRouter(f *testing.F) {
+	for _, seed := range []struct{ method, target, header, value, body string }{
+		{"GET", "/v1/messages", "Authorization", "Bearer secret-of-ops", ""},
+		{"PUT", "/v1/messages/inv-1", "Authorization", "Bearer secret-of-erp", `{"type":"t","route":"acme","payload":1}`},
+		{"POST", "/v1/messages/batch", "Authorization", "Bearer secret-of-erp", `{"messages":[{"type":"t","route":"acme","payload":1},1]}`},
+		{"GET", "/v1/messages?state=x&limit=-1&cursor=%%%", "Authorization", "Basic x", ""},
+		{"POST", "/v1/messages/a/resubmit", "Authorization", "Bearer secret-of-root", `{"route":"nowhere"}`},
+		{"POST", "/v1/messages/discard", "Authorization", "Bearer secret-of-ops", `{"filter":{"state":"inflight"}}`},
+		{"POST", "/v1/endpoints/x/off", "Authorization", "bearer  secret-of-ops ", ""},
+		{"GET", "/v1/operations/..%2f..%2fetc", "X-Forwarded-For", "10.0.0.1", ""},
+		{"DELETE", "/v1/../v1/messages//x", "Content-Type", "application/json", "null"},
+		{"POST", "/v1/reload", "Authorization", "Bearer secret-of-root", ""},
+		{"GET", "/healthz", "", "", ""},
+		{"OPTIONS", "*", "", "", ""},
+	} {
+		f.Add(seed.method, seed.target, seed.header, seed.value, seed.body)
+	}
+	store, err := sqlite.Open(filepath.Join(f.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { store.Close() })
+	top := &courier.Topology{
+		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"e"}}},
+		Endpoints: map[string]*courier.Endpoint{"e": courier.NewEndpoint("e", courier.TransportHTTP)},
+		Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	var keys []Key
+	for _, k := range []struct {
+		name string
+		role courier.Role
+	}{{"erp", courier.RoleSender}, {"ops", courier.RoleOperator}, {"root", courier.RoleAdmin}} {
+		h, _ := ParseKeyHash(HashSecret("secret-of-" + k.name))
+		keys = append(keys, Key{Name: k.name, Role: k.role, Hash: h, Routes: []string{"acme"},
+			Rate: courier.Rate{N: 1000, Per: time.Second}, MaxSuspended: 10})
+	}
+	reload := func(context.Context) error { return nil }
+	servers := []*Server{
+		NewServer(Options{Store: store, Topology: top, MaxPayload: 1024, MaxBatchBytes: 64 << 10}),
+		NewServer(Options{Store: store, Topology: top, MaxPayload: 1024, MaxBatchBytes: 64 << 10, Keys: keys, ReloadFunc: reload}),
+	}
+	f.Fuzz(func(t *testing.T, method, target, header, value, body string) {
+		raw := method + " " + target + " HTTP/1.1\r\nHost: courier\r\n"
+		if header != "" {
+			raw += header + ": " + value + "\r\n"
+		}
+		raw += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		for _, s := range servers {
+			req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+			if err != nil {
+				return // the HTTP server answers 400 itself
+			}
+			rec := httptest.NewRecorder()
+			s.ServeHTTP(rec, req)
+			if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("%q: status %d: %s", raw, rec.Code, rec.Body)
+			}
 		}
 	})
 }

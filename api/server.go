@@ -48,6 +48,12 @@ type Options struct {
 	// ActivityFunc, if set, tells an endpoint's attempts under way and
 	// recent outcomes on this node (the engine's Activity).
 	ActivityFunc func(endpoint string) courier.EndpointActivity
+	// Keys are the API keys. With none, every caller may do everything,
+	// which is why courier then listens on loopback only.
+	Keys []Key
+	// ReloadFunc, if set, reloads the configuration for POST /v1/reload
+	// (admin keys only); without it that answers 503.
+	ReloadFunc func(ctx context.Context) error
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
@@ -67,6 +73,9 @@ type Server struct {
 	ingested      func()
 	bulk          BulkRunner
 	activity      func(endpoint string) courier.EndpointActivity
+	reload        func(ctx context.Context) error
+	keys          atomic.Pointer[keyring]
+	limits        limiter
 	mux           *http.ServeMux
 }
 
@@ -81,8 +90,10 @@ func NewServer(o Options) *Server {
 		ingested:      o.IngestedFunc,
 		bulk:          o.Bulk,
 		activity:      o.ActivityFunc,
+		reload:        o.ReloadFunc,
 		mux:           http.NewServeMux(),
 	}
+	s.SetKeys(o.Keys)
 	if s.clock == nil {
 		s.clock = courier.SystemClock{}
 	}
@@ -107,32 +118,78 @@ func NewServer(o Options) *Server {
 	}
 	s.topology.Store(t)
 
-	s.mux.HandleFunc("PUT /v1/messages/{id}", s.handlePut)
-	s.mux.HandleFunc("POST /v1/messages", s.handlePost)
-	s.mux.HandleFunc("POST /v1/messages/batch", s.handleBatch)
-	s.mux.HandleFunc("GET /v1/messages", s.handleList)
-	s.mux.HandleFunc("GET /v1/messages/{id}", s.handleGet)
-	s.mux.HandleFunc("GET /v1/messages/{id}/attempts", s.handleAttempts)
-	s.mux.HandleFunc("POST /v1/messages/{id}/resubmit", s.handleResubmit)
-	s.mux.HandleFunc("POST /v1/messages/{id}/discard", s.handleDiscard)
-	s.mux.HandleFunc("POST /v1/messages/resubmit", s.handleBulk(courier.ActionResubmit))
-	s.mux.HandleFunc("POST /v1/messages/discard", s.handleBulk(courier.ActionDiscard))
-	s.mux.HandleFunc("GET /v1/operations/{id}", s.handleOperation)
-	s.mux.HandleFunc("GET /v1/endpoints", s.handleEndpoints)
-	s.mux.HandleFunc("GET /v1/endpoints/{name}", s.handleEndpoint)
-	s.mux.HandleFunc("POST /v1/endpoints/{name}/off", s.handleSwitch(false))
-	s.mux.HandleFunc("POST /v1/endpoints/{name}/on", s.handleSwitch(true))
-	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
-	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	for _, rt := range []struct {
+		pattern string
+		access  access
+		handler http.HandlerFunc
+	}{
+		{"PUT /v1/messages/{id}", accessIngest, s.handlePut},
+		{"POST /v1/messages", accessIngest, s.handlePost},
+		{"POST /v1/messages/batch", accessIngest, s.handleBatch},
+		{"GET /v1/messages", accessRead, s.handleList},
+		{"GET /v1/messages/{id}", accessRead, s.handleGet},
+		{"GET /v1/messages/{id}/attempts", accessRead, s.handleAttempts},
+		{"POST /v1/messages/{id}/resubmit", accessOperate, s.handleResubmit},
+		{"POST /v1/messages/{id}/discard", accessOperate, s.handleDiscard},
+		{"POST /v1/messages/resubmit", accessOperate, s.handleBulk(courier.ActionResubmit)},
+		{"POST /v1/messages/discard", accessOperate, s.handleBulk(courier.ActionDiscard)},
+		{"GET /v1/operations/{id}", accessOperate, s.handleOperation},
+		{"GET /v1/endpoints", accessOperate, s.handleEndpoints},
+		{"GET /v1/endpoints/{name}", accessOperate, s.handleEndpoint},
+		{"POST /v1/endpoints/{name}/off", accessOperate, s.handleSwitch(false)},
+		{"POST /v1/endpoints/{name}/on", accessOperate, s.handleSwitch(true)},
+		{"POST /v1/reload", accessAdmin, s.handleReload},
+		{"GET /healthz", accessPublic, s.handleHealthz},
+		{"GET /readyz", accessPublic, s.handleReadyz},
+	} {
+		s.mux.Handle(rt.pattern, s.guard(rt.access, rt.handler))
+	}
 	return s
 }
 
 // SetTopology replaces the routes, endpoints and policies, as on reload.
 func (s *Server) SetTopology(t *courier.Topology) { s.topology.Store(t) }
 
-// ServeHTTP routes a request. Paths and methods the API does not have get
+// SetKeys replaces the API keys, as on reload. With none, the API asks for
+// no key.
+func (s *Server) SetKeys(keys []Key) {
+	if len(keys) == 0 {
+		s.keys.Store(nil)
+		return
+	}
+	s.keys.Store(&keyring{keys: slices.Clone(keys)})
+}
+
+// guard lets a request through to h when its key may do a.
+func (s *Server) guard(a access, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := authorize(r, a); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h(w, r)
+	})
+}
+
+// publicPaths answer without a key: probes of load balancers and
+// orchestrators carry none.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true}
+
+// ServeHTTP authenticates and routes a request. With keys configured, every
+// request but the probes needs a valid key, before anything else about it
+// is looked at: an unknown path is 401 too, so that a caller without a key
+// learns nothing of the API. Paths and methods the API does not have get
 // the error body too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if kr := s.keys.Load(); kr != nil && !publicPaths[r.URL.Path] {
+		k, err := kr.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+			s.writeError(w, r, err)
+			return
+		}
+		r = withKey(r, k)
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		rec := &statusRecorder{header: http.Header{}}
 		s.mux.ServeHTTP(rec, r)
@@ -214,7 +271,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
-	if status == http.StatusServiceUnavailable {
+	if v := retryAfter(err); v != "" {
+		w.Header().Set("Retry-After", v)
+	} else if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, ErrorBody{Error: *errorInfo(err)})
@@ -261,13 +320,21 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
+	k := keyOf(r)
+	now := s.clock.Now()
+	if err := s.limits.take(k, now, 1); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	body, err := readBody(r, w, s.singleLimit())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	now := s.clock.Now()
 	m, err := s.decodeMessage(body, pathID, now)
+	if err == nil {
+		err = s.admit(r.Context(), k, m)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -276,6 +343,9 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if res[0].Status == courier.IngestExists && res[0].Message.Sender != m.Sender {
+		res[0].Status = courier.IngestConflict // another key's message: not to be shown
 	}
 	switch res[0].Status {
 	case courier.IngestCreated:
@@ -289,6 +359,20 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
+}
+
+// admit checks what the sending key may do with a decoded message and marks
+// the message as the key's. The suspended cap is checked here, after the
+// cheap checks, as it costs a query.
+func (s *Server) admit(ctx context.Context, k *Key, m *courier.Message) error {
+	if k == nil {
+		return nil
+	}
+	if err := checkRoute(k, m.Route); err != nil {
+		return err
+	}
+	m.Sender = k.Name
+	return s.checkSuspended(ctx, k)
 }
 
 func conflictError(id string) error {
@@ -420,12 +504,26 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Errorf(courier.CodePayloadTooLarge, "a batch holds at most %d messages, not %d", MaxBatchItems, len(req.Messages)))
 		return
 	}
+	k := keyOf(r)
 	now := s.clock.Now()
+	if err := s.limits.take(k, now, len(req.Messages)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkSuspended(r.Context(), k); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	results := make([]BatchResult, len(req.Messages))
 	var msgs []*courier.Message
 	var index []int // index[i] is the position of msgs[i] in the batch
 	for i, raw := range req.Messages {
 		m, err := s.decodeMessage(raw, "", now)
+		if err == nil && k != nil {
+			if err = checkRoute(k, m.Route); err == nil {
+				m.Sender = k.Name
+			}
+		}
 		if err != nil {
 			if courier.ErrorCode(err) == courier.CodeInternal {
 				s.writeError(w, r, err)
@@ -451,6 +549,11 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
 				created = created || !msgs[j].NextAttemptAt.After(now)
 			case courier.IngestExists:
+				if ir.Message.Sender != msgs[j].Sender {
+					err := conflictError(msgs[j].ID)
+					results[i] = BatchResult{ID: msgs[j].ID, Status: statusOf(err), Error: errorInfo(err)}
+					break
+				}
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
 			default:
 				err := conflictError(msgs[j].ID)
@@ -477,7 +580,7 @@ func itemID(raw json.RawMessage) string {
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	m, err := s.store.Message(r.Context(), r.PathValue("id"))
+	m, err := s.ownMessage(r, r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -485,7 +588,27 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toMessage(m, true))
 }
 
+// ownMessage returns a message the request may see. Another key's message
+// is not found, exactly as a missing one, so that a sender cannot probe for
+// the ids of others.
+func (s *Server) ownMessage(r *http.Request, id string) (*courier.Message, error) {
+	m, err := s.store.Message(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if !ownsMessage(r, m) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	return m, nil
+}
+
 func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
+	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
+		if _, err := s.ownMessage(r, r.PathValue("id")); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	attempts, err := s.store.Attempts(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -504,6 +627,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
+		if f.Sender != "" && f.Sender != k.Name {
+			s.writeError(w, r, courier.Errorf(courier.CodePermissionDenied, "key %q may list only its own messages", k.Name))
+			return
+		}
+		f.Sender = k.Name
+	}
 	page, err := s.store.Messages(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -521,7 +651,7 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 	q := r.URL.Query()
 	for key := range q {
 		switch key {
-		case "state", "type", "route", "endpoint", "reason", "limit", "cursor", "created_after", "created_before":
+		case "state", "type", "route", "endpoint", "reason", "sender", "limit", "cursor", "created_after", "created_before":
 		default:
 			return courier.MessageFilter{}, courier.Errorf(courier.CodeInvalidArgument, "unknown query parameter %q", key)
 		}
@@ -532,6 +662,7 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 		Route:    q.Get("route"),
 		Endpoint: q.Get("endpoint"),
 		Reason:   courier.Reason(q.Get("reason")),
+		Sender:   q.Get("sender"),
 		Cursor:   q.Get("cursor"),
 	}
 	if f.State != "" && !f.State.Valid() {
@@ -800,9 +931,18 @@ func (s *Server) action(r *http.Request) courier.Action {
 	return courier.Action{At: s.clock.Now(), Who: actor(r)}
 }
 
-// actor names who makes a request. Until API keys are configured, the API
-// serves only loopback callers, recorded as "local".
-func actor(r *http.Request) string { return "local" }
+func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
+	if s.reload == nil {
+		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no configuration file to reload"))
+		return
+	}
+	if err := s.reload(r.Context()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.logger.Info("configuration reloaded through the API", "by", actor(r))
+	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
+}
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -561,7 +561,7 @@ func TestEndpoints(t *testing.T) {
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{
 			"acme-primary": {Name: "acme-primary", Transport: courier.TransportHTTP, Timeout: 30 * time.Second, MaxConcurrency: 4,
-				HTTP: courier.HTTPTarget{URL: "https://erp:s3cret@erp.acme.example/inbox", Secrets: []string{"whsec_c2VjcmV0"}}},
+				HTTP: courier.HTTPTarget{URL: "https://erp:s3cret@erp.acme.example/inbox?token=t0ken&tenant=acme", Secrets: []string{"whsec_c2VjcmV0"}}},
 			"globex": {Name: "globex", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 16,
 				HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}},
 		}
@@ -582,7 +582,7 @@ func TestEndpoints(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	if strings.Contains(string(body), "s3cret") || strings.Contains(string(body), "whsec") {
+	if strings.Contains(string(body), "s3cret") || strings.Contains(string(body), "whsec") || strings.Contains(string(body), "t0ken") {
 		t.Fatalf("the endpoint list shows a secret: %s", body)
 	}
 	list := decode[api.EndpointList](t, body)

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"encoding/json"
-	"net/url"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -248,30 +247,20 @@ func toEndpoint(e *courier.Endpoint, h courier.EndpointHealth) Endpoint {
 	return v
 }
 
-// target names where an endpoint delivers, with any password in a URL
-// removed: the API never shows secrets.
+// target names where an endpoint delivers, without the passwords and query
+// values of URLs: the API never shows secrets.
 func target(e *courier.Endpoint) string {
-	clean := func(raw string) string {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return ""
-		}
-		if u.User != nil {
-			u.User = url.User(u.User.Username())
-		}
-		return u.Redacted()
-	}
 	switch e.Transport {
 	case courier.TransportHTTP:
-		return clean(e.HTTP.URL)
+		return courier.RedactURL(e.HTTP.URL)
 	case courier.TransportSMTP:
 		return "smtp://" + e.SMTP.Addr
 	case courier.TransportFile:
 		return e.File.Dir
 	case courier.TransportAMQP:
-		return clean(e.AMQP.URL)
+		return courier.RedactURL(e.AMQP.URL)
 	case courier.TransportNATS:
-		return clean(e.NATS.URL)
+		return courier.RedactURL(e.NATS.URL)
 	}
 	return ""
 }

@@ -82,14 +82,19 @@ type Log struct {
 }
 
 // Role says what an API key may do; the API decides what each allows.
-type Role string
+type Role = courier.Role
 
 // The roles of API keys.
 const (
-	RoleSender   Role = "sender"   // an application that hands in messages
-	RoleOperator Role = "operator" // a person who resubmits, discards and switches endpoints
-	RoleAdmin    Role = "admin"    // may do everything
+	RoleSender   = courier.RoleSender   // an application that hands in messages
+	RoleOperator = courier.RoleOperator // a person who resubmits, discards and switches endpoints
+	RoleAdmin    = courier.RoleAdmin    // may do everything
 )
+
+// DefaultMaxSuspended is the cap on suspended messages of a key that sets
+// none: enough for any honest backlog, small enough that a misbehaving
+// sender cannot fill the store with messages nobody will look at.
+const DefaultMaxSuspended = 10000
 
 // Key is one API key. Only the hash of its secret is configured, so that the
 // file can be shared without giving access.
@@ -100,6 +105,11 @@ type Key struct {
 	Hash string
 	// Routes limits a sender to these routes; empty means every route.
 	Routes []string
+	// Rate limits the messages the key may ingest; the zero Rate is unlimited.
+	Rate courier.Rate
+	// MaxSuspended refuses the key's ingest while it has this many suspended
+	// messages; 0 means no cap.
+	MaxSuspended int
 }
 
 // Outbound is the SSRF guard: http endpoints may not reach private, loopback

@@ -93,8 +93,9 @@ func TestParseExample(t *testing.T) {
 		t.Errorf("PublicURL = %q, want %q", got, want)
 	}
 	wantKeys := map[string]Key{
-		"erp": {Name: "erp", Role: RoleSender, Hash: "sha256:886f6368ba49c2284e40472c43f2592fc28370d286034900a7e900dda01b02f0", Routes: []string{"acme"}},
-		"ops": {Name: "ops", Role: RoleOperator, Hash: "sha256:32323cfa9ec9d62750daad0836a4cf3d7b60d23723b7852a529667deed01669f"},
+		"erp": {Name: "erp", Role: RoleSender, Hash: "sha256:886f6368ba49c2284e40472c43f2592fc28370d286034900a7e900dda01b02f0", Routes: []string{"acme"},
+			Rate: courier.Rate{N: 100, Per: time.Second}, MaxSuspended: 500},
+		"ops": {Name: "ops", Role: RoleOperator, Hash: "sha256:32323cfa9ec9d62750daad0836a4cf3d7b60d23723b7852a529667deed01669f", MaxSuspended: DefaultMaxSuspended},
 	}
 	if !reflect.DeepEqual(c.Keys, wantKeys) {
 		t.Errorf("Keys = %+v, want %+v", c.Keys, wantKeys)
@@ -121,7 +122,8 @@ func TestParseExample(t *testing.T) {
 		HTTP: courier.HTTPTarget{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
 	wantEndpoints[e.Name] = e
 	e = common("acme-backup", courier.TransportHTTP)
-	e.HTTP = courier.HTTPTarget{URL: "https://backup.acme.example/inbox", Method: "POST"}
+	e.HTTP = courier.HTTPTarget{URL: "https://backup.acme.example/inbox", Method: "POST", AllowNetworks: []string{"10.20.0.0/16"},
+		TLS: courier.HTTPTLS{Cert: "testdata/peppol-client.crt", Key: "testdata/peppol-client.key", CA: "testdata/peppol-ca.pem"}}
 	wantEndpoints[e.Name] = e
 	e = common("vans", courier.TransportFile)
 	e.File = courier.FileTarget{Dir: "./outbox/vans", Name: "{id}"}

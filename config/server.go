@@ -71,7 +71,7 @@ func (d *decoder) networks(o *object, name string) []netip.Prefix {
 	return out
 }
 
-var keyFields = []string{"role", "hash", "routes"}
+var keyFields = []string{"role", "hash", "routes", "rate", "max_suspended"}
 
 // keys reads the API keys. Only a hash of each secret is configured; two
 // keys with one hash would make the caller's identity ambiguous.
@@ -81,7 +81,7 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 		path := "keys." + p.key
 		d.checkName(p, path, courier.ValidName)
 		o := d.object(p.value, path, p.line, keyFields)
-		k := Key{Name: p.key}
+		k := Key{Name: p.key, MaxSuspended: DefaultMaxSuspended}
 		var role string
 		if o.required("role", ": one of sender, operator, admin") {
 			if l := o.str("role", &role); l > 0 && !contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
@@ -115,8 +115,34 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
 			}
 		}
+		o.parsed("rate", func(s string) (err error) {
+			k.Rate, err = parseRate(s)
+			return err
+		})
+		o.parsed("max_suspended", func(s string) error {
+			s = strings.TrimSpace(s)
+			if s == "unlimited" {
+				k.MaxSuspended = 0
+				return nil
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q must be a whole number of at least 1, or unlimited", clip(s))
+			}
+			k.MaxSuspended = n
+			return nil
+		})
 		c.Keys[p.key] = k
 	}
+}
+
+// parseRate reads a rate, or "unlimited": how a zero Rate prints, so that
+// it reads back the same.
+func parseRate(s string) (courier.Rate, error) {
+	if strings.TrimSpace(s) == "unlimited" {
+		return courier.Rate{}, nil
+	}
+	return courier.ParseRate(s)
 }
 
 func validHash(s string) bool {

@@ -2,8 +2,14 @@ package config
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/mail"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -59,7 +65,7 @@ var endpointFields = []string{"transport", "timeout", "max_concurrency", "min_in
 // transportFields are the fields each transport takes besides the common
 // ones; a field of another transport is a mistake worth naming as such.
 var transportFields = map[courier.Transport][]string{
-	courier.TransportHTTP: {"url", "method", "secret", "follow_redirects", "allow_networks"},
+	courier.TransportHTTP: {"url", "method", "secret", "follow_redirects", "allow_networks", "tls"},
 	courier.TransportSMTP: {"addr", "from", "to", "username", "password", "starttls"},
 	courier.TransportFile: {"dir", "name"},
 	courier.TransportAMQP: {"url", "exchange", "routing_key"},
@@ -135,16 +141,8 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 		d.errorf(l, o.field("max_concurrency"), "must be at least 1")
 	}
 	o.duration("min_interval", &e.MinInterval)
-	o.parsed("rate", func(s string) error {
-		// "unlimited" is how a zero Rate prints; it reads back the same.
-		if strings.TrimSpace(s) == "unlimited" {
-			e.Rate = courier.Rate{}
-			return nil
-		}
-		r, err := courier.ParseRate(s)
-		if err == nil {
-			e.Rate = r
-		}
+	o.parsed("rate", func(s string) (err error) {
+		e.Rate, err = parseRate(s)
 		return err
 	})
 	timeoutOn, timeoutGiven := d.classes(o, "timeout_on")
@@ -269,11 +267,69 @@ func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
 		if len(h.Secrets) == 0 {
 			d.errorf(l, o.field("secret"), "is empty; leave the field out to send unsigned requests")
 		}
+		for i, sec := range h.Secrets {
+			// Never quoted back: the message would put the secret in a log.
+			if enc, ok := strings.CutPrefix(sec, "whsec_"); ok && !validBase64(enc) {
+				d.errorf(l, o.field("secret"), "secret %d of %d starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)", i+1, len(h.Secrets))
+			}
+		}
 	}
 	o.boolean("follow_redirects", &h.FollowRedirects)
 	for _, p := range d.networks(o, "allow_networks") {
 		h.AllowNetworks = append(h.AllowNetworks, p.String())
 	}
+	if t := o.sub("tls", []string{"cert", "key", "ca"}); t != nil {
+		d.httpTLS(t, &h.TLS)
+	}
+}
+
+// httpTLS reads an endpoint's TLS files and checks that they load, so that
+// a wrong path or a key that does not match shows at start, not at the
+// first attempt. The messages never quote the files' content.
+func (d *decoder) httpTLS(o *object, t *courier.HTTPTLS) {
+	certLine := o.str("cert", &t.Cert)
+	o.str("key", &t.Key)
+	switch {
+	case t.Cert != "" && t.Key == "":
+		o.errorf("key", "required when tls.cert is set: the client certificate's private key")
+	case t.Key != "" && t.Cert == "":
+		o.errorf("cert", "required when tls.key is set: the client certificate")
+	case t.Cert != "":
+		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			d.errorf(certLine, o.field("cert"), "cannot load the client certificate with key %s: %s", t.Key, fileProblem(err))
+		}
+	}
+	if l := o.str("ca", &t.CA); l > 0 {
+		pem, err := os.ReadFile(t.CA)
+		switch {
+		case err != nil:
+			d.errorf(l, o.field("ca"), "cannot read the CA bundle: %s", fileProblem(err))
+		case !x509.NewCertPool().AppendCertsFromPEM(pem):
+			d.errorf(l, o.field("ca"), "%s holds no PEM certificate", t.CA)
+		}
+	}
+}
+
+// fileProblem says what is wrong with a file without the library's detail,
+// which for a key file could echo what it read.
+func fileProblem(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "private key does not match") {
+		return "the private key does not match the certificate"
+	}
+	return "the files are not a PEM certificate and its PEM private key"
+}
+
+func validBase64(s string) bool {
+	if _, err := base64.StdEncoding.DecodeString(s); err == nil {
+		return s != ""
+	}
+	_, err := base64.RawStdEncoding.DecodeString(s)
+	return err == nil && s != ""
 }
 
 func (d *decoder) smtpTarget(o *object, e *courier.Endpoint) {

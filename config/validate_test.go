@@ -98,6 +98,10 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: keys.erp.hash: must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`}},
 		{"key hash shared", lines("keys:", `  a: {role: admin, hash: "`+hashA+`"}`, `  b: {role: sender, hash: "`+hashA+`"}`),
 			nil, []string{`c.yaml:3: keys.b.hash: is the same as the hash of key "a": each key needs its own secret`}},
+		{"key rate", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", rate: 100/d}`),
+			nil, []string{`c.yaml:2: keys.erp.rate: rate "100/d": the period must be s, m, h or a positive duration`}},
+		{"key max_suspended", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", max_suspended: 0}`),
+			nil, []string{`c.yaml:2: keys.erp.max_suspended: "0" must be a whole number of at least 1, or unlimited`}},
 		{"key route undefined", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", routes: [acme]}`),
 			nil, []string{`c.yaml:2: keys.erp.routes[0]: route "acme" is not defined`}},
 		{"key routes for an operator", lines(
@@ -106,6 +110,9 @@ func TestRules(t *testing.T) {
 			"keys:",
 			`  ops: {role: operator, hash: "`+hashB+`", routes: [acme]}`),
 			nil, []string{`c.yaml:4: keys.ops.routes: only sender keys are limited to routes; operator keys reach every route`}},
+
+		{"whsec secret not base64", lines("endpoints:", `  a: {transport: http, url: "https://a.example/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_not*base64!"}`),
+			nil, []string{`c.yaml:2: endpoints.a.secret: secret 2 of 2 starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)`}},
 
 		// Endpoints: names, transports and their fields.
 		{"endpoint name", lines("endpoints:", "  a/b: {transport: file, dir: out}"),

@@ -11,58 +11,6 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// endpointSlots counts the attempts running per endpoint, so that claims
-// take only what an endpoint may receive and no endpoint ever has more than
-// max_concurrency requests open.
-type endpointSlots struct {
-	mu      sync.Mutex
-	freed   *sync.Cond // signalled when a slot is released
-	running map[string]int
-}
-
-func newEndpointSlots() *endpointSlots {
-	s := &endpointSlots{running: map[string]int{}}
-	s.freed = sync.NewCond(&s.mu)
-	return s
-}
-
-func (s *endpointSlots) free(e *courier.Endpoint) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return max(e.MaxConcurrency, 1) - s.running[e.Name]
-}
-
-// take reserves a slot on e if one is free.
-func (s *endpointSlots) take(e *courier.Endpoint) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[e.Name] >= max(e.MaxConcurrency, 1) {
-		return false
-	}
-	s.running[e.Name]++
-	return true
-}
-
-// wait reserves a slot on e, waiting for one to be released. Claims are
-// sized to free slots, so this is rare: two routes sharing an endpoint.
-func (s *endpointSlots) wait(e *courier.Endpoint) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.running[e.Name] >= max(e.MaxConcurrency, 1) {
-		s.freed.Wait()
-	}
-	s.running[e.Name]++
-}
-
-func (s *endpointSlots) release(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[name]--; s.running[name] <= 0 {
-		delete(s.running, name)
-	}
-	s.freed.Broadcast()
-}
-
 // round is what one claim cycle knows: the topology, the time, the health of
 // the endpoints, the probes it reserved and has not yet used, and the
 // earliest time a paced endpoint may start its next attempt.
@@ -135,6 +83,19 @@ func (p *pacer) begin(ep *courier.Endpoint, now time.Time) time.Duration {
 	return 0
 }
 
+// booked notes that another attempt (of this node or another) starts on ep
+// at, so that the next one is not claimed before at plus the interval.
+func (p *pacer) booked(ep *courier.Endpoint, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.times == nil {
+		p.times = map[string]time.Time{}
+	}
+	if next := at.Add(interval(ep)); next.After(p.times[ep.Name]) {
+		p.times[ep.Name] = next
+	}
+}
+
 func (p *pacer) next(name string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -193,7 +154,9 @@ func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 			continue
 		}
 		if probe {
-			total++
+			if e.slots.free(ep) >= 1 {
+				total++
+			}
 			continue
 		}
 		if e.paced(rd, ep) {
@@ -222,15 +185,38 @@ func firstTakesAll(r *courier.Route) bool {
 	return r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == ""
 }
 
-// routeTimeout is the longest timeout of a route's endpoints.
+// routeTimeout is the longest time an attempt on one of a route's endpoints
+// may take: its timeout, and for a paced endpoint the wait for its start
+// (one interval ahead on a node of its own; with nodes sharing a store, the
+// others' bookings may come first).
 func (e *Engine) routeTimeout(t *courier.Topology, r *courier.Route) time.Duration {
 	var d time.Duration
 	for _, name := range r.Endpoints {
 		if ep := t.Endpoints[name]; ep != nil {
-			d = max(d, timeoutOf(ep))
+			d = max(d, timeoutOf(ep)+4*interval(ep))
 		}
 	}
 	return d
+}
+
+// sendingEndpoints lists the endpoints of the routes that may take an
+// attempt in this round, each once.
+func sendingEndpoints(rd *round, routes []*courier.Route) []*courier.Endpoint {
+	var out []*courier.Endpoint
+	seen := map[string]bool{}
+	for _, r := range routes {
+		for _, name := range r.Endpoints {
+			ep := rd.t.Endpoints[name]
+			if ep == nil || seen[name] {
+				continue
+			}
+			seen[name] = true
+			if ok, _ := rd.sendable(name); ok {
+				out = append(out, ep)
+			}
+		}
+	}
+	return out
 }
 
 func timeoutOf(ep *courier.Endpoint) time.Duration {
@@ -413,16 +399,20 @@ func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {
 // endpoint's messages at most one interval (and 50 ms) ahead, so the wait is
 // short.
 func (e *Engine) waitPace(ep *courier.Endpoint) {
-	for {
-		now := e.clock.Now()
-		at, ok := e.pace.start(ep, now)
-		if ok {
-			if wait := at.Sub(now); wait > 0 {
-				time.Sleep(wait)
+	if e.opts.Limits != nil {
+		e.bookShared(ep)
+	} else {
+		for {
+			now := e.clock.Now()
+			at, ok := e.pace.start(ep, now)
+			if ok {
+				if wait := at.Sub(now); wait > 0 {
+					time.Sleep(wait)
+				}
+				break
 			}
-			break
+			time.Sleep(max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond))
 		}
-		time.Sleep(max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond))
 	}
 	for {
 		wait := e.pace.begin(ep, e.clock.Now())
@@ -430,5 +420,34 @@ func (e *Engine) waitPace(ep *courier.Endpoint) {
 			return
 		}
 		time.Sleep(wait)
+	}
+}
+
+// bookShared books this attempt's start in the store that nodes share, so
+// that the spacing holds across all of them, and waits for it. What the
+// store answers also tells this node's claimer when the endpoint is free
+// again, so that it does not claim for it before then.
+func (e *Engine) bookShared(ep *courier.Endpoint) {
+	if interval(ep) <= 0 {
+		return
+	}
+	for failures := 0; ; {
+		wait, ok, err := e.opts.Limits.BookStart(context.Background(), ep.Name, interval(ep), lead(ep))
+		if err != nil {
+			// Without a booking the spacing cannot be known: wait for the
+			// store rather than send (the lease lapses if it stays away).
+			failures++
+			e.logger.Warn("could not book the next start of a paced endpoint; trying again", "endpoint", ep.Name, "err", err)
+			time.Sleep(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
+			continue
+		}
+		now := e.clock.Now()
+		if ok {
+			e.pace.booked(ep, now.Add(wait))
+			time.Sleep(wait)
+			return
+		}
+		e.pace.booked(ep, now.Add(wait+lead(ep)-interval(ep)))
+		time.Sleep(max(wait, time.Millisecond))
 	}
 }

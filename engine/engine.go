@@ -32,8 +32,10 @@ type Options struct {
 	// Owner names this node in leases (default host:pid).
 	Owner string
 	// LeaseSlack is added to the longest endpoint timeout of a route to make
-	// the lease of its messages (default 30s): a lease never lapses while its
-	// attempt can still be running.
+	// the lease of its messages (default 10s; an attempt is cut off 5s after
+	// its endpoint's timeout): a lease never lapses while its attempt can
+	// still be running, and the messages of a node that died are taken up
+	// soon after.
 	LeaseSlack time.Duration
 	// PollInterval is the longest the claimer sleeps without a wake-up
 	// (default 1s): it finds retries that came due and other nodes' work.
@@ -48,6 +50,9 @@ type Options struct {
 	RescueAllOnStart bool
 	// RandFunc returns a number in [0, 1) for jitter (default math/rand).
 	RandFunc func() float64
+	// Limits holds max_concurrency, min_interval and rate for every node of
+	// a store that several share; nil when this node is the only one.
+	Limits courier.SharedLimits
 }
 
 // Engine delivers due messages: it claims them as capacity frees, hands each
@@ -103,7 +108,7 @@ func New(o Options) *Engine {
 		o.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	if o.LeaseSlack <= 0 {
-		o.LeaseSlack = 30 * time.Second
+		o.LeaseSlack = 10 * time.Second
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
@@ -125,7 +130,7 @@ func New(o Options) *Engine {
 		opts:     o,
 		wake:     make(chan struct{}, 1),
 		outcomes: make(chan outcome, o.Workers),
-		slots:    newEndpointSlots(),
+		slots:    newEndpointSlots(o.Limits),
 	}
 	e.topology.Store(o.Topology)
 	return e
@@ -199,10 +204,13 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("outcomes not yet written at stop: %w", ctx.Err())
 	}
+	if err := e.slots.releaseAll(ctx, e.opts.Owner); err != nil {
+		e.logger.Warn("could not give back the endpoint slots this node held; they lapse by themselves", "err", err)
+	}
+	return nil
 }
 
 // every runs fn now and then every interval until ctx ends; a failure is
@@ -287,7 +295,7 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 		return false, time.Time{}, err
 	}
 	defer e.releaseProbes(rd)
-	t := rd.t
+	t, now := rd.t, rd.now
 	var quotas []courier.RouteQuota
 	var lease time.Duration
 	routes := make([]*courier.Route, 0, len(t.Routes))
@@ -299,6 +307,9 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 		if r := t.Route(name); r != nil {
 			routes = append(routes, r)
 		}
+	}
+	if err := e.slots.refresh(ctx, e.opts.Owner, sendingEndpoints(rd, routes), now); err != nil {
+		return false, time.Time{}, err
 	}
 	for _, r := range routes {
 		q := e.routeCapacity(rd, r)
@@ -315,7 +326,6 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 	// capacity, all together up to what is free, asking the routes in a
 	// rotating order so that none is always first.
 	rotate(quotas, int(e.claimRound.Add(1)))
-	now := rd.now
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
 		Owner: e.opts.Owner, Routes: quotas, Max: int(free)})
 	if err != nil {
@@ -327,10 +337,18 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 		e.dispatch(ctx, rd, m)
 	}
 	full = len(msgs) >= int(free)
+	hungry := map[string]bool{}
 	for _, q := range quotas {
-		if q.Limit > 0 && got[q.Route] >= q.Limit {
-			full = true
+		routeFull := q.Limit > 0 && got[q.Route] >= q.Limit
+		full = full || routeFull
+		if r := t.Route(q.Route); r != nil {
+			for _, name := range r.Endpoints {
+				hungry[name] = hungry[name] || routeFull
+			}
 		}
+	}
+	for name, h := range hungry {
+		e.slots.claimed(name, h)
 	}
 	return full, rd.wakeAt, nil
 }

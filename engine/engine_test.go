@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -13,21 +13,21 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/sqlite"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	natstransport "github.com/courier-gw/courier/transport/nats"
 )
 
-// harness is an engine on a real SQLite store delivering over real HTTP to
-// a sink on loopback.
+// harness is an engine on a real store delivering over real HTTP to a sink
+// on loopback: SQLite, or PostgreSQL under TestOnPostgres.
 type harness struct {
 	t      *testing.T
-	store  *sqlite.Store
+	store  courier.Store
 	sink   *sink.Sink
 	engine *engine.Engine
 	top    *courier.Topology
+	shared bool // the store is one that nodes share, with its limits
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -38,20 +38,18 @@ func (h *harness) httpEndpoint(name, path string) *courier.Endpoint {
 
 func newHarness(t *testing.T, build func(h *harness)) *harness {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, limits := openStore(t)
 	sk, err := sink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, sink: sk, top: &courier.Topology{
+	h := &harness{t: t, store: store, sink: sk, shared: limits != nil, top: &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}}
 	build(h)
-	tr := httptransport.New(httptransport.Options{})
+	// The sink is on loopback, which the SSRF guard blocks unless allowed.
+	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	amqpSender := amqptransport.New(amqptransport.Options{})
 	natsSender := natstransport.New(natstransport.Options{})
 	h.engine = engine.New(engine.Options{
@@ -63,7 +61,7 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 			courier.TransportNATS: natsSender,
 		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
-		RandFunc: func() float64 { return 0.5 },
+		RandFunc: func() float64 { return 0.5 }, Limits: limits,
 	})
 	if err := h.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

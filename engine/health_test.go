@@ -319,11 +319,19 @@ func TestSpreadingStrategies(t *testing.T) {
 		h.waitState(fmt.Sprintf("rr-%d", i), courier.StateDelivered)
 		h.waitState(fmt.Sprintf("w-%d", i), courier.StateDelivered)
 	}
-	if a, b := h.sink.Count("/a"), h.sink.Count("/b"); a != 20 || b != 20 {
-		t.Errorf("round robin over a and b: %d and %d, want 20 each", a, b)
+	// An endpoint without a free slot passes its turn to the next one. On
+	// a store shared by nodes, a node holds few slots at first (it takes
+	// more as its claims come back full), so the split may be off by that.
+	slack := 0
+	if h.shared {
+		slack = 3
 	}
-	if c, d := h.sink.Count("/c"), h.sink.Count("/d"); c != 30 || d != 10 {
-		t.Errorf("weighted 3:1 over c and d: %d and %d, want 30 and 10", c, d)
+	near := func(got, want int) bool { return got >= want-slack && got <= want+slack }
+	if a, b := h.sink.Count("/a"), h.sink.Count("/b"); !near(a, 20) || !near(b, 20) {
+		t.Errorf("round robin over a and b: %d and %d, want 20 each (±%d)", a, b, slack)
+	}
+	if c, d := h.sink.Count("/c"), h.sink.Count("/d"); !near(c, 30) || !near(d, 10) {
+		t.Errorf("weighted 3:1 over c and d: %d and %d, want 30 and 10 (±%d)", c, d, slack)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 const messageColumns = `seq, id, type, route, size, content_type, headers, ordering_key, priority,
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
-	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at`
+	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender`
 
 // withPayload adds the payload to messageColumns, for a read of whole messages.
 const withPayload = `, (SELECT payload FROM bodies WHERE bodies.seq = messages.seq)`
@@ -27,8 +27,8 @@ const insertBody = `INSERT INTO bodies (seq, payload) VALUES (?, ?)`
 
 const insertMessage = `INSERT INTO messages (id, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
-	created_at, updated_at, finished_at, round_started_at, timer_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	created_at, updated_at, finished_at, round_started_at, timer_at, sender)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 // Ingest stores the messages in one transaction shared with every other
@@ -296,6 +296,18 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 	return n, err
 }
 
+// CountSuspended counts a sender's suspended messages, up to limit, on the
+// partial index of suspended messages by sender.
+func (s *Store) CountSuspended(ctx context.Context, sender string, limit int) (int, error) {
+	var n int
+	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages INDEXED BY messages_suspended_sender
+		WHERE sender = ? AND state = 'suspended' AND sender IS NOT NULL LIMIT ?)`, sender, limit).Scan(&n)
+	if err != nil {
+		return 0, courier.Unavailable("the store", fmt.Errorf("count suspended messages of %s: %w", sender, err))
+	}
+	return n, nil
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanMessage(row scanner) (*courier.Message, error) {
@@ -308,14 +320,14 @@ func scanMessage(row scanner) (*courier.Message, error) {
 func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
-	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner sql.NullString
+	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender sql.NullString
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt sql.NullInt64
 	var created, updated, roundStarted int64
 	var state string
 	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &roundStarted, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
-		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished}
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished, &sender}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -329,6 +341,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 		}
 	}
 	m.OrderingKey = orderingKey.String
+	m.Sender = sender.String
 	m.FallbackFrom = fallbackFrom.String
 	m.LeaseOwner = leaseOwner.String
 	m.RoundStartedAt = fromMicros(roundStarted)
@@ -432,7 +445,7 @@ func execInsert(insert, body *sql.Stmt, m *courier.Message) (bool, error) {
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
-		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt))
+		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender))
 	if err != nil {
 		return false, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
 	}
@@ -470,6 +483,9 @@ func filterWhere(f courier.MessageFilter) (where []string, args []any) {
 	}
 	if f.Reason != "" {
 		add("reason = ?", string(f.Reason))
+	}
+	if f.Sender != "" {
+		add("sender = ?", f.Sender)
 	}
 	if !f.CreatedAfter.IsZero() {
 		add("created_at >= ?", micros(f.CreatedAfter))

@@ -48,6 +48,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Bulk", testBulk},
 		{"Health", testHealth},
 		{"CountQueued", testCountQueued},
+		{"CountSuspended", testCountSuspended},
 		{"SuspendRoute", testSuspendRoute},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
@@ -77,6 +78,7 @@ func newMessage(id string, at time.Time) *courier.Message {
 		Priority:     5,
 		DeliverAfter: at.Add(time.Minute),
 		ExpiresAt:    at.Add(48 * time.Hour),
+		Sender:       "erp",
 	}
 	courier.Accept(m, courier.DefaultPolicy(), true, at)
 	return m
@@ -129,6 +131,7 @@ func sameMessage(t *testing.T, got, want *courier.Message) {
 	check("Size", got.Size, len(want.Payload))
 	check("Headers", got.Headers, want.Headers)
 	check("OrderingKey", got.OrderingKey, want.OrderingKey)
+	check("Sender", got.Sender, want.Sender)
 	check("Priority", got.Priority, want.Priority)
 	check("Hash", got.Hash, want.Hash)
 	check("State", got.State, want.State)
@@ -337,6 +340,9 @@ func testListFilters(t *testing.T, s courier.Store) {
 		mk("b", "order", "acme", base.Add(time.Minute)),
 		mk("c", "invoice", "globex", base.Add(2*time.Minute)),
 	)
+	c := mk("c2", "invoice", "globex", base.Add(2*time.Minute+time.Second))
+	c.Sender = "shop"
+	mustIngest(t, s, c)
 	suspended := mk("d", "invoice", "globex", base.Add(3*time.Minute))
 	suspended.State, suspended.Reason, suspended.FinishedAt = courier.StateSuspended, courier.ReasonInvalid, base
 	mustIngest(t, s, suspended)
@@ -348,14 +354,16 @@ func testListFilters(t *testing.T, s courier.Store) {
 		f    courier.MessageFilter
 		want []string
 	}{
-		{"all", courier.MessageFilter{}, []string{"d", "c", "b", "a"}},
-		{"type", courier.MessageFilter{Type: "invoice"}, []string{"d", "c", "a"}},
-		{"route", courier.MessageFilter{Route: "globex"}, []string{"d", "c"}},
-		{"state", courier.MessageFilter{State: courier.StateQueued}, []string{"c", "a"}},
+		{"all", courier.MessageFilter{}, []string{"d", "c2", "c", "b", "a"}},
+		{"type", courier.MessageFilter{Type: "invoice"}, []string{"d", "c2", "c", "a"}},
+		{"route", courier.MessageFilter{Route: "globex"}, []string{"d", "c2", "c"}},
+		{"state", courier.MessageFilter{State: courier.StateQueued}, []string{"c2", "c", "a"}},
+		{"sender", courier.MessageFilter{Sender: "shop"}, []string{"c2"}},
+		{"sender and route", courier.MessageFilter{Sender: "erp", Route: "globex"}, []string{"d", "c"}},
 		{"state discarded", courier.MessageFilter{State: courier.StateDiscarded}, []string{"b"}},
 		{"reason", courier.MessageFilter{Reason: courier.ReasonInvalid}, []string{"d"}},
 		{"type and route", courier.MessageFilter{Type: "invoice", Route: "acme"}, []string{"a"}},
-		{"created after", courier.MessageFilter{CreatedAfter: base.Add(time.Minute)}, []string{"d", "c", "b"}},
+		{"created after", courier.MessageFilter{CreatedAfter: base.Add(time.Minute)}, []string{"d", "c2", "c", "b"}},
 		{"created before", courier.MessageFilter{CreatedBefore: base.Add(time.Minute)}, []string{"a"}},
 		{"endpoint none", courier.MessageFilter{Endpoint: "acme-primary"}, nil},
 		{"no match", courier.MessageFilter{Type: "nothing"}, nil},
@@ -528,4 +536,39 @@ func testClosed(t *testing.T, s courier.Store) {
 	_, err := s.Ingest(context.Background(), []*courier.Message{newMessage("late", base)})
 	wantCode(t, err, courier.CodeUnavailable)
 	wantCode(t, s.Ping(context.Background()), courier.CodeUnavailable)
+}
+
+func testCountSuspended(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	suspended := func(id, sender string) *courier.Message {
+		m := newMessage(id, base)
+		m.Sender = sender
+		m.State, m.Reason, m.FinishedAt, m.NextAttemptAt = courier.StateSuspended, courier.ReasonInvalid, base, time.Time{}
+		return m
+	}
+	queued := newMessage("q-1", base) // sender erp, but queued
+	mustIngest(t, s, queued, suspended("s-1", "erp"), suspended("s-2", "erp"), suspended("s-3", "erp"),
+		suspended("s-4", "shop"), suspended("s-5", ""))
+	if _, err := s.Discard(ctx, "s-3", courier.Action{At: base, Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		sender string
+		limit  int
+		want   int
+	}{
+		{"erp", 10, 2},
+		{"erp", 1, 1},
+		{"shop", 10, 1},
+		{"nobody", 10, 0},
+	}
+	for _, tt := range tests {
+		got, err := s.CountSuspended(ctx, tt.sender, tt.limit)
+		if err != nil {
+			t.Fatalf("CountSuspended(%q, %d): %v", tt.sender, tt.limit, err)
+		}
+		if got != tt.want {
+			t.Errorf("CountSuspended(%q, %d) = %d, want %d", tt.sender, tt.limit, got, tt.want)
+		}
+	}
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +20,10 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	httptransport "github.com/courier-gw/courier/transport/http"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 )
 
@@ -32,8 +36,10 @@ type benchDeliver struct {
 	size        int
 	workers     int
 	concurrency int
-	endpoints   int  // messages are spread over this many endpoints, one route each
-	dead        bool // the first endpoint refuses connections, the second never answers
+	endpoints   int    // messages are spread over this many endpoints, one route each
+	dead        bool   // the first endpoint refuses connections, the second never answers
+	postgres    string // deliver from a fresh schema in this PostgreSQL database instead of SQLite
+	nodes       int    // engines competing for the work (PostgreSQL)
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -116,6 +122,8 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.IntVar(&b.concurrency, "concurrency", 0, "max_concurrency of each endpoint (default: 256 for one endpoint, else 16)")
 	f.IntVar(&b.endpoints, "endpoints", 1, "spread the messages over this many endpoints (one route each)")
 	f.BoolVar(&b.dead, "dead", false, "make two of the endpoints dead: one refuses connections, one never answers (5 s timeout); only deliveries to the others count")
+	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
+	f.IntVar(&b.nodes, "nodes", 1, "with --postgres: engines in this process competing for the messages as nodes do, each with its own connections")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
@@ -149,16 +157,12 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
-	dir, err := os.MkdirTemp("", "courier-bench-")
+	stores, limits, cleanup, err := b.openStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(filepath.Join(dir, "courier.db"), sqlite.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
+	defer cleanup()
+	store := stores[0]
 
 	rc := &receiver{done: make(chan struct{})}
 	rln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -202,10 +206,17 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		route := fmt.Sprintf("bench-%02d", i)
 		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
 	}
-	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency})
+	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
+	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency,
+		AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	defer tr.Close()
-	eng := engine.New(engine.Options{Store: store, Topology: top, Workers: b.workers,
-		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}})
+	var engines []*engine.Engine
+	for i, st := range stores {
+		engines = append(engines, engine.New(engine.Options{Store: st, Topology: top, Workers: b.workers,
+			Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
+			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i]}))
+	}
+	eng := &nodes{engines}
 	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, IngestedFunc: eng.Wake}), ReadHeaderTimeout: 10 * time.Second}
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -272,7 +283,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 
 // offered sends messages at the rate, in small batches every 10 ms, while
 // the engine delivers.
-func (b benchDeliver) offered(ctx context.Context, g *globals, eng *engine.Engine, client *http.Client, base, payload string, rc *receiver, res *deliverResult) (*deliverResult, error) {
+func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, client *http.Client, base, payload string, rc *receiver, res *deliverResult) (*deliverResult, error) {
 	res.Mode, res.OfferedRate = "offered load", b.rate
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
@@ -401,4 +412,72 @@ func (b benchDeliver) healthy(n int) int {
 		}
 	}
 	return n - dead
+}
+
+// openStores opens the store of the run, once per node: a temporary SQLite
+// file, or a fresh schema in PostgreSQL (with its shared limits).
+func (b benchDeliver) openStores(ctx context.Context) (stores []courier.Store, limits []courier.SharedLimits, cleanup func(), err error) {
+	if b.postgres == "" {
+		if b.nodes > 1 {
+			return nil, nil, nil, fmt.Errorf("--nodes needs --postgres: a SQLite store serves one node")
+		}
+		dir, err := os.MkdirTemp("", "courier-bench-")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s, err := sqlite.Open(filepath.Join(dir, "courier.db"), sqlite.Options{})
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, nil, err
+		}
+		return []courier.Store{s}, []courier.SharedLimits{nil}, func() { s.Close(); os.RemoveAll(dir) }, nil
+	}
+	schema := fmt.Sprintf("courier_bench_%d", time.Now().UnixNano())
+	var opened []*postgres.Store
+	cleanup = func() {
+		for _, s := range opened {
+			s.Close()
+		}
+		if conn, err := pgx.Connect(context.Background(), b.postgres); err == nil {
+			conn.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+			conn.Close(context.Background())
+		}
+	}
+	for i := 0; i < max(b.nodes, 1); i++ {
+		s, err := postgres.Open(ctx, b.postgres, postgres.Options{Schema: schema})
+		if err != nil {
+			cleanup()
+			return nil, nil, nil, err
+		}
+		opened = append(opened, s)
+		stores, limits = append(stores, s), append(limits, s)
+	}
+	return stores, limits, cleanup, nil
+}
+
+// nodes are the engines of a run, started, woken and stopped together.
+type nodes struct{ engines []*engine.Engine }
+
+func (n *nodes) Start(ctx context.Context) error {
+	for _, e := range n.engines {
+		if err := e.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *nodes) Stop(ctx context.Context) error {
+	var errs []error
+	for _, e := range n.engines {
+		errs = append(errs, e.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Wake wakes every node, as the store's notifications would.
+func (n *nodes) Wake() {
+	for _, e := range n.engines {
+		e.Wake()
+	}
 }

@@ -38,6 +38,7 @@ func TestKillDuringDelivery(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 listen: %s
 store: {driver: sqlite, path: %s}
+outbound: {allow_networks: [127.0.0.0/8]}
 endpoints:
   slow: {transport: http, url: "%s/in", max_concurrency: 64, timeout: 5s}
 routes:

@@ -39,6 +39,9 @@ func describe(err error) string {
 		if ce.Code == courier.CodeUnavailable && ce.Err != nil {
 			return fmt.Sprintf("%s: %v", ce.Message, ce.Err)
 		}
+		if ce.Code == courier.CodeUnauthenticated {
+			return fmt.Sprintf("%s (%s): give the key's secret in COURIER_API_KEY or with --api-key", ce.Message, ce.Code)
+		}
 		return fmt.Sprintf("%s (%s)", ce.Message, ce.Code)
 	}
 	return err.Error()
@@ -47,6 +50,7 @@ func describe(err error) string {
 // globals are the flags every client command shares.
 type globals struct {
 	server string
+	apiKey string
 	output string
 	stdout io.Writer
 	stderr io.Writer
@@ -68,6 +72,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		defServer = "127.0.0.1:8425"
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", defServer, "courier server to talk to (env COURIER_SERVER)")
+	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "", "API key secret sent as a bearer token (env COURIER_API_KEY, which keeps it out of the process list)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(
 		newServeCmd(g),
@@ -76,6 +81,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSuspendedCmd(g),
 		newEndpointsCmd(g),
 		newConfigCmd(g),
+		newKeysCmd(g),
 		newBenchCmd(g),
 		&cobra.Command{
 			Use:   "version",

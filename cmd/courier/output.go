@@ -20,8 +20,14 @@ func (g *globals) check() error {
 	return nil
 }
 
+// client returns an API client for --server with the key of --api-key, or
+// of COURIER_API_KEY when the flag is not given.
 func (g *globals) client() *api.Client {
-	return api.NewClient(g.server, "")
+	key := g.apiKey
+	if key == "" {
+		key = os.Getenv("COURIER_API_KEY")
+	}
+	return api.NewClient(g.server, key)
 }
 
 // printJSON writes v as indented JSON.

@@ -46,12 +46,21 @@ type process struct {
 	cmd    *exec.Cmd
 	url    string
 	output *bytes.Buffer
+	mu     sync.Mutex // guards output, which the process writes while tests read
 	exited chan error
+}
+
+// log returns what the process printed so far.
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.String()
 }
 
 const processConfig = `
 listen: %s
 store: {driver: sqlite, path: %s}
+outbound: {allow_networks: [127.0.0.0/8]}
 endpoints:
   acme: {transport: http, url: "http://127.0.0.1:9/inbox"}
 routes:
@@ -82,14 +91,13 @@ func startServerWith(t *testing.T, cfg string) *process {
 	}
 	go func() { p.exited <- p.cmd.Wait(); pw.Close() }()
 	listening := make(chan string, 1)
-	var mu sync.Mutex
 	go func() {
-		re := regexp.MustCompile(`listening on (http://\S+)`)
+		re := regexp.MustCompile(`listening on (https?://\S+)`)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			mu.Lock()
+			p.mu.Lock()
 			p.output.WriteString(sc.Text() + "\n")
-			mu.Unlock()
+			p.mu.Unlock()
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				listening <- m[1]
 			}
@@ -98,12 +106,10 @@ func startServerWith(t *testing.T, cfg string) *process {
 	select {
 	case p.url = <-listening:
 	case err := <-p.exited:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("courier serve exited at start: %v\n%s", err, p.output)
+		t.Fatalf("courier serve exited at start: %v\n%s", err, p.log())
 	case <-time.After(30 * time.Second):
 		p.cmd.Process.Kill()
-		t.Fatalf("courier serve did not start\n%s", p.output)
+		t.Fatalf("courier serve did not start\n%s", p.log())
 	}
 	t.Cleanup(func() { p.cmd.Process.Kill() })
 	return p
@@ -224,7 +230,7 @@ func TestGracefulShutdown(t *testing.T) {
 	select {
 	case err := <-p.exited:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.output)
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit 30 s after SIGTERM")
@@ -272,7 +278,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for put("after", "globex") != http.StatusCreated {
 		if time.Now().After(deadline) {
-			t.Fatalf("the route added to the file was not taken in after SIGHUP\n%s", p.output)
+			t.Fatalf("the route added to the file was not taken in after SIGHUP\n%s", p.log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

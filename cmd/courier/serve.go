@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
@@ -86,37 +90,69 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
-	if cfg.Store.Driver != "sqlite" {
-		return fmt.Errorf("store driver %q is not available in this version of courier; use driver sqlite", cfg.Store.Driver)
-	}
-	store, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+	keys, err := apiKeys(cfg)
 	if err != nil {
-		return fmt.Errorf("open the store: %w", err)
+		return err
 	}
+	var certs *certificate
+	if cfg.TLS.Cert != "" {
+		if certs, err = loadCertificate(cfg.TLS.Cert, cfg.TLS.Key); err != nil {
+			return err
+		}
+	}
+	st, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	store := st.store
 	defer store.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	senders, closeSenders := newSenders(cfg, logger)
+	senders, httpSender, closeSenders := newSenders(cfg, logger)
 	defer closeSenders()
 	eng := engine.New(engine.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		Senders:          senders,
-		RescueAllOnStart: true, // the SQLite store is this process's alone (it holds the lock)
+		RescueAllOnStart: st.alone,
+		Limits:           st.limits,
 	})
 	if err := eng.Start(ctx); err != nil {
 		return err
+	}
+	if st.listen != nil {
+		st.listen(ctx, eng.Wake)
 	}
 	bulk := engine.NewBulk(store, nil, logger, eng.Wake)
 	if err := bulk.Start(ctx); err != nil {
 		return fmt.Errorf("resume bulk operations: %w", err)
 	}
+	// Reloads, by SIGHUP or through the API, are done one at a time by the
+	// loop below; an API reload waits for its outcome.
+	reloads := make(chan chan error)
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		IngestedFunc: eng.Wake, Bulk: bulk, ActivityFunc: eng.Activity,
+		Keys: keys,
+		ReloadFunc: func(reqCtx context.Context) error {
+			done := make(chan error, 1)
+			select {
+			case reloads <- done:
+			case <-reqCtx.Done():
+				return reqCtx.Err()
+			case <-ctx.Done(): // shutting down: nobody takes reloads any more
+				return courier.Errorf(courier.CodeUnavailable, "the server is shutting down")
+			}
+			select {
+			case err := <-done:
+				return err
+			case <-reqCtx.Done():
+				return reqCtx.Err()
+			}
+		},
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -127,14 +163,19 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if certs != nil {
+		// The certificate is looked up at each handshake, so that a renewed
+		// one is taken in by a reload without a restart.
+		srv.TLSConfig = &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
+	}
 	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
 	retention.Start(ctx)
 
 	scheme := "http"
 	serveErr := make(chan error, 1)
 	go func() {
-		if cfg.TLS.Cert != "" {
-			serveErr <- srv.ServeTLS(ln, cfg.TLS.Cert, cfg.TLS.Key)
+		if certs != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
 		} else {
 			serveErr <- srv.Serve(ln)
 		}
@@ -144,6 +185,33 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	}
 	printBanner(g, cfg, scheme+"://"+ln.Addr().String())
 
+	// apply puts a reloaded configuration in force, or reports why not.
+	apply := func(next *config.Config, err error) error {
+		if err != nil {
+			return err
+		}
+		keys, err := apiKeys(next)
+		if err != nil {
+			logger.Error("reload failed; keeping the running configuration", "err", err)
+			return courier.Errorf(courier.CodeInvalidArgument, "%v", err)
+		}
+		if certs != nil && next.TLS.Cert != "" {
+			fresh, err := loadCertificate(next.TLS.Cert, next.TLS.Key)
+			if err != nil {
+				logger.Error("reload failed; keeping the running configuration", "err", err)
+				return courier.Errorf(courier.CodeInvalidArgument, "%v", err)
+			}
+			certs.set(fresh.get(nil))
+		}
+		handler.SetKeys(keys)
+		handler.SetTopology(next.Topology)
+		eng.SetTopology(next.Topology)
+		httpSender.SetAllowNetworks(next.Outbound.AllowNetworks)
+		// Fresh connection pools read the endpoints' TLS files again, so a
+		// renewed client certificate is taken in by the reload.
+		httpSender.Close()
+		return nil
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -151,10 +219,9 @@ wait:
 	for {
 		select {
 		case <-hup:
-			if next := reload(cfg, logger); next != nil {
-				handler.SetTopology(next)
-				eng.SetTopology(next)
-			}
+			apply(reload(cfg, logger))
+		case done := <-reloads:
+			done <- apply(reload(cfg, logger))
 		case err := <-serveErr:
 			retention.Stop(context.Background())
 			bulk.Stop(context.Background())
@@ -187,10 +254,49 @@ wait:
 	return nil
 }
 
-// newSenders returns a sender for every transport, and a function that
-// closes their connections once the engine has stopped.
-func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]courier.Sender, func()) {
-	httpSender := httptransport.New(httptransport.Options{Logger: logger})
+// openedStore is the store of this node and what the engine needs to know
+// about it.
+type openedStore struct {
+	store  courier.Store
+	alone  bool                 // only this process uses it: leases found at start are from a run that died
+	limits courier.SharedLimits // politeness limits held across the nodes that share it
+	listen func(ctx context.Context, wake func())
+}
+
+// openStore opens the store the configuration names: the embedded SQLite
+// file, which this process holds alone, or PostgreSQL, which any number of
+// nodes share as competing consumers.
+func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (openedStore, error) {
+	switch cfg.Store.Driver {
+	case config.DriverPostgres:
+		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
+		}
+		return openedStore{store: s, limits: s, listen: s.Listen}, nil
+	default:
+		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open the store: %w", err)
+		}
+		return openedStore{store: s, alone: true}, nil
+	}
+}
+
+// redactDSN hides the password of a database URL, for logs and banners.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unreadable dsn)"
+	}
+	return u.Redacted()
+}
+
+// newSenders returns a sender for every transport (and the http one, whose
+// allowlist a reload changes), and a function that closes their
+// connections once the engine has stopped.
+func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]courier.Sender, *httptransport.Transport, func()) {
+	httpSender := httptransport.New(httptransport.Options{Logger: logger, AllowNetworks: cfg.Outbound.AllowNetworks})
 	smtpSender := smtptransport.New(smtptransport.Options{Logger: logger, PublicURL: cfg.PublicURL})
 	fileSender := filetransport.New(filetransport.Options{Logger: logger})
 	amqpSender := amqptransport.New(amqptransport.Options{Logger: logger})
@@ -202,7 +308,7 @@ func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]
 		courier.TransportAMQP: amqpSender,
 		courier.TransportNATS: natsSender,
 	}
-	return senders, func() {
+	return senders, httpSender, func() {
 		httpSender.Close()
 		smtpSender.Close()
 		fileSender.Close()
@@ -211,47 +317,103 @@ func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]
 	}
 }
 
-// checkListen keeps the API on loopback: until API keys are enforced, an
-// address reachable from other machines would let anyone send and discard.
+// checkListen keeps an API without keys on loopback: without keys, anyone
+// who reaches the address may send, read and discard.
 func checkListen(cfg *config.Config) error {
-	host, _, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %q: %w", cfg.Listen, err)
-	}
-	if host == "localhost" {
+	if len(cfg.Keys) > 0 || isLoopback(cfg.Listen) {
 		return nil
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("listen %q is not a loopback address: this version of courier serves its API without authentication, "+
-		"so it listens only on 127.0.0.1, ::1 or localhost; put a reverse proxy with authentication in front of it to reach it from elsewhere", cfg.Listen)
+	return fmt.Errorf("listen %q is not a loopback address, and no API keys are configured: anyone who can reach it "+
+		"could send, read and discard messages. Either listen on 127.0.0.1, ::1 or localhost, or configure API keys "+
+		"(courier keys new NAME --role ROLE prints one to add under keys: in the config file)", cfg.Listen)
 }
 
-// reload re-reads the configuration file and returns its topology, or nil
-// when there is no file or it has errors (the running one stays).
-func reload(cfg *config.Config, logger *slog.Logger) *courier.Topology {
+// isLoopback reports whether a listen address is reachable from this
+// machine only.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// apiKeys turns the configured keys into the API's.
+func apiKeys(cfg *config.Config) ([]api.Key, error) {
+	keys := make([]api.Key, 0, len(cfg.Keys))
+	for _, k := range cfg.Keys {
+		h, err := api.ParseKeyHash(k.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: %w", k.Name, err)
+		}
+		keys = append(keys, api.Key{Name: k.Name, Role: k.Role, Hash: h, Routes: k.Routes, Rate: k.Rate, MaxSuspended: k.MaxSuspended})
+	}
+	return keys, nil
+}
+
+// reload re-reads the configuration file. It refuses a file with errors,
+// and one that would leave a non-loopback listener without keys: the
+// running configuration stays.
+func reload(cfg *config.Config, logger *slog.Logger) (*config.Config, error) {
 	if cfg.File == "" {
-		logger.Info("SIGHUP: no configuration file to reload")
-		return nil
+		logger.Info("reload: no configuration file to reload")
+		return nil, courier.Errorf(courier.CodeUnavailable, "this server runs without a configuration file; there is nothing to reload")
 	}
 	next, err := config.Load(cfg.File)
 	if err != nil {
 		logger.Error("reload failed; keeping the running configuration", "file", cfg.File, "err", err)
-		return nil
+		return nil, courier.Errorf(courier.CodeInvalidArgument, "the configuration has errors; the running one stays:\n%v", err)
 	}
-	if next.Listen != cfg.Listen || next.Store != cfg.Store {
-		logger.Warn("listen and store changes take effect only after a restart")
+	if len(next.Keys) == 0 && !isLoopback(cfg.Listen) {
+		logger.Error("reload refused: it removes every API key while courier listens beyond loopback; keeping the running configuration", "listen", cfg.Listen)
+		return nil, courier.Errorf(courier.CodeInvalidArgument, "the new configuration has no API keys, and courier listens on %s beyond loopback; the running configuration stays", cfg.Listen)
+	}
+	if next.Listen != cfg.Listen || next.Store != cfg.Store || (next.TLS.Cert == "") != (cfg.TLS.Cert == "") {
+		logger.Warn("listen, store and switching TLS on or off take effect only after a restart")
 	}
 	logger.Info("configuration reloaded", "file", cfg.File, "routes", len(next.Topology.Routes),
-		"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies))
-	return next.Topology
+		"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies), "keys", len(next.Keys))
+	return next, nil
+}
+
+// certificate holds the listener's certificate, replaced on reload.
+type certificate struct {
+	mu   sync.RWMutex
+	cert *tls.Certificate
+}
+
+func loadCertificate(certFile, keyFile string) (*certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load the TLS certificate %s with key %s: %w", certFile, keyFile, err)
+	}
+	return &certificate{cert: &cert}, nil
+}
+
+func (c *certificate) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.cert, nil
+}
+
+func (c *certificate) set(cert *tls.Certificate, _ error) {
+	c.mu.Lock()
+	c.cert = cert
+	c.mu.Unlock()
 }
 
 func printBanner(g *globals, cfg *config.Config, url string) {
 	w := g.stdout
 	fmt.Fprintf(w, "courier %s listening on %s\n", versionString(), url)
-	fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	if cfg.Store.Driver == config.DriverPostgres {
+		fmt.Fprintf(w, "store: postgres at %s\n", redactDSN(cfg.Store.DSN))
+	} else {
+		fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	}
 	if cfg.File != "" {
 		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(cfg.Topology.Routes), len(cfg.Topology.Endpoints))
 	}

@@ -57,6 +57,12 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if closedEarly(err) {
 		return courier.ClassConnectionClosed, fmt.Sprintf("connection to %s closed before the response was complete (%s)", st.host, cause(err))
 	}
+	var alert *net.OpError
+	if errors.As(err, &alert) && alert.Op == "remote error" {
+		// A TLS alert from the receiver after the handshake: with TLS 1.3
+		// the server judges the client certificate only then.
+		return courier.ClassTLS, fmt.Sprintf("%s refused the TLS session: %s", st.host, cause(err))
+	}
 	var ne net.Error
 	if errors.As(unwrapURL(err), &ne) && ne.Timeout() {
 		return courier.ClassTimeout, fmt.Sprintf("no response within %s", st.timeout)
@@ -73,6 +79,10 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 
 // classifyConnect classifies a failed TCP connect.
 func classifyConnect(e *connectError) (courier.ErrorClass, string) {
+	var blocked *blockedError
+	if errors.As(e.err, &blocked) {
+		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
+	}
 	var dns *net.DNSError
 	if errors.As(e.err, &dns) {
 		host := dns.Name

@@ -10,14 +10,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,8 +73,14 @@ type Options struct {
 	// Resolver looks up host names; nil uses the system's.
 	Resolver *net.Resolver
 	// TLSConfig is the base of every endpoint's TLS settings (private root
-	// CAs, client certificates); nil uses the system roots.
+	// CAs, client certificates); nil uses the system roots. An endpoint's
+	// own tls files take precedence.
 	TLSConfig *tls.Config
+
+	// AllowNetworks are the blocked networks (loopback, private,
+	// link-local, ...) that every endpoint may reach nonetheless: the
+	// global outbound.allow_networks. An endpoint adds its own.
+	AllowNetworks []netip.Prefix
 }
 
 // withDefaults returns o with every unset field set.
@@ -110,6 +121,7 @@ type Transport struct {
 
 	mu      sync.Mutex
 	clients map[string]*client // by endpoint name
+	allow   []netip.Prefix     // the global allowlist in force
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -117,7 +129,15 @@ var _ courier.Sender = (*Transport)(nil)
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
 	o = o.withDefaults()
-	return &Transport{opts: o, log: o.Logger, clients: make(map[string]*client)}
+	return &Transport{opts: o, log: o.Logger, clients: make(map[string]*client), allow: o.AllowNetworks}
+}
+
+// SetAllowNetworks replaces the global allowlist, as on reload; the pools
+// of endpoints are rebuilt at their next attempt.
+func (t *Transport) SetAllowNetworks(allow []netip.Prefix) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.allow = slices.Clone(allow)
 }
 
 // Close drops every idle connection. Attempts still running finish; the
@@ -145,11 +165,13 @@ type clientKey struct {
 	origin         string // scheme://host:port of the endpoint URL
 	connectTimeout time.Duration
 	maxIdle        int
+	allow          string // the networks the guard lets through, comma-separated
+	tls            courier.HTTPTLS
 }
 
 // clientFor returns the pool of e, building it on first use or when the
 // endpoint's settings changed.
-func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Duration) *client {
+func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Duration) (*client, error) {
 	maxIdle := t.opts.MaxIdleConns
 	if maxIdle <= 0 {
 		maxIdle = e.MaxConcurrency
@@ -161,35 +183,88 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		origin:         u.Scheme + "://" + u.Host,
 		connectTimeout: min(t.opts.ConnectTimeout, timeout),
 		maxIdle:        maxIdle,
+		tls:            e.HTTP.TLS,
 	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	allow := append(slices.Clone(t.allow), parseNetworks(e.HTTP.AllowNetworks)...)
+	names := make([]string, len(allow))
+	for i, p := range allow {
+		names[i] = p.String()
+	}
+	key.allow = strings.Join(names, ",")
 	old, ok := t.clients[e.Name]
 	if ok && old.key == key {
-		return old
+		return old, nil
+	}
+	tlsConfig, err := t.endpointTLS(e.HTTP.TLS)
+	if err != nil {
+		return nil, err
 	}
 	if ok {
 		// In-flight attempts keep their connections; the idle ones of the
 		// old settings go now and the rest lapse after IdleConnTimeout.
 		old.transport.CloseIdleConnections()
 	}
-	c := t.newClient(key)
+	c := t.newClient(key, allow, tlsConfig)
 	t.clients[e.Name] = c
 	t.log.Debug("http transport: new connection pool", "endpoint", e.Name, "origin", key.origin,
-		"connect_timeout", key.connectTimeout, "max_idle", key.maxIdle)
-	return c
+		"connect_timeout", key.connectTimeout, "max_idle", key.maxIdle, "allow_networks", key.allow)
+	return c, nil
 }
 
-func (t *Transport) newClient(key clientKey) *client {
+// endpointTLS returns the TLS settings of an endpoint: the base settings
+// with the endpoint's client certificate and CA bundle, read from their
+// files when its pool is built (a reload that changes a path reads anew).
+func (t *Transport) endpointTLS(files courier.HTTPTLS) (*tls.Config, error) {
+	cfg := t.opts.TLSConfig.Clone()
+	if files.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		if err != nil {
+			return nil, fmt.Errorf("cannot load the client certificate %s with its key: %s", files.Cert, fileProblem(err))
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if files.CA != "" {
+		pem, err := os.ReadFile(files.CA)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the CA bundle: %s", fileProblem(err))
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("the CA bundle %s holds no PEM certificate", files.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// fileProblem says what is wrong with a certificate or key file without the
+// library's detail, which for a key could echo what it read.
+func fileProblem(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	if strings.Contains(err.Error(), "private key does not match") {
+		return "the private key does not match the certificate"
+	}
+	return "not a PEM certificate and its PEM private key"
+}
+
+func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tls.Config) *client {
 	d := &dialer{
-		net:            net.Dialer{Resolver: t.opts.Resolver, KeepAlive: 30 * time.Second},
+		net: net.Dialer{Resolver: t.opts.Resolver, KeepAlive: 30 * time.Second,
+			Control: guard{allow: allow}.check},
 		connectTimeout: key.connectTimeout,
-		tls:            t.opts.TLSConfig,
+		tls:            tlsConfig,
 	}
 	tr := &http.Transport{
 		// Deliveries go straight to the receiver: an environment proxy would
 		// bypass the endpoint's network rules and blur the error classes.
+		// (Were a proxy ever set, the guard would judge the proxy's address,
+		// as it judges every connection this dialer opens.)
 		Proxy:          nil,
 		DialContext:    d.dial,
 		DialTLSContext: d.dialTLS,
@@ -245,7 +320,10 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		return *fail
 	}
 
-	c := t.clientFor(e, target, timeout)
+	c, err := t.clientFor(e, target, timeout)
+	if err != nil {
+		return courier.Result{Class: courier.ClassTLS, Error: fmt.Sprintf("endpoint %s: %v", e.Name, err)}
+	}
 	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
@@ -267,7 +345,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			if target.Scheme == "https" && next.Scheme == "http" {
 				res := t.result(actx, ctx, resp, tr, timeout, target.Host)
 				res.Class = courier.ClassProtocol
-				res.Error = fmt.Sprintf("redirect from https to %s refused", next.Redacted())
+				res.Error = fmt.Sprintf("redirect from https to %s refused", redactURL(next))
 				return res
 			}
 			t.discard(resp)
@@ -340,7 +418,11 @@ func (t *Transport) result(actx, parent context.Context, resp *http.Response, tr
 	case code >= 300 && code <= 399:
 		res.Class = courier.ClassProtocol
 		if loc := resp.Header.Get("Location"); loc != "" {
-			res.Error = fmt.Sprintf("redirect to %s not followed", clip(loc, 200))
+			shown := clip(loc, 200)
+			if u, err := url.Parse(loc); err == nil {
+				shown = clip(redactURL(u), 200)
+			}
+			res.Error = fmt.Sprintf("redirect to %s not followed", shown)
 		} else {
 			res.Error = fmt.Sprintf("HTTP %d %s without a Location", code, http.StatusText(code))
 		}
@@ -380,6 +462,10 @@ func statusSentence(code int) string {
 	}
 	return fmt.Sprintf("HTTP %d", code)
 }
+
+// redactURL writes u for an attempt's error without what may be a
+// credential: the password and the query's values (tokens travel there).
+func redactURL(u *url.URL) string { return courier.RedactURL(u.String()) }
 
 // redirectTarget returns where a 3xx response points, resolved against the
 // request's URL.

@@ -1,0 +1,352 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+)
+
+// The secrets of the test keys, by key name.
+var testSecrets = map[string]string{
+	"erp":     "secret-of-erp",
+	"shop":    "secret-of-shop",
+	"limited": "secret-of-limited",
+	"ops":     "secret-of-ops",
+	"root":    "secret-of-root",
+}
+
+func testKeys(t *testing.T) []api.Key {
+	t.Helper()
+	mk := func(name string, role courier.Role, routes ...string) api.Key {
+		h, err := api.ParseKeyHash(api.HashSecret(testSecrets[name]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return api.Key{Name: name, Role: role, Hash: h, Routes: routes}
+	}
+	return []api.Key{
+		mk("erp", courier.RoleSender),
+		mk("shop", courier.RoleSender),
+		mk("limited", courier.RoleSender, "globex"),
+		mk("ops", courier.RoleOperator),
+		mk("root", courier.RoleAdmin),
+	}
+}
+
+// callAs sends a request with the secret of the named key ("" for none).
+func (ts *testServer) callAs(t *testing.T, key, method, path, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		secret, ok := testSecrets[key]
+		if !ok {
+			secret = key // a made-up secret
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, data, resp.Header
+}
+
+func newKeyedServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
+	t.Helper()
+	return newTestServer(t, append([]func(*api.Options){func(o *api.Options) {
+		o.Keys = testKeys(t)
+		o.ReloadFunc = func(context.Context) error { return nil }
+	}}, mutate...)...)
+}
+
+// TestRoleTable checks every role against every endpoint of the API: the
+// roles that may get the handler's answer, the others 403 permission_denied.
+func TestRoleTable(t *testing.T) {
+	ts := newKeyedServer(t)
+	// m-1 belongs to erp, so that every reader finds it.
+	if status, body, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/m-1", invoiceBody); status != 201 {
+		t.Fatalf("setup: %d %s", status, body)
+	}
+	const (
+		sender   = "sender"
+		operator = "operator"
+		admin    = "admin"
+	)
+	roleKey := map[string]string{sender: "erp", operator: "ops", admin: "root"}
+	tests := []struct {
+		method, path, body string
+		allowed            []string
+		want               int // the status of an allowed role
+	}{
+		{"PUT", "/v1/messages/{role}-put", invoiceBody, []string{sender, admin}, 201},
+		{"POST", "/v1/messages", invoiceBody, []string{sender, admin}, 201},
+		{"POST", "/v1/messages/batch", `{"messages":[` + invoiceBody + `]}`, []string{sender, admin}, 200},
+		{"GET", "/v1/messages", "", []string{sender, operator, admin}, 200},
+		{"GET", "/v1/messages/m-1", "", []string{sender, operator, admin}, 200},
+		{"GET", "/v1/messages/m-1/attempts", "", []string{sender, operator, admin}, 200},
+		{"POST", "/v1/messages/m-1/resubmit", "", []string{operator, admin}, 409},
+		{"POST", "/v1/messages/nope/discard", "", []string{operator, admin}, 404},
+		{"POST", "/v1/messages/resubmit", `{}`, []string{operator, admin}, 503},
+		{"POST", "/v1/messages/discard", `{}`, []string{operator, admin}, 503},
+		{"GET", "/v1/operations/nope", "", []string{operator, admin}, 404},
+		{"GET", "/v1/endpoints", "", []string{operator, admin}, 200},
+		{"GET", "/v1/endpoints/nope", "", []string{operator, admin}, 404},
+		{"POST", "/v1/endpoints/nope/off", "", []string{operator, admin}, 404},
+		{"POST", "/v1/endpoints/nope/on", "", []string{operator, admin}, 404},
+		{"POST", "/v1/reload", "", []string{admin}, 200},
+		{"GET", "/healthz", "", []string{sender, operator, admin}, 200},
+		{"GET", "/readyz", "", []string{sender, operator, admin}, 200},
+	}
+	for _, tt := range tests {
+		for _, role := range []string{sender, operator, admin} {
+			path := strings.ReplaceAll(tt.path, "{role}", role)
+			status, body, _ := ts.callAs(t, roleKey[role], tt.method, path, tt.body)
+			allowed := false
+			for _, a := range tt.allowed {
+				allowed = allowed || a == role
+			}
+			if !allowed {
+				wantError(t, status, body, 403, courier.CodePermissionDenied, roleKey[role])
+				continue
+			}
+			if status != tt.want {
+				t.Errorf("%s %s as %s: status %d, want %d; body %s", tt.method, path, role, status, tt.want, body)
+			}
+		}
+	}
+}
+
+func TestUnauthenticated(t *testing.T) {
+	ts := newKeyedServer(t)
+	tests := []struct {
+		name, header, in string
+	}{
+		{"no key", "", "requires an API key"},
+		{"unknown key", "Bearer not-a-key", "not valid"},
+		{"other scheme", "Basic " + testSecrets["erp"], "Bearer"},
+		{"empty bearer", "Bearer ", "Bearer"},
+	}
+	for _, tt := range tests {
+		for _, path := range []string{"/v1/messages", "/v1/messages/m-1", "/v2/unknown"} {
+			req, _ := http.NewRequest("GET", ts.URL+path, nil)
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+			}
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Run(tt.name+path, func(t *testing.T) {
+				wantError(t, resp.StatusCode, body, 401, courier.CodeUnauthenticated, tt.in)
+				if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate %q", got)
+				}
+				if strings.Contains(string(body), testSecrets["erp"]) {
+					t.Errorf("the answer repeats the secret: %s", body)
+				}
+			})
+		}
+	}
+	// The probes need no key.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if status, body, _ := ts.call(t, "GET", path, ""); status != 200 {
+			t.Errorf("%s without a key: %d %s", path, status, body)
+		}
+	}
+}
+
+func TestSenderRoutesAndOwnMessages(t *testing.T) {
+	ts := newKeyedServer(t)
+	globex := strings.Replace(invoiceBody, `"acme"`, `"globex"`, 1)
+
+	status, body, _ := ts.callAs(t, "limited", "PUT", "/v1/messages/l-1", invoiceBody)
+	wantError(t, status, body, 403, courier.CodePermissionDenied, `route "acme"`)
+	if status, body, _ := ts.callAs(t, "limited", "PUT", "/v1/messages/l-1", globex); status != 201 {
+		t.Fatalf("limited key to its route: %d %s", status, body)
+	}
+	status, body, _ = ts.callAs(t, "limited", "POST", "/v1/messages/batch", `{"messages":[`+invoiceBody+`,`+globex+`]}`)
+	res := decode[api.BatchResponse](t, body)
+	if status != 200 || len(res.Results) != 2 || res.Results[0].Status != 403 || res.Results[0].Error.Code != courier.CodePermissionDenied || res.Results[1].Status != 201 {
+		t.Fatalf("batch of a limited key: %d %s", status, body)
+	}
+
+	// Each sender sees its own messages only; others' are not found.
+	if status, body, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/e-1", invoiceBody); status != 201 {
+		t.Fatalf("erp ingest: %d %s", status, body)
+	}
+	for _, path := range []string{"/v1/messages/e-1", "/v1/messages/e-1/attempts"} {
+		status, body, _ := ts.callAs(t, "shop", "GET", path, "")
+		wantError(t, status, body, 404, courier.CodeNotFound, "e-1")
+		if status, body, _ := ts.callAs(t, "erp", "GET", path, ""); status != 200 {
+			t.Errorf("erp reads %s: %d %s", path, status, body)
+		}
+		if status, body, _ := ts.callAs(t, "ops", "GET", path, ""); status != 200 {
+			t.Errorf("ops reads %s: %d %s", path, status, body)
+		}
+	}
+	listIDs := func(key, query string) []string {
+		t.Helper()
+		status, body, _ := ts.callAs(t, key, "GET", "/v1/messages"+query, "")
+		if status != 200 {
+			t.Fatalf("list as %s: %d %s", key, status, body)
+		}
+		var ids []string
+		for _, m := range decode[api.MessageList](t, body).Messages {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	if got := fmt.Sprint(listIDs("erp", "")); got != "[e-1]" {
+		t.Errorf("erp lists %s, want [e-1]", got)
+	}
+	if got := len(listIDs("ops", "")); got != 3 {
+		t.Errorf("ops lists %d messages, want 3", got)
+	}
+	if got := fmt.Sprint(listIDs("ops", "?sender=limited")); !strings.Contains(got, "l-1") || strings.Contains(got, "e-1") {
+		t.Errorf("ops lists sender=limited: %s", got)
+	}
+	status, body, _ = ts.callAs(t, "erp", "GET", "/v1/messages?sender=shop", "")
+	wantError(t, status, body, 403, courier.CodePermissionDenied, "own")
+
+	// The same id from another key is not the same message, and says
+	// nothing about the other's.
+	status, body, _ = ts.callAs(t, "shop", "PUT", "/v1/messages/e-1", invoiceBody)
+	wantError(t, status, body, 409, courier.CodeConflict, "e-1")
+	if status, _, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/e-1", invoiceBody); status != 200 {
+		t.Errorf("erp repeats its own message: %d", status)
+	}
+}
+
+// The key's name is who of an operator action.
+func TestActionsRecordTheKey(t *testing.T) {
+	ts := newKeyedServer(t)
+	suspendMessage(t, ts.store, "s-1", "invoice", courier.ReasonRejected)
+	if status, body, _ := ts.callAs(t, "ops", "POST", "/v1/messages/s-1/discard", ""); status != 200 {
+		t.Fatalf("discard: %d %s", status, body)
+	}
+	actions, err := ts.store.Actions(context.Background(), "s-1")
+	if err != nil || len(actions) != 1 || actions[0].Who != "ops" {
+		t.Fatalf("actions %+v, %v; want one by ops", actions, err)
+	}
+}
+
+// manualClock is a clock the test moves.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestRateLimit(t *testing.T) {
+	clock := &manualClock{now: time.Now()}
+	ts := newKeyedServer(t, func(o *api.Options) {
+		o.Clock = clock
+		for i := range o.Keys {
+			if o.Keys[i].Name == "erp" {
+				o.Keys[i].Rate = courier.Rate{N: 3, Per: time.Minute}
+			}
+		}
+	})
+	for i := 0; i < 3; i++ {
+		if status, body, _ := ts.callAs(t, "erp", "POST", "/v1/messages", invoiceBody); status != 201 {
+			t.Fatalf("message %d within the rate: %d %s", i, status, body)
+		}
+	}
+	status, body, hdr := ts.callAs(t, "erp", "POST", "/v1/messages", invoiceBody)
+	wantError(t, status, body, 429, courier.CodeRateLimited, "3/m")
+	if got := hdr.Get("Retry-After"); got != "20" {
+		t.Errorf("Retry-After %q, want 20 (one message per 20 s)", got)
+	}
+	// Another key is not limited by erp's rate.
+	if status, _, _ := ts.callAs(t, "shop", "POST", "/v1/messages", invoiceBody); status != 201 {
+		t.Errorf("shop while erp is limited: %d", status)
+	}
+	clock.add(20 * time.Second)
+	if status, body, _ := ts.callAs(t, "erp", "POST", "/v1/messages", invoiceBody); status != 201 {
+		t.Fatalf("after the wait: %d %s", status, body)
+	}
+	// A batch takes a token per message.
+	clock.add(time.Minute)
+	batch := `{"messages":[` + invoiceBody + `,` + invoiceBody + `,` + invoiceBody + `,` + invoiceBody + `]}`
+	if status, body, _ := ts.callAs(t, "erp", "POST", "/v1/messages/batch", batch); status != 200 {
+		t.Fatalf("batch: %d %s", status, body)
+	}
+	status, body, _ = ts.callAs(t, "erp", "POST", "/v1/messages/batch", batch)
+	wantError(t, status, body, 429, courier.CodeRateLimited, "erp")
+}
+
+func TestSuspendedCap(t *testing.T) {
+	ts := newKeyedServer(t, func(o *api.Options) {
+		for i := range o.Keys {
+			if o.Keys[i].Name == "erp" {
+				o.Keys[i].MaxSuspended = 2
+			}
+		}
+	})
+	suspend := func(id string) {
+		t.Helper()
+		if status, body, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/"+id, invoiceBody); status != 201 {
+			t.Fatalf("ingest %s: %d %s", id, status, body)
+		}
+		// Suspended as the engine would after a permanent failure.
+		m, err := ts.store.Message(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := *m
+		next.State, next.Reason, next.FinishedAt, next.NextAttemptAt = courier.StateSuspended, courier.ReasonRejected, time.Now(), time.Time{}
+		applied, err := ts.store.Apply(context.Background(), []courier.Change{{Message: &next, From: courier.StateQueued, Token: m.TotalAttempts}})
+		if err != nil || !applied[0] {
+			t.Fatalf("suspend %s: %v %v", id, applied, err)
+		}
+	}
+	suspend("c-1")
+	suspend("c-2")
+	status, body, hdr := ts.callAs(t, "erp", "PUT", "/v1/messages/c-3", invoiceBody)
+	wantError(t, status, body, 429, courier.CodeRateLimited, "2 suspended messages")
+	if hdr.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	status, body, _ = ts.callAs(t, "erp", "POST", "/v1/messages/batch", `{"messages":[`+invoiceBody+`]}`)
+	wantError(t, status, body, 429, courier.CodeRateLimited, "max_suspended")
+	// Other keys go on.
+	if status, _, _ := ts.callAs(t, "shop", "PUT", "/v1/messages/s-3", invoiceBody); status != 201 {
+		t.Errorf("shop while erp is full: %d", status)
+	}
+	// An operator discards one; erp may send again.
+	if status, body, _ := ts.callAs(t, "ops", "POST", "/v1/messages/c-1/discard", ""); status != 200 {
+		t.Fatalf("discard: %d %s", status, body)
+	}
+	if status, body, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/c-3", invoiceBody); status != 201 {
+		t.Errorf("erp after the discard: %d %s", status, body)
+	}
+}

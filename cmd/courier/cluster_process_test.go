@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/postgres"
+)
+
+// cluster is several `courier serve` nodes on one PostgreSQL schema,
+// delivering to one sink.
+type cluster struct {
+	t      *testing.T
+	dir    string
+	dsn    string // with the schema as search_path
+	schema string
+	sink   *sink.Sink
+	body   string // the endpoints and routes of the configuration
+	nodes  []*process
+}
+
+func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process test; runs without -short")
+	}
+	dsn, schema := pgtest.Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	sk, err := sink.StartWith("127.0.0.1:0", sink.Options{DiscardBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sk.Close)
+	return &cluster{t: t, dir: t.TempDir(), dsn: u.String(), schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
+}
+
+// start starts one more node.
+func (c *cluster) start() *process {
+	c.t.Helper()
+	cfg := filepath.Join(c.dir, fmt.Sprintf("node-%d.yaml", len(c.nodes)))
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\nstore: {driver: postgres, dsn: %q}\noutbound: {allow_networks: [127.0.0.0/8]}\n%s",
+		freeAddr(c.t), c.dsn, c.body)), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	p := startServerWith(c.t, cfg)
+	c.nodes = append(c.nodes, p)
+	return p
+}
+
+// ingest sends the messages in batches of 1,000, each batch to the next node.
+func (c *cluster) ingest(ids []string, route func(i int) string) {
+	c.t.Helper()
+	client := &http.Client{Timeout: 60 * time.Second}
+	for b := 0; b*1000 < len(ids); b++ {
+		var items []string
+		for i := b * 1000; i < min((b+1)*1000, len(ids)); i++ {
+			items = append(items, fmt.Sprintf(`{"id":%q,"type":"order","route":%q,"payload":{"n":%d}}`, ids[i], route(i), i))
+		}
+		node := c.nodes[b%len(c.nodes)]
+		resp, err := client.Post(node.url+"/v1/messages/batch", "application/json", strings.NewReader(`{"messages":[`+strings.Join(items, ",")+`]}`))
+		if err != nil {
+			c.t.Fatalf("batch %d: %v", b, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			c.t.Fatalf("batch %d: %s", b, resp.Status)
+		}
+	}
+}
+
+// arrivals counts the arrivals of each message id at the sink, once n
+// distinct ids have arrived and stragglers had time to come.
+func (c *cluster) arrivals(n int, within time.Duration) map[string]int {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	seen := map[string]int{}
+	for {
+		clear(seen)
+		for _, a := range c.sink.All() {
+			seen[a.Header.Get("webhook-id")]++
+		}
+		if len(seen) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d of %d messages arrived within %v", len(seen), n, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // anything sent twice would arrive now
+	clear(seen)
+	for _, a := range c.sink.All() {
+		seen[a.Header.Get("webhook-id")]++
+	}
+	return seen
+}
+
+func messageIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m-%05d", i)
+	}
+	return ids
+}
+
+// TestClusterDeliversExactlyOnce: three nodes on one database share 30,000
+// messages over 20 endpoints. With no crash every message arrives exactly
+// once; max_concurrency: 2 on one endpoint and min_interval on another hold
+// at the sink across all three nodes.
+func TestClusterDeliversExactlyOnce(t *testing.T) {
+	const total, paced, interval = 30000, 12, 500 * time.Millisecond
+	c := newCluster(t, func(sinkURL string) string {
+		var b strings.Builder
+		b.WriteString("endpoints:\n")
+		for i := 0; i < 20; i++ {
+			limits := ""
+			switch i {
+			case 0:
+				limits = ", max_concurrency: 2"
+			case 1:
+				limits = fmt.Sprintf(", min_interval: %s", interval)
+			}
+			fmt.Fprintf(&b, "  ep-%d: {transport: http, url: \"%s/ep-%d\", timeout: 5s%s}\n", i, sinkURL, i, limits)
+		}
+		b.WriteString("routes:\n")
+		for i := 0; i < 20; i++ {
+			fmt.Fprintf(&b, "  r-%d: {endpoints: [ep-%d]}\n", i, i)
+		}
+		return b.String()
+	})
+	// The capped endpoint answers slowly, so that its attempts overlap if
+	// the cap does not hold.
+	c.sink.Script("/ep-0", sink.Delay(20*time.Millisecond, 204), sink.Repeat)
+	for range 3 {
+		c.start()
+	}
+	ids := messageIDs(total)
+	c.ingest(ids, func(i int) string {
+		switch {
+		case i < paced:
+			return "r-1"
+		case i < paced+300:
+			return "r-0"
+		default:
+			return fmt.Sprintf("r-%d", 2+i%18)
+		}
+	})
+	seen := c.arrivals(total, 3*time.Minute)
+	twice := 0
+	for _, n := range seen {
+		if n > 1 {
+			twice++
+		}
+	}
+	if len(seen) != total || twice > 0 {
+		t.Errorf("%d distinct messages arrived (want %d), %d of them more than once (want none)", len(seen), total, twice)
+	}
+	if got := c.sink.MaxConcurrent("/ep-0"); got > 2 {
+		t.Errorf("endpoint with max_concurrency 2 had %d requests open at once across the nodes", got)
+	}
+	starts := c.sink.Arrivals("/ep-1")
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Time.Before(starts[j].Time) })
+	// The starts are booked on the database's clock and each node sends at
+	// its booked time; the arrivals carry the sending processes' scheduling
+	// jitter: tens of milliseconds on two cores running three nodes, the
+	// database and the sink at full load. Without shared pacing, the three
+	// nodes would each send at once.
+	const jitter = 50 * time.Millisecond
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Time.Sub(starts[i-1].Time); gap < interval-jitter {
+			t.Errorf("arrivals %d and %d at the paced endpoint were %v apart, want at least %v", i-1, i, gap, interval)
+		}
+	}
+	if len(starts) == paced {
+		if span := starts[paced-1].Time.Sub(starts[0].Time); span < (paced-1)*interval-jitter {
+			t.Errorf("%d paced arrivals spanned %v, want at least %v", paced, span, (paced-1)*interval)
+		}
+	}
+	fmt.Printf("cluster of 3: %d messages delivered exactly once; max_concurrency 2 peaked at %d; %d paced arrivals\n",
+		total, c.sink.MaxConcurrent("/ep-0"), len(starts))
+}
+
+// TestClusterSurvivesAKilledNode: one of three nodes is killed with SIGKILL
+// while they deliver. The others finish its work once its leases lapse:
+// every message arrives, and only messages the killed node had in flight
+// arrive twice.
+func TestClusterSurvivesAKilledNode(t *testing.T) {
+	const total = 10000
+	c := newCluster(t, func(sinkURL string) string {
+		var b strings.Builder
+		b.WriteString("endpoints:\n")
+		for i := 0; i < 10; i++ {
+			fmt.Fprintf(&b, "  ep-%d: {transport: http, url: \"%s/ep-%d\", timeout: 2s}\n", i, sinkURL, i)
+		}
+		b.WriteString("routes:\n")
+		for i := 0; i < 10; i++ {
+			fmt.Fprintf(&b, "  r-%d: {endpoints: [ep-%d]}\n", i, i)
+		}
+		return b.String()
+	})
+	for i := 0; i < 10; i++ {
+		c.sink.Script(fmt.Sprintf("/ep-%d", i), sink.Delay(5*time.Millisecond, 204), sink.Repeat)
+	}
+	for range 3 {
+		c.start()
+	}
+	c.ingest(messageIDs(total), func(i int) string { return fmt.Sprintf("r-%d", i%10) })
+	for c.sink.Total() < total/4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	victim := c.nodes[1]
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.exited
+	// What the dead node held: the only messages allowed to arrive twice.
+	owner := victimOwner(t, c, victim)
+	seen := c.arrivals(total, 3*time.Minute)
+	twice := 0
+	for id, n := range seen {
+		if n > 1 {
+			twice++
+			if !owner[id] {
+				t.Errorf("%s arrived %d times but the killed node did not hold it", id, n)
+			}
+		}
+	}
+	if len(seen) != total {
+		t.Errorf("%d of %d messages arrived", len(seen), total)
+	}
+	fmt.Printf("cluster of 3, one killed: %d of %d delivered; the killed node held %d leases; %d messages arrived twice\n",
+		len(seen), total, len(owner), twice)
+}
+
+// victimOwner returns the messages leased by the killed node: those still
+// in flight under its name right after the kill.
+func victimOwner(t *testing.T, c *cluster, victim *process) map[string]bool {
+	t.Helper()
+	pid := fmt.Sprintf(":%d", victim.cmd.Process.Pid)
+	s, err := postgres.Open(context.Background(), c.dsn, postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held := map[string]bool{}
+	f := courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit}
+	for {
+		page, err := s.Messages(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Messages {
+			if strings.HasSuffix(m.LeaseOwner, pid) {
+				held[m.ID] = true
+			}
+		}
+		if page.Next == "" {
+			return held
+		}
+		f.Cursor = page.Next
+	}
+}
+
+// TestClusterPostgresRestart restarts the PostgreSQL server while two nodes
+// take single ingests and deliver. While it is down ingest answers 503,
+// never a false 201; the nodes reconnect by themselves; every message that
+// was acknowledged is delivered. It restarts the shared server, so it runs
+// only when COURIER_TEST_PG_RESTART names the command that does it.
+func TestClusterPostgresRestart(t *testing.T) {
+	restart := os.Getenv("COURIER_TEST_PG_RESTART")
+	if restart == "" {
+		t.Skip("set COURIER_TEST_PG_RESTART to the command that restarts PostgreSQL (e.g. pg_ctlcluster 15 main restart) to run; it restarts the server other tests use")
+	}
+	c := newCluster(t, func(sinkURL string) string {
+		return fmt.Sprintf("endpoints:\n  ep: {transport: http, url: \"%s/ep\", timeout: 2s}\nroutes:\n  r: {endpoints: [ep]}\n", sinkURL)
+	})
+	c.start()
+	c.start()
+
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var unavailable int
+	var firstDown, lastDown time.Time
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 10 * time.Second}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%06d", w, i)
+				req, _ := http.NewRequest(http.MethodPut, c.nodes[(w+i)%2].url+"/v1/messages/"+id,
+					strings.NewReader(`{"type":"order","route":"r","payload":{"id":"`+id+`"}}`))
+				resp, err := client.Do(req)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				resp.Body.Close()
+				mu.Lock()
+				switch resp.StatusCode {
+				case http.StatusCreated, http.StatusOK:
+					acked[id] = true
+				case http.StatusServiceUnavailable:
+					unavailable++
+					if firstDown.IsZero() {
+						firstDown = time.Now()
+					}
+					lastDown = time.Now()
+				default:
+					t.Errorf("%s: %s", id, resp.Status)
+				}
+				mu.Unlock()
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	out, err := exec.Command("sh", "-c", restart).CombinedOutput()
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("%s: %v\n%s", restart, err, out)
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	seen := c.arrivals(len(acked), 2*time.Minute)
+	for id := range acked {
+		if seen[id] == 0 {
+			t.Errorf("%s was acknowledged but never delivered", id)
+		}
+	}
+	down := lastDown.Sub(firstDown)
+	fmt.Printf("postgres restart: %d messages acknowledged, all delivered; %d ingests answered 503 over %v\n",
+		len(acked), unavailable, down.Round(time.Millisecond))
+}

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+// selfSigned writes a certificate and its key into dir and returns their
+// paths.
+func selfSigned(t *testing.T, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return certFile, keyFile
+}
+
+func TestEndpointTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir, "client")
+	ca, otherKey := selfSigned(t, dir, "ca")
+	endpointWith := func(tls string) string {
+		return lines("endpoints:", "  peppol:", "    transport: http", "    url: https://ap.example/as4", "    tls: "+tls)
+	}
+	c := mustParse(t, endpointWith("{cert: "+cert+", key: "+key+", ca: "+ca+"}"), nil)
+	if got, want := c.Topology.Endpoints["peppol"].HTTP.TLS, (courier.HTTPTLS{Cert: cert, Key: key, CA: ca}); got != want {
+		t.Fatalf("TLS = %+v, want %+v", got, want)
+	}
+	c = mustParse(t, endpointWith("{ca: "+ca+"}"), nil)
+	if got := c.Topology.Endpoints["peppol"].HTTP.TLS; got.CA != ca || got.Cert != "" {
+		t.Fatalf("CA only: %+v", got)
+	}
+
+	keyPEM, _ := os.ReadFile(key)
+	tests := []struct {
+		name, tls, want string
+	}{
+		{"cert without key", "{cert: " + cert + "}", "c.yaml:5: endpoints.peppol.tls.key: required when tls.cert is set"},
+		{"key without cert", "{key: " + key + "}", "c.yaml:5: endpoints.peppol.tls.cert: required when tls.key is set"},
+		{"missing file", "{cert: " + cert + ", key: " + dir + "/nope.key}", "nope.key: no such file or directory"},
+		{"key of another certificate", "{cert: " + cert + ", key: " + otherKey + "}", "the private key does not match the certificate"},
+		{"CA not PEM", "{ca: " + key + "}", "holds no PEM certificate"},
+		{"CA missing", "{ca: " + dir + "/nope.pem}", "cannot read the CA bundle"},
+		{"unknown field", "{cert: " + cert + ", key: " + key + ", password: x}", "endpoints.peppol.tls.password: unknown field"},
+	}
+	for _, tt := range tests {
+		_, err := Parse("c.yaml", []byte(endpointWith(tt.tls)), nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+			continue
+		}
+		if strings.Contains(err.Error(), strings.TrimSpace(string(keyPEM))[30:60]) {
+			t.Errorf("%s: the error quotes the key file: %v", tt.name, err)
+		}
+	}
+}

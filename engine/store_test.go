@@ -1,0 +1,57 @@
+package engine_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/sqlite"
+)
+
+// openStore opens the store of a test: SQLite, or, under TestOnPostgres,
+// PostgreSQL with its shared limits (as several nodes use it).
+func openStore(t *testing.T) (courier.Store, courier.SharedLimits) {
+	t.Helper()
+	if strings.HasPrefix(t.Name(), "TestOnPostgres/") {
+		s := pgtest.Open(t)
+		return s, s
+	}
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, nil
+}
+
+// TestOnPostgres runs the delivery and health tests again on the
+// PostgreSQL store, with the politeness limits held in it.
+func TestOnPostgres(t *testing.T) {
+	pgtest.DSN(t)
+	for _, tt := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"RetriesOnTheScheduleUntilDelivered", TestRetriesOnTheScheduleUntilDelivered},
+		{"PermanentErrorSuspendsAtOnce", TestPermanentErrorSuspendsAtOnce},
+		{"ExhaustedAfterMaxAttempts", TestExhaustedAfterMaxAttempts},
+		{"RetryAfterIsHonoured", TestRetryAfterIsHonoured},
+		{"EscalationNoticeOnceAndFallbackDelivers", TestEscalationNoticeOnceAndFallbackDelivers},
+		{"ResubmitDeliversAndDiscardSendsNothing", TestResubmitDeliversAndDiscardSendsNothing},
+		{"MaxConcurrencyAtTheSink", TestMaxConcurrencyAtTheSink},
+		{"MaxConcurrencyAcrossRoutesSharingAnEndpoint", TestMaxConcurrencyAcrossRoutesSharingAnEndpoint},
+		{"RefusedSuspendsAndHolds", TestRefusedSuspendsAndHolds},
+		{"BlackHoleTimeoutThenSuspended", TestBlackHoleTimeoutThenSuspended},
+		{"OneProbeAndGrowingSuspensions", TestOneProbeAndGrowingSuspensions},
+		{"FailoverAndReturn", TestFailoverAndReturn},
+		{"OffHoldsAndOnReleases", TestOffHoldsAndOnReleases},
+		{"MinIntervalAtTheSink", TestMinIntervalAtTheSink},
+		{"RateAtTheSink", TestRateAtTheSink},
+		{"SpreadingStrategies", TestSpreadingStrategies},
+		{"RetryPrefersAnotherEndpoint", TestRetryPrefersAnotherEndpoint},
+		{"RemovedRouteSuspendsItsMessages", TestRemovedRouteSuspendsItsMessages},
+	} {
+		t.Run(tt.name, tt.fn)
+	}
+}

@@ -1,0 +1,40 @@
+package courier
+
+import (
+	"context"
+	"time"
+)
+
+// SharedLimits holds the endpoints' politeness limits (DESIGN §4) for every
+// node of a store shared by several: the attempts in flight per endpoint
+// (max_concurrency) and the spacing of attempt starts (min_interval, rate).
+// A store that only one process uses needs none; each node then counts for
+// itself. Times are the store's own clock, so that nodes whose clocks differ
+// still agree.
+type SharedLimits interface {
+	// AcquireSlots takes, for owner, up to N more free slots of each
+	// endpoint asked for (an endpoint has Max slots), held for ttl unless
+	// renewed, and returns every slot owner holds on those endpoints now.
+	AcquireSlots(ctx context.Context, owner string, want []SlotRequest, ttl time.Duration) (map[string][]int, error)
+
+	// RenewSlots extends every slot owner holds by ttl and returns them: a
+	// slot missing from the answer lapsed and may be another node's now.
+	RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string][]int, error)
+
+	// ReleaseSlots frees slots owner holds.
+	ReleaseSlots(ctx context.Context, owner string, slots map[string][]int) error
+
+	// BookStart books the start of the next attempt on a paced endpoint:
+	// now, or the start booked for it before if that is later but no more
+	// than lead away; the booking after it is then interval later. It
+	// returns how long to wait until the booked start, or ok false and how
+	// long until a booking may be tried again.
+	BookStart(ctx context.Context, endpoint string, interval, lead time.Duration) (wait time.Duration, ok bool, err error)
+}
+
+// SlotRequest asks for N more of an endpoint's Max slots.
+type SlotRequest struct {
+	Endpoint string
+	Max      int
+	N        int
+}

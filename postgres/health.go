@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+const healthColumns = `endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at`
+
+// Health returns every stored endpoint health.
+func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
+	if err != nil {
+		return nil, unavailable("read endpoint health", err)
+	}
+	defer rows.Close()
+	var out []courier.EndpointHealth
+	for rows.Next() {
+		h, err := scanHealth(rows)
+		if err != nil {
+			return nil, unavailable("read endpoint health", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("read endpoint health", err)
+	}
+	return out, nil
+}
+
+// UpdateHealth applies next to an endpoint's health in one transaction that
+// holds the endpoint's row: nodes updating the same endpoint take turns, and
+// each sees the change of the one before.
+func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(courier.EndpointHealth) courier.EndpointHealth, a *courier.Action) (courier.EndpointHealth, error) {
+	var out courier.EndpointHealth
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// An endpoint without a row is active; the row made here to lock
+		// is overwritten below, in the same transaction.
+		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
+			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO NOTHING`, endpoint); err != nil {
+			return unavailable("health of "+endpoint, err)
+		}
+		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
+		if err != nil {
+			return unavailable("read health of "+endpoint, err)
+		}
+		out = next(h)
+		out.Endpoint = endpoint
+		if _, err := tx.Exec(ctx, `UPDATE endpoint_health SET state = $2, failures = $3, suspensions = $4,
+			suspended_until = $5, probe_until = $6, updated_at = $7 WHERE endpoint = $1`,
+			endpoint, string(out.State), out.Failures, out.Suspensions, ts(out.SuspendedUntil),
+			ts(out.ProbeUntil), out.UpdatedAt); err != nil {
+			return unavailable("write health of "+endpoint, err)
+		}
+		if a != nil {
+			return insertAction(ctx, tx, *a)
+		}
+		return nil
+	})
+	if err != nil {
+		return courier.EndpointHealth{}, unavailable("health of "+endpoint, err)
+	}
+	return out, nil
+}
+
+func scanHealth(row pgx.Row) (courier.EndpointHealth, error) {
+	var h courier.EndpointHealth
+	var state string
+	var suspendedUntil, probeUntil pgtype.Timestamptz
+	if err := row.Scan(&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &h.UpdatedAt); err != nil {
+		return h, err
+	}
+	h.State = courier.HealthState(state)
+	h.SuspendedUntil, h.ProbeUntil = fromTS(suspendedUntil), fromTS(probeUntil)
+	h.UpdatedAt = h.UpdatedAt.UTC()
+	return h, nil
+}
+
+// CountQueued counts the queued messages of the routes.
+func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM messages WHERE state = 'queued' AND route = ANY($1)`,
+		routes).Scan(&n); err != nil {
+		return 0, unavailable("count queued", err)
+	}
+	return n, nil
+}
+
+// QueuedRoutes lists the routes that have queued messages. It skips from
+// route to route through the messages_queued index instead of reading every
+// queued message.
+func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `WITH RECURSIVE r AS (
+			(SELECT route FROM messages WHERE state = 'queued' ORDER BY route LIMIT 1)
+			UNION ALL
+			SELECT (SELECT m.route FROM messages m WHERE m.state = 'queued' AND m.route > r.route ORDER BY m.route LIMIT 1)
+			FROM r WHERE r.route IS NOT NULL
+		) SELECT route FROM r WHERE route IS NOT NULL`)
+	if err != nil {
+		return nil, unavailable("queued routes", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, unavailable("queued routes", err)
+	}
+	return out, nil
+}
+
+// SuspendRoute suspends the queued messages of a route.
+func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE messages SET state = 'suspended', reason = $1, last_error = $2,
+		next_attempt_at = NULL, timer_at = NULL, updated_at = $3, finished_at = $3
+		WHERE state = 'queued' AND route = $4`, string(reason), lastError, now, route)
+	if err != nil {
+		return 0, unavailable("suspend route "+route, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

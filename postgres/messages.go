@@ -1,0 +1,565 @@
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// messageFields are read by scanMessage, in this order.
+var messageFields = []string{"seq", "id", "type", "route", "size", "content_type", "headers", "ordering_key", "priority",
+	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
+	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
+	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender"}
+
+// columns lists messageFields, each prefixed with the table alias if one is given.
+func columns(alias string) string {
+	if alias == "" {
+		return strings.Join(messageFields, ", ")
+	}
+	return alias + "." + strings.Join(messageFields, ", "+alias+".")
+}
+
+var messageColumns = columns("")
+
+// ingestSQL inserts messages and their payloads in one statement, from one
+// array per column, and returns the ids it created. Rows are inserted in
+// input order, so of two items with the same id the first is stored; an id
+// that exists already is left alone (ON CONFLICT DO NOTHING also waits for a
+// concurrent insert of the same id, and then leaves it alone too).
+const ingestSQL = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
+		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
+		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
+		$20::timestamptz[], $21::bytea[], $22::text[])
+	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
+		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
+		round_started_at, timer_at, payload, sender, ord)
+), created AS (
+	INSERT INTO messages (id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
+		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
+		round_started_at, timer_at, sender)
+	SELECT id, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
+		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
+		round_started_at, timer_at, sender
+	FROM input ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING seq, id
+), payloads AS (
+	INSERT INTO bodies (seq, payload)
+	SELECT DISTINCT ON (input.id) created.seq, input.payload
+	FROM created JOIN input ON input.id = created.id ORDER BY input.id, input.ord
+)
+SELECT id FROM created`
+
+// ingestArgs turns messages into the column arrays of ingestSQL.
+func ingestArgs(msgs []*courier.Message) ([]any, error) {
+	n := len(msgs)
+	var (
+		ids, types, routes, contentTypes, hashes, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sizes                                            = make([]int32, n)
+		prios                                            = make([]int16, n)
+		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		payloads                                         = make([][]byte, n)
+	)
+	for i, m := range msgs {
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return nil, err
+		}
+		ids[i], types[i], routes[i], contentTypes[i], hashes[i], states[i] = m.ID, m.Type, m.Route, m.ContentType, m.Hash, string(m.State)
+		sizes[i], prios[i] = int32(len(m.Payload)), int16(m.Priority)
+		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
+		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
+		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, orDefault(m.RoundStartedAt, m.CreatedAt)
+		payloads[i], senders[i] = nonNil(m.Payload), nullString(m.Sender)
+	}
+	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
+		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders}, nil
+}
+
+// querier is what a pool and a transaction have in common.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Ingest stores the messages in one statement: one commit, however many.
+func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	results, due, err := ingest(ctx, s.pool, msgs)
+	if err != nil {
+		return nil, err
+	}
+	if due {
+		s.dueNow()
+	}
+	return results, nil
+}
+
+// ingest inserts msgs through q and works out each one's result; due
+// reports whether a created message is queued and due now.
+func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []courier.IngestResult, due bool, err error) {
+	if len(msgs) == 0 {
+		return []courier.IngestResult{}, false, nil
+	}
+	args, err := ingestArgs(msgs)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := q.Query(ctx, ingestSQL, args...)
+	if err != nil {
+		return nil, false, unavailable("ingest", err)
+	}
+	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false, unavailable("ingest", err)
+	}
+	fresh := make(map[string]bool, len(created))
+	for _, id := range created {
+		fresh[id] = true
+	}
+	results = make([]courier.IngestResult, len(msgs))
+	var others []string
+	now := time.Now()
+	for i, m := range msgs {
+		if fresh[m.ID] {
+			fresh[m.ID] = false // a later item with the same id is a repeat of this one
+			results[i].Status = courier.IngestCreated
+			due = due || m.State == courier.StateQueued && !m.NextAttemptAt.After(now)
+			continue
+		}
+		others = append(others, m.ID)
+	}
+	if len(others) == 0 {
+		return results, due, nil
+	}
+	rows, err = q.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ANY($1)`, others)
+	if err != nil {
+		return nil, false, unavailable("read existing messages", err)
+	}
+	stored := map[string]*courier.Message{}
+	for rows.Next() {
+		m, _, err := scanMessage(rows, false)
+		if err != nil {
+			rows.Close()
+			return nil, false, unavailable("read existing messages", err)
+		}
+		stored[m.ID] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, unavailable("read existing messages", err)
+	}
+	for i, m := range msgs {
+		if results[i].Status != 0 {
+			continue
+		}
+		old := stored[m.ID]
+		if old == nil {
+			return nil, false, courier.Unavailable("the store", fmt.Errorf("message %s was neither created nor found", m.ID))
+		}
+		results[i] = courier.IngestResult{Status: courier.IngestExists, Message: old}
+		if old.Hash != m.Hash {
+			results[i].Status = courier.IngestConflict
+		}
+	}
+	return results, due, nil
+}
+
+// Message returns one message with its payload.
+func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
+	m, _, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, b.payload
+		FROM messages m LEFT JOIN bodies b ON b.seq = m.seq WHERE m.id = $1`, id), true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	if err != nil {
+		return nil, unavailable("read message "+id, err)
+	}
+	return m, nil
+}
+
+// Messages lists messages newest first; the cursor is the ingest sequence
+// number of the last message of the previous page.
+func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = courier.DefaultListLimit
+	}
+	limit = min(limit, courier.MaxListLimit)
+	var w where
+	w.filter(f)
+	if f.Cursor != "" {
+		seq, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return courier.MessagePage{}, err
+		}
+		w.add("seq < ?", seq)
+	}
+	q := `SELECT ` + messageColumns + ` FROM messages` + w.sql() + ` ORDER BY seq DESC LIMIT ` + w.arg(limit+1)
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return courier.MessagePage{}, unavailable("list messages", err)
+	}
+	defer rows.Close()
+	var page courier.MessagePage
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Messages) == limit {
+			page.Next = encodeCursor(lastSeq)
+			break
+		}
+		m, seq, err := scanMessage(rows, false)
+		if err != nil {
+			return courier.MessagePage{}, unavailable("list messages", err)
+		}
+		page.Messages = append(page.Messages, m)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return courier.MessagePage{}, unavailable("list messages", err)
+	}
+	return page, nil
+}
+
+// Attempts returns the attempts of a message, oldest first.
+func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, error) {
+	if _, err := s.Message(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
+		class, status, error, response FROM attempts WHERE message_id = $1 ORDER BY n`, id)
+	if err != nil {
+		return nil, unavailable("list attempts", err)
+	}
+	defer rows.Close()
+	attempts := []courier.Attempt{}
+	for rows.Next() {
+		a := courier.Attempt{MessageID: id}
+		var durationUS int64
+		var class, errText, response pgtype.Text
+		if err := rows.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome,
+			&class, &a.Status, &errText, &response); err != nil {
+			return nil, unavailable("list attempts", err)
+		}
+		a.StartedAt = a.StartedAt.UTC()
+		a.Duration = time.Duration(durationUS) * time.Microsecond
+		a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
+		attempts = append(attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list attempts", err)
+	}
+	return attempts, nil
+}
+
+// discardSQL discards a queued or suspended message: $1 the time, $2 the id.
+const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
+	updated_at = $1, finished_at = $1 WHERE id = $2 AND state IN ('queued', 'suspended')`
+
+// resubmitSQL starts a new round of a suspended message: $1 the time, $2 the
+// id, $3 a new route or NULL. Its timer is due at once, so that the timers
+// of the new round are worked out.
+const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
+	resubmit_count = resubmit_count + 1, route = COALESCE($3, route),
+	next_attempt_at = $1, round_started_at = $1, timer_at = $1, updated_at = $1, finished_at = NULL
+	WHERE id = $2 AND state = 'suspended'`
+
+// Discard moves a queued or suspended message to discarded.
+func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
+	a.Kind, a.Subject = courier.ActionDiscard, id
+	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
+		discardSQL, a.At, id)
+}
+
+// Resubmit moves a suspended message back to queued, due at a.At.
+func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
+	a.Kind, a.Subject, a.Detail = courier.ActionResubmit, id, ""
+	if route != "" {
+		a.Detail = "route=" + route
+	}
+	m, err := s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
+		resubmitSQL, a.At, id, nullString(route))
+	if err == nil {
+		s.dueNow()
+	}
+	return m, err
+}
+
+// transition applies a guarded state change and records the operator
+// action in the same transaction. When the guard does not match, it tells
+// a missing message (not_found) from one in the wrong state (conflict).
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, from []courier.State, update string, args ...any) (*courier.Message, error) {
+	var m *courier.Message
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, update, args...)
+		if err != nil {
+			return unavailable(string(a.Kind)+" "+id, err)
+		}
+		m, _, err = scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1`, id), false)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+		}
+		if err != nil {
+			return unavailable(string(a.Kind)+" "+id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
+				id, m.State, a.Kind, joinStates(from))
+		}
+		return insertAction(ctx, tx, a)
+	})
+	if err != nil {
+		return nil, unavailable(string(a.Kind), err)
+	}
+	return m, nil
+}
+
+func insertAction(ctx context.Context, tx pgx.Tx, a courier.Action) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO actions (at, who, kind, subject, detail) VALUES ($1, $2, $3, $4, $5)`,
+		a.At, a.Who, string(a.Kind), a.Subject, nullString(a.Detail)); err != nil {
+		return unavailable("record action", err)
+	}
+	return nil
+}
+
+// Actions returns the operator actions on a subject, oldest first.
+func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
+	rows, err := s.pool.Query(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = $1 ORDER BY seq`, subject)
+	if err != nil {
+		return nil, unavailable("list actions", err)
+	}
+	defer rows.Close()
+	actions := []courier.Action{}
+	for rows.Next() {
+		a := courier.Action{Subject: subject}
+		var detail pgtype.Text
+		if err := rows.Scan(&a.At, &a.Who, &a.Kind, &detail); err != nil {
+			return nil, unavailable("list actions", err)
+		}
+		a.At, a.Detail = a.At.UTC(), detail.String
+		actions = append(actions, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list actions", err)
+	}
+	return actions, nil
+}
+
+// Purge deletes up to limit terminal messages that finished before the
+// cutoff, with their payloads, attempts and actions. Nodes purging at the
+// same time skip each other's rows.
+func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `WITH gone AS (
+			SELECT seq, id FROM messages WHERE state IN ('delivered', 'discarded') AND finished_at < $1
+			LIMIT $2 FOR UPDATE SKIP LOCKED
+		), a AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.id
+		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.id
+		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq)
+		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, before, limit)
+	if err != nil {
+		return 0, unavailable("purge", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// CountSuspended counts a sender's suspended messages, up to limit, on the
+// partial index of suspended messages by sender.
+func (s *Store) CountSuspended(ctx context.Context, sender string, limit int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages
+		WHERE sender = $1 AND state = 'suspended' AND sender IS NOT NULL LIMIT $2) AS capped`, sender, limit).Scan(&n); err != nil {
+		return 0, unavailable("count suspended messages of "+sender, err)
+	}
+	return n, nil
+}
+
+// scanMessage reads messageColumns, and the payload after them when payload
+// is set.
+func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
+	var m courier.Message
+	var seq int64
+	var prio int16
+	var headers []byte
+	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender pgtype.Text
+	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
+	var state string
+	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
+		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
+		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender}
+	if payload {
+		dest = append(dest, &m.Payload)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, 0, err
+	}
+	if headers != nil {
+		if err := json.Unmarshal(headers, &m.Headers); err != nil {
+			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
+		}
+	}
+	m.Priority, m.Sender = int(prio), sender.String
+	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
+	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
+	m.Endpoint, m.LastError, m.LastClass = endpoint.String, lastError.String, courier.ErrorClass(lastClass.String)
+	m.DeliverAfter, m.ExpiresAt, m.TimerAt = fromTS(deliverAfter), fromTS(expiresAt), fromTS(timerAt)
+	m.NextAttemptAt, m.LeaseUntil, m.FinishedAt = fromTS(nextAttempt), fromTS(leaseUntil), fromTS(finished)
+	m.RoundStartedAt, m.CreatedAt, m.UpdatedAt = m.RoundStartedAt.UTC(), m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	return &m, seq, nil
+}
+
+// collectMessages reads every row of a query of messageColumns.
+func collectMessages(rows pgx.Rows, err error, what string) ([]*courier.Message, error) {
+	if err != nil {
+		return nil, unavailable(what, err)
+	}
+	defer rows.Close()
+	var out []*courier.Message
+	for rows.Next() {
+		m, _, err := scanMessage(rows, false)
+		if err != nil {
+			return nil, unavailable(what, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(what, err)
+	}
+	return out, nil
+}
+
+// where builds the conditions of a query with numbered parameters.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// arg adds an argument and returns its placeholder.
+func (w *where) arg(v any) string {
+	w.args = append(w.args, v)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+// add adds a condition whose one "?" stands for v.
+func (w *where) add(cond string, v any) {
+	w.conds = append(w.conds, strings.Replace(cond, "?", w.arg(v), 1))
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// filter adds a filter's fields (all but cursor and limit).
+func (w *where) filter(f courier.MessageFilter) {
+	if f.State != "" {
+		w.add("state = ?", string(f.State))
+	}
+	if f.Type != "" {
+		w.add("type = ?", f.Type)
+	}
+	if f.Route != "" {
+		w.add("route = ?", f.Route)
+	}
+	if f.Endpoint != "" {
+		w.add("endpoint = ?", f.Endpoint)
+	}
+	if f.Reason != "" {
+		w.add("reason = ?", string(f.Reason))
+	}
+	if f.Sender != "" {
+		w.add("sender = ?", f.Sender)
+	}
+	if !f.CreatedAfter.IsZero() {
+		w.add("created_at >= ?", f.CreatedAfter)
+	}
+	if !f.CreatedBefore.IsZero() {
+		w.add("created_at < ?", f.CreatedBefore)
+	}
+}
+
+func encodeHeaders(h map[string]string) (*string, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	s := string(b)
+	return &s, nil
+}
+
+func encodeCursor(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		var seq int64
+		if seq, err = strconv.ParseInt(string(b), 10, 64); err == nil && seq > 0 {
+			return seq, nil
+		}
+	}
+	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
+}
+
+func joinStates(states []courier.State) string {
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, " or ")
+}
+
+// ts stores a time; the zero time as NULL.
+func ts(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func fromTS(v pgtype.Timestamptz) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return v.Time.UTC()
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func orDefault(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
+}

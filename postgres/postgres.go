@@ -1,0 +1,299 @@
+// Package postgres is courier's store for several nodes: any number of
+// courier processes on one PostgreSQL database compete for the due messages
+// (claims lock with FOR UPDATE SKIP LOCKED), share endpoint health and hold
+// the endpoints' politeness limits together.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ courier.Store = (*Store)(nil)
+
+// Options tune a Store. The zero value is usable.
+type Options struct {
+	Logger *slog.Logger
+	// Schema puts courier's tables in this schema, created if missing
+	// (default: the connection's search_path, usually public).
+	Schema string
+	// MaxConns bounds the connection pool (default 16).
+	MaxConns int32
+}
+
+// Store is the PostgreSQL implementation of courier.Store.
+type Store struct {
+	pool    *pgxpool.Pool
+	cfg     *pgxpool.Config
+	logger  *slog.Logger
+	channel string // LISTEN/NOTIFY channel of new due messages
+	id      string // this store's payload in its notifications, to skip its own
+
+	notify   chan struct{} // a nudge for the notifier
+	quit     chan struct{} // closed by Close
+	bg       sync.WaitGroup
+	closeMu  sync.Once
+	listenMu sync.Mutex
+	listened bool
+}
+
+// Open connects to the database at dsn, applies the migrations it lacks
+// (one node at a time, under an advisory lock) and returns the store.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres dsn: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	// A dead server must not hang ingest: a connection is given up after
+	// this long, so callers get 503 instead of waiting.
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	cfg.HealthCheckPeriod = 5 * time.Second
+	if opts.Schema != "" {
+		if err := createSchema(ctx, cfg, opts.Schema); err != nil {
+			return nil, err
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	// Nodes of one schema wake each other; other schemas (other
+	// installations in the same database) have channels of their own.
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("read the schema: %w", err)
+	}
+	channel := "courier_due." + schema
+	s := &Store{
+		pool:    pool,
+		cfg:     cfg,
+		logger:  opts.Logger,
+		channel: channel,
+		id:      strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.Itoa(rand.IntN(1<<30)),
+		notify:  make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}
+	s.bg.Add(1)
+	go s.notifyLoop()
+	return s, nil
+}
+
+func createSchema(ctx context.Context, cfg *pgxpool.Config, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// migrate applies, in order and each in its own transaction, the embedded
+// migrations newer than the recorded version. Nodes starting together take
+// turns: the advisory lock is held for the whole run.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	const lockKey = `hashtext('courier.migrate.' || current_schema())`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+lockKey+`)`); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+lockKey+`)`)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	var current int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := path.Base(name)
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with its version number", base)
+		}
+		if version <= current {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", base, err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unavailable wraps a database failure: the caller may try again later.
+func unavailable(what string, err error) error {
+	var ce *courier.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
+}
+
+// Ping checks that the database answers and takes writes (it is not a
+// standby).
+func (s *Store) Ping(ctx context.Context) error {
+	var writable bool
+	if err := s.pool.QueryRow(ctx, `SELECT NOT pg_is_in_recovery()`).Scan(&writable); err != nil {
+		return unavailable("ping", err)
+	}
+	if !writable {
+		return courier.Unavailable("the store", errors.New("the database is a read-only standby"))
+	}
+	return nil
+}
+
+// Close stops the listener and notifier and closes the connections.
+func (s *Store) Close() error {
+	s.closeMu.Do(func() {
+		close(s.quit)
+		s.bg.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// Listen calls wake whenever another node (or process) ingested messages
+// that are due now, until ctx ends or the store is closed. It keeps a
+// connection of its own and reconnects after a failure; callers poll besides,
+// so a notification lost meanwhile only delays.
+func (s *Store) Listen(ctx context.Context, wake func()) {
+	s.listenMu.Lock()
+	defer s.listenMu.Unlock()
+	if s.listened {
+		return
+	}
+	s.listened = true
+	s.bg.Add(1)
+	go s.listenLoop(ctx, wake)
+}
+
+func (s *Store) listenLoop(ctx context.Context, wake func()) {
+	defer s.bg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		s.logger.Warn("listening for new messages failed; polling until it reconnects", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, wake func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return err
+	}
+	wake() // anything ingested while not listening
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload != s.id {
+			wake()
+		}
+	}
+}
+
+// dueNow tells other nodes that due messages arrived. Notifications are
+// coalesced: at most one is in the air at a time, so ingest never waits on
+// them and a burst of ingests costs one NOTIFY.
+func (s *Store) dueNow() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) notifyLoop() {
+	defer s.bg.Done()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.notify:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, s.id); err != nil {
+			s.logger.Debug("notify other nodes of new messages", "err", err)
+		}
+		cancel()
+	}
+}

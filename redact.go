@@ -1,0 +1,64 @@
+package courier
+
+import (
+	"log/slog"
+	"net/url"
+	"slices"
+)
+
+// Redacted is shown in place of a secret.
+const Redacted = "REDACTED"
+
+// Redacted returns a copy of e fit to show or log: webhook secrets and
+// passwords replaced by Redacted, and passwords and query values left out
+// of URLs. Whatever prints or logs an endpoint prints this.
+func (e *Endpoint) Redacted() *Endpoint {
+	c := *e
+	if len(e.HTTP.Secrets) > 0 {
+		c.HTTP.Secrets = slices.Repeat([]string{Redacted}, len(e.HTTP.Secrets))
+	}
+	c.HTTP.URL = RedactURL(e.HTTP.URL)
+	if e.SMTP.Password != "" {
+		c.SMTP.Password = Redacted
+	}
+	c.AMQP.URL = RedactURL(e.AMQP.URL)
+	c.NATS.URL = RedactURL(e.NATS.URL)
+	return &c
+}
+
+// LogValue makes slog log the redacted endpoint.
+func (e *Endpoint) LogValue() slog.Value {
+	r := e.Redacted()
+	return slog.GroupValue(slog.String("name", r.Name), slog.String("transport", string(r.Transport)),
+		slog.String("target", firstOf(r.HTTP.URL, r.SMTP.Addr, r.File.Dir, r.AMQP.URL, r.NATS.URL)))
+}
+
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// RedactURL returns raw without the password of its user info and with
+// the values of its query replaced (webhook URLs carry tokens there). Text
+// that is not a URL is replaced whole, as it may be anything.
+func RedactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Redacted
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{Redacted}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}

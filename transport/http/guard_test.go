@@ -1,0 +1,117 @@
+package http_test
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/courier-gw/courier"
+	httptransport "github.com/courier-gw/courier/transport/http"
+)
+
+// watchedListener listens on addr and reports, through first, whether the
+// first connection it accepts is the one the test itself opens last: the
+// accept queue is in arrival order, so any connection courier had opened
+// before would come out first.
+func watchedListener(t *testing.T, network, addr string) (ln net.Listener, first func() bool) {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, func() bool {
+		t.Helper()
+		probe, err := net.Dial(network, ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.RemoteAddr().String() == probe.LocalAddr().String()
+	}
+}
+
+// Endpoints on loopback are refused without an allowlist, and no
+// connection reaches the receiver; with one, they are reached.
+func TestSSRFGuardLoopback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, network, listen, host string
+	}{
+		{"ipv4", "tcp4", "127.0.0.1:0", "127.0.0.1"},
+		{"ipv6", "tcp6", "[::1]:0", "[::1]"},
+		{"name resolving to 127.0.0.1", "tcp4", "127.0.0.1:0", "localhost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ln, untouched := watchedListener(t, tt.network, tt.listen)
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			url := "http://" + tt.host + ":" + port + "/in"
+
+			guarded := newTransport(t, httptransport.Options{AllowNetworks: []netip.Prefix{}})
+			res := send(t, guarded, endpoint("internal", url), message())
+			wantClass(t, res, courier.ClassRejected)
+			wantError(t, res, "SSRF guard")
+			wantError(t, res, "loopback")
+			wantError(t, res, "allow_networks")
+			if !untouched() {
+				t.Fatal("the blocked attempt reached the receiver")
+			}
+
+			// Allowed globally, the attempt gets through to the listener.
+			allowed := newTransport(t, httptransport.Options{AllowNetworks: loopback})
+			done := make(chan courier.Result, 1)
+			go func() { done <- send(t, allowed, endpoint("internal", url), message()) }()
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close() // the attempt fails as connection_closed; it arrived
+			if res := <-done; res.Class == courier.ClassRejected {
+				t.Fatalf("allowed attempt rejected: %+v", res)
+			}
+
+			// Allowed by the endpoint alone.
+			e := endpoint("internal-own", url)
+			e.HTTP.AllowNetworks = []string{"127.0.0.0/8", "::1/128"}
+			go func() { done <- send(t, guarded, e, message()) }()
+			if c, err = ln.Accept(); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if res := <-done; res.Class == courier.ClassRejected {
+				t.Fatalf("attempt allowed by the endpoint rejected: %+v", res)
+			}
+		})
+	}
+}
+
+// Private and metadata addresses are refused before any connect: the
+// guard runs on the address before the socket connects, so these tests
+// send nothing off the machine.
+func TestSSRFGuardRefusesBeforeDialing(t *testing.T) {
+	t.Parallel()
+	tr := newTransport(t, httptransport.Options{AllowNetworks: []netip.Prefix{}})
+	tests := []struct {
+		url, want string
+	}{
+		{"http://10.0.0.1/in", "private"},
+		{"http://169.254.169.254/latest/meta-data/", "link-local"},
+		{"http://[fd00:ec2::254]/latest/meta-data/", "unique-local"},
+		{"http://0.0.0.0:9/in", "unspecified"},
+		{"http://[::ffff:127.0.0.1]:9/in", "loopback"},
+		{"http://224.0.0.1/in", "multicast"},
+	}
+	for _, tt := range tests {
+		res := send(t, tr, endpoint("internal", tt.url), message())
+		wantClass(t, res, courier.ClassRejected)
+		wantError(t, res, "blocked by the SSRF guard")
+		wantError(t, res, tt.want)
+	}
+}

@@ -1,0 +1,155 @@
+package http_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/courier-gw/courier"
+	httptransport "github.com/courier-gw/courier/transport/http"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a certificate signed by the CA, as PEM certificate and key.
+func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A receiver that requires a client certificate (a PEPPOL access point)
+// takes the endpoint's certificate, and the endpoint trusts the receiver
+// through its own CA bundle.
+func TestMutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	serverCA, clientCA := newTestCA(t, "receiver CA"), newTestCA(t, "sender CA")
+	srvCert, srvKey := serverCA.issue(t, "receiver", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := clientCA.issue(t, "courier at acme", x509.ExtKeyUsageClientAuth)
+	otherCert, otherKey := newTestCA(t, "stranger CA").issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := x509.NewCertPool()
+	clients.AddCert(clientCA.cert)
+	seen := make(chan string, 10)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.TLS.PeerCertificates[0].Subject.CommonName
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	files := courier.HTTPTLS{
+		Cert: writeFile(t, dir, "client.crt", cliCert),
+		Key:  writeFile(t, dir, "client.key", cliKey),
+		CA:   writeFile(t, dir, "receiver-ca.pem", serverCA.pem),
+	}
+	tr := newTransport(t, httptransport.Options{})
+
+	e := endpoint("peppol", srv.URL+"/as4")
+	e.HTTP.TLS = files
+	if res := send(t, tr, e, message()); !res.Delivered() {
+		t.Fatalf("with the client certificate: %+v", res)
+	}
+	if cn := <-seen; cn != "courier at acme" {
+		t.Fatalf("the receiver saw client certificate %q", cn)
+	}
+
+	tests := []struct {
+		name  string
+		files courier.HTTPTLS
+		want  string
+	}{
+		{"no client certificate", courier.HTTPTLS{CA: files.CA}, ""},
+		{"a certificate the receiver does not trust", courier.HTTPTLS{
+			Cert: writeFile(t, dir, "other.crt", otherCert), Key: writeFile(t, dir, "other.key", otherKey), CA: files.CA}, ""},
+		{"no CA bundle", courier.HTTPTLS{Cert: files.Cert, Key: files.Key}, "unknown authority"},
+		{"a missing key file", courier.HTTPTLS{Cert: files.Cert, Key: filepath.Join(dir, "missing.key"), CA: files.CA}, "missing.key"},
+		{"a key that does not match", courier.HTTPTLS{Cert: files.Cert, Key: writeFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
+		{"a CA file without certificates", courier.HTTPTLS{CA: writeFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := endpoint("peppol-"+tt.name, srv.URL+"/as4")
+			e.HTTP.TLS = tt.files
+			res := send(t, tr, e, message())
+			wantClass(t, res, courier.ClassTLS)
+			wantError(t, res, tt.want)
+			if len(seen) > 0 {
+				t.Fatalf("the receiver took a request from %q", <-seen)
+			}
+		})
+	}
+}
