@@ -98,6 +98,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		return courier.Result{Class: class, Error: msg}
 	}
 	if !written {
+		t.opts.Logger.Debug("file transport: the file is there already with the same content", "endpoint", e.Name, "message", m.ID, "file", path)
 		return courier.Result{Response: fmt.Sprintf("%s was there already with the same %d bytes", name, len(m.Payload))}
 	}
 	return courier.Result{Response: fmt.Sprintf("wrote %s (%d bytes)", name, len(m.Payload))}
