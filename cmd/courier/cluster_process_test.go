@@ -155,7 +155,7 @@ func TestClusterDeliversExactlyOnce(t *testing.T) {
 		c.start()
 	}
 	ids := messageIDs(total)
-	c.ingest(ids, func(i int) string {
+	route := func(i int) string {
 		switch {
 		case i < paced:
 			return "r-1"
@@ -164,7 +164,13 @@ func TestClusterDeliversExactlyOnce(t *testing.T) {
 		default:
 			return fmt.Sprintf("r-%d", 2+i%18)
 		}
-	})
+	}
+	// The paced messages go first and alone: the spacing is measured at the
+	// sink, where a node starved of CPU between its booked start and its
+	// request would show as a short gap that says nothing of the booking.
+	c.ingest(ids[:paced], route)
+	c.arrivals(paced, time.Minute)
+	c.ingest(ids[paced:], func(i int) string { return route(paced + i) })
 	seen := c.arrivals(total, 3*time.Minute)
 	twice := 0
 	for _, n := range seen {
@@ -182,10 +188,9 @@ func TestClusterDeliversExactlyOnce(t *testing.T) {
 	sort.Slice(starts, func(i, j int) bool { return starts[i].Time.Before(starts[j].Time) })
 	// The starts are booked on the database's clock and each node sends at
 	// its booked time; the arrivals carry the sending processes' scheduling
-	// jitter: tens of milliseconds on two cores running three nodes, the
-	// database and the sink at full load. Without shared pacing, the three
-	// nodes would each send at once.
-	const jitter = 50 * time.Millisecond
+	// jitter: milliseconds, tens of them on two cores busy with other
+	// tests. Without shared pacing, the three nodes would each send at once.
+	const jitter = 100 * time.Millisecond
 	for i := 1; i < len(starts); i++ {
 		if gap := starts[i].Time.Sub(starts[i-1].Time); gap < interval-jitter {
 			t.Errorf("arrivals %d and %d at the paced endpoint were %v apart, want at least %v", i-1, i, gap, interval)

@@ -40,7 +40,7 @@ func TestServeFallsBackToFileAndMailsNotices(t *testing.T) {
 listen: %s
 store: {driver: sqlite, path: %s}
 public_url: https://courier.example.org
-outbound: {allow_networks: [127.0.0.0/8]}  # the receiver that is not there is on loopback
+outbound: {allow_networks: [127.0.0.0/8]}
 endpoints:
   acme: {transport: http, url: "http://%s/inbox"}
   vans: {transport: file, dir: %s, name: "{type}-{id}.xml"}
