@@ -13,8 +13,10 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
+	natstransport "github.com/courier-gw/courier/transport/nats"
 )
 
 // harness is an engine on a real store delivering over real HTTP to a sink
@@ -47,11 +49,15 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 	build(h)
 	// The sink is on loopback, which the SSRF guard blocks unless allowed.
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	amqpSender := amqptransport.New(amqptransport.Options{})
+	natsSender := natstransport.New(natstransport.Options{})
 	h.engine = engine.New(engine.Options{
 		Store: store, Topology: h.top,
 		Senders: map[courier.Transport]courier.Sender{
 			courier.TransportHTTP: tr,
 			courier.TransportFile: filetransport.New(filetransport.Options{}),
+			courier.TransportAMQP: amqpSender,
+			courier.TransportNATS: natsSender,
 		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 }, Limits: limits,
@@ -67,6 +73,8 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 		}
 		sk.Close()
 		tr.Close()
+		amqpSender.Close()
+		natsSender.Close()
 		store.Close()
 	})
 	return h

@@ -27,7 +27,10 @@ type Mail struct {
 // Options configure a Sink.
 type Options struct {
 	TLS   *tls.Config       // offers STARTTLS when set
-	Users map[string]string // AUTH PLAIN accounts; none: AUTH is not offered
+	Users map[string]string // AUTH accounts; none: AUTH is not offered
+	// Mechanisms are the AUTH mechanisms offered: PLAIN and LOGIN;
+	// default PLAIN.
+	Mechanisms []string
 }
 
 // Sink is a running SMTP receiver.
@@ -35,6 +38,7 @@ type Sink struct {
 	srv   *gosmtp.Server
 	ln    net.Listener
 	users map[string]string
+	mechs []string
 
 	mu       sync.Mutex
 	mails    []Mail
@@ -49,7 +53,10 @@ func Start(addr string, o Options) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{ln: ln, users: o.Users, rcptErrs: map[string]error{}, arrived: make(chan struct{})}
+	s := &Sink{ln: ln, users: o.Users, mechs: o.Mechanisms, rcptErrs: map[string]error{}, arrived: make(chan struct{})}
+	if len(s.mechs) == 0 {
+		s.mechs = []string{gosasl.Plain}
+	}
 	s.srv = gosmtp.NewServer(gosmtp.BackendFunc(func(c *gosmtp.Conn) (gosmtp.Session, error) {
 		return &session{sink: s, conn: c}, nil
 	}))
@@ -128,17 +135,45 @@ func (s *session) AuthMechanisms() []string {
 	if s.sink.users == nil {
 		return nil
 	}
-	return []string{gosasl.Plain}
+	return s.sink.mechs
 }
 
-func (s *session) Auth(string) (gosasl.Server, error) {
-	return gosasl.NewPlainServer(func(_, username, password string) error {
+func (s *session) Auth(mech string) (gosasl.Server, error) {
+	check := func(username, password string) error {
 		if pw, ok := s.sink.users[username]; !ok || pw != password {
 			return Reply(535, [3]int{5, 7, 8}, "authentication failed")
 		}
 		s.user = username
 		return nil
-	}), nil
+	}
+	if mech == gosasl.Login {
+		return &loginServer{check: check}, nil
+	}
+	return gosasl.NewPlainServer(func(_, username, password string) error { return check(username, password) }), nil
+}
+
+// loginServer is the server side of AUTH LOGIN, which go-sasl leaves out.
+type loginServer struct {
+	check    func(username, password string) error
+	username string
+	step     int
+}
+
+func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
+	l.step++
+	switch l.step {
+	case 1:
+		if len(response) > 0 { // an initial response is the user name
+			l.username = string(response)
+			l.step++
+			return []byte("Password:"), false, nil
+		}
+		return []byte("Username:"), false, nil
+	case 2:
+		l.username = string(response)
+		return []byte("Password:"), false, nil
+	}
+	return nil, true, l.check(l.username, string(response))
 }
 
 func (s *session) Mail(from string, _ *gosmtp.MailOptions) error {

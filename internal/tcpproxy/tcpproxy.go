@@ -5,7 +5,6 @@
 package tcpproxy
 
 import (
-	"io"
 	"net"
 	"sync"
 )
@@ -18,6 +17,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
+	gate   chan struct{} // closed while bytes flow; open while frozen
 	wg     sync.WaitGroup
 }
 
@@ -28,7 +28,9 @@ func Start(addr, upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	gate := make(chan struct{})
+	close(gate)
+	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, gate: gate}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -47,6 +49,7 @@ func (p *Proxy) Close() {
 		c.Close()
 	}
 	p.mu.Unlock()
+	p.Thaw() // a frozen pipe finds its connections closed and ends
 	p.wg.Wait()
 }
 
@@ -84,9 +87,50 @@ func (p *Proxy) track(a, b net.Conn) bool {
 	return true
 }
 
+// Freeze holds every byte in both directions, keeping the connections
+// open: a peer that hangs, as a stalled broker does.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+	default:
+	}
+}
+
+// Thaw lets the held bytes and all later ones through again.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
+}
+
+func (p *Proxy) currentGate() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gate
+}
+
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.currentGate()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

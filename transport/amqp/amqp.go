@@ -54,7 +54,26 @@ type Transport struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	conns map[string]*conn // by endpoint name
+	slots map[string]*slot // by endpoint name
+}
+
+// slot holds the connection of one endpoint. Its lock serialises dialling,
+// so that a broker that does not answer holds up its own endpoint only.
+type slot struct {
+	mu sync.Mutex
+	c  *conn
+}
+
+// slot returns the slot of an endpoint, making it on first use.
+func (t *Transport) slot(name string) *slot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.slots[name]
+	if s == nil {
+		s = &slot{}
+		t.slots[name] = s
+	}
+	return s
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -76,18 +95,23 @@ func New(o Options) *Transport {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
-	return &Transport{opts: o, log: o.Logger, conns: make(map[string]*conn)}
+	return &Transport{opts: o, log: o.Logger, slots: make(map[string]*slot)}
 }
 
 // Close closes every connection. Attempts still running fail with a closed
 // connection; the Transport stays usable and connects again when asked.
 func (t *Transport) Close() {
 	t.mu.Lock()
-	conns := t.conns
-	t.conns = make(map[string]*conn)
+	slots := t.slots
+	t.slots = make(map[string]*slot)
 	t.mu.Unlock()
-	for _, c := range conns {
-		c.close()
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.c != nil {
+			s.c.close()
+			s.c = nil
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -110,29 +134,35 @@ type channel struct {
 	closed  chan *amqp.Error
 }
 
+// closeWait bounds the wait for a broker's answer to a close: one that has
+// stopped answering must not hold up an attempt or a shutdown.
+const closeWait = 5 * time.Second
+
 func (c *conn) close() {
 	c.mu.Lock()
 	c.idle = nil
 	c.mu.Unlock()
-	c.amqp.Close()
+	c.amqp.CloseDeadline(time.Now().Add(closeWait))
 }
 
 // connFor returns the live connection of e, dialling when there is none,
-// it died, or the endpoint's URL changed.
-func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.conns[e.Name]; ok {
+// it died, or the endpoint's URL changed. The connect and handshake take at
+// most the connect timeout and the attempt's timeout.
+func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
+	s := t.slot(e.Name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.c; c != nil {
 		if c.url == e.AMQP.URL && !c.amqp.IsClosed() {
 			return c, nil
 		}
-		delete(t.conns, e.Name)
+		s.c = nil
 		go c.close()
 	}
 	cfg := amqp.Config{
 		Heartbeat:       t.opts.Heartbeat,
 		TLSClientConfig: t.opts.TLSConfig,
-		Dial:            amqp.DefaultDial(t.opts.ConnectTimeout),
+		Dial:            amqp.DefaultDial(min(t.opts.ConnectTimeout, timeout)),
 		Properties:      amqp.Table{"connection_name": "courier endpoint " + e.Name, "product": "courier"},
 	}
 	ac, err := amqp.DialConfig(e.AMQP.URL, cfg)
@@ -152,19 +182,21 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 			}
 		}
 	}()
-	t.conns[e.Name] = c
+	s.c = c
 	t.log.Debug("amqp transport: connected", "endpoint", e.Name)
 	return c, nil
 }
 
-// drop forgets c if it is still e's connection, so the next attempt dials.
+// drop forgets c if it is still the endpoint's connection, so that the
+// next attempt dials, and closes it.
 func (t *Transport) drop(name string, c *conn) {
-	t.mu.Lock()
-	if t.conns[name] == c {
-		delete(t.conns, name)
+	s := t.slot(name)
+	s.mu.Lock()
+	if s.c == c {
+		s.c = nil
 	}
-	t.mu.Unlock()
-	c.close()
+	s.mu.Unlock()
+	go c.close() // it may wait for a broker that no longer answers
 }
 
 // channel takes an idle channel of c or opens one.
@@ -194,15 +226,46 @@ func (c *conn) channel() (*channel, error) {
 	}, nil
 }
 
+// channel takes a channel of c within ctx. Opening one waits for the
+// broker's answer, which has no deadline of its own: when ctx ends first,
+// the connection is given up (a broker that does not open a channel will
+// not confirm a publish either) and a channel that opens late is put back.
+func (t *Transport) channel(ctx context.Context, name string, c *conn) (*channel, error) {
+	type opened struct {
+		ch  *channel
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		ch, err := c.channel()
+		done <- opened{ch, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil && c.amqp.IsClosed() {
+			t.drop(name, c)
+		}
+		return o.ch, o.err
+	case <-ctx.Done():
+		t.drop(name, c)
+		go func() {
+			if o := <-done; o.ch != nil {
+				c.release(o.ch)
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
 // release gives a channel that is fit for the next publish back to the pool.
 func (c *conn) release(ch *channel) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.idle) < c.max && !ch.ch.IsClosed() {
+	if len(c.idle) < c.max && !ch.ch.IsClosed() && !c.amqp.IsClosed() {
 		c.idle = append(c.idle, ch)
 		return
 	}
-	ch.ch.Close()
+	go ch.ch.Close()
 }
 
 // Send publishes d.Message once and waits for the broker's confirm. It
@@ -220,17 +283,20 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	defer cancel()
 
 	target := fmt.Sprintf("exchange %q with routing key %q", e.AMQP.Exchange, e.AMQP.RoutingKey)
-	c, err := t.connFor(e)
+	c, err := t.connFor(e, timeout)
 	if err != nil {
 		return classify(err, target, brokerAddr(e.AMQP.URL))
 	}
 	if c.blocked.Load() {
 		return courier.Result{Class: courier.ClassTransport, Error: "the broker blocks publishing (a resource alarm: memory or disk)"}
 	}
-	ch, err := c.channel()
+	ch, err := t.channel(actx, e.Name, c)
 	if err != nil {
-		if c.amqp.IsClosed() {
-			t.drop(e.Name, c)
+		if ctx.Err() == context.Canceled {
+			return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
+		}
+		if actx.Err() != nil {
+			return courier.Result{Class: courier.ClassTimeout, Error: fmt.Sprintf("the broker did not open a channel within %s", timeout)}
 		}
 		return classify(err, target, brokerAddr(e.AMQP.URL))
 	}
@@ -238,7 +304,9 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if keep {
 		c.release(ch)
 	} else {
-		ch.ch.Close()
+		// A channel close waits for the broker's answer, which a broker
+		// that let this publish time out may never give.
+		go ch.ch.Close()
 		if c.amqp.IsClosed() {
 			t.drop(e.Name, c)
 		}

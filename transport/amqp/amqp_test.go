@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -288,4 +289,85 @@ func mustProxy(t testing.TB, addr, upstream string) *tcpproxy.Proxy {
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// TestSilentBrokerHoldsUpOnlyItsEndpoint connects one endpoint to a port
+// that accepts and then says nothing: while that attempt waits for the
+// broker's greeting, another endpoint publishes all the same.
+func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
+	t.Parallel()
+	a := newAdmin(t)
+	tr := amqptransport.New(amqptransport.Options{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Minute})
+	t.Cleanup(tr.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	silentDone := make(chan courier.Result, 1)
+	go func() {
+		silentDone <- send(t, tr, endpoint("silent", "amqp://guest:guest@"+ln.Addr().String()+"/", "", "q"), message("inv-1"), 1)
+	}()
+	conn := <-accepted // the silent endpoint is dialling now
+
+	q := a.queue("", "", nil)
+	if res := send(t, tr, endpoint("erp-mq", brokerURL(t), "", q), message("inv-2"), 1); !res.Delivered() {
+		t.Fatalf("other endpoint: %+v", res)
+	}
+	select {
+	case res := <-silentDone:
+		t.Fatalf("the silent endpoint's attempt ended before the other went through: %+v", res)
+	default:
+	}
+	conn.Close()
+	ln.Close()
+	if res := <-silentDone; res.Delivered() || res.Class.PermanentByDefault() {
+		t.Errorf("silent endpoint: %+v, want a transient failure", res)
+	}
+}
+
+// TestStalledBroker freezes the connection to the broker (a proxy holds
+// every byte): the attempt ends at the endpoint's timeout, as does the next
+// one, and once bytes flow again an attempt delivers.
+func TestStalledBroker(t *testing.T) {
+	t.Parallel()
+	a := newAdmin(t)
+	tr := newTransport(t)
+	upstream, _ := url.Parse(brokerURL(t))
+	proxy := mustProxy(t, "127.0.0.1:0", upstream.Host)
+	viaProxy := *upstream
+	viaProxy.Host = proxy.Addr()
+	q := a.queue("", "", nil)
+	e := endpoint("erp-mq", viaProxy.String(), "", q)
+	e.Timeout = 300 * time.Millisecond
+
+	if res := send(t, tr, e, message("inv-1"), 1); !res.Delivered() {
+		t.Fatalf("before the stall: %+v", res)
+	}
+	proxy.Freeze()
+	for i := range 2 {
+		if res := send(t, tr, e, message("inv-2"), i+1); res.Class != courier.ClassTimeout {
+			t.Fatalf("stalled, attempt %d: %+v, want timeout", i+1, res)
+		}
+	}
+	proxy.Thaw()
+	if res := send(t, tr, e, message("inv-2"), 3); !res.Delivered() {
+		t.Fatalf("after the stall: %+v", res)
+	}
+	// inv-2 may be there more than once: a publish held in the stall can
+	// reach the broker once bytes flow (at least once, deduplicated by id).
+	seen := map[string]bool{}
+	for !seen["inv-2"] {
+		seen[a.get(q).MessageId] = true
+	}
+	if !seen["inv-1"] {
+		t.Errorf("got %v", seen)
+	}
 }

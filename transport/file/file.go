@@ -98,6 +98,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		return courier.Result{Class: class, Error: msg}
 	}
 	if !written {
+		t.opts.Logger.Debug("file transport: the file is there already with the same content", "endpoint", e.Name, "message", m.ID, "file", path)
 		return courier.Result{Response: fmt.Sprintf("%s was there already with the same %d bytes", name, len(m.Payload))}
 	}
 	return courier.Result{Response: fmt.Sprintf("wrote %s (%d bytes)", name, len(m.Payload))}
@@ -229,14 +230,23 @@ type comparison struct {
 }
 
 // sameContent compares the file at path with payload. A missing file is an
-// error that matches fs.ErrNotExist.
+// error that matches fs.ErrNotExist. Anything there but a regular file (a
+// directory, a symbolic link, a FIFO that would block a reader) is not the
+// same and is not opened.
 func sameContent(path string, payload []byte) (comparison, error) {
-	f, err := os.Open(path)
+	info, err := os.Lstat(path)
+	if err != nil {
+		return comparison{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return comparison{size: -1}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return comparison{}, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	info, err = f.Stat()
 	if err != nil {
 		return comparison{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,6 +157,27 @@ func TestConcurrentSameMessage(t *testing.T) {
 	}
 	if names := list(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v", names)
+	}
+}
+
+// TestSomethingElseThere finds no regular file under the name: a
+// directory, a symbolic link to the same content, a FIFO (which would block
+// a reader). None is replaced or counted as delivered, and none blocks.
+func TestSomethingElseThere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "a-dir"), 0o755)
+	os.WriteFile(filepath.Join(dir, "real"), []byte("x"), 0o644)
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "a-link"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "a-fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(t)
+	for _, id := range []string{"a-dir", "a-link", "a-fifo"} {
+		res := send(t, tr, endpoint(dir, "{id}"), message(id, "x"))
+		if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "(no regular file); not overwritten") {
+			t.Errorf("%s: %+v", id, res)
+		}
 	}
 }
 

@@ -49,7 +49,26 @@ type Transport struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	conns map[string]*conn // by endpoint name
+	slots map[string]*slot // by endpoint name
+}
+
+// slot holds the connection of one endpoint. Its lock serialises dialling,
+// so that a server that does not answer holds up its own endpoint only.
+type slot struct {
+	mu sync.Mutex
+	c  *conn
+}
+
+// slot returns the slot of an endpoint, making it on first use.
+func (t *Transport) slot(name string) *slot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.slots[name]
+	if s == nil {
+		s = &slot{}
+		t.slots[name] = s
+	}
+	return s
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -65,18 +84,23 @@ func New(o Options) *Transport {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
-	return &Transport{opts: o, log: o.Logger, conns: make(map[string]*conn)}
+	return &Transport{opts: o, log: o.Logger, slots: make(map[string]*slot)}
 }
 
 // Close closes every connection. The Transport stays usable and connects
 // again when asked.
 func (t *Transport) Close() {
 	t.mu.Lock()
-	conns := t.conns
-	t.conns = make(map[string]*conn)
+	slots := t.slots
+	t.slots = make(map[string]*slot)
 	t.mu.Unlock()
-	for _, c := range conns {
-		c.nc.Close()
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.c != nil {
+			s.c.nc.Close()
+			s.c = nil
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -91,21 +115,24 @@ type conn struct {
 // it closed, or the endpoint's URL changed. The client's own reconnecting
 // is off: while it reconnects, a publish would wait in its buffer for a
 // server that may not come, where an attempt should fail and be retried
-// by courier's policy; the next attempt dials again instead.
-func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.conns[e.Name]; ok {
+// by courier's policy; the next attempt dials again instead. The connect
+// takes at most the connect timeout and the attempt's timeout.
+func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
+	s := t.slot(e.Name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.c; c != nil {
 		if c.url == e.NATS.URL && !c.nc.IsClosed() {
 			return c, nil
 		}
-		delete(t.conns, e.Name)
+		s.c = nil
 		c.nc.Close()
 	}
-	d := &dialer{d: net.Dialer{Timeout: t.opts.ConnectTimeout}}
+	connectTimeout := min(t.opts.ConnectTimeout, timeout)
+	d := &dialer{d: net.Dialer{Timeout: connectTimeout}}
 	opts := []nats.Option{
 		nats.Name("courier endpoint " + e.Name),
-		nats.Timeout(t.opts.ConnectTimeout),
+		nats.Timeout(connectTimeout),
 		nats.NoReconnect(),
 		nats.SetCustomDialer(d),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -125,7 +152,7 @@ func (t *Transport) connFor(e *courier.Endpoint) (*conn, error) {
 		return nil, &dialError{err: err}
 	}
 	c := &conn{url: e.NATS.URL, nc: nc, js: js}
-	t.conns[e.Name] = c
+	s.c = c
 	t.log.Debug("nats transport: connected", "endpoint", e.Name, "server", nc.ConnectedUrlRedacted())
 	return c, nil
 }
@@ -144,7 +171,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c, err := t.connFor(e)
+	c, err := t.connFor(e, timeout)
 	if err != nil {
 		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
 	}

@@ -217,3 +217,33 @@ func mustProxy(t testing.TB, addr, upstream string) *tcpproxy.Proxy {
 	t.Cleanup(p.Close)
 	return p
 }
+
+// TestStalledServer freezes the connection to the server (a proxy holds
+// every byte): the attempt ends at the endpoint's timeout, and once bytes
+// flow again an attempt delivers, stored once whatever the stalled one did.
+func TestStalledServer(t *testing.T) {
+	t.Parallel()
+	s, subject := stream(t, jetstream.StreamConfig{Duplicates: time.Minute}, false)
+	tr := newTransport(t)
+	upstream, _ := url.Parse(serverURL(t))
+	proxy := mustProxy(t, "127.0.0.1:0", upstream.Host)
+	viaProxy := *upstream
+	viaProxy.Host = proxy.Addr()
+	e := endpoint(viaProxy.String(), subject)
+	e.Timeout = 300 * time.Millisecond
+
+	if res := send(t, tr, e, message("ord-1"), 1); !res.Delivered() {
+		t.Fatalf("before the stall: %+v", res)
+	}
+	proxy.Freeze()
+	if res := send(t, tr, e, message("ord-2"), 1); res.Class != courier.ClassTimeout {
+		t.Fatalf("stalled: %+v, want timeout", res)
+	}
+	proxy.Thaw()
+	if res := send(t, tr, e, message("ord-2"), 2); !res.Delivered() {
+		t.Fatalf("after the stall: %+v", res)
+	}
+	if n := msgCount(t, s); n != 2 {
+		t.Errorf("stream holds %d messages, want 2 (ord-2 once)", n)
+	}
+}

@@ -105,21 +105,43 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	return finish(h, b.Bytes()), nil
 }
 
-// header collects header fields in order, encoding values that are not
-// plain ASCII as RFC 2047 words.
+// header collects header fields in order. Values that are not plain ASCII,
+// or too long for one line of mail (998 bytes), are written as RFC 2047
+// encoded words on folded lines; a mail program joins them back.
 type header struct{ b bytes.Buffer }
 
 func (h *header) add(k, v string) {
-	for i := 0; i < len(v); i++ {
-		if v[i] >= 0x80 {
-			v = mime.QEncoding.Encode("utf-8", v)
-			break
-		}
+	switch {
+	case !isASCII(v):
+		v = strings.ReplaceAll(mime.QEncoding.Encode("utf-8", v), "?= =?", "?=\r\n =?")
+	case len(k)+2+len(v) > 998:
+		v = bWords(v)
 	}
 	h.b.WriteString(k)
 	h.b.WriteString(": ")
 	h.b.WriteString(v)
 	h.b.WriteString("\r\n")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// bWords writes s as base64 encoded words of 45 bytes each, one per folded
+// line.
+func bWords(s string) string {
+	var words []string
+	for len(s) > 0 {
+		n := min(45, len(s))
+		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(s[:n]))+"?=")
+		s = s[n:]
+	}
+	return strings.Join(words, "\r\n ")
 }
 
 func finish(h *header, body []byte) []byte {

@@ -186,12 +186,15 @@ func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoin
 	}
 	if s.Username != "" {
 		st.stage = "AUTH"
-		if ok, _ := c.Extension("AUTH"); !ok {
+		ok, mechs := c.Extension("AUTH")
+		if !ok {
 			return errors.New("the server offers no AUTH and the endpoint has credentials")
 		}
-		// PLAIN, which net/smtp sends only over TLS or to localhost: the
-		// password never crosses a network in the clear.
-		if err := c.Auth(netsmtp.PlainAuth("", s.Username, s.Password, host)); err != nil {
+		a, err := authFor(mechs, s.Username, s.Password, host)
+		if err != nil {
+			return err
+		}
+		if err := c.Auth(a); err != nil {
 			return err
 		}
 	}

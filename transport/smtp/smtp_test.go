@@ -258,6 +258,27 @@ func TestStartTLSAndAuth(t *testing.T) {
 	}
 }
 
+// TestAuthLogin talks to a server that offers LOGIN only.
+func TestAuthLogin(t *testing.T) {
+	t.Parallel()
+	serverTLS, roots := selfSigned(t)
+	srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: []string{"LOGIN"}})
+	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
+	e := endpoint(srv.Addr())
+	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
+	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}
+	if res := send(t, tr, e, m); !res.Delivered() {
+		t.Fatalf("%+v", res)
+	}
+	if mails := srv.Mails(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
+		t.Fatalf("mails %+v, want one over TLS by user courier", mails)
+	}
+	e.SMTP.Password = "wrong"
+	if res := send(t, tr, e, m); res.Class != courier.ClassTransport || res.Status != 535 {
+		t.Errorf("wrong password: %+v, want transport 535", res)
+	}
+}
+
 func TestStartTLSRequiredButNotOffered(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, serverOptions{})
@@ -383,6 +404,10 @@ func TestCompose(t *testing.T) {
 			[]string{"To: ops@example.org, erp@example.org\r\n"}, false},
 		{"declared charset", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain; charset=iso-8859-1", Payload: []byte("caf\xe9")},
 			[]string{"Content-Type: text/plain; charset=iso-8859-1\r\n"}, false},
+		{"long value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Long": strings.Repeat("abc", 400)}},
+			[]string{"X-Long: =?utf-8?b?YWJj", "?=\r\n =?utf-8?b?"}, false},
+		{"long non-ASCII value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Name": strings.Repeat("ü", 100)}},
+			[]string{"X-Name: =?utf-8?q?", "?=\r\n =?utf-8?q?"}, false},
 		{"broken content type", &courier.Message{ID: "a", Type: "t", ContentType: "text/"}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
