@@ -183,6 +183,11 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if cfg.TLS.Cert != "" {
 		scheme = "https"
 	}
+	// SIGHUP is caught before the banner says courier is up: its default
+	// action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	printBanner(g, cfg, scheme+"://"+ln.Addr().String())
 
 	// apply puts a reloaded configuration in force, or reports why not.
@@ -212,9 +217,6 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		httpSender.Close()
 		return nil
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 wait:
 	for {
 		select {
