@@ -20,6 +20,10 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "route is required")
 	case t.Routes[m.Route] == nil:
 		return Errorf(CodeInvalidArgument, "route %q is not configured", clip(m.Route))
+	case m.Recipient != "" && !ValidRecipient(m.Recipient):
+		return Errorf(CodeInvalidArgument, "recipient %q is not valid: 1 to %d characters without spaces or control characters", clip(m.Recipient), MaxRecipientLen)
+	case t.Routes[m.Route].Lookup != nil && m.Recipient == "":
+		return Errorf(CodeInvalidArgument, "route %q looks up each message's endpoint by its recipient: recipient is required", m.Route)
 	case m.Priority < 0 || m.Priority > 9:
 		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to 9", m.Priority)
 	case len(m.OrderingKey) > MaxIDLen:

@@ -27,8 +27,8 @@ func NoticeRoute(endpoint string) string { return noticeRoutePrefix + endpoint }
 // delivers it must not take the service down again and again.
 const MaxAbandoned = 3
 
-// Route returns the route of that name: a configured one, or the implicit
-// route of notices to an endpoint. Nil if there is none.
+// Route returns the route of that name: a configured one, or an implicit
+// one (notices to an endpoint, a workflow's step). Nil if there is none.
 func (t *Topology) Route(name string) *Route {
 	if r := t.Routes[name]; r != nil {
 		return r
@@ -36,7 +36,7 @@ func (t *Topology) Route(name string) *Route {
 	if ep, ok := strings.CutPrefix(name, noticeRoutePrefix); ok && t.Endpoints[ep] != nil {
 		return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: OrderedBlock}
 	}
-	return nil
+	return t.workflowRoute(name)
 }
 
 // AttemptLimit is how many attempts a round may have: a schedule's length
@@ -99,12 +99,7 @@ func (e *Endpoint) Permanent(c ErrorClass) bool {
 // message as claimed; the returned message is a new value. rnd in [0, 1)
 // places the jitter.
 func AfterAttempt(m *Message, p *Policy, e *Endpoint, r Result, now time.Time, rnd float64) (*Message, []*Message) {
-	n := *m
-	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
-	n.UpdatedAt = now
-	n.Endpoint = e.Name
-	n.Abandoned = 0
-	n.Attempts++
+	n := attemptEnded(m, e, now)
 	if r.Delivered() {
 		n.State, n.Reason = StateDelivered, ""
 		n.NextAttemptAt, n.TimerAt, n.FinishedAt = time.Time{}, time.Time{}, now
@@ -133,13 +128,8 @@ func AfterAttempt(m *Message, p *Policy, e *Endpoint, r Result, now time.Time, r
 // policy, until it has lost MaxAbandoned workers in a row; then it is
 // suspended as poison.
 func AfterAbandon(m *Message, p *Policy, now time.Time) (*Message, []*Message) {
-	n := *m
-	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
-	n.UpdatedAt = now
-	n.Abandoned++
-	n.LastError, n.LastClass = "the attempt was abandoned: its worker stopped before it finished", ""
-	if n.Abandoned >= MaxAbandoned {
-		n.LastError = fmt.Sprintf("%d attempts in a row were abandoned: the message may crash or hang whatever delivers it", n.Abandoned)
+	n, poison := abandoned(m, now)
+	if poison {
 		return &n, suspend(&n, p, ReasonPoison, now)
 	}
 	n.State = StateQueued
@@ -150,11 +140,21 @@ func AfterAbandon(m *Message, p *Policy, now time.Time) (*Message, []*Message) {
 // OnTimer applies the time-driven events of a queued message that are due
 // at now (expiry, max_age, a fallback's time, escalations) and sets the time
 // of the next one. changed reports whether anything but TimerAt changed.
+// A message waiting for its ordering key has not begun its round: only its
+// expires_at and the escalations apply to it (see timers).
 func OnTimer(m *Message, p *Policy, now time.Time) (next *Message, notices []*Message, changed bool) {
+	return onTimer(m, now, func(n *Message) []*Message {
+		notices, _ := timers(n, p, now)
+		return notices
+	})
+}
+
+// onTimer applies fire, the time-driven events of a message, to a copy of
+// it and reports whether anything but TimerAt changed.
+func onTimer(m *Message, now time.Time, fire func(*Message) []*Message) (next *Message, notices []*Message, changed bool) {
 	n := *m
-	before := n.State
-	escalated, route := n.Escalated, n.Route
-	notices, _ = timers(&n, p, now)
+	before, escalated, route := n.State, n.Escalated, n.Route
+	notices = fire(&n)
 	changed = n.State != before || n.Escalated != escalated || n.Route != route
 	if changed {
 		n.UpdatedAt = now
@@ -162,37 +162,84 @@ func OnTimer(m *Message, p *Policy, now time.Time) (next *Message, notices []*Me
 	return &n, notices, changed
 }
 
+// attemptEnded is m after an attempt on e ended, whatever its outcome: the
+// lease given up, the attempt counted.
+func attemptEnded(m *Message, e *Endpoint, now time.Time) Message {
+	n := *m
+	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
+	n.UpdatedAt = now
+	n.Endpoint = e.Name
+	n.Abandoned = 0
+	n.Attempts++
+	return n
+}
+
+// abandoned is m after its lease lapsed with no outcome; poison reports
+// that this has happened MaxAbandoned times in a row.
+func abandoned(m *Message, now time.Time) (n Message, poison bool) {
+	n = *m
+	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
+	n.UpdatedAt = now
+	n.Abandoned++
+	n.LastError, n.LastClass = "the attempt was abandoned: its worker stopped before it finished", ""
+	if n.Abandoned >= MaxAbandoned {
+		n.LastError = fmt.Sprintf("%d attempts in a row were abandoned: the message may crash or hang whatever delivers it", n.Abandoned)
+		return n, true
+	}
+	return n, false
+}
+
+// escalate sends the escalations of p whose time has come, each once;
+// what says what is late about the message ("not delivered").
+func escalate(n *Message, p *Policy, now time.Time, what func() string) []*Message {
+	var notices []*Message
+	for n.Escalated < len(p.Escalate) && !now.Before(n.CreatedAt.Add(p.Escalate[n.Escalated].After)) {
+		esc := p.Escalate[n.Escalated]
+		n.Escalated++
+		notices = append(notices, notice(n, "escalation", esc.Notify, fmt.Sprintf("%d", n.Escalated), now,
+			fmt.Sprintf("%s after %s", what(), roundAge(now.Sub(n.CreatedAt)))))
+	}
+	return notices
+}
+
 // timers fires what is due of a queued message and sets its TimerAt to the
 // next event. It reports whether the message left the queue.
+//
+// A message waiting for its ordering key has had no attempt in its round
+// yet and its round's clock has not started: max_age and the fallback's
+// time count from when it is promoted (the store starts its round then).
+// The sender's expires_at still applies; a waiting message that expires
+// leaves its key's order, so that it blocks none of the messages behind it.
 func timers(n *Message, p *Policy, now time.Time) ([]*Message, bool) {
 	var notices []*Message
+	waiting := n.Waiting()
 	if !n.ExpiresAt.IsZero() && !now.Before(n.ExpiresAt) {
 		n.LastError = joinError(n.LastError, "expired: past its expires_at "+n.ExpiresAt.UTC().Format(time.RFC3339))
-		return suspend(n, p, ReasonExpired, now), true
+		notices = suspend(n, p, ReasonExpired, now)
+		n.OrderSkipped = n.OrderSkipped || waiting
+		return notices, true
 	}
-	if p.MaxAge > 0 && !now.Before(n.RoundStartedAt.Add(p.MaxAge)) {
+	if !waiting && p.MaxAge > 0 && !now.Before(n.RoundStartedAt.Add(p.MaxAge)) {
 		n.LastError = joinError(n.LastError, "expired: not delivered within max_age "+p.MaxAge.String())
 		notices = exhaust(n, p, ReasonExpired, now)
 		if n.State != StateQueued {
 			return notices, true
 		}
 	}
-	if f := p.Fallback; f != nil && f.After > 0 && n.FallbackFrom == "" && n.Type != NoticeType && !now.Before(n.CreatedAt.Add(f.After)) {
+	if f := p.Fallback; !waiting && f != nil && f.After > 0 && n.FallbackFrom == "" && n.Type != NoticeType && !now.Before(n.RoundStartedAt.Add(f.After)) {
 		notices = append(notices, fallBack(n, p, now)...)
 	}
 	if n.Type != NoticeType {
-		for n.Escalated < len(p.Escalate) && !now.Before(n.CreatedAt.Add(p.Escalate[n.Escalated].After)) {
-			esc := p.Escalate[n.Escalated]
-			n.Escalated++
-			notices = append(notices, notice(n, "escalation", esc.Notify, fmt.Sprintf("%d", n.Escalated), now,
-				fmt.Sprintf("message %s (%s, route %s) is not delivered after %s", n.ID, n.Type, n.Route, roundAge(now.Sub(n.CreatedAt)))))
-		}
+		notices = append(notices, escalate(n, p, now, func() string {
+			return fmt.Sprintf("message %s (%s, route %s) is not delivered", n.ID, n.Type, n.Route)
+		})...)
 	}
 	n.TimerAt = nextTimer(n, p)
 	return notices, false
 }
 
-// nextTimer is the time of the next time-driven event of a queued message.
+// nextTimer is the time of the next time-driven event of a queued message:
+// for one waiting for its ordering key only its expiry and escalations.
 func nextTimer(n *Message, p *Policy) time.Time {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -200,13 +247,14 @@ func nextTimer(n *Message, p *Policy) time.Time {
 			next = t
 		}
 	}
+	waiting := n.Waiting()
 	consider(n.ExpiresAt)
-	if p.MaxAge > 0 {
+	if p.MaxAge > 0 && !waiting {
 		consider(n.RoundStartedAt.Add(p.MaxAge))
 	}
 	if n.Type != NoticeType {
-		if f := p.Fallback; f != nil && f.After > 0 && n.FallbackFrom == "" {
-			consider(n.CreatedAt.Add(f.After))
+		if f := p.Fallback; f != nil && f.After > 0 && n.FallbackFrom == "" && !waiting {
+			consider(n.RoundStartedAt.Add(f.After))
 		}
 		if n.Escalated < len(p.Escalate) {
 			consider(n.CreatedAt.Add(p.Escalate[n.Escalated].After))
@@ -232,12 +280,26 @@ func exhaust(n *Message, p *Policy, reason Reason, now time.Time) []*Message {
 // fallBack moves the message to the policy's fallback route for a new round.
 func fallBack(n *Message, p *Policy, now time.Time) []*Message {
 	n.FallbackFrom, n.Route = n.Route, p.Fallback.Route
+	// Its key goes on without it on the first route; on the fallback route
+	// it joins its key's order there (the store makes it wait behind an
+	// older or active message of its key on that route).
+	n.OrderSkipped = false
 	n.State, n.Reason = StateQueued, ""
 	n.Attempts = 0
 	n.RoundStartedAt, n.NextAttemptAt = now, now
 	n.TimerAt = nextTimer(n, p)
 	return noticeAll(n, p, "fallback", now,
 		fmt.Sprintf("message %s (%s) could not be delivered on route %s; it goes to the fallback route %s", n.ID, n.Type, n.FallbackFrom, n.Route))
+}
+
+// KeepOrder applies a route's ordered_on_failure to a message just decided:
+// a suspended message with an ordering key on a route that skips leaves
+// its key's order, so that the messages behind it go on. On a route that
+// blocks (the default, also when the route is gone) it holds the key.
+func KeepOrder(n *Message, r *Route) {
+	if n.State == StateSuspended && n.OrderingKey != "" && r != nil && r.OrderedOnFailure == OrderedSkip {
+		n.OrderSkipped = true
+	}
 }
 
 // suspend parks the message for an operator.

@@ -159,6 +159,13 @@ func TestAfterAttempt(t *testing.T) {
 			!n.NextAttemptAt.Equal(now) || !n.RoundStartedAt.Equal(now) {
 			t.Fatalf("%+v", n)
 		}
+		// With an ordering key it joins its key's order on the fallback
+		// route (the store makes it wait there if it must).
+		k := accepted(p)
+		k.Attempts, k.OrderingKey = 2, "customer-42"
+		if n, _ := courier.AfterAttempt(k, p, endpoint(), fail503, now, 0.5); n.Route != "vans" || n.OrderSkipped {
+			t.Fatalf("fallback of a message with an ordering key: %+v", n)
+		}
 		if got := notices(t, ns); len(got) != 1 || got[0] != "fallback>ops-mail" {
 			t.Errorf("notices %v, want one fallback notice to ops-mail (once per endpoint)", got)
 		}
@@ -236,6 +243,63 @@ func TestOnTimer(t *testing.T) {
 	n, _, changed = courier.OnTimer(e, p, t0.Add(2*time.Hour))
 	if !changed || n.State != courier.StateSuspended || n.Reason != courier.ReasonExpired || n.Route != "acme" {
 		t.Fatalf("expires_at: %+v", n)
+	}
+}
+
+// TestOnTimerWaiting: a message waiting for its ordering key has not begun
+// its round: max_age and the fallback's time do not apply to it, only its
+// expires_at (which takes it out of its key's order) and the escalations.
+// Its round, once promoted, has the whole max_age and fallback time.
+func TestOnTimerWaiting(t *testing.T) {
+	p := courier.DefaultPolicy()
+	p.Escalate = []courier.Escalation{{After: 24 * time.Hour, Notify: "ops-mail"}}
+	p.Fallback = &courier.Fallback{After: 40 * time.Hour, Route: "vans"}
+	waiting := func() *courier.Message {
+		m := accepted(p)
+		m.State, m.TotalAttempts, m.OrderingKey, m.NextAttemptAt = courier.StateQueued, 0, "customer-42", time.Time{}
+		return m
+	}
+	if !waiting().Waiting() {
+		t.Fatal("the test message does not wait")
+	}
+
+	late := t0.Add(100 * time.Hour) // past max_age, the fallback's time and the escalation
+	n, ns, changed := courier.OnTimer(waiting(), p, late)
+	if !changed || n.State != courier.StateQueued || n.Route != "acme" || n.FallbackFrom != "" || !n.Waiting() || n.Escalated != 1 {
+		t.Fatalf("a waiting message long past max_age and the fallback's time: %+v", n)
+	}
+	if got := notices(t, ns); strings.Join(got, ",") != "escalation>ops-mail" {
+		t.Fatalf("notices %v, want the escalation only", got)
+	}
+	if !n.TimerAt.IsZero() {
+		t.Fatalf("timer of a waiting message with nothing left to fire: %v, want none", n.TimerAt)
+	}
+
+	e := waiting()
+	e.ExpiresAt = t0.Add(2 * time.Hour)
+	if n, _, _ := courier.OnTimer(e, p, t0.Add(time.Hour)); !n.TimerAt.Equal(e.ExpiresAt) {
+		t.Fatalf("timer of a waiting message with an expiry: %v, want %v", n.TimerAt, e.ExpiresAt)
+	}
+	n, _, _ = courier.OnTimer(e, p, e.ExpiresAt)
+	if n.State != courier.StateSuspended || n.Reason != courier.ReasonExpired || !n.OrderSkipped || n.HoldsKey() {
+		t.Fatalf("a waiting message past its expires_at: %+v; want suspended out of its key's order", n)
+	}
+	courier.KeepOrder(n, &courier.Route{Name: "acme", OrderedOnFailure: courier.OrderedBlock})
+	if !n.OrderSkipped {
+		t.Fatal("KeepOrder on a blocking route put the expired waiting message back in its key's order")
+	}
+
+	// Promoted at late, the round begins: due, with max_age and the
+	// fallback's time from then.
+	pr := waiting()
+	pr.NextAttemptAt, pr.RoundStartedAt, pr.TimerAt, pr.Escalated = late, late, late, 1
+	n, _, _ = courier.OnTimer(pr, p, late)
+	if n.State != courier.StateQueued || n.Route != "acme" || !n.TimerAt.Equal(late.Add(40*time.Hour)) {
+		t.Fatalf("a promoted message: %+v; want queued, its timer at the fallback's time from its promotion", n)
+	}
+	n, _, _ = courier.OnTimer(n, p, late.Add(40*time.Hour))
+	if n.Route != "vans" || n.FallbackFrom != "acme" || n.OrderSkipped {
+		t.Fatalf("fallback of a promoted message: %+v; want on vans, in its key's order there", n)
 	}
 }
 

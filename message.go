@@ -99,16 +99,57 @@ type Message struct {
 	RoundStartedAt time.Time // when the current round began: ingest, resubmit or fallback
 	Escalated      int       // escalations of the policy already sent in this round
 	FallbackFrom   string    // the route the message fell back from; empty while on its first
-	TimerAt        time.Time // the next escalation, fallback or expiry; zero for none
-	NextAttemptAt  time.Time // when a queued message is due
-	LeaseUntil     time.Time // when an inflight lease lapses
-	LeaseOwner     string    // who holds the lease
-	Endpoint       string    // the endpoint of the latest attempt
-	LastError      string
-	LastClass      ErrorClass
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	FinishedAt     time.Time // when it became delivered, discarded or suspended
+	// Recipient is who the message is for, on a route that looks up the
+	// recipient's endpoint in a registry (e.g. "0088:5798000000001").
+	Recipient string
+	// Workflow is the workflow route of a message that goes through the
+	// steps of one (its Route is then the implicit route of the current
+	// step or compensation); empty for other messages.
+	Workflow string
+	// Step is the workflow step being delivered, or, while FailedStep is
+	// set, being undone.
+	Step int
+	// FailedStep is the step that failed for good; 0 while none has.
+	FailedStep int
+	// StepResponses are the responses of the steps done, by step.
+	StepResponses map[int]string
+	// OrderSkipped marks a message with an OrderingKey that left its key's
+	// order on its route: it was suspended on a route whose
+	// ordered_on_failure is skip (the messages behind it went on), or it
+	// expired while it waited for its key. It neither waits for nor blocks
+	// its key any more, so a resubmit to the same route delivers it on its
+	// own, out of order, and says so. A message that moves to another route
+	// (resubmitted there, or fallen back) joins its key's order on that
+	// route and is not marked.
+	OrderSkipped bool
+	TimerAt      time.Time // the next escalation, fallback or expiry; zero for none
+	// NextAttemptAt is when a queued message is due. It is zero while the
+	// message waits for an earlier message of its ordering key (Waiting).
+	NextAttemptAt time.Time
+	LeaseUntil    time.Time // when an inflight lease lapses
+	LeaseOwner    string    // who holds the lease
+	Endpoint      string    // the endpoint of the latest attempt
+	LastError     string
+	LastClass     ErrorClass
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinishedAt    time.Time // when it became delivered, discarded or suspended
+}
+
+// Waiting reports whether m is queued behind another message of its
+// ordering key on its route (the one claimable or in flight, or an older
+// suspended one): it becomes due, and its round begins, when no message of
+// its key is claimable or in flight and none older than it is suspended.
+func (m *Message) Waiting() bool {
+	return m.State == StateQueued && m.OrderingKey != "" && !m.OrderSkipped && m.NextAttemptAt.IsZero()
+}
+
+// HoldsKey reports whether m is a suspended message that the younger
+// messages of its ordering key on its route wait for (ordered_on_failure:
+// block) until an operator resubmits or discards it. Older ones do not
+// wait for it.
+func (m *Message) HoldsKey() bool {
+	return m.State == StateSuspended && m.OrderingKey != "" && !m.OrderSkipped
 }
 
 // ContentHash returns a digest of everything the sender chose about m: two
@@ -150,6 +191,12 @@ func ContentHash(m *Message) string {
 	str(strconv.Itoa(m.Priority))
 	tm(m.DeliverAfter)
 	tm(m.ExpiresAt)
+	if m.Recipient != "" {
+		// Only when set, so that the hashes of messages stored before
+		// recipients existed stay what they were.
+		str("recipient")
+		str(m.Recipient)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strings"
 )
 
 // Redacted is shown in place of a secret.
@@ -42,13 +43,34 @@ func firstOf(ss ...string) string {
 	return ""
 }
 
-// RedactURL returns raw without the password of its user info and with
-// the values of its query replaced (webhook URLs carry tokens there). Text
-// that is not a URL is replaced whole, as it may be anything.
+// RedactURL returns raw without the secrets of its user info and with the
+// values of its query replaced (webhook URLs carry tokens there). A user
+// with a password keeps the name and loses the password; a user part alone
+// is replaced whole, as it is often the secret itself (nats://TOKEN@host,
+// a token as the user name of an https URL). A comma-separated list of
+// URLs (a NATS server list) is redacted URL by URL. Text that is not a URL
+// is replaced whole, as it may be anything.
 func RedactURL(raw string) string {
 	if raw == "" {
 		return ""
 	}
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			if !strings.Contains(p, "://") {
+				parts = nil // a comma within one URL, not a list
+				break
+			}
+			parts[i] = redactOne(strings.TrimSpace(p))
+		}
+		if parts != nil {
+			return strings.Join(parts, ",")
+		}
+	}
+	return redactOne(raw)
+}
+
+func redactOne(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return Redacted
@@ -59,6 +81,16 @@ func RedactURL(raw string) string {
 			q[k] = []string{Redacted}
 		}
 		u.RawQuery = q.Encode()
+	}
+	if u.User != nil {
+		if _, hasPassword := u.User.Password(); !hasPassword {
+			u.User = url.User(Redacted)
+		}
+	}
+	if u.Host == "" && strings.Contains(raw, "@") {
+		// No authority ("TOKEN@host" without a scheme, "nats:TOKEN@host"):
+		// the user info, if that is what it is, is out of reach of the above.
+		return Redacted
 	}
 	return u.Redacted()
 }

@@ -38,6 +38,12 @@ type Store interface {
 	// new round are worked out at once. Other states answer CodeConflict.
 	Resubmit(ctx context.Context, id, route string, a Action) (*Message, error)
 
+	// KeyHolder returns the message of an ordering key on a route that the
+	// key's waiting messages wait for: the active one (due, in flight or
+	// retrying), else the oldest suspended one that holds the key (see
+	// Message.HoldsKey). CodeNotFound when none does.
+	KeyHolder(ctx context.Context, route, key string) (*Message, error)
+
 	// Actions returns the operator actions on one subject, oldest first.
 	Actions(ctx context.Context, subject string) ([]Action, error)
 
@@ -47,7 +53,18 @@ type Store interface {
 
 	// ClaimDue leases due queued messages for delivery: for each route quota,
 	// up to Limit messages of that route whose NextAttemptAt has come, highest
-	// priority first and, within a priority, the longest due first. Claimed
+	// priority first and, within a priority, the longest due first.
+	//
+	// Messages of one route with one OrderingKey are claimable one at a
+	// time, in ingest order. Each is active (due, in flight or retrying; at
+	// most one), suspended, or waiting (queued with a zero NextAttemptAt). A
+	// message that arrives (ingest, resubmit, a move from another route)
+	// waits while an older message of its key is there or one is active.
+	// When an active or suspended message stops being one, whichever way
+	// that change is made, the store makes the oldest waiting message due
+	// (its round starting then) unless one is active or a suspended one
+	// without OrderSkipped is older than it: a suspended message holds back
+	// only the messages behind it. Claimed
 	// messages become inflight until LeaseUntil and their TotalAttempts grows
 	// by one: that number is the lease's token for Apply.
 	ClaimDue(ctx context.Context, c Claim) ([]*Message, error)
@@ -55,7 +72,10 @@ type Store interface {
 	// Apply writes decided changes in one transaction. A change applies only
 	// if its message is still in state From with TotalAttempts == Token, so
 	// an outcome whose lease was rescued meanwhile (or a timer racing a
-	// claim) changes nothing; applied[i] reports which did.
+	// claim) changes nothing; applied[i] reports which did. A change to
+	// queued with a zero NextAttemptAt leaves the stored one as it is: a
+	// message waiting for its key stays waiting, or stays due if it was
+	// promoted meanwhile.
 	Apply(ctx context.Context, changes []Change) (applied []bool, err error)
 
 	// ExpiredLeases returns up to limit inflight messages whose lease ended
@@ -105,6 +125,13 @@ type Store interface {
 	// CountQueued counts the queued messages of the given routes (an index
 	// range each: for operators' views, not for every request).
 	CountQueued(ctx context.Context, routes []string) (int, error)
+
+	// CountLive counts the messages in each live state (queued, inflight,
+	// suspended) through the partial index of that state. The cost grows
+	// with those states' sizes, not with the terminal messages kept for
+	// retention; callers count now and then and keep the result, never on
+	// every request.
+	CountLive(ctx context.Context) (LiveCounts, error)
 
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error

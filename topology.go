@@ -106,6 +106,10 @@ type HTTPTarget struct {
 	FollowRedirects bool
 	AllowNetworks   []string // CIDRs this endpoint may reach despite the SSRF guard
 	TLS             HTTPTLS
+	// PinnedCertificate, when set, is the PEM certificate the receiver must
+	// present: the one a registry gave for a resolved endpoint (the
+	// NemHandel and PEPPOL trust model). Any other is refused, class tls.
+	PinnedCertificate string
 }
 
 // HTTPTLS are the files of an http endpoint's TLS settings: a client
@@ -178,6 +182,20 @@ type Route struct {
 	Strategy         Strategy
 	Weights          map[string]int // for StrategyWeighted; missing endpoints weigh 1
 	OrderedOnFailure OrderedOnFailure
+	// Workflow makes the route a workflow (DESIGN §13): it has no endpoints
+	// of its own, its messages go through the steps' implicit routes.
+	Workflow *Workflow
+	// Lookup makes the route resolve each message's endpoint from its
+	// recipient through a registry (DESIGN §13); it has no endpoints of its
+	// own, and EndpointTemplate gives the settings of the resolved ones.
+	Lookup           *Lookup
+	EndpointTemplate *Endpoint
+
+	// Of, Step and Undo describe an implicit route of a workflow (see
+	// StepRoute): the workflow route, the step, and whether it undoes it.
+	Of   string
+	Step int
+	Undo bool
 }
 
 // Policy says how often and how long messages of a type are retried, and what

@@ -2,6 +2,7 @@ package courier
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -16,14 +17,46 @@ type Delivery struct {
 	Message  *Message
 	Endpoint *Endpoint
 	Attempt  int // the attempt's number, from 1, counting every attempt of the message
+	// Step is set when the delivery is a step of a workflow, or the
+	// compensation of one.
+	Step *StepContext
+}
+
+// StepContext is what the delivery of a workflow's step carries besides the
+// message: which step, and the responses of the steps done before.
+type StepContext struct {
+	Step, Steps int
+	// Compensate is set for the delivery that undoes Step.
+	Compensate bool
+	// Responses are the responses of the steps done, by step.
+	Responses map[int]string
+	// Envelope sends the payload and the responses as one JSON document.
+	Envelope bool
+}
+
+// DeliveryID is the id a receiver deduplicates a delivery by: the
+// message's id, and for a workflow "<id>.<step>" (a compensation
+// "<id>.<step>.compensate"), the same at every attempt.
+func (d Delivery) DeliveryID() string {
+	if d.Step == nil {
+		return d.Message.ID
+	}
+	id := d.Message.ID + "." + strconv.Itoa(d.Step.Step)
+	if d.Step.Compensate {
+		id += ".compensate"
+	}
+	return id
 }
 
 // Result is the outcome of one attempt. A zero Class means delivered.
 type Result struct {
-	Class      ErrorClass
-	Status     int           // transport status: HTTP status, SMTP reply code; 0 if none
-	Error      string        // what went wrong, for people; empty on success
-	Response   string        // the start of the receiver's answer, at most MaxResponseExcerpt bytes
+	Class    ErrorClass
+	Status   int    // transport status: HTTP status, SMTP reply code; 0 if none
+	Error    string // what went wrong, for people; empty on success
+	Response string // the start of the receiver's answer, at most MaxResponseExcerpt bytes
+	// Body is the receiver's whole answer (up to MaxStepResponse) to a step
+	// of a workflow, kept for the later steps; empty otherwise.
+	Body       string
 	RetryAfter time.Duration // the receiver's Retry-After, if it gave one
 }
 

@@ -6,7 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -108,6 +110,12 @@ func (kr *keyring) authenticate(r *http.Request) (*Key, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, courier.Errorf(courier.CodeUnauthenticated, "the Authorization header must be Bearer <secret>")
 	}
+	return kr.match(token)
+}
+
+// match finds the key of a secret, comparing every configured hash in
+// constant time.
+func (kr *keyring) match(token string) (*Key, error) {
 	sum := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range kr.keys {
@@ -165,4 +173,57 @@ func actor(r *http.Request) string {
 		return k.Name
 	}
 	return "local"
+}
+
+// LoopbackHost reports whether a request names this machine as its host:
+// localhost or a loopback address, with or without a port. Without keys
+// courier listens on loopback only, so a request that names another host
+// came through a name rebound to 127.0.0.1 (DNS rebinding, from a page in a
+// browser on this machine) or through a proxy; the API and the dashboard
+// refuse it.
+func LoopbackHost(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkLocalCaller guards a server without keys, where any caller may do
+// anything, against what a web page elsewhere can make a browser on this
+// machine send: a request that names another host (DNS rebinding), and a
+// request that changes something from a page of another origin (a form or
+// fetch across sites). The CLI and scripts send neither an Origin nor a
+// Sec-Fetch-Site header and name 127.0.0.1 or localhost.
+func checkLocalCaller(r *http.Request) error {
+	if !LoopbackHost(r) {
+		return courier.Errorf(courier.CodePermissionDenied,
+			"without API keys this server answers only requests to a loopback address such as 127.0.0.1 or localhost, not to %q", r.Host)
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil // they change nothing, and a page elsewhere cannot read the answer
+	}
+	// A browser tells where a request comes from: same-site is another
+	// origin too (another port of localhost).
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return courier.Errorf(courier.CodePermissionDenied,
+			"without API keys this server refuses changes asked for by a page of another origin (Sec-Fetch-Site: %s)", site)
+	}
+	if o := r.Header.Get("Origin"); o != "" && !originOf(o, r.Host) {
+		return courier.Errorf(courier.CodePermissionDenied,
+			"without API keys this server refuses changes asked for by a page of another origin (%q, not this server at %q)", o, r.Host)
+	}
+	return nil
+}
+
+// originOf reports whether an Origin header names host (as a request's
+// Host header has it). "null" (a sandboxed or file page) names none.
+func originOf(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }

@@ -110,6 +110,9 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/endpoints/nope/off", "", []string{operator, admin}, 404},
 		{"POST", "/v1/endpoints/nope/on", "", []string{operator, admin}, 404},
 		{"POST", "/v1/reload", "", []string{admin}, 200},
+		{"GET", "/v1/stats", "", []string{operator, admin}, 200},
+		{"GET", "/v1/routes", "", []string{operator, admin}, 200},
+		{"GET", "/metrics", "", []string{operator, admin}, 404},
 		{"GET", "/healthz", "", []string{sender, operator, admin}, 200},
 		{"GET", "/readyz", "", []string{sender, operator, admin}, 200},
 	}
@@ -348,5 +351,116 @@ func TestSuspendedCap(t *testing.T) {
 	}
 	if status, body, _ := ts.callAs(t, "erp", "PUT", "/v1/messages/c-3", invoiceBody); status != 201 {
 		t.Errorf("erp after the discard: %d %s", status, body)
+	}
+}
+
+// TestKeylessRefusesOtherSites: without keys (loopback only), a request
+// that names another host (DNS rebinding) is refused, and so is a change
+// asked for by a page of another origin; the CLI's requests, reads and the
+// probes go through.
+func TestKeylessRefusesOtherSites(t *testing.T) {
+	good := courier.NewEndpoint("good", courier.TransportHTTP)
+	good.HTTP.URL = "https://good.example/in"
+	ts := newTestServer(t, func(o *api.Options) {
+		o.Topology.Endpoints = map[string]*courier.Endpoint{"good": good}
+	})
+	port := ts.URL[strings.LastIndex(ts.URL, ":"):]
+	for _, tt := range []struct {
+		name    string
+		method  string
+		path    string
+		host    string
+		headers map[string]string
+		status  int
+		in      string
+	}{
+		{"a form from another site", "POST", "/v1/endpoints/good/off", "", map[string]string{
+			"Origin": "https://evil.example", "Content-Type": "application/x-www-form-urlencoded"}, 403, "another origin"},
+		{"a fetch the browser calls cross-site", "POST", "/v1/endpoints/good/off", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "cross-site"},
+		{"another port of localhost", "POST", "/v1/endpoints/good/off", "", map[string]string{"Sec-Fetch-Site": "same-site"}, 403, "same-site"},
+		{"a sandboxed page", "POST", "/v1/endpoints/good/off", "", map[string]string{"Origin": "null"}, 403, "another origin"},
+		{"a rebound name", "POST", "/v1/endpoints/good/off", "evil.example" + port, nil, 403, "loopback"},
+		{"a rebound name, reading", "GET", "/v1/endpoints", "evil.example" + port, nil, 403, "loopback"},
+		{"a rebound name, unknown path", "GET", "/v1/nowhere", "evil.example", nil, 403, "loopback"},
+		{"a probe by any name", "GET", "/healthz", "evil.example", nil, 200, ""},
+		{"a readiness probe by any name", "GET", "/readyz", "evil.example", nil, 200, ""},
+		{"a read from another site", "GET", "/v1/endpoints", "", map[string]string{"Origin": "https://evil.example"}, 200, ""},
+		{"the CLI", "POST", "/v1/endpoints/good/on", "", nil, 200, ""},
+		{"the CLI at localhost", "POST", "/v1/endpoints/good/on", "localhost" + port, nil, 200, ""},
+		{"a page of this server", "POST", "/v1/endpoints/good/on", "", map[string]string{
+			"Origin": ts.URL, "Sec-Fetch-Site": "same-origin"}, 200, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			for k, v := range tt.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if tt.status != 200 {
+				wantError(t, resp.StatusCode, body, tt.status, courier.CodePermissionDenied, tt.in)
+			} else if resp.StatusCode != 200 {
+				t.Errorf("status %d, want 200: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	h, err := ts.store.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, eh := range h {
+		if eh.Endpoint == "good" && eh.State != courier.HealthActive {
+			t.Errorf("good is %s after the refused requests, want active", eh.State)
+		}
+	}
+	acts, _ := ts.store.Actions(context.Background(), "good")
+	for _, a := range acts {
+		if a.Kind == courier.ActionEndpointOff {
+			t.Errorf("a refused request switched good off: %+v", a)
+		}
+	}
+}
+
+// TestKeyedIgnoresOrigin: with keys, a bearer token is what counts; the
+// browser cannot send one across sites.
+func TestKeyedIgnoresOrigin(t *testing.T) {
+	ts := newKeyedServer(t)
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/stats", nil)
+	req.Host = "courier.example.org"
+	req.Header.Set("Authorization", "Bearer "+testSecrets["ops"])
+	req.Header.Set("Origin", "https://elsewhere.example")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("with a key by another host name: %d", resp.StatusCode)
+	}
+}
+
+func TestLoopbackHost(t *testing.T) {
+	for _, tt := range []struct {
+		host string
+		want bool
+	}{
+		{"127.0.0.1:8425", true}, {"127.0.0.1", true}, {"127.1.2.3:80", true}, {"[::1]:8425", true}, {"::1", true},
+		{"localhost:8425", true}, {"LOCALHOST", true},
+		{"evil.example", false}, {"evil.example:8425", false}, {"localhost.evil.example", false}, {"10.0.0.1:8425", false},
+		{"", false}, {"127.0.0.1.evil.example", false},
+	} {
+		if got := api.LoopbackHost(&http.Request{Host: tt.host}); got != tt.want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", tt.host, got, tt.want)
+		}
 	}
 }

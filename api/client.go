@@ -240,3 +240,30 @@ func (c *Client) SwitchEndpoint(ctx context.Context, name string, on bool) (*End
 	}
 	return e, nil
 }
+
+// NewClientWith returns a client that sends its requests with hc: another
+// timeout, or a transport that hands them to a handler in the same process.
+func NewClientWith(base, token string, hc *http.Client) *Client {
+	c := NewClient(base, token)
+	c.http = hc
+	return c
+}
+
+// Stats returns the messages by state and this node's delivery rates.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	s := new(Stats)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Routes returns the routes, endpoints and policies in force, secrets
+// redacted.
+func (c *Client) Routes(ctx context.Context) (*Config, error) {
+	cfg := new(Config)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/routes", nil, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

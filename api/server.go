@@ -54,12 +54,42 @@ type Options struct {
 	// ReloadFunc, if set, reloads the configuration for POST /v1/reload
 	// (admin keys only); without it that answers 503.
 	ReloadFunc func(ctx context.Context) error
+	// Observer, if set, is told of ingested messages and operator actions
+	// (metrics.Metrics is one): the messages of bulk operations through
+	// Bulk when it is an ActedReporter, and the health an endpoint switch
+	// leaves when the Observer is a HealthObserver.
+	Observer Observer
+	// StatsFunc, if set, answers GET /v1/stats (metrics.Metrics.StatsFunc);
+	// without it the live states are counted in the store on each request.
+	StatsFunc func(ctx context.Context) (courier.Stats, error)
+	// Metrics, if set, serves GET /metrics to operator keys.
+	Metrics http.Handler
+	// Receivers, if set, are the receive locations of this node, for
+	// GET /v1/receivers and their stop and start.
+	Receivers courier.Receivers
+	// Resolver, if set, answers GET /v1/lookup (courier lookup).
+	Resolver courier.Resolver
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
 // or finds the operation and waits for it until ctx ends.
 type BulkRunner interface {
 	Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
+}
+
+// ActedReporter is a BulkRunner that tells, batch by batch, how many
+// messages it resubmitted or discarded (engine.Bulk is one). NewServer hands
+// it the Observer's Acted, so that a bulk operation's messages are counted
+// once, where they are acted on, however often its request is repeated.
+type ActedReporter interface {
+	SetActedFunc(f func(kind courier.ActionKind, n int))
+}
+
+// HealthObserver is an Observer that is also told when an operator's switch
+// changed an endpoint's health (metrics.Metrics is one), so that what it
+// reports follows the switch at once rather than at its next count.
+type HealthObserver interface {
+	HealthChanged(endpoint string, before, after courier.EndpointHealth)
 }
 
 // Server serves the API. It is an http.Handler.
@@ -77,6 +107,10 @@ type Server struct {
 	keys          atomic.Pointer[keyring]
 	limits        limiter
 	mux           *http.ServeMux
+	observer      Observer
+	stats         func(ctx context.Context) (courier.Stats, error)
+	receivers     courier.Receivers
+	resolver      courier.Resolver
 }
 
 // NewServer returns a Server for the options.
@@ -92,6 +126,16 @@ func NewServer(o Options) *Server {
 		activity:      o.ActivityFunc,
 		reload:        o.ReloadFunc,
 		mux:           http.NewServeMux(),
+		observer:      o.Observer,
+		stats:         o.StatsFunc,
+		receivers:     o.Receivers,
+		resolver:      o.Resolver,
+	}
+	if s.observer == nil {
+		s.observer = nopObserver{}
+	}
+	if ar, ok := o.Bulk.(ActedReporter); ok {
+		ar.SetActedFunc(s.observer.Acted)
 	}
 	s.SetKeys(o.Keys)
 	if s.clock == nil {
@@ -138,7 +182,14 @@ func NewServer(o Options) *Server {
 		{"GET /v1/endpoints/{name}", accessOperate, s.handleEndpoint},
 		{"POST /v1/endpoints/{name}/off", accessOperate, s.handleSwitch(false)},
 		{"POST /v1/endpoints/{name}/on", accessOperate, s.handleSwitch(true)},
+		{"GET /v1/lookup", accessOperate, s.handleLookup},
+		{"GET /v1/receivers", accessOperate, s.handleReceivers},
+		{"POST /v1/receivers/{name}/stop", accessOperate, s.handleReceiverSwitch(false)},
+		{"POST /v1/receivers/{name}/start", accessOperate, s.handleReceiverSwitch(true)},
 		{"POST /v1/reload", accessAdmin, s.handleReload},
+		{"GET /v1/stats", accessOperate, s.handleStats},
+		{"GET /v1/routes", accessOperate, s.handleRoutes},
+		{"GET /metrics", accessOperate, s.handleMetrics(o.Metrics)},
 		{"GET /healthz", accessPublic, s.handleHealthz},
 		{"GET /readyz", accessPublic, s.handleReadyz},
 	} {
@@ -178,17 +229,24 @@ var publicPaths = map[string]bool{"/healthz": true, "/readyz": true}
 // ServeHTTP authenticates and routes a request. With keys configured, every
 // request but the probes needs a valid key, before anything else about it
 // is looked at: an unknown path is 401 too, so that a caller without a key
-// learns nothing of the API. Paths and methods the API does not have get
+// learns nothing of the API. Without keys, every request but the probes must
+// name a loopback host, and one that changes something must not come from a
+// page of another origin (403). Paths and methods the API does not have get
 // the error body too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if kr := s.keys.Load(); kr != nil && !publicPaths[r.URL.Path] {
-		k, err := kr.authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+	if !publicPaths[r.URL.Path] {
+		if kr := s.keys.Load(); kr != nil {
+			k, err := kr.authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
+				s.writeError(w, r, err)
+				return
+			}
+			r = withKey(r, k)
+		} else if err := checkLocalCaller(r); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		r = withKey(r, k)
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		rec := &statusRecorder{header: http.Header{}}
@@ -349,13 +407,14 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	}
 	switch res[0].Status {
 	case courier.IngestCreated:
+		s.observer.Ingested(m)
 		if !m.NextAttemptAt.After(now) {
 			s.ingested()
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
-		writeJSON(w, http.StatusCreated, toMessage(m, false))
+		writeJSON(w, http.StatusCreated, toMessage(m, s.topology.Load(), false))
 	case courier.IngestExists:
-		writeJSON(w, http.StatusOK, toMessage(res[0].Message, false))
+		writeJSON(w, http.StatusOK, toMessage(res[0].Message, s.topology.Load(), false))
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
@@ -410,6 +469,7 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		ContentType: req.ContentType,
 		Headers:     req.Headers,
 		OrderingKey: req.OrderingKey,
+		Recipient:   req.Recipient,
 	}
 	if pathID != "" {
 		if req.ID != "" && req.ID != pathID {
@@ -462,6 +522,7 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		m.ID = id.String()
 	}
 	courier.Accept(m, t.Policy(m.Type), req.Priority != nil, now)
+	t.StartWorkflow(m)
 	return m, nil
 }
 
@@ -546,6 +607,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			i := index[j]
 			switch ir.Status {
 			case courier.IngestCreated:
+				s.observer.Ingested(msgs[j])
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
 				created = created || !msgs[j].NextAttemptAt.After(now)
 			case courier.IngestExists:
@@ -585,7 +647,30 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toMessage(m, true))
+	v := toMessage(m, s.topology.Load(), true)
+	switch r.URL.Query().Get("payload") {
+	case "":
+	case "base64":
+		// The bytes as stored, whatever they hold: a JSON payload as a JSON
+		// value is encoded anew (compacted, with <, > and & escaped), which
+		// a preview or a byte count must not take for the payload.
+		v.Payload, v.PayloadBase64 = nil, base64.StdEncoding.EncodeToString(m.Payload)
+	default:
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "payload=%q: the only form to ask for is base64", r.URL.Query().Get("payload")))
+		return
+	}
+	if v.Actions, err = s.actionViews(r.Context(), m.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if m.Waiting() {
+		// What the key waits for, if the caller may see it: a best effort,
+		// as the holder may change at any moment.
+		if h, err := s.store.KeyHolder(r.Context(), m.Route, m.OrderingKey); err == nil && ownsMessage(r, h) {
+			v.WaitingFor = &KeyHolder{ID: h.ID, State: h.State, Reason: h.Reason, LastError: h.LastError}
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // ownMessage returns a message the request may see. Another key's message
@@ -640,8 +725,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := MessageList{Messages: make([]Message, len(page.Messages)), NextCursor: page.Next}
+	t := s.topology.Load()
 	for i, m := range page.Messages {
-		out.Messages[i] = toMessage(m, false)
+		out.Messages[i] = toMessage(m, t, false)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -699,8 +785,15 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Route != "" && s.topology.Load().Routes[req.Route] == nil {
-		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", req.Route))
+	if err := s.checkResubmitRoute(req.Route); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// A workflow that was compensated has nothing left to do: what it did
+	// is undone, and doing it again is a new transaction (send it anew).
+	if old, err := s.store.Message(r.Context(), r.PathValue("id")); err == nil && old.Reason == courier.ReasonCompensated {
+		s.writeError(w, r, courier.Errorf(courier.CodeConflict,
+			"message %s is compensated: every step it did was undone; send it again as a new message to run the workflow anew", old.ID))
 		return
 	}
 	m, err := s.store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
@@ -709,8 +802,26 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.observer.Acted(courier.ActionResubmit, 1)
 	s.ingested()
-	writeJSON(w, http.StatusOK, toMessage(m, false))
+	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+}
+
+// checkResubmitRoute checks the route a resubmit sends messages to: one
+// that is configured and not a workflow route (messages enter a workflow
+// at ingest, at its first step).
+func (s *Server) checkResubmitRoute(route string) error {
+	if route == "" {
+		return nil
+	}
+	rt := s.topology.Load().Routes[route]
+	switch {
+	case rt == nil:
+		return courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", route)
+	case rt.Workflow != nil:
+		return courier.Errorf(courier.CodeInvalidArgument, "route %q is a workflow route: messages enter it when they are sent, at its first step", route)
+	}
+	return nil
 }
 
 func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
@@ -720,7 +831,8 @@ func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
-	writeJSON(w, http.StatusOK, toMessage(m, false))
+	s.observer.Acted(courier.ActionDiscard, 1)
+	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }
 
 // handleBulk starts (or finds) a bulk operation and answers when it is done;
@@ -746,6 +858,9 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		// The messages are counted by the runner as its batches are applied
+		// (ActedReporter), not here: a request may be repeated, or end
+		// before the operation does.
 		writeJSON(w, http.StatusOK, toOperation(done))
 	}
 }
@@ -764,8 +879,8 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.reason %q is not a suspension reason", f.Reason)
 	case req.Route != "" && kind != courier.ActionResubmit:
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route applies only to a resubmit")
-	case req.Route != "" && s.topology.Load().Routes[req.Route] == nil:
-		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", req.Route)
+	case req.Route != "" && s.checkResubmitRoute(req.Route) != nil:
+		return courier.BulkOp{}, s.checkResubmitRoute(req.Route)
 	case req.OperationID != "" && !courier.ValidID(req.OperationID):
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
 	}
@@ -885,10 +1000,11 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 		}
 		a := s.action(r)
 		a.Subject, a.Kind = name, courier.ActionEndpointOff
-		next := func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOff(a.At) }
+		var before courier.EndpointHealth
+		next := func(h courier.EndpointHealth) courier.EndpointHealth { before = h; return h.SwitchedOff(a.At) }
 		if on {
 			a.Kind = courier.ActionEndpointOn
-			next = func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOn(a.At) }
+			next = func(h courier.EndpointHealth) courier.EndpointHealth { before = h; return h.SwitchedOn(a.At) }
 		}
 		h, err := s.store.UpdateHealth(r.Context(), name, next, &a)
 		if err != nil {
@@ -896,6 +1012,10 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			return
 		}
 		s.logger.Info("endpoint switched "+map[bool]string{true: "on", false: "off"}[on], "endpoint", name, "by", a.Who)
+		s.observer.Acted(a.Kind, 1)
+		if ho, ok := s.observer.(HealthObserver); ok {
+			ho.HealthChanged(name, before, h)
+		}
 		if on {
 			s.ingested() // its held messages may go now
 		}

@@ -620,3 +620,63 @@ func TestEndpoints(t *testing.T) {
 		wantError(t, status, body, 404, courier.CodeNotFound, "nope")
 	}
 }
+
+// TestOrderingShown: a message behind another of its key says it waits and
+// for what; the suspended head says it holds the key.
+func TestOrderingShown(t *testing.T) {
+	ts := newTestServer(t)
+	for _, id := range []string{"o-1", "o-2"} {
+		if st, body, _ := ts.call(t, "PUT", "/v1/messages/"+id, `{"type":"order","route":"acme","ordering_key":"c-9","payload":{}}`); st != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", id, st, body)
+		}
+	}
+	ctx := context.Background()
+	now := time.Now()
+	claimed, err := ts.store.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Minute), Owner: "t",
+		Routes: []courier.RouteQuota{{Route: "acme", Limit: 10}}})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != "o-1" {
+		t.Fatalf("claimed %v, %v; want o-1 alone", claimed, err)
+	}
+	head := *claimed[0]
+	head.State, head.Reason, head.LastError, head.LeaseUntil = courier.StateSuspended, courier.ReasonRejected, "HTTP 400: bad customer", time.Time{}
+	if _, err := ts.store.Apply(ctx, []courier.Change{{Message: &head, From: courier.StateInflight, Token: claimed[0].TotalAttempts}}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, body, _ := ts.call(t, "GET", "/v1/messages/o-2", "")
+	waiting := decode[api.Message](t, body)
+	if waiting.Ordering != api.OrderingWaiting || waiting.WaitingFor == nil || waiting.WaitingFor.ID != "o-1" ||
+		waiting.WaitingFor.Reason != courier.ReasonRejected || waiting.WaitingFor.LastError != "HTTP 400: bad customer" || waiting.NextAttemptAt != nil {
+		t.Fatalf("o-2 shown as %s", body)
+	}
+	_, body, _ = ts.call(t, "GET", "/v1/messages/o-1", "")
+	if m := decode[api.Message](t, body); m.Ordering != api.OrderingHoldsKey || m.WaitingFor != nil {
+		t.Fatalf("o-1 shown as %s", body)
+	}
+}
+
+// TestGetPayloadAsStored: ?payload=base64 gives the payload's bytes as
+// stored, also for a JSON value, which the JSON form compacts and escapes.
+func TestGetPayloadAsStored(t *testing.T) {
+	ts := newTestServer(t)
+	payload := `{ "note": "<b>fish & chips</b>" }`
+	if status, body, _ := ts.call(t, "PUT", "/v1/messages/j1", `{"type":"t","route":"acme","payload":`+payload+`}`); status != 201 {
+		t.Fatalf("ingest: %d %s", status, body)
+	}
+	status, body, _ := ts.call(t, "GET", "/v1/messages/j1?payload=base64", "")
+	if status != 200 {
+		t.Fatalf("get: %d %s", status, body)
+	}
+	m := decode[api.Message](t, body)
+	raw, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
+	if err != nil || string(raw) != payload || len(m.Payload) != 0 || m.Size != len(payload) {
+		t.Errorf("payload as stored: %q (size %d, JSON %s), want %q", raw, m.Size, m.Payload, payload)
+	}
+	// Without it the payload is a JSON value, as before.
+	_, body, _ = ts.call(t, "GET", "/v1/messages/j1", "")
+	if m := decode[api.Message](t, body); m.PayloadBase64 != "" || !json.Valid(m.Payload) {
+		t.Errorf("payload as JSON: %s", body)
+	}
+	status, body, _ = ts.call(t, "GET", "/v1/messages/j1?payload=hex", "")
+	wantError(t, status, body, 422, courier.CodeInvalidArgument, "base64")
+}

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -22,6 +24,9 @@ type IngestRequest struct {
 	Priority      *int              `json:"priority,omitempty"`
 	DeliverAfter  *time.Time        `json:"deliver_after,omitempty"`
 	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
+	// Recipient is who the message is for; required on a route that looks
+	// up its endpoint in a registry.
+	Recipient string `json:"recipient,omitempty"`
 }
 
 // BatchRequest is the body of POST /v1/messages/batch.
@@ -55,32 +60,100 @@ type ErrorInfo struct {
 
 // Message is a message as the API shows it.
 type Message struct {
-	ID            string            `json:"id"`
-	Type          string            `json:"type"`
-	Route         string            `json:"route"`
-	State         courier.State     `json:"state"`
-	Reason        courier.Reason    `json:"reason,omitempty"`
-	Attempts      int               `json:"attempts"`
-	ResubmitCount int               `json:"resubmit_count"`
-	NextAttemptAt *time.Time        `json:"next_attempt_at,omitempty"`
-	Endpoint      string            `json:"endpoint,omitempty"`
-	LastError     string            `json:"last_error,omitempty"`
-	LastClass     string            `json:"last_class,omitempty"`
-	Priority      int               `json:"priority"`
-	OrderingKey   string            `json:"ordering_key,omitempty"`
-	ContentType   string            `json:"content_type"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Size          int               `json:"size"`
-	DeliverAfter  *time.Time        `json:"deliver_after,omitempty"`
-	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	FinishedAt    *time.Time        `json:"finished_at,omitempty"`
+	ID            string         `json:"id"`
+	Type          string         `json:"type"`
+	Route         string         `json:"route"`
+	State         courier.State  `json:"state"`
+	Reason        courier.Reason `json:"reason,omitempty"`
+	Attempts      int            `json:"attempts"`
+	ResubmitCount int            `json:"resubmit_count"`
+	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
+	Endpoint      string         `json:"endpoint,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	LastClass     string         `json:"last_class,omitempty"`
+	Priority      int            `json:"priority"`
+	OrderingKey   string         `json:"ordering_key,omitempty"`
+	Recipient     string         `json:"recipient,omitempty"`
+	// Ordering tells where a message with an ordering key stands in its
+	// key's order: "waiting" behind an earlier message of the key (shown
+	// whole as WaitingFor), "holds_key" (suspended: the key waits until it
+	// is resubmitted or discarded), or "skipped" (it left the order and is
+	// delivered on its own). Empty otherwise.
+	Ordering     string            `json:"ordering,omitempty"`
+	WaitingFor   *KeyHolder        `json:"waiting_for,omitempty"`
+	ContentType  string            `json:"content_type"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Size         int               `json:"size"`
+	DeliverAfter *time.Time        `json:"deliver_after,omitempty"`
+	ExpiresAt    *time.Time        `json:"expires_at,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	FinishedAt   *time.Time        `json:"finished_at,omitempty"`
 	// The payload, only where one message is shown in full: as JSON when it
 	// is a JSON value, else base64.
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	// The operator actions on it, only where one message is shown in full.
+	Actions []ActionView `json:"actions,omitempty"`
+	// Workflow tells where a message of a workflow route stands; nil for
+	// other messages.
+	Workflow *WorkflowView `json:"workflow,omitempty"`
 }
+
+// WorkflowView is where a message stands in the workflow of its workflow
+// route (DESIGN §13).
+type WorkflowView struct {
+	Route string `json:"route"` // the workflow route; the message's Route is the implicit route of its step
+	Step  int    `json:"step"`  // the step being delivered, or while compensating, undone
+	// Steps counts the steps of the workflow; 0 when its route is no longer
+	// configured as a workflow.
+	Steps int `json:"steps,omitempty"`
+	// Compensating: a step failed for good (FailedStep) and the steps
+	// before it are being undone. It is false once that is over, as
+	// compensated or compensation_failed.
+	Compensating bool `json:"compensating"`
+	FailedStep   int  `json:"failed_step,omitempty"`
+	// StepsDetail is every step and where it stands, only where one message
+	// is shown in full and its workflow route is configured.
+	StepsDetail []StepView `json:"steps_detail,omitempty"`
+}
+
+// StepView is one step of a workflow message.
+type StepView struct {
+	N          int               `json:"n"`
+	Endpoint   string            `json:"endpoint"`
+	Compensate string            `json:"compensate,omitempty"` // the endpoint that undoes it; empty for none
+	State      courier.StepState `json:"state"`
+	// Response is what the step's endpoint answered when it was delivered,
+	// as kept for the later steps: a JSON value when it is JSON, else a JSON
+	// string. Empty for none.
+	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// ResponseText returns the step's response as text: a JSON string's
+// content, or the JSON value itself.
+func (s StepView) ResponseText() string {
+	var text string
+	if json.Unmarshal(s.Response, &text) == nil {
+		return text
+	}
+	return string(s.Response)
+}
+
+// KeyHolder is the message that a waiting message's key waits for.
+type KeyHolder struct {
+	ID        string         `json:"id"`
+	State     courier.State  `json:"state"`
+	Reason    courier.Reason `json:"reason,omitempty"`
+	LastError string         `json:"last_error,omitempty"`
+}
+
+// The values of Message.Ordering.
+const (
+	OrderingWaiting  = "waiting"
+	OrderingHoldsKey = "holds_key"
+	OrderingSkipped  = "skipped"
+)
 
 // MessageList is a page of messages; NextCursor continues it.
 type MessageList struct {
@@ -112,24 +185,78 @@ type ResubmitRequest struct {
 	Route string `json:"route,omitempty"`
 }
 
-func toMessage(m *courier.Message, withPayload bool) Message {
+// toMessage shows a message; full shows it in full, with its payload and
+// the steps of its workflow, as where it is shown on its own. t is the
+// topology in force.
+func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	v := Message{
 		ID: m.ID, Type: m.Type, Route: m.Route, State: m.State, Reason: m.Reason,
 		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
 		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
-		Priority: m.Priority, OrderingKey: m.OrderingKey, ContentType: m.ContentType,
+		Priority: m.Priority, OrderingKey: m.OrderingKey, Recipient: m.Recipient, ContentType: m.ContentType,
 		Headers: m.Headers, Size: m.Size, DeliverAfter: timePtr(m.DeliverAfter),
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
 	}
-	if withPayload {
+	switch {
+	case m.Waiting():
+		v.Ordering = OrderingWaiting
+	case m.HoldsKey():
+		v.Ordering = OrderingHoldsKey
+	case m.OrderSkipped:
+		v.Ordering = OrderingSkipped
+	}
+	if full {
 		if json.Valid(m.Payload) {
 			v.Payload = json.RawMessage(m.Payload)
 		} else {
 			v.PayloadBase64 = base64.StdEncoding.EncodeToString(m.Payload)
 		}
 	}
+	if m.Workflow != "" {
+		v.Workflow = toWorkflow(m, t, full)
+	}
 	return v
+}
+
+// toWorkflow shows where a message stands in its workflow, with each step
+// when detail is set. A workflow route that is gone (or no longer a
+// workflow) leaves what the message itself holds.
+func toWorkflow(m *courier.Message, t *courier.Topology, detail bool) *WorkflowView {
+	v := &WorkflowView{Route: m.Workflow, Step: m.Step, FailedStep: m.FailedStep,
+		Compensating: m.FailedStep > 0 && (m.State == courier.StateQueued || m.State == courier.StateInflight)}
+	var w *courier.Workflow
+	if r := t.Routes[m.Workflow]; r != nil {
+		w = r.Workflow
+	}
+	if w == nil {
+		return v
+	}
+	v.Steps = len(w.Steps)
+	if !detail {
+		return v
+	}
+	states := courier.StepStates(m, w)
+	v.StepsDetail = make([]StepView, len(w.Steps))
+	for i, s := range w.Steps {
+		v.StepsDetail[i] = StepView{N: i + 1, Endpoint: s.Endpoint, Compensate: s.Compensate, State: states[i],
+			Response: responseJSON(m.StepResponses[i+1])}
+	}
+	return v
+}
+
+// responseJSON is a step's response as JSON: itself, compacted, when it is
+// a JSON value, else a JSON string; nil for none.
+func responseJSON(resp string) json.RawMessage {
+	if resp == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Valid([]byte(resp)) && json.Compact(&b, []byte(resp)) == nil {
+		return b.Bytes()
+	}
+	out, _ := json.Marshal(resp)
+	return out
 }
 
 func toAttempt(a courier.Attempt) Attempt {
@@ -263,4 +390,29 @@ func target(e *courier.Endpoint) string {
 		return courier.RedactURL(e.NATS.URL)
 	}
 	return ""
+}
+
+// WorkflowStands says in a few words where a message of a workflow stands.
+func (m *Message) WorkflowStands() string {
+	w := m.Workflow
+	step := fmt.Sprintf("step %d", w.Step)
+	if w.Steps > 0 {
+		step += fmt.Sprintf(" of %d", w.Steps)
+	}
+	switch {
+	case w.FailedStep == 0 && m.State == courier.StateDelivered:
+		return "every step done"
+	case w.FailedStep == 0 && (m.State == courier.StateQueued || m.State == courier.StateInflight):
+		return step
+	case w.FailedStep == 0:
+		return fmt.Sprintf("stopped at %s (%s)", step, m.State)
+	case m.Reason == courier.ReasonCompensated:
+		return fmt.Sprintf("compensated after step %d failed", w.FailedStep)
+	case m.Reason == courier.ReasonCompensationFailed:
+		return fmt.Sprintf("compensation failed at step %d after step %d failed", w.Step, w.FailedStep)
+	case w.Compensating:
+		return fmt.Sprintf("compensating after step %d failed: undoing step %d", w.FailedStep, w.Step)
+	default:
+		return fmt.Sprintf("stopped undoing step %d after step %d failed (%s)", w.Step, w.FailedStep, m.State)
+	}
 }

@@ -47,6 +47,8 @@ type Config struct {
 	// Topology holds the endpoints, routes and policies; its Policies always
 	// has courier.DefaultPolicyName.
 	Topology *courier.Topology
+	// Receivers are the receive locations by name.
+	Receivers map[string]*courier.Receiver
 
 	// lines maps a top-level field path (store.dsn) to its line in the file,
 	// and envs to the COURIER_* variable that set it, so that checks made

@@ -184,6 +184,12 @@ func TestParseExample(t *testing.T) {
 	if got, want := len(c.Topology.Policies), len(wantPolicies); got != want {
 		t.Errorf("%d policies, want %d", got, want)
 	}
+	if got := c.Receivers["erp-queue"]; got == nil || got.AMQP.URL != "amqp://guest:"+exampleEnv["AMQP_PASSWORD"]+"@127.0.0.1:5672/" || got.OnError != courier.OnErrorSuspend {
+		t.Errorf("receiver erp-queue: %+v", got)
+	}
+	if got, want := len(c.Receivers), 3; got != want {
+		t.Errorf("%d receivers, want %d", got, want)
+	}
 }
 
 func TestLoad(t *testing.T) {
@@ -708,5 +714,115 @@ func TestErrorFormat(t *testing.T) {
 	var e *Error
 	if !errors.As(error(es), &e) || e != tests[0].err {
 		t.Errorf("errors.As does not reach the first *Error")
+	}
+}
+
+func TestReceivers(t *testing.T) {
+	c := mustParse(t, `
+endpoints: {a: {transport: file, dir: /out}}
+routes: {acme: {endpoints: [a]}}
+receivers:
+  erp-queue:
+    transport: amqp
+    url: amqp://guest:guest@127.0.0.1:5672/
+    queue: erp.outbound
+    type: invoice
+    route: acme
+    id_header: message-id
+    ordering_key_header: x-customer
+    batch: 50
+    on_error: stop
+  events:
+    transport: nats
+    url: nats://127.0.0.1:4222
+    stream: ORDERS
+    type_header: x-type
+    route_header: x-route
+  drop:
+    transport: dir
+    path: /srv/in
+    pattern: "*.xml"
+    done_marker: true
+    type: invoice
+    route: acme
+`, nil)
+	want := map[string]*courier.Receiver{
+		"erp-queue": {Name: "erp-queue", Transport: courier.ReceiveAMQP,
+			AMQP: courier.AMQPSource{URL: "amqp://guest:guest@127.0.0.1:5672/", Queue: "erp.outbound"},
+			Type: "invoice", Route: "acme", IDHeader: "message-id", OrderingKeyHeader: "x-customer",
+			Batch: 50, OnError: courier.OnErrorStop},
+		"events": {Name: "events", Transport: courier.ReceiveNATS,
+			NATS:       courier.NATSSource{URL: "nats://127.0.0.1:4222", Stream: "ORDERS", Consumer: "events"},
+			TypeHeader: "x-type", RouteHeader: "x-route", Batch: courier.DefaultReceiveBatch, OnError: courier.OnErrorSuspend},
+		"drop": {Name: "drop", Transport: courier.ReceiveDir,
+			Dir:  courier.DirSource{Path: "/srv/in", Pattern: "*.xml", Settle: time.Second, DoneMarker: true},
+			Type: "invoice", Route: "acme", Batch: courier.DefaultReceiveBatch, OnError: courier.OnErrorSuspend},
+	}
+	if !reflect.DeepEqual(c.Receivers, want) {
+		for name, r := range c.Receivers {
+			t.Errorf("%s: got %+v\nwant %+v", name, r, want[name])
+		}
+	}
+}
+
+func TestWorkflowRoute(t *testing.T) {
+	c := mustParse(t, `
+endpoints:
+  accounts: {transport: http, url: "https://accounts.example/check"}
+  packages: {transport: http, url: "https://packages.example/"}
+  packages-cancel: {transport: http, url: "https://packages.example/cancel"}
+routes:
+  schedule-delivery:
+    workflow:
+      - {endpoint: accounts, compensate: null}
+      - {endpoint: packages, compensate: packages-cancel}
+    envelope: true
+    compensation_policy: undo
+policies:
+  undo: {backoff: {initial: 1s, max: 1m}, max_age: 24h}
+`, nil)
+	r := c.Topology.Routes["schedule-delivery"]
+	want := &courier.Workflow{Steps: []courier.WorkflowStep{{Endpoint: "accounts"}, {Endpoint: "packages", Compensate: "packages-cancel"}},
+		Envelope: true, CompensationPolicy: "undo"}
+	if r == nil || !reflect.DeepEqual(r.Workflow, want) || len(r.Endpoints) != 0 {
+		t.Fatalf("route %+v, workflow %+v", r, r.Workflow)
+	}
+	step := c.Topology.Route(courier.StepRoute("schedule-delivery", 2))
+	undo := c.Topology.Route(courier.UndoRoute("schedule-delivery", 2))
+	if step == nil || step.Endpoints[0] != "packages" || undo == nil || undo.Endpoints[0] != "packages-cancel" ||
+		c.Topology.Route(courier.UndoRoute("schedule-delivery", 1)) != nil || c.Topology.Route(courier.StepRoute("schedule-delivery", 3)) != nil {
+		t.Fatalf("implicit routes: step 2 %+v, undo 2 %+v", step, undo)
+	}
+}
+
+func TestLookupRoute(t *testing.T) {
+	c := mustParse(t, `
+routes:
+  nemhandel:
+    lookup:
+      url: https://registry.example/lookup?participant={recipient}&doctype={type}
+      timeout: 10s
+      cache_ttl: 5m
+      negative_ttl: 1m
+    endpoint_template:
+      transport: http
+      timeout: 30s
+      min_interval: 10s
+`, nil)
+	r := c.Topology.Routes["nemhandel"]
+	if r == nil || r.Lookup == nil || r.EndpointTemplate == nil {
+		t.Fatalf("route %+v", r)
+	}
+	want := courier.Lookup{URL: "https://registry.example/lookup?participant={recipient}&doctype={type}", Timeout: 10 * time.Second,
+		CacheTTL: 5 * time.Minute, NegativeTTL: time.Minute}
+	if *r.Lookup != want {
+		t.Fatalf("lookup %+v, want %+v", *r.Lookup, want)
+	}
+	if e := r.EndpointTemplate; e.Transport != courier.TransportHTTP || e.Timeout != 30*time.Second || e.MinInterval != 10*time.Second ||
+		e.MaxConcurrency != 16 || e.HTTP.Method != "POST" {
+		t.Fatalf("template %+v", e)
+	}
+	if got := r.Lookup.LookupURL("0088:5798000000001", "invoice"); got != "https://registry.example/lookup?participant=0088%3A5798000000001&doctype=invoice" {
+		t.Fatalf("LookupURL = %s", got)
 	}
 }

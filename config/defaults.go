@@ -21,6 +21,7 @@ func Default() *Config {
 		MaxBatchBytes: 32 << 20,
 		Log:           Log{Format: "text", Level: "info"},
 		Keys:          map[string]Key{},
+		Receivers:     map[string]*courier.Receiver{},
 		Topology: &courier.Topology{
 			Endpoints: map[string]*courier.Endpoint{},
 			Routes:    map[string]*courier.Route{},

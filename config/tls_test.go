@@ -59,6 +59,9 @@ func TestEndpointTLS(t *testing.T) {
 	}
 
 	keyPEM, _ := os.ReadFile(key)
+	// A file far larger than any certificate: a wrong path, say a log.
+	huge := filepath.Join(dir, "huge.pem")
+	os.WriteFile(huge, []byte(strings.Repeat("not a certificate\n", 100_000)), 0o600)
 	tests := []struct {
 		name, tls, want string
 	}{
@@ -68,6 +71,9 @@ func TestEndpointTLS(t *testing.T) {
 		{"key of another certificate", "{cert: " + cert + ", key: " + otherKey + "}", "the private key does not match the certificate"},
 		{"CA not PEM", "{ca: " + key + "}", "holds no PEM certificate"},
 		{"CA missing", "{ca: " + dir + "/nope.pem}", "cannot read the CA bundle"},
+		{"certificate too large", "{cert: " + huge + ", key: " + key + "}", "c.yaml:5: endpoints.peppol.tls.cert: cannot load the client certificate with key " + key + ": " + huge + ": larger than 1 MiB"},
+		{"key too large", "{cert: " + cert + ", key: " + huge + "}", huge + ": larger than 1 MiB"},
+		{"CA too large", "{ca: " + huge + "}", "c.yaml:5: endpoints.peppol.tls.ca: cannot read the CA bundle: " + huge + ": larger than 1 MiB"},
 		{"unknown field", "{cert: " + cert + ", key: " + key + ", password: x}", "endpoints.peppol.tls.password: unknown field"},
 	}
 	for _, tt := range tests {

@@ -2,19 +2,18 @@ package config
 
 import (
 	"cmp"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/mail"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/certfile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -43,6 +42,17 @@ func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
 		case "route":
 			if _, ok := t.Routes[r.name]; !ok {
 				d.errorf(r.line, r.field, "route %q is not defined%s", clip(r.name), suggest(r.name, t.Routes))
+			}
+		case "fallback":
+			switch rt, ok := t.Routes[r.name]; {
+			case !ok:
+				d.errorf(r.line, r.field, "route %q is not defined%s", clip(r.name), suggest(r.name, t.Routes))
+			case rt.Workflow != nil:
+				d.errorf(r.line, r.field, "route %q is a workflow route: messages enter a workflow when they are sent, not by falling back", r.name)
+			}
+		case "policy":
+			if _, ok := t.Policies[r.name]; !ok {
+				d.errorf(r.line, r.field, "policy %q is not defined%s", clip(r.name), suggest(r.name, t.Policies))
 			}
 		}
 	}
@@ -258,6 +268,13 @@ func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
 			d.errorf(l, o.field("url"), "must be an absolute http or https URL")
 		}
 	}
+	d.httpSettings(o, e)
+}
+
+// httpSettings reads an http endpoint's fields besides its URL: also those
+// of the template of a lookup route's resolved endpoints.
+func (d *decoder) httpSettings(o *object, e *courier.Endpoint) {
+	h := &e.HTTP
 	if l := o.str("method", &h.Method); l > 0 && !contains(httpMethods, h.Method) {
 		d.errorf(l, o.field("method"), "must be one of %s, not %q", strings.Join(httpMethods, ", "), clip(h.Method))
 	}
@@ -295,12 +312,12 @@ func (d *decoder) httpTLS(o *object, t *courier.HTTPTLS) {
 	case t.Key != "" && t.Cert == "":
 		o.errorf("cert", "required when tls.key is set: the client certificate")
 	case t.Cert != "":
-		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+		if _, err := certfile.LoadKeyPair(t.Cert, t.Key); err != nil {
 			d.errorf(certLine, o.field("cert"), "cannot load the client certificate with key %s: %s", t.Key, fileProblem(err))
 		}
 	}
 	if l := o.str("ca", &t.CA); l > 0 {
-		pem, err := os.ReadFile(t.CA)
+		pem, err := certfile.Read(t.CA)
 		switch {
 		case err != nil:
 			d.errorf(l, o.field("ca"), "cannot read the CA bundle: %s", fileProblem(err))
@@ -462,7 +479,8 @@ func validSubject(s string) bool {
 	return true
 }
 
-var routeFields = []string{"endpoints", "strategy", "weights", "ordered_on_failure"}
+var routeFields = []string{"endpoints", "strategy", "weights", "ordered_on_failure", "workflow", "envelope", "compensation_policy",
+	"lookup", "endpoint_template"}
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
@@ -473,7 +491,13 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 		}
 		o := d.object(p.value, path, p.line, routeFields)
 		r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
-		if o.required("endpoints", ": a list of endpoint names") {
+		switch {
+		case o.has("workflow"):
+			d.workflow(o, r, refs)
+		case o.has("lookup") || o.has("endpoint_template"):
+			d.lookup(o, r)
+		}
+		if r.Workflow == nil && r.Lookup == nil && o.required("endpoints", ": a list of endpoint names (or a workflow: of steps, or a lookup: of recipients)") {
 			items, _ := o.list("endpoints")
 			if v := o.value("endpoints"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
 				o.errorf("endpoints", "must list at least one endpoint")
@@ -687,7 +711,7 @@ func (d *decoder) fallback(o *object, refs *[]ref) *courier.Fallback {
 	fo.duration("after", &f.After)
 	if fo.required("route", ": the route that takes over") {
 		if l := fo.str("route", &f.Route); l > 0 {
-			*refs = append(*refs, ref{line: l, field: fo.field("route"), kind: "route", name: f.Route})
+			*refs = append(*refs, ref{line: l, field: fo.field("route"), kind: "fallback", name: f.Route})
 		}
 	}
 	return f
@@ -702,4 +726,94 @@ func clonePolicy(p *courier.Policy) *courier.Policy {
 		c.Fallback = &f
 	}
 	return &c
+}
+
+var stepFields = []string{"endpoint", "compensate"}
+
+// workflow reads a workflow route: its steps, each an endpoint and the
+// endpoint that undoes it, instead of endpoints of its own.
+func (d *decoder) workflow(o *object, r *courier.Route, refs *[]ref) {
+	for _, f := range []string{"endpoints", "strategy", "weights"} {
+		if o.has(f) {
+			o.errorf(f, "not a field of a workflow route: its steps name their endpoints")
+		}
+	}
+	w := &courier.Workflow{}
+	r.Workflow = w
+	n := o.value("workflow")
+	if n == nil || n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		o.errorf("workflow", "must list the steps: - {endpoint: a, compensate: a-cancel}")
+		return
+	}
+	for i, c := range n.Content {
+		path := fmt.Sprintf("%s[%d]", o.field("workflow"), i)
+		so := d.object(resolve(c), path, nodeLine(c, n), stepFields)
+		var step courier.WorkflowStep
+		if so.required("endpoint", ": the endpoint of this step") {
+			if l := so.str("endpoint", &step.Endpoint); l > 0 {
+				*refs = append(*refs, ref{line: l, field: so.field("endpoint"), kind: "endpoint", name: step.Endpoint})
+			}
+		}
+		if l := so.str("compensate", &step.Compensate); l > 0 && step.Compensate != "" {
+			*refs = append(*refs, ref{line: l, field: so.field("compensate"), kind: "endpoint", name: step.Compensate})
+		}
+		w.Steps = append(w.Steps, step)
+	}
+	o.boolean("envelope", &w.Envelope)
+	if l := o.str("compensation_policy", &w.CompensationPolicy); l > 0 {
+		*refs = append(*refs, ref{line: l, field: o.field("compensation_policy"), kind: "policy", name: w.CompensationPolicy})
+	}
+	r.Strategy = courier.StrategySingle
+}
+
+var lookupFields = []string{"url", "timeout", "cache_ttl", "negative_ttl"}
+
+// lookup reads a route that resolves each message's endpoint from its
+// recipient through a registry: the registry, and the settings of the
+// endpoints it resolves.
+func (d *decoder) lookup(o *object, r *courier.Route) {
+	for _, f := range []string{"endpoints", "strategy", "weights", "workflow"} {
+		if o.has(f) {
+			o.errorf(f, "not a field of a lookup route: its endpoint is resolved for each recipient")
+		}
+	}
+	l := &courier.Lookup{Timeout: courier.DefaultLookupTimeout, CacheTTL: courier.DefaultLookupCacheTTL,
+		NegativeTTL: courier.DefaultLookupNegativeTTL}
+	r.Lookup, r.Strategy = l, courier.StrategySingle
+	lo := o.sub("lookup", lookupFields)
+	if lo == nil {
+		o.errorf("lookup", "required with endpoint_template: the registry that resolves recipients ({url: ...})")
+		lo = d.object(nil, o.field("lookup"), o.keyLine("endpoint_template"), lookupFields)
+	}
+	if lo.required("url", ": the registry's URL, with {recipient} (and {type})") {
+		if line := lo.str("url", &l.URL); line > 0 {
+			switch {
+			case checkURL(strings.NewReplacer("{recipient}", "r", "{type}", "t").Replace(l.URL), "http", "https") != nil:
+				d.errorf(line, lo.field("url"), "must be an absolute http or https URL")
+			case !strings.Contains(l.URL, "{recipient}"):
+				d.errorf(line, lo.field("url"), "must contain {recipient}, where the message's recipient goes")
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"timeout", &l.Timeout}, {"cache_ttl", &l.CacheTTL}, {"negative_ttl", &l.NegativeTTL}} {
+		if line := lo.duration(f.name, f.dst); line > 0 && *f.dst <= 0 {
+			d.errorf(line, lo.field(f.name), "must be greater than 0")
+		}
+	}
+	e := newEndpoint("", courier.TransportHTTP)
+	fields := append(slices.Clone(endpointFields), transportFields[courier.TransportHTTP]...)
+	to := d.object(o.value("endpoint_template"), o.field("endpoint_template"), o.keyLine("endpoint_template"), fields)
+	var tr string
+	if line := to.str("transport", &tr); line > 0 && tr != string(courier.TransportHTTP) {
+		d.errorf(line, to.field("transport"), "resolved endpoints are http endpoints, not %q", clip(tr))
+	}
+	if to.has("url") {
+		to.errorf("url", "not a field of the template: the registry gives each resolved endpoint its URL")
+	}
+	d.endpointRules(to, e)
+	d.httpSettings(to, e)
+	r.EndpointTemplate = e
 }

@@ -126,19 +126,14 @@ func natsTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string
 	}
 	name := "COURIER_ENGINE_TEST_" + time.Now().Format("150405.000000000")[7:]
 	subject := "courier.enginetest." + name
-	ctx := context.Background()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { js.DeleteStream(context.Background(), name) })
+	s := testenv.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
 	configure := func(e *courier.Endpoint, addr string) {
 		u, _ := url.Parse(serviceURL)
 		u.Host = addr
 		e.NATS = courier.NATSTarget{URL: u.String(), Subject: subject}
 	}
 	take := func() []byte {
-		m, err := s.GetMsg(ctx, 1)
+		m, err := s.GetMsg(context.Background(), 1)
 		if err != nil {
 			t.Fatalf("nothing in the stream: %v", err)
 		}

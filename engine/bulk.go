@@ -25,6 +25,10 @@ type Bulk struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	acted   func(kind courier.ActionKind, n int)
+	// untold counts, by kind, the messages done before acted was set (an
+	// operation resumed at Start may run batches before it is).
+	untold map[courier.ActionKind]int
 }
 
 // NewBulk returns a runner of bulk operations on store; wake is called
@@ -39,7 +43,38 @@ func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, running: map[string]chan struct{}{}}
+	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, running: map[string]chan struct{}{},
+		untold: map[courier.ActionKind]int{}}
+}
+
+// SetActedFunc sets what is told, after each batch, how many messages it
+// resubmitted or discarded (the metrics' count of operator actions). The
+// batches done before it is set are told at once.
+func (b *Bulk) SetActedFunc(f func(kind courier.ActionKind, n int)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.acted = f
+	if f == nil {
+		return
+	}
+	for kind, n := range b.untold {
+		f(kind, n)
+	}
+	clear(b.untold)
+}
+
+// tell reports n messages acted on by a batch.
+func (b *Bulk) tell(kind courier.ActionKind, n int) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.acted == nil {
+		b.untold[kind] += n
+		return
+	}
+	b.acted(kind, n)
 }
 
 // Start resumes the operations not yet done.
@@ -53,7 +88,7 @@ func (b *Bulk) Start(ctx context.Context) error {
 	}
 	for _, op := range pending {
 		b.logger.Info("resuming a bulk operation", "operation", op.ID, "kind", op.Kind, "done_so_far", op.Count)
-		b.launch(op.ID)
+		b.launch(op.ID, op.Count)
 	}
 	return nil
 }
@@ -86,7 +121,7 @@ func (b *Bulk) Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, erro
 		return op, err
 	}
 	b.logger.Info("bulk operation started", "operation", op.ID, "kind", op.Kind, "by", op.Who, "route", op.Route)
-	done := b.launch(op.ID)
+	done := b.launch(op.ID, op.Count)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -95,8 +130,9 @@ func (b *Bulk) Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, erro
 }
 
 // launch starts the worker of an operation unless one runs, and returns the
-// channel closed when it is done.
-func (b *Bulk) launch(id string) chan struct{} {
+// channel closed when it is done. count is how many messages the operation
+// had done when it was read.
+func (b *Bulk) launch(id string, count int) chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ch, ok := b.running[id]; ok {
@@ -109,11 +145,15 @@ func (b *Bulk) launch(id string) chan struct{} {
 		ctx = context.Background()
 	}
 	b.wg.Add(1)
-	go b.work(ctx, id, ch)
+	go b.work(ctx, id, count, ch)
 	return ch
 }
 
-func (b *Bulk) work(ctx context.Context, id string, done chan struct{}) {
+// work runs the batches of an operation until it is done. Each batch's
+// messages are told to the acted func: what the operation's count grew by
+// since the last batch, at most a batch (should another node work on the
+// same operation, resumed at its start, its batches are not taken as ours).
+func (b *Bulk) work(ctx context.Context, id string, count int, done chan struct{}) {
 	defer b.wg.Done()
 	defer func() {
 		b.mu.Lock()
@@ -123,7 +163,9 @@ func (b *Bulk) work(ctx context.Context, id string, done chan struct{}) {
 	}()
 	pause := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		op, err := b.store.RunBulk(ctx, id, bulkBatch, b.clock.Now())
+		// A batch under way when Stop comes is finished and told: only
+		// between batches does the stop take effect.
+		op, err := b.store.RunBulk(context.WithoutCancel(ctx), id, bulkBatch, b.clock.Now())
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -133,6 +175,8 @@ func (b *Bulk) work(ctx context.Context, id string, done chan struct{}) {
 			pause = min(pause*2, 5*time.Second)
 			continue
 		}
+		b.tell(op.Kind, min(op.Count-count, bulkBatch))
+		count = op.Count
 		if op.Kind == courier.ActionResubmit {
 			b.wake()
 		}

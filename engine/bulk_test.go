@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,9 +46,17 @@ func TestBulkResumesAtStart(t *testing.T) {
 	defer store.Close()
 	woken := 0
 	b := engine.NewBulk(store, nil, nil, func() { woken++ })
+	var mu sync.Mutex
+	acted := map[courier.ActionKind]int{}
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Set after Start: the batches done before are told all the same.
+	b.SetActedFunc(func(kind courier.ActionKind, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		acted[kind] += n
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, err := store.Bulk(ctx, "op-1")
@@ -77,5 +86,57 @@ func TestBulkResumesAtStart(t *testing.T) {
 	}
 	if woken == 0 {
 		t.Error("the engine was not woken for the resubmitted messages")
+	}
+	// The batch done before the stop was not this runner's to count.
+	mu.Lock()
+	defer mu.Unlock()
+	if acted[courier.ActionResubmit] != 1234-500 || len(acted) != 1 {
+		t.Errorf("told of %v, want the 734 resubmits done after the restart", acted)
+	}
+}
+
+// TestBulkTellsOnce: the messages of an operation are told once, as its
+// batches are done, whether its request is repeated or not.
+func TestBulkTellsOnce(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	for i := 0; i < 1100; i++ {
+		m := &courier.Message{ID: fmt.Sprintf("s-%04d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
+		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := engine.NewBulk(store, nil, nil, nil)
+	var mu sync.Mutex
+	var told []int
+	b.SetActedFunc(func(kind courier.ActionKind, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if kind != courier.ActionDiscard {
+			t.Errorf("told of a %s", kind)
+		}
+		told = append(told, n)
+	})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(ctx)
+	op := courier.BulkOp{ID: "op-1", Kind: courier.ActionDiscard, Who: "ops", CreatedAt: time.Now()}
+	for range 3 {
+		done, err := b.Run(ctx, op)
+		if err != nil || !done.Done || done.Count != 1100 {
+			t.Fatalf("run: %+v %v", done, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(told) != "[500 500 100]" {
+		t.Errorf("told %v, want each batch once: [500 500 100]", told)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -45,11 +46,16 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 	now := e.clock.Now()
 	changes := make([]courier.Change, len(batch))
 	for i, o := range batch {
+		if !o.deferUntil.IsZero() {
+			changes[i] = courier.Change{Message: courier.PutBack(o.msg, o.deferUntil, now), From: courier.StateInflight, Token: o.msg.TotalAttempts}
+			continue
+		}
 		ep := o.endpoint
 		if ep == nil {
 			ep = &courier.Endpoint{}
 		}
-		next, notices := courier.AfterAttempt(o.msg, t.Policy(o.msg.Type), ep, o.result, now, e.opts.RandFunc())
+		next, notices := t.AfterAttempt(o.msg, ep, o.result, now, e.opts.RandFunc())
+		courier.KeepOrder(next, t.Route(next.Route))
 		a := &courier.Attempt{MessageID: o.msg.ID, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,
 			StartedAt: o.started, Duration: o.duration, Outcome: courier.OutcomeDelivered, Status: o.result.Status,
 			Response: o.result.Response}
@@ -100,7 +106,14 @@ func (e *Engine) logChange(c courier.Change, applied bool) {
 		e.logger.Debug("outcome dropped: the lease was taken over meanwhile", "id", m.ID, "route", m.Route)
 		return
 	}
+	e.opts.Observer.Applied(c)
 	switch {
+	case m.State == courier.StateDelivered:
+		// One line per delivery is for debugging only; the check spares the
+		// delivery path building the line's arguments.
+		if e.logger.Enabled(context.Background(), slog.LevelDebug) {
+			e.logger.Debug("message delivered", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
+		}
 	case m.State == courier.StateSuspended:
 		e.logger.Info("message suspended", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
 			"reason", m.Reason, "attempts", m.Attempts, "last_error", m.LastError)
@@ -108,6 +121,9 @@ func (e *Engine) logChange(c courier.Change, applied bool) {
 		e.logger.Info("message discarded by its policy", "id", m.ID, "type", m.Type, "route", m.Route, "attempts", m.Attempts)
 	case m.FallbackFrom != "" && m.Attempts == 0 && m.State == courier.StateQueued && c.From != courier.StateQueued || m.FallbackFrom != "" && m.Attempts == 0 && c.Attempt == nil:
 		e.logger.Info("message falls back", "id", m.ID, "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
+	case m.State == courier.StateQueued && c.Attempt != nil && c.Attempt.Outcome != courier.OutcomeDelivered:
+		e.logger.Debug("attempt failed; the message will be retried", "id", m.ID, "type", m.Type, "route", m.Route,
+			"endpoint", c.Attempt.Endpoint, "class", c.Attempt.Class, "attempts", m.Attempts, "next_attempt_at", m.NextAttemptAt)
 	}
 	for _, n := range c.Notices {
 		e.logger.Info("notice sent", "id", n.ID, "about", m.ID, "route", n.Route)
@@ -127,7 +143,8 @@ func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 		now := e.clock.Now()
 		changes := make([]courier.Change, len(msgs))
 		for i, m := range msgs {
-			next, notices := courier.AfterAbandon(m, t.Policy(m.Type), now)
+			next, notices := t.AfterAbandon(m, now)
+			courier.KeepOrder(next, t.Route(next.Route))
 			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
 				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
 					StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
@@ -164,7 +181,8 @@ func (e *Engine) fireTimers(ctx context.Context) error {
 		t := e.topology.Load()
 		changes := make([]courier.Change, len(msgs))
 		for i, m := range msgs {
-			next, notices, _ := courier.OnTimer(m, t.Policy(m.Type), now)
+			next, notices, _ := t.OnTimer(m, now)
+			courier.KeepOrder(next, t.Route(next.Route))
 			changes[i] = courier.Change{Message: next, From: courier.StateQueued, Token: m.TotalAttempts, Notices: notices}
 		}
 		applied, err := e.store.Apply(ctx, changes)

@@ -226,20 +226,6 @@ func timeoutOf(ep *courier.Endpoint) time.Duration {
 	return 30 * time.Second
 }
 
-// noticeRoutes lists the implicit routes of the endpoints that policies
-// send notices to.
-func noticeRoutes(t *courier.Topology) []string {
-	var out []string
-	for _, p := range t.Policies {
-		for _, esc := range p.Escalate {
-			if r := courier.NoticeRoute(esc.Notify); !slices.Contains(out, r) {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
-
 // rotate turns q left by n places, so that no route is always asked first.
 func rotate(q []courier.RouteQuota, n int) {
 	if len(q) < 2 {
@@ -339,6 +325,13 @@ func weight(r *courier.Route, endpoint string) int {
 // dispatch starts the attempt of a claimed message.
 func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	r := rd.t.Route(m.Route)
+	if r != nil && r.Lookup != nil {
+		e.lookups.start(r.Name)
+		e.inflight.Add(1)
+		e.attempts.Add(1)
+		e.workers.run(func() { e.attemptLookup(ctx, rd, r, m) })
+		return
+	}
 	var ep *courier.Endpoint
 	reserved, probe := false, false
 	if r != nil {
@@ -346,7 +339,7 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
-	go e.attempt(ctx, m, ep, reserved, probe)
+	e.workers.run(func() { e.attempt(ctx, m, ep, reserved, probe) })
 }
 
 // attempt delivers one message and hands the outcome to the completer.
@@ -362,29 +355,45 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 	}
 	started := e.clock.Now()
 	var res courier.Result
-	switch sender := e.senderFor(ep); {
-	case ep == nil:
+	if ep == nil {
 		res = courier.Result{Class: courier.ClassTransport, Error: "the route " + m.Route + " has no endpoint"}
-	case sender == nil:
-		res = courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
-	default:
-		// The lease outlives the endpoint timeout; a stop does not cut an
-		// attempt short, so that its outcome is known and written.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(ep)+5*time.Second)
-		res = sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts})
-		cancel()
+	} else {
+		res = e.send(ctx, m, ep)
 	}
 	duration := e.clock.Now().Sub(started)
 	// The receiver is done with it: free the slot at once, so that the next
 	// attempt need not wait for this outcome to be written.
 	if ep != nil {
 		e.slots.release(ep.Name)
-		e.activity.record(ep.Name, res, e.clock.Now())
+	}
+	e.finished(outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration})
+}
+
+// finished hands an ended attempt (or a message put back) to the
+// completer: its endpoint's activity and the observer hear of it, and the
+// worker it held is free.
+func (e *Engine) finished(o outcome) {
+	if o.endpoint != nil {
+		e.activity.record(o.endpoint.Name, o.result, e.clock.Now())
+		e.opts.Observer.AttemptDone(o.endpoint.Name, o.result, o.duration)
 	}
 	e.pending.Add(1)
 	e.inflight.Add(-1)
 	e.Wake()
-	e.outcomes <- outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration}
+	e.outcomes <- o
+}
+
+// send makes one attempt of m on ep with ep's transport.
+func (e *Engine) send(ctx context.Context, m *courier.Message, ep *courier.Endpoint) courier.Result {
+	sender := e.senderFor(ep)
+	if sender == nil {
+		return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
+	}
+	// The lease outlives the endpoint timeout; a stop does not cut an
+	// attempt short, so that its outcome is known and written.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(ep)+5*time.Second)
+	defer cancel()
+	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: e.topology.Load().StepContext(m)})
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {

@@ -53,6 +53,12 @@ type Options struct {
 	// Limits holds max_concurrency, min_interval and rate for every node of
 	// a store that several share; nil when this node is the only one.
 	Limits courier.SharedLimits
+	// Observer is told of attempts, applied changes and health changes
+	// (default NopObserver).
+	Observer Observer
+	// Resolver resolves the endpoints of lookup routes' messages; without
+	// it their attempts fail with class lookup.
+	Resolver courier.Resolver
 }
 
 // Engine delivers due messages: it claims them as capacity frees, hands each
@@ -74,6 +80,8 @@ type Engine struct {
 	activity   activity       // outcomes per endpoint over the last hour
 	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
 	claimRound atomic.Uint64  // rotates which route is asked first
+	lookups    lookupRoutes   // attempts under way on lookup routes, resolved endpoints in use
+	workers    *workers       // the goroutines attempts run on
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -90,6 +98,9 @@ type outcome struct {
 	probe    bool // the one attempt let through to a suspended endpoint
 	started  time.Time
 	duration time.Duration
+	// deferUntil, when set, puts the message back until then: no attempt
+	// was made (its resolved endpoint could not take it yet).
+	deferUntil time.Time
 }
 
 // New returns an engine for the options.
@@ -122,6 +133,9 @@ func New(o Options) *Engine {
 	if o.RandFunc == nil {
 		o.RandFunc = rand.Float64
 	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
 	e := &Engine{
 		store:    o.Store,
 		senders:  o.Senders,
@@ -131,6 +145,7 @@ func New(o Options) *Engine {
 		wake:     make(chan struct{}, 1),
 		outcomes: make(chan outcome, o.Workers),
 		slots:    newEndpointSlots(o.Limits),
+		workers:  newWorkers(2 * o.Workers),
 	}
 	e.topology.Store(o.Topology)
 	return e
@@ -194,6 +209,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	finished := make(chan struct{})
 	go func() {
 		e.attempts.Wait()
+		e.workers.stop()
 		close(e.outcomes)
 		close(finished)
 	}()
@@ -302,16 +318,24 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 	for _, r := range t.Routes {
 		routes = append(routes, r)
 	}
-	// Notices go by their own implicit routes, one per notified endpoint.
-	for _, name := range noticeRoutes(t) {
-		if r := t.Route(name); r != nil {
-			routes = append(routes, r)
-		}
+	// Notices go by their own implicit routes, one per notified endpoint,
+	// and the messages of workflows by those of their steps.
+	routes = append(routes, t.ImplicitRoutes()...)
+	resolved, resolvedFull := e.lookups.recent(now)
+	for name, full := range resolvedFull {
+		e.slots.claimed(name, full)
 	}
-	if err := e.slots.refresh(ctx, e.opts.Owner, sendingEndpoints(rd, routes), now); err != nil {
+	if err := e.slots.refresh(ctx, e.opts.Owner, append(sendingEndpoints(rd, routes), resolved...), now); err != nil {
 		return false, time.Time{}, err
 	}
 	for _, r := range routes {
+		if r.Lookup != nil {
+			if q := e.lookupCapacity(r); q > 0 {
+				quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: int(min(int64(q), free))})
+				lease = max(lease, lookupTimeout(r))
+			}
+			continue
+		}
 		q := e.routeCapacity(rd, r)
 		if q <= 0 {
 			continue

@@ -13,6 +13,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/postgres"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -27,6 +28,10 @@ type harness struct {
 	sink   *sink.Sink
 	engine *engine.Engine
 	top    *courier.Topology
+	reopen func() *postgres.Store // on PostgreSQL: the same database for another node
+	// resolver resolves lookup routes' recipients, when a test sets it in
+	// its build function.
+	resolver courier.Resolver
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -37,21 +42,32 @@ func (h *harness) httpEndpoint(name, path string) *courier.Endpoint {
 
 func newHarness(t *testing.T, build func(h *harness)) *harness {
 	t.Helper()
-	store, limits := openStore(t)
+	store, limits, reopen := openStore(t)
 	sk, err := sink.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: store, sink: sk, top: &courier.Topology{
+	h := &harness{t: t, store: store, sink: sk, reopen: reopen, top: &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}}
 	build(h)
+	t.Cleanup(sk.Close)
+	t.Cleanup(func() { store.Close() })
+	h.engine = h.startEngine(store, limits)
+	return h
+}
+
+// startEngine starts an engine on the store with the harness's topology and
+// real senders; it is stopped when the test ends, before the sink and the
+// store close.
+func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) *engine.Engine {
+	t := h.t
 	// The sink is on loopback, which the SSRF guard blocks unless allowed.
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	amqpSender := amqptransport.New(amqptransport.Options{})
 	natsSender := natstransport.New(natstransport.Options{})
-	h.engine = engine.New(engine.Options{
+	e := engine.New(engine.Options{
 		Store: store, Topology: h.top,
 		Senders: map[courier.Transport]courier.Sender{
 			courier.TransportHTTP: tr,
@@ -60,24 +76,34 @@ func newHarness(t *testing.T, build func(h *harness)) *harness {
 			courier.TransportNATS: natsSender,
 		},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
-		RandFunc: func() float64 { return 0.5 }, Limits: limits,
+		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver,
 	})
-	if err := h.engine.Start(context.Background()); err != nil {
+	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := h.engine.Stop(ctx); err != nil {
+		if err := e.Stop(ctx); err != nil {
 			t.Errorf("stop: %v", err)
 		}
-		sk.Close()
 		tr.Close()
 		amqpSender.Close()
 		natsSender.Close()
-		store.Close()
 	})
-	return h
+	return e
+}
+
+// addNode starts another node on the harness's PostgreSQL database: a
+// store and an engine of its own, as another courier serve process has.
+func (h *harness) addNode() *engine.Engine {
+	h.t.Helper()
+	if h.reopen == nil {
+		h.t.Fatal("several nodes need the PostgreSQL store: run the test under TestOnPostgres")
+	}
+	s := h.reopen()
+	h.t.Cleanup(func() { s.Close() })
+	return h.startEngine(s, s)
 }
 
 func (h *harness) route(name string, endpoints ...string) {

@@ -98,6 +98,7 @@ func (e *Engine) updateHealth(batch []outcome) {
 			continue
 		}
 		e.logHealth(name, before, after)
+		e.opts.Observer.HealthChanged(name, before, after)
 	}
 }
 

@@ -171,7 +171,9 @@ func TestOneProbeAndGrowingSuspensions(t *testing.T) {
 // returns to the primary when it is back.
 func TestFailoverAndReturn(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		primary := withRules(h.httpEndpoint("primary", "/primary"), 300*time.Millisecond, time.Second)
+		// Suspended long enough that the retry of a (10 ms later) meets it
+		// suspended however loaded the machine is.
+		primary := withRules(h.httpEndpoint("primary", "/primary"), 2*time.Second, 4*time.Second)
 		primary.SuspendOn = append(primary.SuspendOn, courier.ClassHTTP5xx)
 		primary.TimeoutOn = primary.TimeoutOn[:3]
 		h.top.Endpoints["primary"] = primary
@@ -181,7 +183,7 @@ func TestFailoverAndReturn(t *testing.T) {
 		h.sink.Script("/primary", sink.Respond(503), sink.Respond(204), sink.Repeat)
 	})
 	h.send("a", "t", "acme")
-	h.waitHealth("primary", courier.HealthSuspended)
+	suspended := h.waitHealth("primary", courier.HealthSuspended)
 	m := h.waitState("a", courier.StateDelivered)
 	if m.Endpoint != "backup" {
 		t.Fatalf("a was delivered by %s, want the backup after the primary failed", m.Endpoint)
@@ -190,7 +192,7 @@ func TestFailoverAndReturn(t *testing.T) {
 	if m := h.waitState("b", courier.StateDelivered); m.Endpoint != "backup" {
 		t.Fatalf("b went to %s while the primary was suspended", m.Endpoint)
 	}
-	time.Sleep(400 * time.Millisecond) // the suspension ends
+	time.Sleep(time.Until(suspended.SuspendedUntil) + 50*time.Millisecond) // the suspension ends
 	h.send("c", "t", "acme")
 	if m := h.waitState("c", courier.StateDelivered); m.Endpoint != "primary" {
 		t.Fatalf("c went to %s, want the primary once its suspension ended (the probe)", m.Endpoint)
@@ -207,11 +209,14 @@ func TestOffHoldsAndOnReleases(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
 		h.route("acme", "acme")
+		// Off before the engine starts: a switch takes effect with the next
+		// claim round, and a round already past its read of the health
+		// could still send what arrives meanwhile.
+		if _, err := h.store.UpdateHealth(context.Background(), "acme", func(eh courier.EndpointHealth) courier.EndpointHealth { return eh.SwitchedOff(time.Now()) }, nil); err != nil {
+			t.Fatal(err)
+		}
 	})
 	ctx := context.Background()
-	if _, err := h.store.UpdateHealth(ctx, "acme", func(eh courier.EndpointHealth) courier.EndpointHealth { return eh.SwitchedOff(time.Now()) }, nil); err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i < 3; i++ {
 		h.send(fmt.Sprintf("m-%d", i), "t", "acme")
 	}

@@ -1,28 +1,39 @@
 package engine_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 )
 
 // openStore opens the store of a test: SQLite, or, under TestOnPostgres,
-// PostgreSQL with its shared limits (as several nodes use it).
-func openStore(t *testing.T) (courier.Store, courier.SharedLimits) {
+// PostgreSQL with its shared limits (as several nodes use it) and a way to
+// open the same database again for another node.
+func openStore(t *testing.T) (courier.Store, courier.SharedLimits, func() *postgres.Store) {
 	t.Helper()
 	if strings.HasPrefix(t.Name(), "TestOnPostgres/") {
-		s := pgtest.Open(t)
-		return s, s
+		dsn, schema := pgtest.Schema(t)
+		open := func() *postgres.Store {
+			s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 8})
+			if err != nil {
+				t.Fatalf("open the postgres store: %v", err)
+			}
+			return s
+		}
+		s := open()
+		return s, s, open
 	}
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, nil
+	return s, nil, nil
 }
 
 // TestOnPostgres runs the delivery and health tests again on the
@@ -54,6 +65,16 @@ func TestOnPostgres(t *testing.T) {
 		{"RateAtTheSink", TestRateAtTheSink},
 		{"RetryPrefersAnotherEndpoint", TestRetryPrefersAnotherEndpoint},
 		{"RemovedRouteSuspendsItsMessages", TestRemovedRouteSuspendsItsMessages},
+		{"OrderedPerKeyOnThreeNodes", func(t *testing.T) { testOrderedPerKey(t, 3) }},
+		{"SkipLetsTheKeyGoOn", TestSkipLetsTheKeyGoOn},
+		{"PriorityJumpsTheBacklog", TestPriorityJumpsTheBacklog},
+		{"DeliverAfterHolds", TestDeliverAfterHolds},
+		{"WaitingBehindABlockedHead", TestWaitingBehindABlockedHead},
+		{"WorkflowStepsInOrder", TestWorkflowStepsInOrder},
+		{"WorkflowCompensates", TestWorkflowCompensates},
+		{"LookupCachesAndDelivers", TestLookupCachesAndDelivers},
+		{"LookupRegistryDown", TestLookupRegistryDown},
+		{"LookupFollowsAMove", TestLookupFollowsAMove},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

@@ -75,22 +75,31 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		w.add("state = ANY(?)", states)
 		w.add("seq > ?", cursor)
 		w.add("seq <= ?", maxSeq)
-		rows, err := tx.Query(ctx, `SELECT seq, id FROM messages`+w.sql()+` ORDER BY seq LIMIT `+w.arg(limit), w.args...)
+		rows, err := tx.Query(ctx, `SELECT seq, id, ordering_key FROM messages`+w.sql()+` ORDER BY seq LIMIT `+w.arg(limit), w.args...)
 		if err != nil {
 			return unavailable("select for bulk operation", err)
 		}
-		var ids []string
+		var ids, keys []string
 		for rows.Next() {
 			var mid string
-			if err := rows.Scan(&cursor, &mid); err != nil {
+			var key pgtype.Text
+			if err := rows.Scan(&cursor, &mid, &key); err != nil {
 				rows.Close()
 				return unavailable("select for bulk operation", err)
 			}
 			ids = append(ids, mid)
+			if key.Valid {
+				keys = append(keys, key.String)
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return unavailable("select for bulk operation", err)
+		}
+		if len(keys) > 0 {
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return unavailable("lock ordering keys", err)
+			}
 		}
 		n := 0
 		for _, mid := range ids {
@@ -130,9 +139,7 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 	if err != nil {
 		return courier.BulkOp{}, unavailable("bulk operation", err)
 	}
-	if out.Kind == courier.ActionResubmit {
-		s.dueNow()
-	}
+	s.dueNow() // resubmitted messages, or the next of a discarded one's key, may be due
 	return out, nil
 }
 

@@ -24,7 +24,8 @@ var claimSQL = `WITH quota AS (
 	FROM quota CROSS JOIN generate_series(9, 0, -1) AS p(prio)
 	CROSS JOIN LATERAL (
 		SELECT seq, next_attempt_at FROM messages
-		WHERE state = 'queued' AND route = quota.route AND priority = p.prio AND next_attempt_at <= $3
+		WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = quota.route AND priority = p.prio
+			AND next_attempt_at <= $3
 		ORDER BY next_attempt_at LIMIT quota.lim
 		FOR UPDATE SKIP LOCKED
 	) d
@@ -82,25 +83,99 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	return out, nil
 }
 
-// applySQL writes a decided change, guarded by the state and lease token
-// (total_attempts) it was decided on, and records its attempt (when $21 is
-// set) only if the change applied. It returns the rows changed: 0 or 1.
-const applySQL = `WITH changed AS (
-	UPDATE messages SET state = $1, reason = $2, route = $3, attempts = $4, abandoned = $5,
-		escalated = $6, fallback_from = $7, round_started_at = $8, timer_at = $9, next_attempt_at = $10,
-		lease_until = $11, lease_owner = $12, endpoint = $13, last_error = $14, last_class = $15,
-		updated_at = $16, finished_at = $17
-	WHERE id = $18 AND state = $19 AND total_attempts = $20
-	RETURNING id
+// applySQL writes decided changes in one statement, from one array per
+// column: each change is guarded by the state and lease token
+// (total_attempts) it was decided on, and its attempt (when has_attempt) is
+// recorded only if the change applied. It returns the ordinals (from 1) of
+// the changes that applied. A queued message without a due time keeps the
+// stored one: whether a message waits for its key is the triggers' business
+// (migration 0002). Such a change was decided on a waiting message; if the
+// message was promoted since, it keeps the round and the timer its promotion
+// gave it too.
+const applySQL = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
+		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[],
+		$14::text[], $15::text[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[], $20::int[],
+		$21::boolean[], $22::boolean[], $23::int[], $24::text[], $25::text[], $26::timestamptz[], $27::bigint[],
+		$28::text[], $29::text[], $30::int[], $31::text[], $32::text[], $33::int[], $34::int[], $35::text[])
+	WITH ORDINALITY AS t(state, reason, route, attempts, abandoned, escalated, fallback_from,
+		round_started_at, timer_at, next_attempt_at, lease_until, lease_owner, endpoint,
+		last_error, last_class, updated_at, finished_at, id, from_state, token,
+		order_skipped, has_attempt, n, a_endpoint, a_route, started_at, duration_us,
+		outcome, class, status, error, response, step, failed_step, step_responses, ord)
+), changed AS (
+	UPDATE messages m SET state = i.state, reason = i.reason, route = i.route, attempts = i.attempts,
+		abandoned = i.abandoned, escalated = i.escalated, fallback_from = i.fallback_from,
+		round_started_at = CASE WHEN i.state = 'queued' AND i.next_attempt_at IS NULL AND m.next_attempt_at IS NOT NULL
+			THEN m.round_started_at ELSE i.round_started_at END,
+		timer_at = CASE WHEN i.state = 'queued' AND i.next_attempt_at IS NULL AND m.next_attempt_at IS NOT NULL
+			THEN m.timer_at ELSE i.timer_at END,
+		next_attempt_at = CASE WHEN i.state = 'queued' AND i.next_attempt_at IS NULL THEN m.next_attempt_at ELSE i.next_attempt_at END,
+		order_skipped = i.order_skipped, lease_until = i.lease_until, lease_owner = i.lease_owner,
+		endpoint = i.endpoint, last_error = i.last_error, last_class = i.last_class,
+		updated_at = i.updated_at, finished_at = i.finished_at,
+		step = i.step, failed_step = i.failed_step, step_responses = i.step_responses
+	FROM input i
+	WHERE m.id = i.id AND m.state = i.from_state AND m.total_attempts = i.token
+	RETURNING i.ord
 ), attempt AS (
 	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
-	SELECT id, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31 FROM changed WHERE $21::boolean
+	SELECT i.id, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
+	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
 	ON CONFLICT DO NOTHING
 )
-SELECT count(*) FROM changed`
+SELECT ord FROM changed`
+
+// applyArgs turns changes into the column arrays of applySQL.
+func applyArgs(changes []courier.Change) ([]any, error) {
+	n := len(changes)
+	var (
+		states, routes, ids, froms                  = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		reasons, fallbacks, owners, endpoints, errs = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		classes                                     = make([]*string, n)
+		attempts, abandoned, escalated, tokens      = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+		rounds, updated                             = make([]time.Time, n), make([]time.Time, n)
+		timers, nexts, leases, finished             = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		skipped, has                                = make([]bool, n), make([]bool, n)
+		ns, statuses                                = make([]int32, n), make([]int32, n)
+		aEndpoints, aRoutes, outcomes               = make([]string, n), make([]string, n), make([]string, n)
+		aClasses, aErrors, responses                = make([]*string, n), make([]*string, n), make([]*string, n)
+		started                                     = make([]time.Time, n)
+		durations                                   = make([]int64, n)
+		steps, failedSteps                          = make([]int32, n), make([]int32, n)
+		stepResponses                               = make([]*string, n)
+	)
+	for i, c := range changes {
+		m := c.Message
+		states[i], routes[i], ids[i], froms[i] = string(m.State), m.Route, m.ID, string(c.From)
+		reasons[i], fallbacks[i], owners[i] = nullString(string(m.Reason)), nullString(m.FallbackFrom), nullString(m.LeaseOwner)
+		endpoints[i], errs[i], classes[i] = nullString(m.Endpoint), nullString(m.LastError), nullString(string(m.LastClass))
+		attempts[i], abandoned[i], escalated[i], tokens[i] = int32(m.Attempts), int32(m.Abandoned), int32(m.Escalated), int32(c.Token)
+		rounds[i], updated[i] = m.RoundStartedAt, m.UpdatedAt
+		timers[i], nexts[i], leases[i], finished[i] = ts(m.TimerAt), ts(m.NextAttemptAt), ts(m.LeaseUntil), ts(m.FinishedAt)
+		skipped[i] = m.OrderSkipped
+		steps[i], failedSteps[i] = int32(m.Step), int32(m.FailedStep)
+		var err error
+		if stepResponses[i], err = encodeStepResponses(m.StepResponses); err != nil {
+			return nil, err
+		}
+		if a := c.Attempt; a != nil {
+			has[i], ns[i], statuses[i] = true, int32(a.N), int32(a.Status)
+			aEndpoints[i], aRoutes[i], outcomes[i] = a.Endpoint, a.Route, string(a.Outcome)
+			aClasses[i], aErrors[i], responses[i] = nullString(string(a.Class)), nullString(a.Error), nullString(a.Response)
+			started[i], durations[i] = a.StartedAt, a.Duration.Microseconds()
+		} else {
+			started[i] = m.UpdatedAt // unused, but the column is not null
+		}
+	}
+	return []any{states, reasons, routes, attempts, abandoned, escalated, fallbacks, rounds, timers, nexts, leases,
+		owners, endpoints, errs, classes, updated, finished, ids, froms, tokens, skipped, has, ns, aEndpoints, aRoutes,
+		started, durations, outcomes, aClasses, statuses, aErrors, responses, steps, failedSteps, stepResponses}, nil
+}
 
 // Apply writes decided changes, each guarded by its state and token, in one
-// transaction: one round trip for the changes, one for their notices.
+// transaction: one statement for the changes (after the locks of their
+// ordering keys, if they have any), one for their notices.
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	if len(changes) == 0 {
@@ -108,32 +183,35 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	}
 	due := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
-		var b pgx.Batch
+		var keys []string
 		for _, c := range changes {
-			m := c.Message
-			a := c.Attempt
-			if a == nil {
-				a = &courier.Attempt{}
+			if c.Message.OrderingKey != "" {
+				keys = append(keys, c.Message.OrderingKey)
 			}
-			b.Queue(applySQL, string(m.State), nullString(string(m.Reason)), m.Route, m.Attempts, m.Abandoned,
-				m.Escalated, nullString(m.FallbackFrom), m.RoundStartedAt, ts(m.TimerAt), ts(m.NextAttemptAt),
-				ts(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
-				nullString(string(m.LastClass)), m.UpdatedAt, ts(m.FinishedAt),
-				m.ID, string(c.From), c.Token,
-				c.Attempt != nil, a.N, a.Endpoint, a.Route, a.StartedAt, a.Duration.Microseconds(),
-				string(a.Outcome), nullString(string(a.Class)), a.Status, nullString(a.Error), nullString(a.Response))
 		}
-		results := tx.SendBatch(ctx, &b)
-		for i := range changes {
-			var n int
-			if err := results.QueryRow().Scan(&n); err != nil {
-				results.Close()
-				return unavailable("apply "+changes[i].Message.ID, err)
+		if len(keys) > 0 {
+			// The triggers lock each key they change; taking them all
+			// first, in order, keeps two writers from deadlocking.
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return unavailable("lock ordering keys", err)
 			}
-			applied[i] = n == 1
+			// A change of a key's holder may have made the next one due.
+			due = true
 		}
-		if err := results.Close(); err != nil {
+		args, err := applyArgs(changes)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, applySQL, args...)
+		if err != nil {
 			return unavailable("apply", err)
+		}
+		ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return unavailable("apply", err)
+		}
+		for _, ord := range ords {
+			applied[ord-1] = true
 		}
 		var notices []*courier.Message
 		for i, c := range changes {
@@ -142,7 +220,8 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 		}
 		// A notice whose id exists was sent by this same decision before.
-		_, due, err = ingest(ctx, tx, notices)
+		_, noticesDue, err := ingest(ctx, tx, notices)
+		due = due || noticesDue
 		return err
 	})
 	if err != nil {

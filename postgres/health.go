@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -45,13 +46,23 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 			return unavailable("health of "+endpoint, err)
 		}
 		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Another node forgot the row while this one waited for it.
+			h, err = courier.EndpointHealth{Endpoint: endpoint, State: courier.HealthActive}, nil
+		}
 		if err != nil {
 			return unavailable("read health of "+endpoint, err)
 		}
 		out = next(h)
 		out.Endpoint = endpoint
-		if _, err := tx.Exec(ctx, `UPDATE endpoint_health SET state = $2, failures = $3, suspensions = $4,
-			suspended_until = $5, probe_until = $6, updated_at = $7 WHERE endpoint = $1`,
+		if out.Forgettable() {
+			if _, err := tx.Exec(ctx, `DELETE FROM endpoint_health WHERE endpoint = $1`, endpoint); err != nil {
+				return unavailable("forget health of "+endpoint, err)
+			}
+		} else if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (endpoint) DO UPDATE SET state = $2, failures = $3, suspensions = $4,
+			suspended_until = $5, probe_until = $6, updated_at = $7`,
 			endpoint, string(out.State), out.Failures, out.Suspensions, ts(out.SuspendedUntil),
 			ts(out.ProbeUntil), out.UpdatedAt); err != nil {
 			return unavailable("write health of "+endpoint, err)
@@ -83,7 +94,9 @@ func scanHealth(row pgx.Row) (courier.EndpointHealth, error) {
 // CountQueued counts the queued messages of the routes.
 func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM messages WHERE state = 'queued' AND route = ANY($1)`,
+	if err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT COUNT(*) FROM messages WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = ANY($1)) +
+		(SELECT COUNT(*) FROM messages WHERE route = ANY($1) AND `+keyWaiting+`)`,
 		routes).Scan(&n); err != nil {
 		return 0, unavailable("count queued", err)
 	}
@@ -95,11 +108,17 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 // queued message.
 func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `WITH RECURSIVE r AS (
-			(SELECT route FROM messages WHERE state = 'queued' ORDER BY route LIMIT 1)
+			(SELECT route FROM messages WHERE state = 'queued' AND next_attempt_at IS NOT NULL ORDER BY route LIMIT 1)
 			UNION ALL
-			SELECT (SELECT m.route FROM messages m WHERE m.state = 'queued' AND m.route > r.route ORDER BY m.route LIMIT 1)
+			SELECT (SELECT m.route FROM messages m WHERE m.state = 'queued' AND m.next_attempt_at IS NOT NULL
+				AND m.route > r.route ORDER BY m.route LIMIT 1)
 			FROM r WHERE r.route IS NOT NULL
-		) SELECT route FROM r WHERE route IS NOT NULL`)
+		), w AS (
+			(SELECT route FROM messages WHERE `+keyWaiting+` ORDER BY route LIMIT 1)
+			UNION ALL
+			SELECT (SELECT m.route FROM messages m WHERE m.route > w.route AND `+keyWaiting+` ORDER BY m.route LIMIT 1)
+			FROM w WHERE w.route IS NOT NULL
+		) SELECT route FROM r WHERE route IS NOT NULL UNION SELECT route FROM w WHERE route IS NOT NULL`)
 	if err != nil {
 		return nil, unavailable("queued routes", err)
 	}
@@ -112,11 +131,20 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 
 // SuspendRoute suspends the queued messages of a route.
 func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE messages SET state = 'suspended', reason = $1, last_error = $2,
-		next_attempt_at = NULL, timer_at = NULL, updated_at = $3, finished_at = $3
-		WHERE state = 'queued' AND route = $4`, string(reason), lastError, now, route)
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(DISTINCT ordering_key)) FROM messages
+			WHERE state = 'queued' AND route = $1 AND ordering_key IS NOT NULL`, route); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE messages SET state = 'suspended', reason = $1, last_error = $2,
+			next_attempt_at = NULL, timer_at = NULL, updated_at = $3, finished_at = $3
+			WHERE state = 'queued' AND route = $4`, string(reason), lastError, now, route)
+		n = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, unavailable("suspend route "+route, err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }

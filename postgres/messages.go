@@ -20,7 +20,8 @@ import (
 var messageFields = []string{"seq", "id", "type", "route", "size", "content_type", "headers", "ordering_key", "priority",
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
-	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender"}
+	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender", "order_skipped",
+	"workflow", "step", "failed_step", "step_responses", "recipient"}
 
 // columns lists messageFields, each prefixed with the table alias if one is given.
 func columns(alias string) string {
@@ -41,17 +42,17 @@ const ingestSQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
 		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
-		$20::timestamptz[], $21::bytea[], $22::text[])
+		$20::timestamptz[], $21::bytea[], $22::text[], $23::boolean[], $24::text[], $25::int[], $26::int[], $27::text[], $28::text[])
 	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, payload, sender, ord)
+		round_started_at, timer_at, payload, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, ord)
 ), created AS (
 	INSERT INTO messages (id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender)
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient)
 	SELECT id, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
 	FROM input ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING seq, id
@@ -70,13 +71,19 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		sizes                                            = make([]int32, n)
 		prios                                            = make([]int16, n)
 		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		workflows, responses, recipients                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		steps, failedSteps                               = make([]int32, n), make([]int32, n)
 		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 		payloads                                         = make([][]byte, n)
+		skipped                                          = make([]bool, n)
 	)
 	for i, m := range msgs {
 		h, err := encodeHeaders(m.Headers)
 		if err != nil {
+			return nil, err
+		}
+		if responses[i], err = encodeStepResponses(m.StepResponses); err != nil {
 			return nil, err
 		}
 		ids[i], types[i], routes[i], contentTypes[i], hashes[i], states[i] = m.ID, m.Type, m.Route, m.ContentType, m.Hash, string(m.State)
@@ -84,10 +91,13 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
 		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
 		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, orDefault(m.RoundStartedAt, m.CreatedAt)
-		payloads[i], senders[i] = nonNil(m.Payload), nullString(m.Sender)
+		payloads[i], senders[i], skipped[i] = nonNil(m.Payload), nullString(m.Sender), m.OrderSkipped
+		workflows[i], steps[i], failedSteps[i] = nullString(m.Workflow), int32(m.Step), int32(m.FailedStep)
+		recipients[i] = nullString(m.Recipient)
 	}
 	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
-		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders}, nil
+		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders, skipped,
+		workflows, steps, failedSteps, responses, recipients}, nil
 }
 
 // querier is what a pool and a transaction have in common.
@@ -98,8 +108,27 @@ type querier interface {
 }
 
 // Ingest stores the messages in one statement: one commit, however many.
+// Messages with ordering keys are ingested under the keys' locks, taken
+// first in key order, so that of two nodes ingesting for one key each sees
+// the other's messages before it decides whether its own wait.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
-	results, due, err := ingest(ctx, s.pool, msgs)
+	var results []courier.IngestResult
+	var due bool
+	var err error
+	if keys := orderingKeys(msgs); len(keys) == 0 {
+		results, due, err = ingest(ctx, s.pool, msgs)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return unavailable("lock ordering keys", err)
+			}
+			results, due, err = ingest(ctx, tx, msgs)
+			return err
+		})
+		if err != nil {
+			err = unavailable("ingest", err)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -271,11 +300,21 @@ const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = N
 
 // resubmitSQL starts a new round of a suspended message: $1 the time, $2 the
 // id, $3 a new route or NULL. Its timer is due at once, so that the timers
-// of the new round are worked out.
+// of the new round are worked out. A message with an ordering key joins the
+// group of its key on its route (the triggers of migration 0002) and waits
+// if an older message of the group is left or one is active; moved to
+// another route, it joins the group there, even if it had left the order
+// of its old route. A message of a workflow resumes where it stopped; sent
+// to another route it leaves its workflow and goes there as a message of
+// its own. A compensated one is not resubmitted: all it did is undone, and
+// sending it again is a new transaction.
 const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
 	resubmit_count = resubmit_count + 1, route = COALESCE($3, route),
+	workflow = CASE WHEN $3::text IS NULL THEN workflow END, step = CASE WHEN $3::text IS NULL THEN step ELSE 0 END,
+	failed_step = CASE WHEN $3::text IS NULL THEN failed_step ELSE 0 END,
+	order_skipped = order_skipped AND ($3::text IS NULL OR $3::text = route),
 	next_attempt_at = $1, round_started_at = $1, timer_at = $1, updated_at = $1, finished_at = NULL
-	WHERE id = $2 AND state = 'suspended'`
+	WHERE id = $2 AND state = 'suspended' AND COALESCE(reason, '') <> 'compensated'`
 
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
@@ -304,6 +343,9 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 func (s *Store) transition(ctx context.Context, id string, a courier.Action, from []courier.State, update string, args ...any) (*courier.Message, error) {
 	var m *courier.Message
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
+			return unavailable("lock the ordering key of "+id, err)
+		}
 		tag, err := tx.Exec(ctx, update, args...)
 		if err != nil {
 			return unavailable(string(a.Kind)+" "+id, err)
@@ -323,6 +365,51 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, fro
 	})
 	if err != nil {
 		return nil, unavailable(string(a.Kind), err)
+	}
+	if m.OrderingKey != "" {
+		s.dueNow() // the next message of its key may be due now
+	}
+	return m, nil
+}
+
+// lockKeysSQL takes the transaction-scoped locks of ordering keys ($1), in
+// key order (migration 0002).
+const lockKeysSQL = `SELECT courier_lock_keys($1::text[])`
+
+// orderingKeys lists the ordering keys of msgs.
+func orderingKeys(msgs []*courier.Message) []string {
+	var keys []string
+	for _, m := range msgs {
+		if m.OrderingKey != "" {
+			keys = append(keys, m.OrderingKey)
+		}
+	}
+	return keys
+}
+
+// The members of a key's group (migration 0002) by kind: the active one
+// (claimable or in flight), the suspended ones and the waiting ones; the
+// predicates of their partial indexes.
+const (
+	keyActive = `ordering_key IS NOT NULL AND NOT order_skipped
+		AND (state = 'inflight' OR (state = 'queued' AND next_attempt_at IS NOT NULL))`
+	keySuspended = `ordering_key IS NOT NULL AND NOT order_skipped AND state = 'suspended'`
+	keyWaiting   = `ordering_key IS NOT NULL AND NOT order_skipped AND state = 'queued' AND next_attempt_at IS NULL`
+)
+
+// KeyHolder returns the member of a key's group that its waiting members
+// wait for: the active one, else the oldest suspended one (which is older
+// than every waiting one).
+func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Message, error) {
+	m, _, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE seq = COALESCE(
+		(SELECT seq FROM messages WHERE route = $1 AND ordering_key = $2 AND `+keyActive+` LIMIT 1),
+		(SELECT seq FROM messages WHERE route = $1 AND ordering_key = $2 AND `+keySuspended+` ORDER BY seq LIMIT 1))`,
+		route, key), false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route)
+	}
+	if err != nil {
+		return nil, unavailable("read the holder of key "+key, err)
 	}
 	return m, nil
 }
@@ -392,14 +479,15 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
 	var prio int16
-	var headers []byte
-	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender pgtype.Text
+	var headers, stepResponses []byte
+	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient pgtype.Text
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
 	var state string
 	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
-		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender}
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender,
+		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -411,7 +499,12 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
 		}
 	}
-	m.Priority, m.Sender = int(prio), sender.String
+	responses, err := courier.DecodeStepResponses(stepResponses)
+	if err != nil {
+		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
+	}
+	m.StepResponses = responses
+	m.Priority, m.Sender, m.Workflow, m.Recipient = int(prio), sender.String, workflow.String, recipient.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
 	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
 	m.Endpoint, m.LastError, m.LastClass = endpoint.String, lastError.String, courier.ErrorClass(lastClass.String)
@@ -503,6 +596,15 @@ func encodeHeaders(h map[string]string) (*string, error) {
 	}
 	s := string(b)
 	return &s, nil
+}
+
+// encodeStepResponses is courier.EncodeStepResponses, NULL for none.
+func encodeStepResponses(r map[int]string) (*string, error) {
+	text, err := courier.EncodeStepResponses(r)
+	if text == "" || err != nil {
+		return nil, err
+	}
+	return &text, nil
 }
 
 func encodeCursor(seq int64) string {

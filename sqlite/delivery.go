@@ -12,71 +12,105 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// claimSQL leases the due messages of one route, highest priority first and
+// dueSQL lists the due messages of one route, highest priority first and
 // the longest due first within a priority: ?1 is the route, ?2 now, ?3 the
-// limit, ?4 the lease's end, ?5 its owner. Each arm of the union is a range
-// of the messages_queued index holding only due messages of one priority,
-// so nothing of other routes, of the future or beyond the limit is read.
-var claimSQL = func() string {
+// limit. Each arm of the union is a range of the messages_queued index
+// holding only due messages of one priority, so nothing of other routes, of
+// the future or beyond the limit is read.
+var dueSQL = func() string {
 	var arms []string
 	for p := 9; p >= 0; p-- {
 		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT seq, priority, next_attempt_at FROM messages INDEXED BY messages_queued
-			WHERE state = 'queued' AND route = ?1 AND priority = %d AND next_attempt_at <= ?2
+			WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = ?1 AND priority = %d AND next_attempt_at <= ?2
 			ORDER BY next_attempt_at LIMIT ?3)`, p))
 	}
-	return `UPDATE messages SET state = 'inflight', lease_until = ?4, lease_owner = ?5,
-	total_attempts = total_attempts + 1, updated_at = ?2
-	WHERE seq IN (SELECT seq FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
-		ORDER BY priority DESC, next_attempt_at LIMIT ?3)
-	RETURNING ` + messageColumns
+	return `SELECT seq FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
+		ORDER BY priority DESC, next_attempt_at LIMIT ?3`
 }()
 
+// leaseSQL leases the messages listed (a JSON array of seqs in ?1) until
+// ?2 to the owner ?3 at ?4.
+const leaseSQL = `UPDATE messages SET state = 'inflight', lease_until = ?2, lease_owner = ?3,
+	total_attempts = total_attempts + 1, updated_at = ?4
+	WHERE seq IN (SELECT value FROM json_each(?1))`
+
+// leasedSQL reads the messages listed (a JSON array of seqs), whole.
+const leasedSQL = `SELECT ` + messageColumns + withPayload + ` FROM messages WHERE seq IN (SELECT value FROM json_each(?))`
+
 // applySQL writes a decided change, guarded by the state and the lease
-// token (total_attempts) the decision was made on.
-const applySQL = `UPDATE messages SET state = ?, reason = ?, route = ?, attempts = ?, abandoned = ?,
-	escalated = ?, fallback_from = ?, round_started_at = ?, timer_at = ?, next_attempt_at = ?,
-	lease_until = ?, lease_owner = ?, endpoint = ?, last_error = ?, last_class = ?, updated_at = ?, finished_at = ?
-	WHERE id = ? AND state = ? AND total_attempts = ?`
+// token (total_attempts) the decision was made on. A queued message without
+// a due time keeps the stored one: whether a message waits for its key is
+// the triggers' business (migration 0003). Such a change was decided on a
+// waiting message; if the message was promoted since, it keeps the round
+// and the timer its promotion gave it too.
+const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attempts = ?4, abandoned = ?5,
+	escalated = ?6, fallback_from = ?7,
+	round_started_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN round_started_at ELSE ?8 END,
+	timer_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN timer_at ELSE ?9 END,
+	next_attempt_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL THEN next_attempt_at ELSE ?10 END,
+	lease_until = ?11, lease_owner = ?12, endpoint = ?13, last_error = ?14, last_class = ?15, updated_at = ?16,
+	finished_at = ?17, order_skipped = ?21, step = ?22, failed_step = ?23, step_responses = ?24
+	WHERE id = ?18 AND state = ?19 AND total_attempts = ?20`
 
 const attemptSQL = `INSERT OR IGNORE INTO attempts (message_id, n, endpoint, route, started_at, duration_us,
 	outcome, class, status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// ClaimDue leases due messages route by route, highest priority first.
+// ClaimDue leases due messages route by route, highest priority first. The
+// due messages are found first, then leased, then read whole: an UPDATE
+// that returned every column would cost more than the read.
 func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Message, error) {
 	var out []*courier.Message
 	// A claim lost in a crash leaves its messages queued, which is what a
 	// restart makes of them anyway: no need to wait for the disk.
 	err := s.writeNoSync(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		stmt, body := tx.Stmt(s.claimStmt), tx.Stmt(s.payloadStmt)
+		var seqs []int64
+		due := tx.Stmt(s.dueStmt)
 		for _, q := range c.Routes {
 			limit := q.Limit
 			if c.Max > 0 {
-				limit = min(limit, c.Max-len(out))
+				limit = min(limit, c.Max-len(seqs))
 			}
 			if limit <= 0 {
 				continue
 			}
-			rows, err := stmt.Query(q.Route, micros(c.Now), limit, micros(c.LeaseUntil), c.Owner)
+			rows, err := due.Query(q.Route, micros(c.Now), limit)
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}
-			first := len(out)
-			var seqs []int64
 			for rows.Next() {
-				m, seq, err := scanMessageSeq(rows, false)
-				if err != nil {
+				var seq int64
+				if err := rows.Scan(&seq); err != nil {
 					rows.Close()
 					return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 				}
-				out, seqs = append(out, m), append(seqs, seq)
+				seqs = append(seqs, seq)
 			}
 			if err := rows.Err(); err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}
-			if err := fillPayloads(body, seqs, out[first:]); err != nil {
-				return err
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		list, _ := json.Marshal(seqs)
+		if _, err := tx.Stmt(s.leaseStmt).Exec(string(list), micros(c.LeaseUntil), c.Owner, micros(c.Now)); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+		}
+		rows, err := tx.Stmt(s.leasedStmt).Query(string(list))
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m, _, err := scanMessageSeq(rows, true)
+			if err != nil {
+				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}
+			out = append(out, m)
+		}
+		if err := rows.Err(); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 		}
 		return nil
 	})
@@ -100,11 +134,15 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, c := range changes {
 			m := c.Message
+			responses, err := encodeStepResponses(m.StepResponses)
+			if err != nil {
+				return err
+			}
 			res, err := update.Exec(string(m.State), nullString(string(m.Reason)), m.Route, m.Attempts, m.Abandoned,
 				m.Escalated, nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
 				micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 				nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),
-				m.ID, string(c.From), c.Token)
+				m.ID, string(c.From), c.Token, m.OrderSkipped, m.Step, m.FailedStep, responses)
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
 			}
@@ -164,33 +202,4 @@ func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]*cour
 		return nil, courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
 	}
 	return out, nil
-}
-
-// fillPayloads reads the payloads of claimed messages (msgs[i] has seqs[i])
-// in one query.
-func fillPayloads(stmt *sql.Stmt, seqs []int64, msgs []*courier.Message) error {
-	if len(seqs) == 0 {
-		return nil
-	}
-	list, _ := json.Marshal(seqs)
-	at := make(map[int64]*courier.Message, len(seqs))
-	for i, seq := range seqs {
-		at[seq] = msgs[i]
-	}
-	rows, err := stmt.Query(string(list))
-	if err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("claim: payloads: %w", err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		var payload []byte
-		if err := rows.Scan(&seq, &payload); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: payloads: %w", err))
-		}
-		if m := at[seq]; m != nil {
-			m.Payload = payload
-		}
-	}
-	return rows.Err()
 }

@@ -18,7 +18,8 @@ import (
 const messageColumns = `seq, id, type, route, size, content_type, headers, ordering_key, priority,
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
-	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender`
+	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender, order_skipped,
+	workflow, step, failed_step, step_responses, recipient`
 
 // withPayload adds the payload to messageColumns, for a read of whole messages.
 const withPayload = `, (SELECT payload FROM bodies WHERE bodies.seq = messages.seq)`
@@ -27,8 +28,9 @@ const insertBody = `INSERT INTO bodies (seq, payload) VALUES (?, ?)`
 
 const insertMessage = `INSERT INTO messages (id, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
-	created_at, updated_at, finished_at, round_started_at, timer_at, sender)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	created_at, updated_at, finished_at, round_started_at, timer_at, sender, order_skipped,
+	workflow, step, failed_step, step_responses, recipient)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 // Ingest stores the messages in one transaction shared with every other
@@ -164,11 +166,21 @@ const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = N
 
 // resubmitSQL starts a new round of a suspended message: ?1 the time, ?2 the
 // id, ?3 a new route or NULL. Its timer is due at once, so that the timers
-// of the new round are worked out.
+// of the new round are worked out. A message with an ordering key joins the
+// group of its key on its route (the triggers of migration 0003) and waits
+// if an older message of the group is left or one is active; moved to
+// another route, it joins the group there, even if it had left the order
+// of its old route. A message of a workflow resumes where it stopped; sent
+// to another route it leaves its workflow and goes there as a message of
+// its own. A compensated one is not resubmitted: all it did is undone, and
+// sending it again is a new transaction.
 const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
 	resubmit_count = resubmit_count + 1, route = COALESCE(?3, route),
+	workflow = CASE WHEN ?3 IS NULL THEN workflow END, step = CASE WHEN ?3 IS NULL THEN step ELSE 0 END,
+	failed_step = CASE WHEN ?3 IS NULL THEN failed_step ELSE 0 END,
+	order_skipped = CASE WHEN ?3 IS NOT NULL AND ?3 <> route THEN 0 ELSE order_skipped END,
 	next_attempt_at = ?1, round_started_at = ?1, timer_at = ?1, updated_at = ?1, finished_at = NULL
-	WHERE id = ?2 AND state = 'suspended'`
+	WHERE id = ?2 AND state = 'suspended' AND COALESCE(reason, '') <> 'compensated'`
 
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
@@ -224,6 +236,34 @@ func insertAction(tx *sql.Tx, a courier.Action) error {
 		return courier.Unavailable("the store", fmt.Errorf("record action: %w", err))
 	}
 	return nil
+}
+
+// The members of a key's group (migration 0003) by kind: the active one
+// (claimable or in flight), the suspended ones and the waiting ones; the
+// predicates of their partial indexes.
+const (
+	keyActive = `ordering_key IS NOT NULL AND order_skipped = 0
+		AND (state = 'inflight' OR (state = 'queued' AND next_attempt_at IS NOT NULL))`
+	keySuspended = `ordering_key IS NOT NULL AND order_skipped = 0 AND state = 'suspended'`
+	keyWaiting   = `ordering_key IS NOT NULL AND order_skipped = 0 AND state = 'queued' AND next_attempt_at IS NULL`
+)
+
+// KeyHolder returns the member of a key's group that its waiting members
+// wait for: the active one, else the oldest suspended one (which is older
+// than every waiting one).
+func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Message, error) {
+	m, err := scanMessage(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE seq = COALESCE(
+		(SELECT seq FROM messages INDEXED BY messages_key_active
+			WHERE route = ?1 AND ordering_key = ?2 AND `+keyActive+` LIMIT 1),
+		(SELECT seq FROM messages INDEXED BY messages_key_suspended
+			WHERE route = ?1 AND ordering_key = ?2 AND `+keySuspended+` ORDER BY seq LIMIT 1))`, route, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route)
+	}
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("read the holder of key %s: %w", key, err))
+	}
+	return m, nil
 }
 
 // Actions returns the operator actions on a subject, oldest first.
@@ -320,14 +360,16 @@ func scanMessage(row scanner) (*courier.Message, error) {
 func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
-	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender sql.NullString
+	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient sql.NullString
+	var stepResponses []byte
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt sql.NullInt64
 	var created, updated, roundStarted int64
 	var state string
 	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &roundStarted, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
-		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished, &sender}
+		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished, &sender,
+		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -340,6 +382,11 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
 		}
 	}
+	if m.StepResponses, err = courier.DecodeStepResponses(stepResponses); err != nil {
+		return nil, 0, fmt.Errorf("message %s: step responses: %w", m.ID, err)
+	}
+	m.Workflow = workflow.String
+	m.Recipient = recipient.String
 	m.OrderingKey = orderingKey.String
 	m.Sender = sender.String
 	m.FallbackFrom = fallbackFrom.String
@@ -370,6 +417,15 @@ func encodeHeaders(h map[string]string) (any, error) {
 		return nil, fmt.Errorf("encode headers: %w", err)
 	}
 	return string(b), nil
+}
+
+// encodeStepResponses is courier.EncodeStepResponses, NULL for none.
+func encodeStepResponses(r map[int]string) (any, error) {
+	text, err := courier.EncodeStepResponses(r)
+	if text == "" || err != nil {
+		return nil, err
+	}
+	return text, nil
 }
 
 func encodeCursor(seq int64) string {
@@ -441,11 +497,16 @@ func execInsert(insert, body *sql.Stmt, m *courier.Message) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	responses, err := encodeStepResponses(m.StepResponses)
+	if err != nil {
+		return false, err
+	}
 	res, err := insert.Exec(m.ID, m.Type, m.Route, len(m.Payload), m.ContentType, headers,
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
-		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender))
+		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
+		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient))
 	if err != nil {
 		return false, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
 	}

@@ -57,11 +57,12 @@ type Store struct {
 	// Statements of the hot paths, prepared once on the write connection.
 	insertStmt  *sql.Stmt
 	selectStmt  *sql.Stmt
-	claimStmt   *sql.Stmt
+	dueStmt     *sql.Stmt
+	leaseStmt   *sql.Stmt
+	leasedStmt  *sql.Stmt
 	applyStmt   *sql.Stmt
 	attemptStmt *sql.Stmt
 	bodyStmt    *sql.Stmt
-	payloadStmt *sql.Stmt
 
 	ops      chan *op
 	maxGroup int
@@ -147,11 +148,12 @@ func Open(path string, opts Options) (*Store, error) {
 	}{
 		{&s.insertStmt, insertMessage},
 		{&s.selectStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ?`},
-		{&s.claimStmt, claimSQL},
+		{&s.dueStmt, dueSQL},
+		{&s.leaseStmt, leaseSQL},
+		{&s.leasedStmt, leasedSQL},
 		{&s.applyStmt, applySQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
-		{&s.payloadStmt, `SELECT seq, payload FROM bodies WHERE seq IN (SELECT value FROM json_each(?))`},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break

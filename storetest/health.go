@@ -98,3 +98,63 @@ func testSuspendRoute(t *testing.T, s courier.Store) {
 		t.Errorf("queued routes after: %v", routes)
 	}
 }
+
+// testResolvedHealthForgotten: the health of a resolved endpoint is kept
+// while there is something to say about it, and dropped once it is back to
+// what no record means, so that a registry's thousands of access points do
+// not each leave a row for every claim round to read.
+func testResolvedHealthForgotten(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	name := courier.ResolvedEndpointPrefix + "https://ap.example/as4"
+	now := time.Now().Truncate(time.Microsecond)
+	has := func() (courier.EndpointHealth, bool) {
+		t.Helper()
+		hs, err := s.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if h.Endpoint == name {
+				return h, true
+			}
+		}
+		return courier.EndpointHealth{}, false
+	}
+	got, err := s.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
+		h.State, h.Failures, h.Suspensions, h.SuspendedUntil, h.UpdatedAt = courier.HealthSuspended, 1, 1, now.Add(time.Minute), now
+		return h
+	}, nil)
+	if err != nil || got.State != courier.HealthSuspended {
+		t.Fatalf("suspend: %+v, %v", got, err)
+	}
+	if h, ok := has(); !ok || h.State != courier.HealthSuspended {
+		t.Fatalf("a suspended resolved endpoint is not kept: %+v %v", h, ok)
+	}
+	got, err = s.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
+		if h.State != courier.HealthSuspended {
+			t.Errorf("read back %+v", h)
+		}
+		return courier.EndpointHealth{Endpoint: name, State: courier.HealthActive, UpdatedAt: now}
+	}, nil)
+	if err != nil || got.State != courier.HealthActive {
+		t.Fatalf("recover: %+v, %v", got, err)
+	}
+	if h, ok := has(); ok {
+		t.Fatalf("an active resolved endpoint with nothing counted is kept: %+v", h)
+	}
+	// A configured endpoint's record stays, whatever it holds.
+	if _, err := s.UpdateHealth(ctx, "acme", func(h courier.EndpointHealth) courier.EndpointHealth {
+		h.State, h.UpdatedAt = courier.HealthActive, now
+		return h
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ := s.Health(ctx)
+	found := false
+	for _, h := range hs {
+		found = found || h.Endpoint == "acme"
+	}
+	if !found {
+		t.Fatal("a configured endpoint's health was dropped")
+	}
+}

@@ -78,6 +78,7 @@ store (removed afterwards); with --target it measures a running server, whose
 			if b.clients < 1 || b.size < 0 || b.batch < 0 || b.batch > api.MaxBatchItems || b.duration <= 0 {
 				return fmt.Errorf("--clients must be at least 1, --batch from 0 to %d, --duration positive", api.MaxBatchItems)
 			}
+			tuneRuntime()
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err

@@ -40,6 +40,8 @@ type benchDeliver struct {
 	dead        bool   // the first endpoint refuses connections, the second never answers
 	postgres    string // deliver from a fresh schema in this PostgreSQL database instead of SQLite
 	nodes       int    // engines competing for the work (PostgreSQL)
+	keys        int    // ordering keys the messages are spread over; 0: unordered
+	cpuProfile  string // write a CPU profile of the delivery to this file
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -57,7 +59,6 @@ type deliverResult struct {
 
 func newBenchDeliverCmd(g *globals) *cobra.Command {
 	b := benchDeliver{}
-	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "deliver",
 		Short: "Measure delivery: ingest, deliver to a local receiver answering 204, report rates and latency",
@@ -73,18 +74,14 @@ With --rate: messages are offered at that rate for --duration while the engine
 delivers, and the time from ingest to arrival at the receiver is reported.`,
 		Example: `  courier bench deliver --messages 200000
   courier bench deliver --messages 200000 --backlog 1000000
-  courier bench deliver --rate 10000 --duration 10s`,
+  courier bench deliver --rate 10000 --duration 10s
+  courier bench deliver --messages 100000 --ordering-keys 200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.check(); err != nil {
 				return err
 			}
-			stop, err := startCPUProfile(cpuProfile)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			setGCPercent()
+			tuneRuntime()
 			res, err := b.run(cmd.Context(), g)
 			if err != nil {
 				return err
@@ -101,6 +98,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			}
 			if res.Backlog > 0 {
 				fmt.Fprintf(g.stdout, " behind a backlog of %d", res.Backlog)
+			}
+			if b.keys > 0 {
+				fmt.Fprintf(g.stdout, " in order over %d ordering keys", b.keys)
 			}
 			fmt.Fprintln(g.stdout)
 			if res.OfferedRate > 0 {
@@ -124,13 +124,14 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.BoolVar(&b.dead, "dead", false, "make two of the endpoints dead: one refuses connections, one never answers (5 s timeout); only deliveries to the others count")
 	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
 	f.IntVar(&b.nodes, "nodes", 1, "with --postgres: engines in this process competing for the messages as nodes do, each with its own connections")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.IntVar(&b.keys, "ordering-keys", 0, "give the messages ordering keys, round robin over this many (0: unordered)")
+	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile to this file: of the delivery when draining, of the whole run with --rate")
 	return cmd
 }
 
-// receiver answers 204 and notes, per arrival, the time since the message
+// benchSink answers 204 and notes, per arrival, the time since the message
 // was sent (from the X-Bench-Sent header).
-type receiver struct {
+type benchSink struct {
 	count   atomic.Int64
 	mu      sync.Mutex
 	latency []time.Duration
@@ -138,7 +139,7 @@ type receiver struct {
 	done    chan struct{}
 }
 
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/hole" {
 		<-r.Context().Done() // never answers: the sender's timeout ends it
 		return
@@ -164,7 +165,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	defer cleanup()
 	store := stores[0]
 
-	rc := &receiver{done: make(chan struct{})}
+	rc := &benchSink{done: make(chan struct{})}
 	rln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -251,7 +252,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		go func() {
 			defer wg.Done()
 			for first := range batches {
-				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.endpoints, payload); err != nil {
+				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.endpoints, b.keys, payload); err != nil {
 					ingestErr.Store(err)
 				}
 			}
@@ -268,13 +269,19 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	res.IngestPerSec = float64(b.messages) / time.Since(start).Seconds()
 	fmt.Fprintf(g.stderr, "ingested %d messages; delivering...\n", b.messages)
 
+	stopProfile, err := startCPUProfile(b.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := eng.Start(ctx); err != nil {
+		stopProfile()
 		return nil, err
 	}
 	stopProgress := progress(g, &rc.count)
 	<-rc.done
 	stopProgress()
+	stopProfile()
 	res.DeliverPerSec = float64(rc.target) / time.Since(start).Seconds()
 	eng.Stop(context.Background())
 	res.P50ms, res.P99ms, res.MaxMs = rc.latencies()
@@ -283,11 +290,16 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 
 // offered sends messages at the rate, in small batches every 10 ms, while
 // the engine delivers.
-func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, client *http.Client, base, payload string, rc *receiver, res *deliverResult) (*deliverResult, error) {
+func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, client *http.Client, base, payload string, rc *benchSink, res *deliverResult) (*deliverResult, error) {
 	res.Mode, res.OfferedRate = "offered load", b.rate
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
 	rc.target = int64(b.healthy(total) + b.healthy(b.backlog))
+	stopProfile, err := startCPUProfile(b.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -304,7 +316,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 		wg.Add(1)
 		go func(first, n int) {
 			defer wg.Done()
-			postBatch(ctx, client, base, first, n, b.endpoints, payload)
+			postBatch(ctx, client, base, first, n, b.endpoints, b.keys, payload)
 		}(sent, n)
 		sent += n
 		if wait := time.Until(start.Add(time.Duration(sent/perTick) * tick)); wait > 0 {
@@ -324,8 +336,8 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 }
 
 // postBatch ingests n messages through the batch API, each stamped with the
-// time it was sent.
-func postBatch(ctx context.Context, client *http.Client, base string, first, n, endpoints int, payload string) error {
+// time it was sent, and with an ordering key when keys > 0.
+func postBatch(ctx context.Context, client *http.Client, base string, first, n, endpoints, keys int, payload string) error {
 	var body bytes.Buffer
 	body.WriteString(`{"messages":[`)
 	sent := strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -333,8 +345,12 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n, 
 		if i > 0 {
 			body.WriteByte(',')
 		}
-		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench-%02d","headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
-			first+i, (first+i)%endpoints, sent, payload)
+		key := ""
+		if keys > 0 {
+			key = fmt.Sprintf(`"ordering_key":"key-%d",`, (first+i)%keys)
+		}
+		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench-%02d",%s"headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
+			first+i, (first+i)%endpoints, key, sent, payload)
 	}
 	body.WriteString(`]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", &body)
@@ -392,7 +408,7 @@ func progress(g *globals, count *atomic.Int64) (stop func()) {
 }
 
 // latencies returns the percentiles of what the receiver noted.
-func (rc *receiver) latencies() (p50, p99, maxMs float64) {
+func (rc *benchSink) latencies() (p50, p99, maxMs float64) {
 	rc.mu.Lock()
 	l := slices.Clone(rc.latency)
 	rc.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +88,7 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			field("ID", m.ID)
 			field("Type", m.Type)
 			field("Route", m.Route)
+			field("Recipient", m.Recipient)
 			field("State", string(m.State))
 			field("Reason", string(m.Reason))
 			field("Attempts", fmt.Sprint(m.Attempts))
@@ -100,6 +102,25 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			field("Last error", m.LastError)
 			field("Priority", fmt.Sprint(m.Priority))
 			field("Ordering key", m.OrderingKey)
+			switch m.Ordering {
+			case api.OrderingWaiting:
+				why := "an earlier message of its key"
+				if h := m.WaitingFor; h != nil {
+					why = h.ID + " (" + string(h.State)
+					if h.Reason != "" {
+						why += ": " + string(h.Reason)
+					}
+					why += ")"
+					if h.LastError != "" {
+						why += ", " + h.LastError
+					}
+				}
+				field("Waiting for", why)
+			case api.OrderingHoldsKey:
+				field("Holds its key", "the later messages of "+m.OrderingKey+" wait until this one is resubmitted or discarded")
+			case api.OrderingSkipped:
+				field("Out of order", "it left the order of "+m.OrderingKey+"; the messages behind it went on")
+			}
 			field("Created", m.CreatedAt.Local().Format(time.RFC3339))
 			field("Updated", m.UpdatedAt.Local().Format(time.RFC3339))
 			if m.FinishedAt != nil {
@@ -113,6 +134,14 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			}
 			field("Content type", m.ContentType)
 			field("Size", fmt.Sprintf("%d bytes", m.Size))
+			for _, a := range m.Actions {
+				field("Action", strings.TrimSpace(fmt.Sprintf("%s %s by %s %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who, a.Detail)))
+			}
+			if m.Workflow != nil {
+				if err := printWorkflow(g, m); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(g.stdout, "\n%s\n", preview(m, 2048))
 			if len(attempts) > 0 {
 				fmt.Fprintln(g.stdout)
@@ -121,6 +150,21 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// printWorkflow prints where a message of a workflow route stands, and
+// each of its steps.
+func printWorkflow(g *globals, m *api.Message) error {
+	w := m.Workflow
+	fmt.Fprintf(g.stdout, "\nWorkflow: %s, %s\n", w.Route, m.WorkflowStands())
+	if len(w.StepsDetail) == 0 {
+		return nil
+	}
+	rows := make([][]string, len(w.StepsDetail))
+	for i, s := range w.StepsDetail {
+		rows[i] = []string{"  " + fmt.Sprint(s.N), s.Endpoint, short(s.Compensate, 40), string(s.State), short(s.ResponseText(), 60)}
+	}
+	return g.table([]string{"  STEP", "ENDPOINT", "COMPENSATE", "STATE", "RESPONSE"}, rows)
 }
 
 // preview renders the start of a payload for a terminal.
@@ -181,7 +225,19 @@ func newMessagesAttemptsCmd(g *globals) *cobra.Command {
 	}
 }
 
+// printAttempts prints attempts as a table, with the route of each where
+// they were not all on one configured route: a workflow's attempts say
+// which step (or compensation) they belonged to.
 func printAttempts(g *globals, attempts []api.Attempt) error {
+	withRoute := false
+	for _, a := range attempts {
+		// Implicit routes (a workflow's steps) have a colon in their names.
+		withRoute = withRoute || a.Route != attempts[0].Route || strings.Contains(a.Route, ":")
+	}
+	header := []string{"N", "STARTED", "ENDPOINT", "OUTCOME", "CLASS", "STATUS", "MS", "ERROR"}
+	if withRoute {
+		header = slices.Insert(header, 2, "ROUTE")
+	}
 	rows := make([][]string, len(attempts))
 	for i, a := range attempts {
 		status := "-"
@@ -190,8 +246,11 @@ func printAttempts(g *globals, attempts []api.Attempt) error {
 		}
 		rows[i] = []string{fmt.Sprint(a.N), a.StartedAt.Local().Format("2006-01-02 15:04:05"), a.Endpoint,
 			string(a.Outcome), short(string(a.Class), 20), status, fmt.Sprintf("%.1f", a.DurationMS), short(a.Error, 50)}
+		if withRoute {
+			rows[i] = slices.Insert(rows[i], 2, a.Route)
+		}
 	}
-	return g.table([]string{"N", "STARTED", "ENDPOINT", "OUTCOME", "CLASS", "STATUS", "MS", "ERROR"}, rows)
+	return g.table(header, rows)
 }
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {

@@ -34,7 +34,8 @@ content type (from --content-type or the file's extension).
 With --id the send is idempotent: sending the same id and content again is
 answered "exists"; the same id with other content is refused.`,
 		Example: `  courier send invoice.xml --type invoice --route acme --id inv-2026-000123
-  echo '{"order": 42}' | courier send --type order.created --route shop`,
+  echo '{"order": 42}' | courier send --type order.created --route shop
+  courier send invoice.xml --type invoice --route nemhandel --recipient 0088:5798000000001`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.check(); err != nil {
@@ -111,6 +112,7 @@ answered "exists"; the same id with other content is refused.`,
 	f.StringVar(&req.ContentType, "content-type", "", "content type (default: from the file name, else JSON or bytes)")
 	f.StringArrayVarP(&headers, "header", "H", nil, "header for the receiver, NAME=VALUE (repeatable)")
 	f.StringVar(&req.OrderingKey, "ordering-key", "", "deliver in order with other messages of this key")
+	f.StringVar(&req.Recipient, "recipient", "", "who the message is for (required on a route that looks up its endpoint), e.g. 0088:5798000000001")
 	f.IntVar(&priority, "priority", 0, "priority 0-9 (default: the type's policy)")
 	f.StringVar(&deliverAfter, "deliver-after", "", "hold until this time (RFC 3339) or for this long (e.g. 10m)")
 	f.StringVar(&expiresAt, "expires-at", "", "give up after this time (RFC 3339) or after this long (e.g. 24h)")

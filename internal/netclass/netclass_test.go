@@ -1,14 +1,17 @@
 package netclass
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/courier-gw/courier"
 )
@@ -49,5 +52,68 @@ func TestClassify(t *testing.T) {
 				t.Errorf("got %q %q %v, want %q %q %v", class, msg, ok, tc.class, tc.msg, tc.ok)
 			}
 		})
+	}
+}
+
+// TestOp covers what a caller adds to the error: its own deadline, the
+// stage's time limit and a TLS handshake told apart from the connect.
+func TestOp(t *testing.T) {
+	t.Parallel()
+	op := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: err} }
+	connect := Op{Addr: "a:443", Stage: Connecting, Limit: 10 * time.Second}
+	handshake := Op{Addr: "a:443", Stage: Handshaking, Limit: time.Second}
+	timedOut := func(o Op) Op { o.TimedOut = true; return o }
+	for _, tc := range []struct {
+		name  string
+		op    Op
+		err   error
+		class courier.ErrorClass
+		msg   string
+	}{
+		{"connect timeout names the limit", connect, op(timeoutError{}), courier.ClassConnectTimeout, "no connection to a:443 within 10s"},
+		{"deadline of the caller", timedOut(connect), op(errors.New("operation was canceled")), courier.ClassConnectTimeout, "no connection to a:443 within 10s"},
+		{"lookup cut short by the caller", timedOut(connect), op(&net.DNSError{Err: "operation was canceled", Name: "x.example"}), courier.ClassDNS, "lookup of x.example timed out"},
+		{"lookup failure", connect, op(&net.DNSError{Err: "server misbehaving", Name: "x.example"}), courier.ClassDNS, "lookup of x.example failed: server misbehaving"},
+		{"read timeout names the limit", Op{Addr: "a:443", Stage: Connected, Limit: 5 * time.Second}, &net.OpError{Op: "read", Err: timeoutError{}}, courier.ClassTimeout, "no answer from a:443 within 5s"},
+		{"handshake timeout", timedOut(handshake), context.DeadlineExceeded, courier.ClassConnectTimeout, "TLS handshake with a:443 not done within 1s"},
+		{"handshake deadline wins over an alert", timedOut(handshake), tls.AlertError(40), courier.ClassConnectTimeout, "TLS handshake with a:443 not done within 1s"},
+		{"handshake timeout without a limit", Op{Addr: "a:443", Stage: Handshaking}, os.ErrDeadlineExceeded, courier.ClassConnectTimeout, "TLS handshake with a:443 not done in time"},
+		{"wrong host", handshake, &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "b.example"}}, courier.ClassTLS, "certificate of a:443 is not valid for b.example"},
+		{"expired", handshake, &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired, Detail: "it ran out"}}, courier.ClassTLS, "certificate of a:443 is invalid: x509: certificate has expired or is not yet valid: it ran out"},
+		{"other verification failure", handshake, &tls.CertificateVerificationError{Err: errors.New("x509: too many intermediates")}, courier.ClassTLS, "certificate of a:443 not accepted: x509: too many intermediates"},
+		{"alert", handshake, &net.OpError{Op: "remote error", Err: tls.AlertError(40)}, courier.ClassTLS, "TLS handshake with a:443 failed: tls: handshake failure"},
+		{"not TLS", handshake, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, courier.ClassTLS, "a:443 does not speak TLS"},
+		{"closed while handshaking", handshake, io.EOF, courier.ClassTLS, "TLS handshake with a:443 failed: EOF"},
+		{"reset while handshaking", handshake, &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, courier.ClassTLS, "TLS handshake with a:443 failed: connection reset by peer"},
+		{"anything while handshaking", handshake, errors.New("tls: unexpected message"), courier.ClassTLS, "TLS handshake with a:443 failed: tls: unexpected message"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			class, msg, ok := tc.op.Classify(tc.err)
+			if class != tc.class || msg != tc.msg || !ok {
+				t.Errorf("got %q %q %v, want %q %q true", class, msg, ok, tc.class, tc.msg)
+			}
+		})
+	}
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{io.EOF, true},
+		{fmt.Errorf("read body: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{syscall.ECONNABORTED, true},
+		{net.ErrClosed, true},
+		{&net.OpError{Op: "read", Err: timeoutError{}}, false},
+		{syscall.ECONNREFUSED, false},
+		{errors.New("malformed HTTP response"), false},
+	} {
+		if got := Closed(tc.err); got != tc.want {
+			t.Errorf("Closed(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -54,6 +54,7 @@ type Sink struct {
 	mu           sync.Mutex
 	closed       bool
 	paths        map[string]*pathState
+	messages     map[string]*script // by webhook-id: a script for one message, before its path's
 	statuses     map[int]int
 	arrivals     []Arrival
 	total        int
@@ -149,6 +150,19 @@ func (s *Sink) Script(path string, steps ...Step) {
 	sc := newScript(steps)
 	s.mu.Lock()
 	s.path(path).script = sc
+	s.mu.Unlock()
+}
+
+// ScriptMessage sets the steps played to requests whose webhook-id header is
+// id (one message, as the HTTP transport sends it), whatever their path.
+// Once they are played, the path's own script or default answers.
+func (s *Sink) ScriptMessage(id string, steps ...Step) {
+	sc := newScript(steps)
+	s.mu.Lock()
+	if s.messages == nil {
+		s.messages = map[string]*script{}
+	}
+	s.messages[id] = sc
 	s.mu.Unlock()
 }
 
@@ -340,7 +354,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	ps := s.path(r.URL.Path)
-	st := s.next(ps)
+	st := s.next(ps, r.Header.Get("webhook-id"))
 	ps.count++
 	s.total++
 	ps.open++
@@ -374,9 +388,12 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // next picks the step for a request to ps, resolving random failures so
 // that the answer is known when the arrival is recorded. Called with s.mu
 // held, which also guards the generator.
-func (s *Sink) next(ps *pathState) Step {
+func (s *Sink) next(ps *pathState, id string) Step {
 	st, ok := Step{}, false
-	if ps.script != nil {
+	if sc := s.messages[id]; sc != nil && id != "" {
+		st, ok = sc.take()
+	}
+	if !ok && ps.script != nil {
 		st, ok = ps.script.take()
 	}
 	if !ok {

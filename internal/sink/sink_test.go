@@ -536,3 +536,25 @@ func BenchmarkSink(b *testing.B) {
 	})
 	b.ReportMetric(float64(s.Total())/b.Elapsed().Seconds(), "req/s")
 }
+
+func TestScriptMessageGoesBeforeThePathScript(t *testing.T) {
+	t.Parallel()
+	s := mustStart(t, sink.Options{})
+	c := newClient(t)
+	s.Script("/p", sink.Respond(503), sink.Repeat)
+	s.ScriptMessage("m-1", sink.Respond(400))
+	send := func(id string) int {
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+"/p", strings.NewReader("x"))
+		req.Header.Set("webhook-id", id)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	got := []int{send("m-1"), send("m-2"), send("m-1")}
+	if want := []int{400, 503, 503}; !slices.Equal(got, want) {
+		t.Fatalf("statuses = %v, want %v: m-1's own script first, then the path's", got, want)
+	}
+}

@@ -1,10 +1,11 @@
 // Package testenv tells tests where the services they need (PostgreSQL,
-// RabbitMQ, NATS) are. A test without its service skips, unless CI is set:
+// RabbitMQ, NATS, a browser) are. A test without its service skips, unless CI is set:
 // there a missing service is a failure, so that CI never passes by skipping.
 package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -19,6 +20,27 @@ func Service(t testing.TB, name, example string) string {
 	msg := "set " + name + "=" + example + " to run"
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + " (CI is set, so a missing service fails instead of skipping)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Chromium returns the path of a Chromium (or Chrome) binary for browser
+// tests. Without one the test skips, saying how to install it, or fails
+// when the variable CI is set.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("COURIER_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium found: install it (Debian: apt-get install chromium) or set COURIER_TEST_CHROMIUM to a Chrome binary to run"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so a missing browser fails instead of skipping)")
 	}
 	t.Skip(msg)
 	return ""

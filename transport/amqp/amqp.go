@@ -23,6 +23,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/conncache"
 )
 
 // Defaults of Options.
@@ -53,27 +54,7 @@ type Transport struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	slots map[string]*slot // by endpoint name
-}
-
-// slot holds the connection of one endpoint. Its lock serialises dialling,
-// so that a broker that does not answer holds up its own endpoint only.
-type slot struct {
-	mu sync.Mutex
-	c  *conn
-}
-
-// slot returns the slot of an endpoint, making it on first use.
-func (t *Transport) slot(name string) *slot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.slots[name]
-	if s == nil {
-		s = &slot{}
-		t.slots[name] = s
-	}
-	return s
+	conns *conncache.Cache[*conn] // by endpoint name
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -95,25 +76,12 @@ func New(o Options) *Transport {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
-	return &Transport{opts: o, log: o.Logger, slots: make(map[string]*slot)}
+	return &Transport{opts: o, log: o.Logger, conns: conncache.New((*conn).close)}
 }
 
 // Close closes every connection. Attempts still running fail with a closed
 // connection; the Transport stays usable and connects again when asked.
-func (t *Transport) Close() {
-	t.mu.Lock()
-	slots := t.slots
-	t.slots = make(map[string]*slot)
-	t.mu.Unlock()
-	for _, s := range slots {
-		s.mu.Lock()
-		if s.c != nil {
-			s.c.close()
-			s.c = nil
-		}
-		s.mu.Unlock()
-	}
-}
+func (t *Transport) Close() { t.conns.Close() }
 
 // conn is the connection of one endpoint and its idle channels.
 type conn struct {
@@ -146,19 +114,15 @@ func (c *conn) close() {
 }
 
 // connFor returns the live connection of e, dialling when there is none,
-// it died, or the endpoint's URL changed. The connect and handshake take at
-// most the connect timeout and the attempt's timeout.
+// it died, or the endpoint's URL changed.
 func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
-	s := t.slot(e.Name)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.c; c != nil {
-		if c.url == e.AMQP.URL && !c.amqp.IsClosed() {
-			return c, nil
-		}
-		s.c = nil
-		go c.close()
-	}
+	fresh := func(c *conn) bool { return c.url == e.AMQP.URL && !c.amqp.IsClosed() }
+	return t.conns.Get(e.Name, fresh, func() (*conn, error) { return t.dial(e, timeout) })
+}
+
+// dial connects to e's broker. The connect and handshake take at most the
+// connect timeout and the attempt's timeout.
+func (t *Transport) dial(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
 	cfg := amqp.Config{
 		Heartbeat:       t.opts.Heartbeat,
 		TLSClientConfig: t.opts.TLSConfig,
@@ -182,21 +146,8 @@ func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, 
 			}
 		}
 	}()
-	s.c = c
 	t.log.Debug("amqp transport: connected", "endpoint", e.Name)
 	return c, nil
-}
-
-// drop forgets c if it is still the endpoint's connection, so that the
-// next attempt dials, and closes it.
-func (t *Transport) drop(name string, c *conn) {
-	s := t.slot(name)
-	s.mu.Lock()
-	if s.c == c {
-		s.c = nil
-	}
-	s.mu.Unlock()
-	go c.close() // it may wait for a broker that no longer answers
 }
 
 // channel takes an idle channel of c or opens one.
@@ -243,11 +194,11 @@ func (t *Transport) channel(ctx context.Context, name string, c *conn) (*channel
 	select {
 	case o := <-done:
 		if o.err != nil && c.amqp.IsClosed() {
-			t.drop(name, c)
+			t.conns.Drop(name, c)
 		}
 		return o.ch, o.err
 	case <-ctx.Done():
-		t.drop(name, c)
+		t.conns.Drop(name, c)
 		go func() {
 			if o := <-done; o.ch != nil {
 				c.release(o.ch)
@@ -308,7 +259,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		// that let this publish time out may never give.
 		go ch.ch.Close()
 		if c.amqp.IsClosed() {
-			t.drop(e.Name, c)
+			t.conns.Drop(e.Name, c)
 		}
 	}
 	if !res.Delivered() && ctx.Err() == context.Canceled {

@@ -1,19 +1,16 @@
 package http
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/netclass"
 )
 
 // attemptState is what classify needs to know about the attempt besides its
@@ -31,6 +28,8 @@ type attemptState struct {
 // classify maps the error of one attempt onto exactly one error class and a
 // short sentence for people. Order matters: a failed connect or handshake is
 // known for what it is even when the attempt's time has run out meanwhile.
+// The connect and the handshake go by netclass, as in every TCP transport;
+// what fails after them is about the response, and is worded here.
 func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	var ce *connectError
 	if errors.As(err, &ce) {
@@ -83,69 +82,24 @@ func classifyConnect(e *connectError) (courier.ErrorClass, string) {
 	if errors.As(e.err, &blocked) {
 		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
 	}
-	var dns *net.DNSError
-	if errors.As(e.err, &dns) {
-		host := dns.Name
-		if host == "" {
-			host = hostOnly(e.addr)
-		}
-		switch {
-		case dns.IsNotFound:
-			return courier.ClassDNS, fmt.Sprintf("host %s not found", host)
-		case dns.IsTimeout || e.timedOut:
-			return courier.ClassDNS, fmt.Sprintf("lookup of %s timed out", host)
-		}
-		return courier.ClassDNS, fmt.Sprintf("lookup of %s failed: %s", host, dns.Err)
-	}
-	var ne net.Error
-	switch {
-	case e.timedOut, errors.As(e.err, &ne) && ne.Timeout():
-		return courier.ClassConnectTimeout, fmt.Sprintf("no connection to %s within %s", e.addr, e.limit)
-	case errors.Is(e.err, syscall.ECONNREFUSED):
-		return courier.ClassConnectRefused, "connection refused by " + e.addr
-	case errors.Is(e.err, syscall.EHOSTUNREACH), errors.Is(e.err, syscall.ENETUNREACH):
-		// The network answered no at once, as a refusal does; a slow
-		// no is a connect timeout instead.
-		return courier.ClassConnectRefused, fmt.Sprintf("%s is unreachable (%s)", e.addr, cause(e.err))
+	op := netclass.Op{Addr: e.addr, Stage: netclass.Connecting, Limit: e.limit, TimedOut: e.timedOut}
+	if class, msg, ok := op.Classify(e.err); ok {
+		return class, msg
 	}
 	return courier.ClassTransport, fmt.Sprintf("cannot connect to %s: %s", e.addr, cause(e.err))
 }
 
 // classifyHandshake classifies a failed TLS handshake.
 func classifyHandshake(e *handshakeError) (courier.ErrorClass, string) {
-	var ne net.Error
-	if e.timedOut || (errors.As(e.err, &ne) && ne.Timeout()) {
-		return courier.ClassConnectTimeout, fmt.Sprintf("TLS handshake with %s not done within %s", e.addr, e.limit)
-	}
-	var (
-		verr   *tls.CertificateVerificationError
-		unk    x509.UnknownAuthorityError
-		host   x509.HostnameError
-		inv    x509.CertificateInvalidError
-		record tls.RecordHeaderError
-	)
-	switch {
-	case errors.As(e.err, &unk):
-		return courier.ClassTLS, fmt.Sprintf("certificate of %s is signed by an unknown authority", e.addr)
-	case errors.As(e.err, &host):
-		return courier.ClassTLS, fmt.Sprintf("certificate of %s is not valid for %s", e.addr, host.Host)
-	case errors.As(e.err, &inv):
-		return courier.ClassTLS, fmt.Sprintf("certificate of %s is invalid: %s", e.addr, inv.Error())
-	case errors.As(e.err, &verr):
-		return courier.ClassTLS, fmt.Sprintf("certificate of %s not accepted: %s", e.addr, cause(verr.Err))
-	case errors.As(e.err, &record):
-		return courier.ClassTLS, fmt.Sprintf("%s does not speak TLS", e.addr)
-	}
-	return courier.ClassTLS, fmt.Sprintf("TLS handshake with %s failed: %s", e.addr, cause(e.err))
+	op := netclass.Op{Addr: e.addr, Stage: netclass.Handshaking, Limit: e.limit, TimedOut: e.timedOut}
+	class, msg, _ := op.Classify(e.err) // always ok while handshaking
+	return class, msg
 }
 
 // closedEarly reports whether err says the receiver closed or reset the
 // connection before its answer was complete.
 func closedEarly(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed) ||
-		strings.Contains(err.Error(), "server closed idle connection")
+	return netclass.Closed(err) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // unwrapURL strips the *url.Error that net/http's client wraps around every
@@ -174,15 +128,7 @@ func cause(err error) string {
 		}
 		break
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		err = op.Err
-	}
-	var sys *os.SyscallError
-	if errors.As(err, &sys) {
-		return sys.Err.Error()
-	}
-	return err.Error()
+	return netclass.Cause(err)
 }
 
 // hostOnly strips the port from a host:port.

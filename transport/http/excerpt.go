@@ -10,33 +10,46 @@ import (
 	"github.com/courier-gw/courier"
 )
 
-// readExcerpt reads the start of a response body for the attempt record and
-// up to maxDrain bytes more, so the connection can be reused. The error is
-// that of reading within those bounds; a body longer than them is cut
-// without one (closing it then costs the connection, not the attempt).
-func readExcerpt(body io.Reader, contentType string, maxDrain int64) (string, error) {
-	buf := make([]byte, courier.MaxResponseExcerpt)
+// readBody reads the start of a response body for the attempt record and
+// up to maxDrain bytes more, so the connection can be reused, and keeps the
+// first keep bytes of the body, as a workflow needs of a step's answer. Only
+// those and the drain are read: a keep of 0 reads no more than the excerpt
+// needs. The error is that of reading within those bounds; a body longer
+// than them is cut without one (closing it then costs the connection, not
+// the attempt).
+func readBody(body io.Reader, contentType string, keep int, maxDrain int64) (string, []byte, error) {
+	buf := make([]byte, max(keep, courier.MaxResponseExcerpt))
 	// Not io.ReadFull: it reports a short body as io.ErrUnexpectedEOF, the
 	// very error by which a body cut short by the receiver shows.
 	n := 0
+	// cut makes the excerpt of what was read; more says the body goes on
+	// past it, size is the body's length or -1.
+	cut := func(more bool, size int64) string {
+		p := buf[:n]
+		if len(p) > courier.MaxResponseExcerpt {
+			p, more = p[:courier.MaxResponseExcerpt], true
+		}
+		return excerpt(p, more, size, contentType)
+	}
+	kept := func() []byte { return buf[:min(n, keep)] }
 	for n < len(buf) {
 		m, err := body.Read(buf[n:])
 		n += m
 		if err == io.EOF {
-			return excerpt(buf[:n], false, int64(n), contentType), nil
+			return cut(false, int64(n)), kept(), nil
 		}
 		if err != nil {
-			return excerpt(buf[:n], true, -1, contentType), err
+			return cut(true, -1), kept(), err
 		}
 	}
 	drained, err := io.CopyN(io.Discard, body, maxDrain)
 	switch err {
 	case io.EOF:
-		return excerpt(buf, drained > 0, int64(n)+drained, contentType), nil
+		return cut(drained > 0, int64(n)+drained), kept(), nil
 	case nil:
-		return excerpt(buf, true, -1, contentType), nil
+		return cut(true, -1), kept(), nil
 	}
-	return excerpt(buf, true, -1, contentType), err
+	return cut(true, -1), kept(), err
 }
 
 // excerpt turns the first bytes of a body into text for people: valid UTF-8

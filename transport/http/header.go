@@ -14,12 +14,13 @@ import (
 	"github.com/courier-gw/courier"
 )
 
-// header builds the request header of DESIGN §8. The message's own headers
-// go first and cannot replace what the transport owns: Content-Type, the
-// webhook-* and Courier-* headers and the framing headers, because a
-// receiver deduplicates and verifies on them. They may set User-Agent.
-// A header that HTTP cannot carry rejects the message for good.
-func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *courier.Result) {
+// header builds the request header of DESIGN §8 for body, the request's
+// body as requestBody made it. The message's own headers go first and
+// cannot replace what the transport owns: Content-Type, the webhook-* and
+// Courier-* headers and the framing headers, because a receiver
+// deduplicates and verifies on them. They may set User-Agent. A header that
+// HTTP cannot carry rejects the message for good.
+func (t *Transport) header(d courier.Delivery, body []byte, now time.Time) (http.Header, *courier.Result) {
 	m := d.Message
 	h := make(http.Header, len(m.Headers)+8)
 	keys := make([]string, 0, len(m.Headers))
@@ -53,17 +54,23 @@ func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *cou
 	if !courier.ValidHeaderValue(ct) {
 		return nil, &courier.Result{Class: courier.ClassRejected, Error: "the content type cannot be sent over HTTP"}
 	}
+	if d.Step != nil && d.Step.Envelope {
+		ct = "application/json" // the message's type is inside the envelope
+	}
 	h.Set("Content-Type", ct)
 	if h.Get("User-Agent") == "" {
 		h.Set("User-Agent", t.opts.UserAgent)
 	}
+	// A workflow's step has an id of its own, so that a receiver serving
+	// two steps (or a step and its compensation) deduplicates them apart.
+	id := d.DeliveryID()
 	ts := strconv.FormatInt(now.Unix(), 10)
 	// Written in lower case as the Standard Webhooks spec and §8 spell them;
 	// the keys are set directly because Set would capitalise them.
-	h["webhook-id"] = []string{m.ID}
+	h["webhook-id"] = []string{id}
 	h["webhook-timestamp"] = []string{ts}
 	if secrets := d.Endpoint.HTTP.Secrets; len(secrets) > 0 {
-		sig, err := sign(secrets, m.ID, ts, m.Payload)
+		sig, err := sign(secrets, id, ts, body)
 		if err != nil {
 			return nil, &courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s: %v", d.Endpoint.Name, err)}
 		}
@@ -71,6 +78,12 @@ func (t *Transport) header(d courier.Delivery, now time.Time) (http.Header, *cou
 	}
 	h.Set("Courier-Attempt", strconv.Itoa(d.Attempt))
 	h.Set("Courier-Type", m.Type)
+	if d.Step != nil {
+		if left := stepHeader(h, d.Step); len(left) > 0 {
+			t.log.Debug("http transport: step responses left out of the headers", "message", m.ID,
+				"step", d.Step.Step, "steps", left)
+		}
+	}
 	return h, nil
 }
 

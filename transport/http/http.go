@@ -8,6 +8,7 @@ package http
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,7 +22,6 @@ import (
 	"net/http/httptrace"
 	"net/netip"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/certfile"
 )
 
 // Defaults of Options.
@@ -39,6 +40,7 @@ const (
 	DefaultMaxIdleConns    = 16               // idle connections kept per endpoint (DESIGN §4 max_concurrency default)
 	DefaultIdleConnTimeout = 60 * time.Second
 	DefaultMaxDrain        = 64 << 10 // bytes read past the excerpt so a connection can be reused
+	DefaultMaxLookupPools  = 4096     // pools of resolved endpoints kept at once
 )
 
 // maxRedirects bounds the redirects followed by an endpoint that allows them.
@@ -81,6 +83,12 @@ type Options struct {
 	// link-local, ...) that every endpoint may reach nonetheless: the
 	// global outbound.allow_networks. An endpoint adds its own.
 	AllowNetworks []netip.Prefix
+
+	// MaxLookupPools bounds the connection pools kept for resolved
+	// endpoints ("lookup:<url>"), which come from a registry rather than
+	// the configuration and so are not bounded by it: past the bound, the
+	// least recently used pool goes.
+	MaxLookupPools int
 }
 
 // withDefaults returns o with every unset field set.
@@ -109,6 +117,9 @@ func (o Options) withDefaults() Options {
 	if o.TLSConfig == nil {
 		o.TLSConfig = &tls.Config{}
 	}
+	if o.MaxLookupPools <= 0 {
+		o.MaxLookupPools = DefaultMaxLookupPools
+	}
 	return o
 }
 
@@ -121,6 +132,7 @@ type Transport struct {
 
 	mu      sync.Mutex
 	clients map[string]*client // by endpoint name
+	lookups *list.List         // names of the resolved endpoints in clients, most recently used first
 	allow   []netip.Prefix     // the global allowlist in force
 }
 
@@ -129,7 +141,7 @@ var _ courier.Sender = (*Transport)(nil)
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
 	o = o.withDefaults()
-	return &Transport{opts: o, log: o.Logger, clients: make(map[string]*client), allow: o.AllowNetworks}
+	return &Transport{opts: o, log: o.Logger, clients: make(map[string]*client), lookups: list.New(), allow: o.AllowNetworks}
 }
 
 // SetAllowNetworks replaces the global allowlist, as on reload; the pools
@@ -149,6 +161,7 @@ func (t *Transport) Close() {
 		c.transport.CloseIdleConnections()
 		delete(t.clients, name)
 	}
+	t.lookups.Init()
 }
 
 // client is the connection pool of one endpoint, valid for as long as the
@@ -157,6 +170,7 @@ type client struct {
 	key       clientKey
 	transport *http.Transport
 	http      *http.Client
+	lookup    *list.Element // the place of a resolved endpoint in Transport.lookups; nil for others
 }
 
 // clientKey is what of an endpoint's settings shapes its pool: a reloaded
@@ -167,6 +181,10 @@ type clientKey struct {
 	maxIdle        int
 	allow          string // the networks the guard lets through, comma-separated
 	tls            courier.HTTPTLS
+	// pin is the PEM certificate the receiver must present: a registry
+	// that gives another for the same URL must not find the connections
+	// it verified.
+	pin string
 }
 
 // clientFor returns the pool of e, building it on first use or when the
@@ -184,6 +202,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		connectTimeout: min(t.opts.ConnectTimeout, timeout),
 		maxIdle:        maxIdle,
 		tls:            e.HTTP.TLS,
+		pin:            e.HTTP.PinnedCertificate,
 	}
 
 	t.mu.Lock()
@@ -196,38 +215,58 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 	key.allow = strings.Join(names, ",")
 	old, ok := t.clients[e.Name]
 	if ok && old.key == key {
+		if old.lookup != nil {
+			t.lookups.MoveToFront(old.lookup)
+		}
 		return old, nil
 	}
-	tlsConfig, err := t.endpointTLS(e.HTTP.TLS)
+	tlsConfig, err := t.endpointTLS(e.HTTP.TLS, e.HTTP.PinnedCertificate)
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		// In-flight attempts keep their connections; the idle ones of the
-		// old settings go now and the rest lapse after IdleConnTimeout.
-		old.transport.CloseIdleConnections()
+		t.drop(e.Name, old)
 	}
 	c := t.newClient(key, allow, tlsConfig)
 	t.clients[e.Name] = c
+	if strings.HasPrefix(e.Name, courier.ResolvedEndpointPrefix) {
+		c.lookup = t.lookups.PushFront(e.Name)
+		if t.lookups.Len() > t.opts.MaxLookupPools {
+			last := t.lookups.Back().Value.(string)
+			t.drop(last, t.clients[last])
+		}
+	}
 	t.log.Debug("http transport: new connection pool", "endpoint", e.Name, "origin", key.origin,
 		"connect_timeout", key.connectTimeout, "max_idle", key.maxIdle, "allow_networks", key.allow)
 	return c, nil
 }
 
+// drop forgets the pool of an endpoint, t.mu held. In-flight attempts keep
+// their connections; the idle ones go now and the rest lapse after
+// IdleConnTimeout.
+func (t *Transport) drop(name string, c *client) {
+	c.transport.CloseIdleConnections()
+	if c.lookup != nil {
+		t.lookups.Remove(c.lookup)
+	}
+	delete(t.clients, name)
+}
+
 // endpointTLS returns the TLS settings of an endpoint: the base settings
 // with the endpoint's client certificate and CA bundle, read from their
-// files when its pool is built (a reload that changes a path reads anew).
-func (t *Transport) endpointTLS(files courier.HTTPTLS) (*tls.Config, error) {
+// files when its pool is built (a reload that changes a path reads anew),
+// and its pinned certificate, if any.
+func (t *Transport) endpointTLS(files courier.HTTPTLS, pin string) (*tls.Config, error) {
 	cfg := t.opts.TLSConfig.Clone()
 	if files.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		cert, err := certfile.LoadKeyPair(files.Cert, files.Key)
 		if err != nil {
 			return nil, fmt.Errorf("cannot load the client certificate %s with its key: %s", files.Cert, fileProblem(err))
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	if files.CA != "" {
-		pem, err := os.ReadFile(files.CA)
+		pem, err := certfile.Read(files.CA)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the CA bundle: %s", fileProblem(err))
 		}
@@ -236,6 +275,11 @@ func (t *Transport) endpointTLS(files courier.HTTPTLS) (*tls.Config, error) {
 			return nil, fmt.Errorf("the CA bundle %s holds no PEM certificate", files.CA)
 		}
 		cfg.RootCAs = pool
+	}
+	if pin != "" {
+		if err := pinCertificate(cfg, pin); err != nil {
+			return nil, err
+		}
 	}
 	return cfg, nil
 }
@@ -314,10 +358,26 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if timeout <= 0 {
 		timeout = t.opts.DefaultTimeout
 	}
-	now := t.opts.Clock.Now()
-	header, fail := t.header(d, now)
+	if e.HTTP.PinnedCertificate != "" && target.Scheme != "https" {
+		// Plain HTTP shows no certificate: sending would skip the very
+		// check the registry asked for.
+		return courier.Result{Class: courier.ClassTLS,
+			Error: fmt.Sprintf("endpoint %s: the registry gave a certificate to pin, but %s is not https", e.Name, redactURL(target))}
+	}
+	body, fail := requestBody(d)
 	if fail != nil {
 		return *fail
+	}
+	now := t.opts.Clock.Now()
+	header, fail := t.header(d, body, now)
+	if fail != nil {
+		return *fail
+	}
+	// A step's answer is kept for the later steps of its workflow; other
+	// deliveries read no more than the excerpt and the drain.
+	keep := 0
+	if d.Step != nil {
+		keep = courier.MaxStepResponse
 	}
 
 	c, err := t.clientFor(e, target, timeout)
@@ -327,7 +387,6 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
-	body := m.Payload
 	for hops := 0; ; hops++ {
 		resp, tr, err := t.roundTrip(actx, c, method, target, header, body)
 		if err != nil {
@@ -337,13 +396,13 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		next, ok := redirectTarget(resp, target)
 		if ok && e.HTTP.FollowRedirects {
 			if hops == maxRedirects {
-				res := t.result(actx, ctx, resp, tr, timeout, target.Host)
+				res := t.result(actx, ctx, resp, tr, timeout, target.Host, keep)
 				res.Class = courier.ClassProtocol
 				res.Error = fmt.Sprintf("stopped after %d redirects", maxRedirects)
 				return res
 			}
 			if target.Scheme == "https" && next.Scheme == "http" {
-				res := t.result(actx, ctx, resp, tr, timeout, target.Host)
+				res := t.result(actx, ctx, resp, tr, timeout, target.Host, keep)
 				res.Class = courier.ClassProtocol
 				res.Error = fmt.Sprintf("redirect from https to %s refused", redactURL(next))
 				return res
@@ -360,7 +419,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			target = next
 			continue
 		}
-		return t.result(actx, ctx, resp, tr, timeout, target.Host)
+		return t.result(actx, ctx, resp, tr, timeout, target.Host, keep)
 	}
 }
 
@@ -393,8 +452,8 @@ func (t *Transport) roundTrip(ctx context.Context, c *client, method string, u *
 }
 
 // result reads the start of the response, closes it and turns the status
-// into a Result.
-func (t *Transport) result(actx, parent context.Context, resp *http.Response, tr *trace, timeout time.Duration, host string) courier.Result {
+// into a Result. Of a 2xx it keeps the first keep bytes in Result.Body.
+func (t *Transport) result(actx, parent context.Context, resp *http.Response, tr *trace, timeout time.Duration, host string, keep int) courier.Result {
 	code := resp.StatusCode
 	if code < 200 || code > 599 {
 		// A 101 hands over the connection and an unknown status promises
@@ -402,18 +461,23 @@ func (t *Transport) result(actx, parent context.Context, resp *http.Response, tr
 		resp.Body.Close()
 		return courier.Result{Class: courier.ClassProtocol, Status: code, Error: fmt.Sprintf("unexpected HTTP status %d", code)}
 	}
-	excerpt, bodyErr := readExcerpt(resp.Body, resp.Header.Get("Content-Type"), t.opts.MaxDrain)
+	ok := code >= 200 && code <= 299
+	if !ok {
+		keep = 0
+	}
+	excerpt, kept, bodyErr := readBody(resp.Body, resp.Header.Get("Content-Type"), keep, t.opts.MaxDrain)
 	resp.Body.Close()
 
 	res := courier.Result{Status: code, Response: excerpt}
 	switch {
-	case code >= 200 && code <= 299:
+	case ok:
 		if bodyErr != nil {
 			// A 2xx whose body broke off is no complete answer: the
 			// message goes again and the receiver deduplicates.
 			res.Class, res.Error = classify(bodyErr, tr.state(actx, parent, timeout, host))
 			return res
 		}
+		res.Body = string(kept)
 		return res
 	case code >= 300 && code <= 399:
 		res.Class = courier.ClassProtocol

@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -127,6 +128,8 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("the receiver saw client certificate %q", cn)
 	}
 
+	// A file far larger than any certificate: a wrong path, say a log.
+	huge := writeFile(t, dir, "huge.pem", bytes.Repeat([]byte("not a certificate\n"), 100_000))
 	tests := []struct {
 		name  string
 		files courier.HTTPTLS
@@ -139,6 +142,8 @@ func TestMutualTLS(t *testing.T) {
 		{"a missing key file", courier.HTTPTLS{Cert: files.Cert, Key: filepath.Join(dir, "missing.key"), CA: files.CA}, "missing.key"},
 		{"a key that does not match", courier.HTTPTLS{Cert: files.Cert, Key: writeFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
 		{"a CA file without certificates", courier.HTTPTLS{CA: writeFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
+		{"a CA file too large", courier.HTTPTLS{CA: huge}, "cannot read the CA bundle: " + huge + ": larger than 1 MiB"},
+		{"a key file too large", courier.HTTPTLS{Cert: files.Cert, Key: huge, CA: files.CA}, huge + ": larger than 1 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

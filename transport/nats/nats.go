@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/conncache"
 )
 
 // Defaults of Options.
@@ -48,27 +49,7 @@ type Transport struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	slots map[string]*slot // by endpoint name
-}
-
-// slot holds the connection of one endpoint. Its lock serialises dialling,
-// so that a server that does not answer holds up its own endpoint only.
-type slot struct {
-	mu sync.Mutex
-	c  *conn
-}
-
-// slot returns the slot of an endpoint, making it on first use.
-func (t *Transport) slot(name string) *slot {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.slots[name]
-	if s == nil {
-		s = &slot{}
-		t.slots[name] = s
-	}
-	return s
+	conns *conncache.Cache[*conn] // by endpoint name
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -84,25 +65,12 @@ func New(o Options) *Transport {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
-	return &Transport{opts: o, log: o.Logger, slots: make(map[string]*slot)}
+	return &Transport{opts: o, log: o.Logger, conns: conncache.New(func(c *conn) { c.nc.Close() })}
 }
 
 // Close closes every connection. The Transport stays usable and connects
 // again when asked.
-func (t *Transport) Close() {
-	t.mu.Lock()
-	slots := t.slots
-	t.slots = make(map[string]*slot)
-	t.mu.Unlock()
-	for _, s := range slots {
-		s.mu.Lock()
-		if s.c != nil {
-			s.c.nc.Close()
-			s.c = nil
-		}
-		s.mu.Unlock()
-	}
-}
+func (t *Transport) Close() { t.conns.Close() }
 
 // conn is the connection of one endpoint.
 type conn struct {
@@ -115,19 +83,15 @@ type conn struct {
 // it closed, or the endpoint's URL changed. The client's own reconnecting
 // is off: while it reconnects, a publish would wait in its buffer for a
 // server that may not come, where an attempt should fail and be retried
-// by courier's policy; the next attempt dials again instead. The connect
-// takes at most the connect timeout and the attempt's timeout.
+// by courier's policy; the next attempt dials again instead.
 func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
-	s := t.slot(e.Name)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.c; c != nil {
-		if c.url == e.NATS.URL && !c.nc.IsClosed() {
-			return c, nil
-		}
-		s.c = nil
-		c.nc.Close()
-	}
+	fresh := func(c *conn) bool { return c.url == e.NATS.URL && !c.nc.IsClosed() }
+	return t.conns.Get(e.Name, fresh, func() (*conn, error) { return t.dial(e, timeout) })
+}
+
+// dial connects to e's server within the connect timeout and the attempt's
+// timeout.
+func (t *Transport) dial(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
 	connectTimeout := min(t.opts.ConnectTimeout, timeout)
 	d := &dialer{d: net.Dialer{Timeout: connectTimeout}}
 	opts := []nats.Option{
@@ -152,7 +116,6 @@ func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, 
 		return nil, &dialError{err: err}
 	}
 	c := &conn{url: e.NATS.URL, nc: nc, js: js}
-	s.c = c
 	t.log.Debug("nats transport: connected", "endpoint", e.Name, "server", nc.ConnectedUrlRedacted())
 	return c, nil
 }

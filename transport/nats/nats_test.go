@@ -51,14 +51,7 @@ func stream(t testing.TB, cfg jetstream.StreamConfig, onDisk bool) (jetstream.St
 	if onDisk {
 		cfg.Storage = jetstream.FileStorage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.CreateStream(ctx, cfg)
-	if err != nil {
-		t.Fatalf("create stream: %v", err)
-	}
-	t.Cleanup(func() { js.DeleteStream(context.Background(), cfg.Name) })
-	return s, subject
+	return testenv.CreateStream(t, js, cfg), subject
 }
 
 func newTransport(t testing.TB) *natstransport.Transport {

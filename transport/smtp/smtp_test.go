@@ -409,6 +409,9 @@ func TestCompose(t *testing.T) {
 		{"long non-ASCII value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Name": strings.Repeat("ü", 100)}},
 			[]string{"X-Name: =?utf-8?q?", "?=\r\n =?utf-8?q?"}, false},
 		{"broken content type", &courier.Message{ID: "a", Type: "t", ContentType: "text/"}, nil, true},
+		{"longest header name", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{strings.Repeat("r", 921): strings.Repeat("ü", 40)}},
+			[]string{strings.Repeat("r", 921) + ": =?utf-8?q?"}, false},
+		{"header name too long for a line", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{strings.Repeat("r", 922): "0"}}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := smtptransport.Compose(tc.m, e, 1, now, "courier.test", "")
@@ -423,6 +426,11 @@ func TestCompose(t *testing.T) {
 			}
 			if strings.Contains(head, "x@y.example") {
 				t.Errorf("the message's addressing got in:\n%s", head)
+			}
+			for _, line := range strings.Split(head, "\r\n") {
+				if len(line) > 998 {
+					t.Errorf("a header line of %d bytes", len(line))
+				}
 			}
 		})
 	}

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// LookupAnswer is the body of GET /v1/lookup: what courier resolves for a
+// recipient on a lookup route, and why.
+type LookupAnswer struct {
+	Route     string `json:"route"`
+	Recipient string `json:"recipient"`
+	Type      string `json:"type"`
+	// Registry is the URL asked, query values hidden.
+	Registry string `json:"registry"`
+	// Cached tells whether the answer came from the cache (else the
+	// registry was asked now); CachedUntil is when it will be asked again.
+	Cached      bool      `json:"cached"`
+	CachedUntil time.Time `json:"cached_until,omitzero"`
+	// NotRegistered is set when the registry does not know the recipient
+	// for the type; Error when the registry could not be asked.
+	NotRegistered bool   `json:"not_registered,omitempty"`
+	Error         string `json:"error,omitempty"`
+	// URL, CertificateSHA256 and ExpiresAt are the resolution.
+	URL               string    `json:"url,omitempty"`
+	CertificateSHA256 string    `json:"certificate_sha256,omitempty"`
+	ExpiresAt         time.Time `json:"expires_at,omitzero"`
+	// Endpoint is the resolved endpoint, with its health.
+	Endpoint *Endpoint `json:"endpoint,omitempty"`
+}
+
+// handleLookup resolves a recipient as an attempt would, through the
+// resolver's cache.
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	route, recipient, typ := q.Get("route"), q.Get("recipient"), q.Get("type")
+	t := s.topology.Load()
+	rt := t.Routes[route]
+	switch {
+	case rt == nil:
+		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "route %q is not configured", route))
+		return
+	case rt.Lookup == nil:
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q does not look up its endpoints", route))
+		return
+	case !courier.ValidRecipient(recipient):
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "recipient %q is not valid", recipient))
+		return
+	case !courier.ValidType(typ):
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "type %q is not valid", typ))
+		return
+	case s.resolver == nil:
+		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no registry client"))
+		return
+	}
+	a := LookupAnswer{Route: route, Recipient: recipient, Type: typ, Registry: courier.RedactURL(rt.Lookup.LookupURL(recipient, typ))}
+	if c, ok := s.resolver.(courier.LookupCache); ok {
+		a.Cached, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
+	}
+	res, err := s.resolver.Resolve(r.Context(), rt, recipient, typ)
+	switch {
+	case errors.Is(err, courier.ErrNotRegistered):
+		a.NotRegistered, a.Error = true, err.Error()
+	case err != nil:
+		a.Error = err.Error()
+	default:
+		a.URL, a.ExpiresAt = courier.RedactURL(res.URL), res.ExpiresAt
+		if b, _ := pem.Decode([]byte(res.Certificate)); b != nil {
+			sum := sha256.Sum256(b.Bytes)
+			a.CertificateSHA256 = hex.EncodeToString(sum[:])
+		}
+		if c, ok := s.resolver.(courier.LookupCache); ok && !a.Cached {
+			_, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
+		}
+		ep := courier.ResolvedEndpoint(rt, res)
+		health, err := s.store.Health(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h := courier.EndpointHealth{Endpoint: ep.Name, State: courier.HealthActive}
+		for _, eh := range health {
+			if eh.Endpoint == ep.Name {
+				h = eh
+			}
+		}
+		v, err := s.endpointView(r.Context(), t, ep, h)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		a.Endpoint = &v
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// Lookup asks the server what it resolves for a recipient on a lookup
+// route.
+func (c *Client) Lookup(ctx context.Context, route, recipient, msgType string) (*LookupAnswer, error) {
+	a := new(LookupAnswer)
+	q := url.Values{"route": {route}, "recipient": {recipient}, "type": {msgType}}
+	if _, err := c.do(ctx, http.MethodGet, "/v1/lookup?"+q.Encode(), nil, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// ReceiverList is the body of GET /v1/receivers.
+type ReceiverList struct {
+	Receivers []courier.ReceiverStatus `json:"receivers"`
+}
+
+func (s *Server) handleReceivers(w http.ResponseWriter, r *http.Request) {
+	list := ReceiverList{Receivers: []courier.ReceiverStatus{}}
+	if s.receivers != nil {
+		list.Receivers = append(list.Receivers, s.receivers.Statuses()...)
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// handleReceiverSwitch stops or starts a receive location on this node.
+func (s *Server) handleReceiverSwitch(start bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if s.receivers == nil {
+			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "receiver %q is not configured", name))
+			return
+		}
+		who := actor(r)
+		var err error
+		if start {
+			err = s.receivers.StartReceiver(name, who)
+		} else {
+			err = s.receivers.StopReceiver(name, who)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, st := range s.receivers.Statuses() {
+			if st.Name == name {
+				writeJSON(w, http.StatusOK, st)
+				return
+			}
+		}
+		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "receiver %q is not configured", name))
+	}
+}
+
+// Receivers lists the receive locations of the server's node.
+func (c *Client) Receivers(ctx context.Context) ([]courier.ReceiverStatus, error) {
+	var out ReceiverList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/receivers", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Receivers, nil
+}
+
+// SwitchReceiver stops a receive location (start false) or starts it again.
+func (c *Client) SwitchReceiver(ctx context.Context, name string, start bool) (*courier.ReceiverStatus, error) {
+	verb := "stop"
+	if start {
+		verb = "start"
+	}
+	st := new(courier.ReceiverStatus)
+	if _, err := c.do(ctx, http.MethodPost, "/v1/receivers/"+url.PathEscape(name)+"/"+verb, nil, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/config"
+	"github.com/courier-gw/courier/receiver"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	filetransport "github.com/courier-gw/courier/transport/file"
+	natstransport "github.com/courier-gw/courier/transport/nats"
+	"github.com/spf13/cobra"
+)
+
+// openSource connects to a receive location's source, by its transport.
+func openSource(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
+	switch r.Transport {
+	case courier.ReceiveAMQP:
+		return amqptransport.Open(ctx, r)
+	case courier.ReceiveNATS:
+		return natstransport.Open(ctx, r)
+	case courier.ReceiveDir:
+		return filetransport.OpenPickup(r)
+	}
+	return nil, fmt.Errorf("receiver %s: no source for transport %q", r.Name, r.Transport)
+}
+
+// newReceivers returns the service of the configured receive locations.
+func newReceivers(cfg *config.Config, store courier.Store, topology func() *courier.Topology, logger *slog.Logger, wake func()) *receiver.Service {
+	rs := make([]*courier.Receiver, 0, len(cfg.Receivers))
+	for _, r := range cfg.Receivers {
+		rs = append(rs, r)
+	}
+	return receiver.New(receiver.Options{Store: store, TopologyFunc: topology, Receivers: rs, OpenFunc: openSource,
+		MaxPayload: cfg.MaxPayload, IngestedFunc: wake, Logger: logger})
+}
+
+func newReceiversCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "receivers",
+		Aliases: []string{"receiver"},
+		Short:   "Receive locations: what each takes in, and stopping and starting them",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the receive locations of the server's node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			rs, err := g.client().Receivers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(api.ReceiverList{Receivers: rs})
+			}
+			rows := make([][]string, len(rs))
+			for i, r := range rs {
+				pending := "-"
+				if r.Pending >= 0 {
+					pending = fmt.Sprint(r.Pending)
+				}
+				why := r.StopReason
+				if why == "" {
+					why = r.LastError
+				}
+				rows[i] = []string{r.Name, string(r.Transport), r.State, since(r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
+					pending, short(r.Source, 40), short(why, 60)}
+			}
+			return g.table([]string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"}, rows)
+		},
+	}, newReceiverSwitchCmd(g, false), newReceiverSwitchCmd(g, true))
+	return cmd
+}
+
+func newReceiverSwitchCmd(g *globals, start bool) *cobra.Command {
+	verb := map[bool]string{true: "start", false: "stop"}[start]
+	return &cobra.Command{
+		Use: verb + " NAME",
+		Short: map[bool]string{true: "Start a stopped receive location again (after fixing what stopped it)",
+			false: "Stop a receive location: it reads nothing until started; items not yet stored go back to their source"}[start],
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			st, err := g.client().SwitchReceiver(cmd.Context(), args[0], start)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(st)
+			}
+			fmt.Fprintf(g.stdout, "receiver %s is %s\n", st.Name, st.State)
+			return nil
+		},
+	}
+}
+
+// since formats when a state began, for a table.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return ago(&t)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/metrics"
+	"github.com/courier-gw/courier/sqlite"
+)
+
+// TestStatsAndEndpointsList: courier stats and courier endpoints list show
+// the same essentials as tables and as JSON.
+func TestStatsAndEndpointsList(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"acme": courier.NewEndpoint("acme", courier.TransportHTTP)},
+		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
+	}
+	top.Endpoints["acme"].HTTP.URL = "https://acme.example/in?token=secret"
+	m := metrics.New(metrics.Options{Source: store, TopologyFunc: func() *courier.Topology { return top }})
+	srv := api.NewServer(api.Options{Store: store, Topology: top, Observer: m, StatsFunc: m.StatsFunc})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { ts.Close(); store.Close() })
+
+	for _, id := range []string{"a", "b"} {
+		if _, _, err := runCLI(t, `{"n":1}`, "--server", ts.URL, "send", "--type", "invoice", "--route", "acme", "--id", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A delivery, as the engine would report it.
+	m.Applied(courier.Change{From: courier.StateInflight, Message: &courier.Message{ID: "x", Type: "invoice", Route: "acme",
+		State: courier.StateDelivered, CreatedAt: time.Now().Add(-time.Second), FinishedAt: time.Now()}})
+
+	if _, _, err := runCLI(t, "", "--server", ts.URL, "stats"); courier.ErrorCode(err) != courier.CodeUnavailable {
+		t.Fatalf("stats before the first count: %v, want unavailable", err)
+	}
+	if err := m.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "", "--server", ts.URL, "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"queued     2", "suspended  0", "delivered", "ingested", "deliveries per minute"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("courier stats does not show %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(lineWith(out, "delivered  "), "1") || !strings.Contains(lineWith(out, "ingested"), "2") {
+		t.Errorf("courier stats: delivered 1 and ingested 2 expected:\n%s", out)
+	}
+
+	out, _, err = runCLI(t, "", "--server", ts.URL, "-o", "json", "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("stats -o json: %v\n%s", err, out)
+	}
+	if st.States[courier.StateQueued] != 2 || st.Node == nil || st.Node.Delivered != 1 || st.Node.Ingested != 2 || st.Rates == nil {
+		t.Errorf("stats -o json: %s", out)
+	}
+
+	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := lineWith(out, "acme")
+	for _, want := range []string{"http", "active", "https://acme.example/in?token=REDACTED"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("endpoints list row %q lacks %q", row, want)
+		}
+	}
+	if fields := strings.Fields(row); len(fields) < 8 || fields[5] != "2" {
+		t.Errorf("endpoints list row %q: want 2 queued", row)
+	}
+	out, _, err = runCLI(t, "", "--server", ts.URL, "-o", "json", "endpoints", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps api.EndpointList
+	if err := json.Unmarshal([]byte(out), &eps); err != nil || len(eps.Endpoints) != 1 || eps.Endpoints[0].Queued != 2 {
+		t.Errorf("endpoints list -o json: %v\n%s", err, out)
+	}
+}
+
+// lineWith returns the first line of out that contains s.
+func lineWith(out, s string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}

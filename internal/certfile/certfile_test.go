@@ -1,0 +1,144 @@
+package certfile
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// selfSigned returns a PEM certificate and its PEM key.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "courier test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// wantTooLarge fails unless err says that the file at path is too large,
+// naming it.
+func wantTooLarge(t *testing.T, err error, path string) {
+	t.Helper()
+	var pe *fs.PathError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &pe) || pe.Path != path || !strings.Contains(err.Error(), path) {
+		t.Fatalf("error %v, want ErrTooLarge naming %s", err, path)
+	}
+}
+
+func TestRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		size int
+		ok   bool
+	}{
+		{"empty", 0, true},
+		{"small", 3000, true},
+		{"at the limit", MaxSize, true},
+		{"one byte over", MaxSize + 1, false},
+		{"far over", 4 * MaxSize, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := bytes.Repeat([]byte{'x'}, tc.size)
+			p := writeFile(t, dir, tc.name, want)
+			got, err := Read(p)
+			if !tc.ok {
+				wantTooLarge(t, err, p)
+				if got != nil {
+					t.Errorf("read %d bytes along with the error", len(got))
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("read %d bytes, %v; want %d bytes", len(got), err, len(want))
+			}
+		})
+	}
+}
+
+func TestReadDoesNotReadADeviceToItsEnd(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := Read("/dev/zero")
+	wantTooLarge(t, err, "/dev/zero")
+}
+
+func TestReadErrorsAsReadFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	if _, err := Read(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing file: %v", err)
+	}
+	_, want := os.ReadFile(dir)
+	if _, err := Read(dir); err == nil || err.Error() != want.Error() {
+		t.Errorf("a directory: %v, want %v", err, want)
+	}
+}
+
+func TestLoadKeyPair(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSigned(t)
+	_, otherKeyPEM := selfSigned(t)
+	certFile := writeFile(t, dir, "a.crt", certPEM)
+	keyFile := writeFile(t, dir, "a.key", keyPEM)
+
+	cert, err := LoadKeyPair(certFile, keyFile)
+	if err != nil || cert.Leaf == nil || cert.Leaf.Subject.CommonName != "courier test" {
+		t.Fatalf("LoadKeyPair = %+v, %v", cert.Leaf, err)
+	}
+
+	// A certificate file padded with text outside the PEM blocks, as
+	// bundles have, beyond the limit.
+	bigCert := writeFile(t, dir, "big.crt", append(bytes.Repeat([]byte("# comment\n"), MaxSize/10+1), certPEM...))
+	_, err = LoadKeyPair(bigCert, keyFile)
+	wantTooLarge(t, err, bigCert)
+	bigKey := writeFile(t, dir, "big.key", append(keyPEM, bytes.Repeat([]byte{'\n'}, MaxSize)...))
+	_, err = LoadKeyPair(certFile, bigKey)
+	wantTooLarge(t, err, bigKey)
+
+	missing := filepath.Join(dir, "missing.key")
+	if _, err := LoadKeyPair(certFile, missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing key: %v", err)
+	}
+	if _, err := LoadKeyPair(certFile, writeFile(t, dir, "other.key", otherKeyPEM)); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("key of another certificate: %v", err)
+	}
+}

@@ -1,0 +1,415 @@
+// Package metrics is courier's Prometheus instrumentation and its running
+// statistics. The engine and the API report to a Metrics through their
+// observer interfaces (they import no Prometheus); Metrics serves /metrics,
+// and Stats for GET /v1/stats and the dashboard.
+//
+// The hot path (an attempt ends, a message is delivered) costs a few atomic
+// additions and map lookups: the labelled children are created once and
+// kept. The queue depth is never counted on a scrape: a background loop
+// counts the live states through the store's partial indexes every
+// Interval and the scrapes read the result.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Source is what the background count reads: courier.Store is one.
+type Source interface {
+	CountLive(ctx context.Context) (courier.LiveCounts, error)
+	Health(ctx context.Context) ([]courier.EndpointHealth, error)
+}
+
+// Options configure a Metrics. Source and TopologyFunc are required.
+type Options struct {
+	Source Source
+	// TopologyFunc returns the topology in force, for the endpoints to
+	// report on.
+	TopologyFunc func() *courier.Topology
+	// InFlightFunc returns the attempts running on an endpoint on this node
+	// (the engine's InFlight); nil reports none.
+	InFlightFunc func(endpoint string) int
+	Clock        courier.Clock
+	Logger       *slog.Logger
+	// Interval is how often the live states and endpoint health are read
+	// from the store (default 15s).
+	Interval time.Duration
+	// MaxTypes bounds the distinct message types used as label values
+	// (default 200); later types are counted as "other", so that a sender
+	// inventing types cannot grow the metrics without bound.
+	MaxTypes int
+}
+
+// OtherType is the type label of the types past Options.MaxTypes.
+const OtherType = "other"
+
+// Metrics collects courier's metrics and statistics. It implements the
+// engine's Observer and the API's Observer. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	opts     Options
+	registry *prometheus.Registry
+	since    time.Time
+
+	ingested  *vec[typeRoute, prometheus.Counter]
+	delivered *vec[typeRoute, prometheus.Counter]
+	suspended *vec[suspension, prometheus.Counter]
+	discarded *vec[typeRoute, prometheus.Counter]
+	attempts  *vec[attemptKey, prometheus.Counter]
+	duration  *vec[string, prometheus.Observer]
+	latency   *vec[string, prometheus.Observer]
+	actions   *vec[courier.ActionKind, prometheus.Counter]
+	suspends  *vec[string, prometheus.Counter]
+
+	totals  struct{ ingested, delivered, suspended, discarded atomic.Int64 }
+	minutes minuteRing
+	types   typeSet
+
+	mu        sync.RWMutex
+	live      courier.LiveCounts
+	countedAt time.Time
+	health    map[string]healthEntry
+	// healthSeq numbers the changes HealthChanged was told of, so that a
+	// Refresh keeps those told while it read the store.
+	healthSeq uint64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type typeRoute struct{ typ, route string }
+
+// healthEntry is an endpoint's health state as last learnt: seq is the
+// healthSeq of the HealthChanged that told it, 0 when a Refresh read it.
+type healthEntry struct {
+	state courier.HealthState
+	seq   uint64
+}
+
+type suspension struct {
+	typ, route string
+	reason     courier.Reason
+}
+
+type attemptKey struct {
+	endpoint string
+	outcome  courier.Outcome
+	class    courier.ErrorClass
+}
+
+// New returns a Metrics for the options, with its registry holding courier's
+// metrics and the Go runtime's and process's.
+func New(o Options) *Metrics {
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Interval <= 0 {
+		o.Interval = 15 * time.Second
+	}
+	if o.MaxTypes <= 0 {
+		o.MaxTypes = 200
+	}
+	if o.InFlightFunc == nil {
+		o.InFlightFunc = func(string) int { return 0 }
+	}
+	m := &Metrics{opts: o, registry: prometheus.NewRegistry(), since: o.Clock.Now(), health: map[string]healthEntry{}}
+	m.types.max = o.MaxTypes
+
+	ingested := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_ingested_total",
+		Help: "Messages taken in (created, not repeated ingests), by type and route."}, []string{"type", "route"})
+	delivered := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_delivered_total",
+		Help: "Messages delivered, by type and route."}, []string{"type", "route"})
+	suspended := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_suspended_total",
+		Help: "Messages suspended by the engine (waiting for an operator), by type, route and reason."}, []string{"type", "route", "reason"})
+	discarded := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_discarded_total",
+		Help: "Messages discarded by their policy (on_exhausted: discard), by type and route."}, []string{"type", "route"})
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_attempts_total",
+		Help: "Delivery attempts by endpoint, outcome (delivered, failed, abandoned) and error class (empty when delivered)."},
+		[]string{"endpoint", "outcome", "class"})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "courier_attempt_duration_seconds",
+		Help:    "How long delivery attempts took, by endpoint.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"endpoint"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "courier_delivery_latency_seconds",
+		Help:    "Time from ingest to delivery of delivered messages, by route.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}},
+		[]string{"route"})
+	actions := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_operator_actions_total",
+		Help: "Operator actions through the API and dashboard, by kind; a bulk operation counts its messages as its batches are done."},
+		[]string{"action"})
+	suspends := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_endpoint_suspensions_total",
+		Help: "Times this node saw an endpoint suspended by the outcomes of its attempts."}, []string{"endpoint"})
+
+	m.ingested = newVec(func(k typeRoute) prometheus.Counter { return ingested.WithLabelValues(k.typ, k.route) })
+	m.delivered = newVec(func(k typeRoute) prometheus.Counter { return delivered.WithLabelValues(k.typ, k.route) })
+	m.suspended = newVec(func(k suspension) prometheus.Counter {
+		return suspended.WithLabelValues(k.typ, k.route, string(k.reason))
+	})
+	m.discarded = newVec(func(k typeRoute) prometheus.Counter { return discarded.WithLabelValues(k.typ, k.route) })
+	m.attempts = newVec(func(k attemptKey) prometheus.Counter {
+		return attempts.WithLabelValues(k.endpoint, string(k.outcome), string(k.class))
+	})
+	m.duration = newVec(func(ep string) prometheus.Observer { return duration.WithLabelValues(ep) })
+	m.latency = newVec(func(route string) prometheus.Observer { return latency.WithLabelValues(route) })
+	m.actions = newVec(func(k courier.ActionKind) prometheus.Counter { return actions.WithLabelValues(string(k)) })
+	m.suspends = newVec(func(ep string) prometheus.Counter { return suspends.WithLabelValues(ep) })
+
+	m.registry.MustRegister(ingested, delivered, suspended, discarded, attempts, duration, latency, actions, suspends,
+		stateCollector{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(m.opts.Logger.Handler(), slog.LevelWarn),
+	})
+}
+
+// Registry returns the registry, for other collectors to join.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Start counts the live states now and then every Interval until Stop.
+func (m *Metrics) Start(ctx context.Context) {
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.done = make(chan struct{})
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(m.opts.Interval)
+		defer t.Stop()
+		for {
+			if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("could not count the messages for the metrics; will try again", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the background count.
+func (m *Metrics) Stop(ctx context.Context) error {
+	if m.cancel == nil {
+		return nil
+	}
+	m.cancel()
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Refresh counts the live states and reads the endpoints' health now. A
+// health change told by HealthChanged while the store was read is newer
+// than what was read, and stays.
+func (m *Metrics) Refresh(ctx context.Context) error {
+	m.mu.RLock()
+	seq := m.healthSeq
+	m.mu.RUnlock()
+	live, err := m.opts.Source.CountLive(ctx)
+	if err != nil {
+		return err
+	}
+	hs, herr := m.opts.Source.Health(ctx)
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.live, m.countedAt = live, now
+	if herr == nil {
+		health := make(map[string]healthEntry, len(hs))
+		for _, h := range hs {
+			health[h.Endpoint] = healthEntry{state: h.State}
+		}
+		for name, e := range m.health {
+			if e.seq > seq {
+				health[name] = e
+			}
+		}
+		m.health = health
+	}
+	return herr
+}
+
+// Ingested counts a message taken in by the API.
+func (m *Metrics) Ingested(msg *courier.Message) {
+	m.ingested.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+	m.totals.ingested.Add(1)
+}
+
+// Acted counts n messages or endpoints an operator action was applied to.
+func (m *Metrics) Acted(kind courier.ActionKind, n int) {
+	if n > 0 {
+		m.actions.get(kind).Add(float64(n))
+	}
+}
+
+// AttemptDone counts an attempt by its endpoint, outcome and class, and its
+// duration.
+func (m *Metrics) AttemptDone(endpoint string, r courier.Result, d time.Duration) {
+	k := attemptKey{endpoint: endpoint, outcome: courier.OutcomeDelivered}
+	if !r.Delivered() {
+		k.outcome, k.class = courier.OutcomeFailed, r.Class
+		m.minutes.add(m.opts.Clock.Now(), 0, 1)
+	}
+	m.attempts.get(k).Inc()
+	m.duration.get(endpoint).Observe(d.Seconds())
+}
+
+// Applied counts the messages delivered, suspended and discarded by the
+// engine, the latency of deliveries, and attempts abandoned by lapsed
+// leases.
+func (m *Metrics) Applied(c courier.Change) {
+	msg := c.Message
+	if c.Attempt != nil && c.Attempt.Outcome == courier.OutcomeAbandoned {
+		m.attempts.get(attemptKey{endpoint: c.Attempt.Endpoint, outcome: courier.OutcomeAbandoned}).Inc()
+	}
+	if c.From == msg.State {
+		return
+	}
+	switch msg.State {
+	case courier.StateDelivered:
+		m.delivered.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+		end := msg.FinishedAt
+		if end.IsZero() {
+			end = m.opts.Clock.Now()
+		}
+		m.latency.get(msg.Route).Observe(end.Sub(msg.CreatedAt).Seconds())
+		m.totals.delivered.Add(1)
+		m.minutes.add(end, 1, 0)
+	case courier.StateSuspended:
+		m.suspended.get(suspension{m.types.label(msg.Type), msg.Route, msg.Reason}).Inc()
+		m.totals.suspended.Add(1)
+	case courier.StateDiscarded:
+		m.discarded.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+		m.totals.discarded.Add(1)
+	}
+}
+
+// HealthChanged keeps the endpoint's state for the next scrape and counts
+// its suspensions. The engine tells it of the outcomes of attempts, the API
+// of an operator's switch.
+func (m *Metrics) HealthChanged(endpoint string, before, after courier.EndpointHealth) {
+	if after.State == courier.HealthSuspended && (before.State != courier.HealthSuspended || after.Suspensions != before.Suspensions) {
+		m.suspends.get(endpoint).Inc()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if before.State == after.State && stateOf(m.health, endpoint) == after.State {
+		return // nothing new, neither here nor in the store
+	}
+	// The map is replaced, never changed: scrapes keep it after the lock.
+	m.healthSeq++
+	health := maps.Clone(m.health)
+	health[endpoint] = healthEntry{state: after.State, seq: m.healthSeq}
+	m.health = health
+}
+
+// stateOf returns an endpoint's state in health; one without an entry is
+// active.
+func stateOf(health map[string]healthEntry, endpoint string) courier.HealthState {
+	if e, ok := health[endpoint]; ok && e.state != "" {
+		return e.state
+	}
+	return courier.HealthActive
+}
+
+// Stats returns the live states as last counted, this node's totals since
+// it started, and its last hour minute by minute.
+func (m *Metrics) Stats() courier.Stats {
+	m.mu.RLock()
+	s := courier.Stats{CountedAt: m.countedAt, Live: m.live}
+	m.mu.RUnlock()
+	s.Since = m.since
+	s.Ingested = m.totals.ingested.Load()
+	s.Delivered = m.totals.delivered.Load()
+	s.Suspended = m.totals.suspended.Load()
+	s.Discarded = m.totals.discarded.Load()
+	s.Minutes = m.minutes.lastHour(m.opts.Clock.Now())
+	return s
+}
+
+// StatsFunc is Stats in the form the API takes it.
+func (m *Metrics) StatsFunc(context.Context) (courier.Stats, error) {
+	s := m.Stats()
+	if s.CountedAt.IsZero() {
+		// Not yet counted (the first count failed): say so rather than show zeros.
+		return courier.Stats{}, courier.Errorf(courier.CodeUnavailable, "the messages have not been counted yet")
+	}
+	return s, nil
+}
+
+// errNoTopology is reported by a scrape before the topology is known.
+var errNoTopology = errors.New("metrics: no topology")
+
+// stateCollector reports, at each scrape, the live states as last counted
+// and each endpoint's health and attempts in flight.
+type stateCollector struct{ m *Metrics }
+
+var (
+	descLive = prometheus.NewDesc("courier_queue_messages",
+		"Messages in each live state (queued, inflight, suspended), as last counted in the store.", []string{"state"}, nil)
+	descCounted = prometheus.NewDesc("courier_queue_counted_timestamp_seconds",
+		"When courier_queue_messages was counted, in Unix seconds.", nil, nil)
+	descHealth = prometheus.NewDesc("courier_endpoint_health",
+		"1 for the endpoint's health state (active, timeout, suspended, off), 0 for the others.", []string{"endpoint", "state"}, nil)
+	descInFlight = prometheus.NewDesc("courier_endpoint_inflight",
+		"Attempts running on the endpoint on this node.", []string{"endpoint"}, nil)
+)
+
+var healthStates = []courier.HealthState{courier.HealthActive, courier.HealthTimeout, courier.HealthSuspended, courier.HealthOff}
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descLive
+	ch <- descCounted
+	ch <- descHealth
+	ch <- descInFlight
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	m.mu.RLock()
+	live, counted := m.live, m.countedAt
+	health := m.health
+	m.mu.RUnlock()
+	if !counted.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live.Queued), string(courier.StateQueued))
+		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live.Inflight), string(courier.StateInflight))
+		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live.Suspended), string(courier.StateSuspended))
+		ch <- prometheus.MustNewConstMetric(descCounted, prometheus.GaugeValue, float64(counted.UnixMilli())/1000)
+	}
+	t := m.opts.TopologyFunc()
+	if t == nil {
+		ch <- prometheus.NewInvalidMetric(descHealth, errNoTopology)
+		return
+	}
+	for name := range t.Endpoints {
+		state := stateOf(health, name)
+		for _, s := range healthStates {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, v, name, string(s))
+		}
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(m.opts.InFlightFunc(name)), name)
+	}
+}

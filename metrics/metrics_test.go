@@ -1,0 +1,254 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/promtest"
+	"github.com/courier-gw/courier/metrics"
+	"github.com/courier-gw/courier/sqlite"
+	dto "github.com/prometheus/client_model/go"
+)
+
+var now = time.Date(2026, 11, 21, 10, 30, 15, 0, time.UTC)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+func topology() *courier.Topology {
+	return &courier.Topology{Endpoints: map[string]*courier.Endpoint{
+		"acme":   courier.NewEndpoint("acme", courier.TransportHTTP),
+		"globex": courier.NewEndpoint("globex", courier.TransportHTTP),
+	}}
+}
+
+func openStore(t *testing.T) courier.Store {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// scrape fetches /metrics over HTTP and parses it as Prometheus does.
+func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return promtest.Parse(t, resp.Body)
+}
+
+func message(id, typ, route string, state courier.State, created time.Time) *courier.Message {
+	return &courier.Message{ID: id, Type: typ, Route: route, State: state, CreatedAt: created, FinishedAt: now, Endpoint: route}
+}
+
+func TestScrape(t *testing.T) {
+	store := openStore(t)
+	for i := range 3 {
+		m := &courier.Message{ID: fmt.Sprintf("q-%d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, now)
+		if _, err := store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.UpdateHealth(context.Background(), "globex", func(h courier.EndpointHealth) courier.EndpointHealth {
+		return h.SwitchedOff(now)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(metrics.Options{Source: store, TopologyFunc: topology, Clock: fixedClock{now},
+		InFlightFunc: func(ep string) int { return map[string]int{"acme": 2}[ep] }})
+
+	fams := scrape(t, m)
+	if _, ok := promtest.Value(fams, "courier_queue_messages", "state", "queued"); ok {
+		t.Error("queue depth reported before the first count")
+	}
+	if err := m.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	m.Ingested(&courier.Message{Type: "invoice", Route: "acme"})
+	for range 2 {
+		m.AttemptDone("acme", courier.Result{Status: 204}, 30*time.Millisecond)
+		m.Applied(courier.Change{From: courier.StateInflight, Message: message("d", "invoice", "acme", courier.StateDelivered, now.Add(-2*time.Second)),
+			Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeDelivered}})
+	}
+	m.AttemptDone("acme", courier.Result{Class: courier.ClassHTTP4xx, Status: 400}, 10*time.Millisecond)
+	rejected := message("s", "invoice", "acme", courier.StateSuspended, now)
+	rejected.Reason = courier.ReasonRejected
+	m.Applied(courier.Change{From: courier.StateInflight, Message: rejected,
+		Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeFailed, Class: courier.ClassHTTP4xx}})
+	m.Applied(courier.Change{From: courier.StateInflight, Message: message("a", "order", "acme", courier.StateQueued, now),
+		Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeAbandoned}})
+	m.HealthChanged("acme", courier.EndpointHealth{State: courier.HealthActive},
+		courier.EndpointHealth{State: courier.HealthSuspended, Suspensions: 1})
+	m.Acted(courier.ActionResubmit, 5)
+
+	fams = scrape(t, m)
+	for _, tt := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme"}, 1},
+		{"courier_messages_delivered_total", []string{"type", "invoice", "route", "acme"}, 2},
+		{"courier_messages_suspended_total", []string{"type", "invoice", "route", "acme", "reason", "rejected"}, 1},
+		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "delivered", "class", ""}, 2},
+		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "failed", "class", "http_4xx"}, 1},
+		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "abandoned"}, 1},
+		{"courier_attempt_duration_seconds", []string{"endpoint", "acme"}, 3},
+		{"courier_delivery_latency_seconds", []string{"route", "acme"}, 2},
+		{"courier_queue_messages", []string{"state", "queued"}, 3},
+		{"courier_queue_messages", []string{"state", "suspended"}, 0},
+		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "suspended"}, 1},
+		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "active"}, 0},
+		{"courier_endpoint_health", []string{"endpoint", "globex", "state", "off"}, 1},
+		{"courier_endpoint_inflight", []string{"endpoint", "acme"}, 2},
+		{"courier_endpoint_suspensions_total", []string{"endpoint", "acme"}, 1},
+		{"courier_operator_actions_total", []string{"action", "resubmit"}, 5},
+	} {
+		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	if f := fams["courier_delivery_latency_seconds"]; f != nil {
+		if sum := f.Metric[0].Histogram.GetSampleSum(); sum != 4 {
+			t.Errorf("latency sum = %v s, want 4 (two deliveries 2 s after ingest)", sum)
+		}
+	}
+	if _, ok := fams["go_goroutines"]; !ok {
+		t.Error("no Go runtime metrics")
+	}
+
+	s := m.Stats()
+	if s.Live.Queued != 3 || s.Delivered != 2 || s.Suspended != 1 || s.Ingested != 1 || !s.CountedAt.Equal(now) {
+		t.Errorf("stats: %+v", s)
+	}
+	if len(s.Minutes) != 60 {
+		t.Fatalf("%d minutes, want 60", len(s.Minutes))
+	}
+	if last := s.Minutes[59]; last.Delivered != 2 || last.Failed != 1 || !last.Start.Equal(now.Truncate(time.Minute)) {
+		t.Errorf("current minute: %+v", last)
+	}
+	if first := s.Minutes[0]; !first.Start.Equal(now.Truncate(time.Minute).Add(-59*time.Minute)) || first.Delivered != 0 {
+		t.Errorf("first minute: %+v", first)
+	}
+}
+
+// TestTypesBounded: types past the limit are counted as "other".
+func TestTypesBounded(t *testing.T) {
+	m := metrics.New(metrics.Options{Source: openStore(t), TopologyFunc: topology, MaxTypes: 2})
+	for _, typ := range []string{"a", "b", "c", "d", "a"} {
+		m.Ingested(&courier.Message{Type: typ, Route: "acme"})
+	}
+	fams := scrape(t, m)
+	for typ, want := range map[string]float64{"a": 2, "b": 1, metrics.OtherType: 2} {
+		if got, _ := promtest.Value(fams, "courier_messages_ingested_total", "type", typ); got != want {
+			t.Errorf("ingested of type %s = %v, want %v", typ, got, want)
+		}
+	}
+	if _, ok := promtest.Value(fams, "courier_messages_ingested_total", "type", "c"); ok {
+		t.Error("a type past the limit has a series of its own")
+	}
+}
+
+// TestHotPathAllocatesNothing: once a label set has been seen, reporting an
+// attempt and a delivery allocates no memory.
+func TestHotPathAllocatesNothing(t *testing.T) {
+	m := metrics.New(metrics.Options{Source: openStore(t), TopologyFunc: topology})
+	c := courier.Change{From: courier.StateInflight, Message: message("d", "invoice", "acme", courier.StateDelivered, now),
+		Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeDelivered}}
+	ok, failed := courier.Result{Status: 204}, courier.Result{Class: courier.ClassTimeout}
+	report := func() {
+		m.AttemptDone("acme", ok, time.Millisecond)
+		m.AttemptDone("acme", failed, time.Millisecond)
+		m.Applied(c)
+	}
+	report()
+	if n := testing.AllocsPerRun(100, report); n != 0 {
+		t.Errorf("%v allocations per reported delivery, want 0", n)
+	}
+}
+
+// racingSource is a store whose health read is overtaken: while it reads,
+// an endpoint is switched (and told through HealthChanged); it returns what
+// it read before the switch.
+type racingSource struct {
+	courier.Store
+	during func()
+}
+
+func (s racingSource) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
+	hs, err := s.Store.Health(ctx)
+	if s.during != nil {
+		s.during()
+	}
+	return hs, err
+}
+
+// TestRefreshKeepsNewerHealth: a health change told while a Refresh reads
+// the store is not overwritten by the older state it read; the next
+// Refresh takes the store's word again.
+func TestRefreshKeepsNewerHealth(t *testing.T) {
+	store := openStore(t)
+	src := &racingSource{Store: store}
+	m := metrics.New(metrics.Options{Source: src, TopologyFunc: topology, Clock: fixedClock{now}})
+	off := courier.EndpointHealth{Endpoint: "acme", State: courier.HealthOff}
+	src.during = func() {
+		if _, err := store.UpdateHealth(context.Background(), "acme", func(h courier.EndpointHealth) courier.EndpointHealth {
+			return h.SwitchedOff(now)
+		}, nil); err != nil {
+			t.Error(err)
+		}
+		m.HealthChanged("acme", courier.EndpointHealth{Endpoint: "acme", State: courier.HealthActive}, off)
+	}
+	if err := m.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	src.during = nil
+	health := func() string {
+		t.Helper()
+		for _, s := range []string{"active", "timeout", "suspended", "off"} {
+			if v, ok := promtest.Value(scrape(t, m), "courier_endpoint_health", "endpoint", "acme", "state", s); ok && v == 1 {
+				return s
+			}
+		}
+		return ""
+	}
+	if got := health(); got != "off" {
+		t.Errorf("after a switch during a refresh: acme is %s, want off", got)
+	}
+	// The store changes behind the metrics' back (another node): the next
+	// refresh reads it.
+	if _, err := store.UpdateHealth(context.Background(), "acme", func(h courier.EndpointHealth) courier.EndpointHealth {
+		return h.SwitchedOn(now)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := health(); got != "active" {
+		t.Errorf("after the next refresh: acme is %s, want active as stored", got)
+	}
+	// A change told with the state unchanged but the metrics behind still
+	// shows the state told.
+	m.HealthChanged("globex", courier.EndpointHealth{State: courier.HealthSuspended}, courier.EndpointHealth{State: courier.HealthSuspended})
+	if v, _ := promtest.Value(scrape(t, m), "courier_endpoint_health", "endpoint", "globex", "state", "suspended"); v != 1 {
+		t.Errorf("globex told suspended is not shown suspended")
+	}
+}

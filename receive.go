@@ -1,0 +1,332 @@
+package courier
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ReceiverTransport says where a receive location reads from.
+type ReceiverTransport string
+
+// The receive locations' transports.
+const (
+	ReceiveAMQP ReceiverTransport = "amqp" // a RabbitMQ queue
+	ReceiveNATS ReceiverTransport = "nats" // a JetStream stream through a durable consumer
+	ReceiveDir  ReceiverTransport = "dir"  // a pick-up directory
+)
+
+// ReceiverTransports lists the receive locations' transports.
+var ReceiverTransports = []ReceiverTransport{ReceiveAMQP, ReceiveNATS, ReceiveDir}
+
+// OnError says what a receive location does with an item it cannot use.
+type OnError string
+
+// The choices of on_error.
+const (
+	// OnErrorSuspend stores the item as a suspended message (reason invalid
+	// or no_route) and goes on: nothing is dropped, nothing loops.
+	OnErrorSuspend OnError = "suspend"
+	// OnErrorStop leaves the item at its source and stops the receiver
+	// until an operator starts it again: for feeds whose order matters.
+	OnErrorStop OnError = "stop"
+)
+
+// DefaultSettle is how long a picked-up file must stay unchanged (size and
+// modification time) before it counts as complete, when its receive
+// location says nothing: longer than the pauses of a writer still busy.
+const DefaultSettle = time.Second
+
+// DefaultReceiveBatch is how many items a receive location stores in one
+// durable commit when its configuration says nothing.
+const DefaultReceiveBatch = 100
+
+// Receiver is a receive location (DESIGN §13): where items come from and how
+// each becomes a message.
+type Receiver struct {
+	Name      string
+	Transport ReceiverTransport
+	AMQP      AMQPSource
+	NATS      NATSSource
+	Dir       DirSource
+
+	// Type and Route are fixed, or read from the headers TypeHeader and
+	// RouteHeader of each item.
+	Type, TypeHeader   string
+	Route, RouteHeader string
+	// IDHeader names the header that carries the message id; without it (or
+	// when an item lacks it) the id is derived from the item's content, so a
+	// redelivered item is the same message.
+	IDHeader string
+	// OrderingKeyHeader names the header that carries the ordering key,
+	// RecipientHeader the one that carries the recipient (for lookup
+	// routes).
+	OrderingKeyHeader string
+	RecipientHeader   string
+	// Batch is the most items stored in one durable commit.
+	Batch   int
+	OnError OnError
+}
+
+// AMQPSource is a RabbitMQ queue to consume.
+type AMQPSource struct {
+	URL   string
+	Queue string
+}
+
+// NATSSource is a JetStream stream read through a durable pull consumer,
+// created if it does not exist.
+type NATSSource struct {
+	URL      string
+	Stream   string
+	Consumer string
+}
+
+// DirSource is a pick-up directory: files matching Pattern are taken once
+// they are complete, and moved to the folder processed/ under Path after
+// they are stored.
+type DirSource struct {
+	Path    string
+	Pattern string // a glob on the file name; default "*"
+	// Settle is how long a file's size and modification time must stay the
+	// same before it counts as complete (default 1s).
+	Settle time.Duration
+	// DoneMarker takes a file only once "<name>.done" exists beside it,
+	// for writers that announce a complete file.
+	DoneMarker bool
+}
+
+// InboundItem is one item read from a receive location.
+type InboundItem struct {
+	Body []byte
+	// Headers are the item's headers as the source gives them; a value that
+	// is not text is kept as Unreadable instead.
+	Headers map[string]string
+	// Unreadable names headers whose value could not be read as text.
+	Unreadable []string
+	// ContentType is the item's content type, if its source says.
+	ContentType string
+	// Name is what the source calls the item (a file name); it is part of a
+	// derived id, so two files of one content are two messages. Brokers
+	// leave it empty: a redelivery must get the same id.
+	Name string
+	// Redelivered is set when the source has handed out the item before.
+	Redelivered bool
+	// Handle is the source's own reference, for Ack and Release.
+	Handle any
+}
+
+// Source is a receive location's connection to where its items wait. A
+// source is used by one goroutine at a time.
+type Source interface {
+	// Fetch returns up to max items. It waits a little (about a second)
+	// for the first and returns none, without error, when none came.
+	Fetch(ctx context.Context, max int) ([]*InboundItem, error)
+	// Ack tells the source that the items are stored: it forgets them.
+	Ack(ctx context.Context, items []*InboundItem) error
+	// Release hands items back unacknowledged, to be fetched again.
+	Release(ctx context.Context, items []*InboundItem) error
+	// Pending counts the items waiting at the source (the receiver's lag),
+	// or -1 when the source cannot tell.
+	Pending(ctx context.Context) (int64, error)
+	Close() error
+}
+
+// Header returns the value of an item's header, its name matched without
+// regard to case; ok is false when the item has no such header, and err
+// says why a header it has cannot be used.
+func (it *InboundItem) Header(name string) (v string, ok bool, err error) {
+	for _, u := range it.Unreadable {
+		if strings.EqualFold(u, name) {
+			return "", true, fmt.Errorf("header %s is not text", name)
+		}
+	}
+	if v, ok := it.Headers[name]; ok {
+		return v, true, nil
+	}
+	for k, v := range it.Headers {
+		if strings.EqualFold(k, name) {
+			return v, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// Admit turns an inbound item into a message for Store.Ingest. A usable
+// item becomes a queued message, prepared by Accept. An item that cannot be
+// delivered as it is becomes a suspended message with reason invalid (or
+// no_route when it names a route that is not configured) and says why in
+// LastError; problem is then that reason's text, so that a receiver with
+// on_error: stop can refuse the item instead. Nothing about the item is
+// dropped: its body is kept whole, also when it is over maxPayload.
+func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now time.Time) (m *Message, problem error) {
+	m = &Message{Payload: it.Body, ContentType: it.ContentType, Type: r.Type, Route: r.Route}
+	if m.ContentType == "" {
+		m.ContentType = "application/octet-stream"
+	}
+	reason := ReasonInvalid
+	fail := func(format string, args ...any) {
+		if problem == nil {
+			problem = fmt.Errorf(format, args...)
+		}
+	}
+	// read takes a field from a header; what names a field the message
+	// needs, which the header must then give unless the receiver fixes it.
+	read := func(header string, dst *string, what string) {
+		if header == "" {
+			return
+		}
+		v, ok, err := it.Header(header)
+		switch {
+		case err != nil:
+			fail("%s", err)
+		case !ok && *dst == "" && what != "":
+			fail("no %s: the item has no header %s", what, header)
+		case ok:
+			*dst = v
+		}
+	}
+	read(r.TypeHeader, &m.Type, "type")
+	read(r.RouteHeader, &m.Route, "route")
+	read(r.OrderingKeyHeader, &m.OrderingKey, "")
+	read(r.RecipientHeader, &m.Recipient, "")
+	var id string
+	if r.IDHeader != "" {
+		if v, ok, err := it.Header(r.IDHeader); err != nil {
+			fail("%s", err)
+		} else if ok {
+			id = v
+		}
+	}
+	switch {
+	case id != "" && !ValidID(id):
+		fail("id %q from header %s is not valid: use 1 to %d letters, digits, '.', '_', '-' or ':'", clip(id), r.IDHeader, MaxIDLen)
+		id = ""
+	case int64(len(it.Body)) > maxPayload && maxPayload > 0:
+		fail("the payload of %d bytes is over max_payload (%d bytes)", len(it.Body), maxPayload)
+	case !utf8.ValidString(m.ContentType) || !ValidHeaderValue(m.ContentType):
+		fail("the content type is not text")
+		m.ContentType = "application/octet-stream"
+	}
+	if id == "" {
+		id = r.derivedID(it)
+	}
+	m.ID = id
+	if problem == nil {
+		if err := t.Validate(m); err != nil {
+			problem = err
+			if m.Route != "" && ValidType(m.Type) && t.Routes[m.Route] == nil {
+				reason = ReasonNoRoute
+			}
+		}
+	}
+	if problem == nil {
+		Accept(m, t.Policy(m.Type), false, now)
+		t.StartWorkflow(m)
+		return m, nil
+	}
+	Unusable(m, reason, fmt.Sprintf("receiver %s: %s", r.Name, problem), now)
+	return m, problem
+}
+
+// Unusable makes m a suspended message with the reason and error, for an
+// item taken in that cannot be delivered as it is. It leaves its ordering
+// key's order at once: it must not hold up the key's other messages.
+func Unusable(m *Message, reason Reason, lastError string, now time.Time) {
+	now = now.Truncate(time.Microsecond)
+	m.Hash = ContentHash(m)
+	m.Size = len(m.Payload)
+	m.State, m.Reason, m.LastError = StateSuspended, reason, lastError
+	m.OrderSkipped = m.OrderingKey != ""
+	m.NextAttemptAt, m.TimerAt = time.Time{}, time.Time{}
+	m.CreatedAt, m.UpdatedAt, m.RoundStartedAt, m.FinishedAt = now, now, now, now
+}
+
+// derivedID is the id of an item without one of its own: the receiver's
+// name and a digest of the item's name and body, the same at every
+// redelivery.
+func (r *Receiver) derivedID(it *InboundItem) string {
+	h := sha256.New()
+	h.Write([]byte(it.Name))
+	h.Write([]byte{0})
+	h.Write(it.Body)
+	id := r.Name + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+	if len(id) > MaxIDLen {
+		id = id[len(id)-MaxIDLen:]
+	}
+	return id
+}
+
+// ConflictID is the id under which an item is kept whose id was already
+// taken by a message of other content: the id and a digest of the item's
+// content, so that a redelivery finds it again.
+func ConflictID(id, hash string) string {
+	suffix := ".conflict-" + strings.TrimPrefix(hash, "sha256:")
+	if len(suffix) > 27 {
+		suffix = suffix[:27]
+	}
+	if len(id)+len(suffix) > MaxIDLen {
+		id = id[:MaxIDLen-len(suffix)]
+	}
+	return id + suffix
+}
+
+// The states of a receive location.
+const (
+	ReceiverRunning    = "running"    // reading from its source
+	ReceiverConnecting = "connecting" // (re)connecting to its source, or waiting to try again
+	ReceiverStopped    = "stopped"    // stopped by an operator or by on_error: stop
+)
+
+// ReceiverStatus is what a receive location is doing, on this node.
+type ReceiverStatus struct {
+	Name      string            `json:"name"`
+	Transport ReceiverTransport `json:"transport"`
+	Source    string            `json:"source"` // the queue, stream or directory, credentials hidden
+	State     string            `json:"state"`
+	Since     time.Time         `json:"since"`
+	// StopReason says why a stopped receiver stopped: who stopped it, or the
+	// item it could not take.
+	StopReason  string    `json:"stop_reason,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	Received    int64     `json:"received"` // messages stored from it (repeats not counted)
+	Invalid     int64     `json:"invalid"`  // of those, items stored as suspended (invalid, no_route)
+	// Redelivered counts items the source handed out again (after a
+	// release, a lost acknowledgement or a restart): it stays near zero
+	// unless something keeps failing.
+	Redelivered int64 `json:"redelivered"`
+	// Pending is the items waiting at the source, as last counted; -1 when
+	// the source cannot tell.
+	Pending int64 `json:"pending"`
+	Batch   int   `json:"batch"` // the batch size in use now
+}
+
+// Receivers is control of the receive locations running on this node.
+type Receivers interface {
+	// Statuses lists the receive locations, by name.
+	Statuses() []ReceiverStatus
+	// StopReceiver stops one until StartReceiver; items fetched and not yet
+	// stored go back to their source. CodeNotFound for an unknown name.
+	StopReceiver(name, who string) error
+	// StartReceiver starts a stopped receiver again.
+	StartReceiver(name, who string) error
+}
+
+// SourceName says where a receive location reads from, fit to show: the
+// queue, stream or directory, with credentials left out of URLs.
+func (r *Receiver) SourceName() string {
+	switch r.Transport {
+	case ReceiveAMQP:
+		return "queue " + r.AMQP.Queue + " at " + RedactURL(r.AMQP.URL)
+	case ReceiveNATS:
+		return "stream " + r.NATS.Stream + " (consumer " + r.NATS.Consumer + ") at " + RedactURL(r.NATS.URL)
+	case ReceiveDir:
+		return "directory " + r.Dir.Path + " (" + r.Dir.Pattern + ")"
+	}
+	return ""
+}

@@ -1,0 +1,499 @@
+// Package receiver runs receive locations (DESIGN §13): it reads items from
+// a broker queue, a JetStream consumer or a pick-up directory, stores each
+// batch in one durable commit, and only then acknowledges the items at their
+// source. An item that cannot be used is stored as a suspended message with
+// its reason, or, with on_error: stop, left at the source while the receiver
+// stops; it is never dropped and never handed out again and again.
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// OpenFunc connects to a receive location's source.
+type OpenFunc func(ctx context.Context, r *courier.Receiver) (courier.Source, error)
+
+// Options configure a Service. Store, TopologyFunc and OpenFunc are required.
+type Options struct {
+	Store courier.Store
+	// TopologyFunc returns the routes and policies in force: an item is
+	// checked against them when it arrives.
+	TopologyFunc func() *courier.Topology
+	Receivers    []*courier.Receiver
+	OpenFunc     OpenFunc
+	// MaxPayload is max_payload: a larger item is stored as invalid.
+	MaxPayload int64
+	// IngestedFunc is called after messages due now were stored (the
+	// engine's Wake).
+	IngestedFunc func()
+	Clock        courier.Clock
+	Logger       *slog.Logger
+	// RetryInitial and RetryMax bound the wait before a source is opened
+	// again after a failure, or a batch is stored again after the store
+	// failed (defaults 500ms and 30s); the wait doubles in between.
+	RetryInitial, RetryMax time.Duration
+	// PendingInterval is how often the items waiting at a source are
+	// counted (default 5s).
+	PendingInterval time.Duration
+}
+
+// Service runs every configured receive location, each in a goroutine of
+// its own. It implements courier.Receivers.
+type Service struct {
+	opts    Options
+	workers []*worker
+	byName  map[string]*worker
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ courier.Receivers = (*Service)(nil)
+
+// New returns a service for the receive locations; Start runs them.
+func New(o Options) *Service {
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.IngestedFunc == nil {
+		o.IngestedFunc = func() {}
+	}
+	if o.RetryInitial <= 0 {
+		o.RetryInitial = 500 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 30 * time.Second
+	}
+	if o.PendingInterval <= 0 {
+		o.PendingInterval = 5 * time.Second
+	}
+	s := &Service{opts: o, byName: map[string]*worker{}}
+	rs := slices.Clone(o.Receivers)
+	slices.SortFunc(rs, func(a, b *courier.Receiver) int { return cmpString(a.Name, b.Name) })
+	now := o.Clock.Now()
+	for _, r := range rs {
+		w := &worker{s: s, r: r, logger: o.Logger.With("receiver", r.Name), poke: make(chan struct{}, 1)}
+		w.status = courier.ReceiverStatus{Name: r.Name, Transport: r.Transport, Source: r.SourceName(),
+			State: courier.ReceiverConnecting, Since: now, Pending: -1, Batch: r.Batch}
+		s.workers = append(s.workers, w)
+		s.byName[r.Name] = w
+	}
+	return s
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Start runs the receive locations until Stop.
+func (s *Service) Start(ctx context.Context) error {
+	ctx, s.cancel = context.WithCancel(ctx)
+	for _, w := range s.workers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			w.run(ctx)
+		}()
+	}
+	return nil
+}
+
+// Stop ends every receive location: a batch being stored is stored and
+// acknowledged, fetched items not yet stored go back to their source.
+func (s *Service) Stop(ctx context.Context) error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Statuses lists the receive locations and what each is doing.
+func (s *Service) Statuses() []courier.ReceiverStatus {
+	out := make([]courier.ReceiverStatus, len(s.workers))
+	for i, w := range s.workers {
+		out[i] = w.snapshot()
+	}
+	return out
+}
+
+// StopReceiver stops a receive location until StartReceiver.
+func (s *Service) StopReceiver(name, who string) error {
+	w, err := s.worker(name)
+	if err != nil {
+		return err
+	}
+	w.stop(fmt.Sprintf("stopped by %s", who), "")
+	w.logger.Info("receiver stopped by an operator", "who", who)
+	return nil
+}
+
+// StartReceiver lets a stopped receive location read again; an item it
+// stopped at is taken again, and checked against the routes in force now.
+func (s *Service) StartReceiver(name, who string) error {
+	w, err := s.worker(name)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	was := w.stopped
+	w.stopped = false
+	if was {
+		w.setStateLocked(courier.ReceiverConnecting, s.opts.Clock.Now())
+		w.status.StopReason = ""
+	}
+	w.mu.Unlock()
+	w.wake()
+	if was {
+		w.logger.Info("receiver started by an operator", "who", who)
+	}
+	return nil
+}
+
+func (s *Service) worker(name string) (*worker, error) {
+	w := s.byName[name]
+	if w == nil {
+		return nil, courier.Errorf(courier.CodeNotFound, "receiver %q is not configured", name)
+	}
+	return w, nil
+}
+
+// worker runs one receive location.
+type worker struct {
+	s      *Service
+	r      *courier.Receiver
+	logger *slog.Logger
+	poke   chan struct{} // a start, or a stop to act on
+
+	mu      sync.Mutex
+	stopped bool
+	status  courier.ReceiverStatus
+
+	src         courier.Source
+	batch       int       // items per fetch: r.Batch, or fewer after an error
+	pendingAt   time.Time // when the source's backlog was last counted
+	sinceFailed int       // batches stored since the last failure
+}
+
+func (w *worker) snapshot() courier.ReceiverStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+func (w *worker) wake() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) isStopped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
+}
+
+// stop marks the receiver stopped; the loop closes its source.
+func (w *worker) stop(reason, lastError string) {
+	w.mu.Lock()
+	w.stopped = true
+	w.setStateLocked(courier.ReceiverStopped, w.s.opts.Clock.Now())
+	w.status.StopReason = reason
+	if lastError != "" {
+		w.status.LastError, w.status.LastErrorAt = lastError, w.s.opts.Clock.Now()
+	}
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *worker) setStateLocked(state string, now time.Time) {
+	if w.status.State != state {
+		w.status.State, w.status.Since = state, now
+	}
+}
+
+func (w *worker) setState(state string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.setStateLocked(state, w.s.opts.Clock.Now())
+	}
+}
+
+// failed records an error that the loop will recover from by itself.
+func (w *worker) failed(err error) {
+	w.mu.Lock()
+	w.status.LastError, w.status.LastErrorAt = err.Error(), w.s.opts.Clock.Now()
+	w.mu.Unlock()
+}
+
+func (w *worker) closeSource() {
+	if w.src != nil {
+		if err := w.src.Close(); err != nil {
+			w.logger.Debug("closing the source", "err", err)
+		}
+		w.src = nil
+	}
+}
+
+// sleep waits d, or less when ctx ends or the receiver is poked.
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-w.poke:
+	case <-t.C:
+	}
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer w.closeSource()
+	o := w.s.opts
+	w.batch = w.r.Batch
+	retry := o.RetryInitial
+	backOff := func(err error, what string) {
+		if ctx.Err() != nil {
+			return
+		}
+		w.failed(err)
+		w.logger.Warn(what+"; will try again", "err", err, "in", retry)
+		w.sleep(ctx, retry)
+		retry = min(retry*2, o.RetryMax)
+	}
+	for ctx.Err() == nil {
+		if w.isStopped() {
+			w.closeSource()
+			w.sleep(ctx, time.Hour)
+			continue
+		}
+		if w.src == nil {
+			w.setState(courier.ReceiverConnecting)
+			src, err := o.OpenFunc(ctx, w.r)
+			if err != nil {
+				backOff(err, "could not open the receiver's source")
+				continue
+			}
+			w.src = src
+			w.setState(courier.ReceiverRunning)
+			w.logger.Info("receiver reading", "source", w.r.SourceName())
+		}
+		w.countPending(ctx)
+		items, err := w.src.Fetch(ctx, w.batch)
+		if err != nil {
+			w.closeSource()
+			backOff(err, "reading from the receiver's source failed")
+			continue
+		}
+		if len(items) == 0 {
+			continue
+		}
+		w.countRedelivered(items)
+		if err := w.take(ctx, items); err != nil {
+			// The store could not take the batch: it went back to the
+			// source. Single items for a while, so that whatever failed
+			// holds up no more than itself.
+			w.batch, w.sinceFailed = 1, 0
+			backOff(err, "could not store the received items")
+			continue
+		}
+		retry = o.RetryInitial
+		w.grow()
+	}
+}
+
+func (w *worker) countRedelivered(items []*courier.InboundItem) {
+	n := 0
+	for _, it := range items {
+		if it.Redelivered {
+			n++
+		}
+	}
+	if n > 0 {
+		w.mu.Lock()
+		w.status.Redelivered += int64(n)
+		w.mu.Unlock()
+	}
+}
+
+// grow brings the batch back to its configured size after a failure,
+// doubling after every few batches stored.
+func (w *worker) grow() {
+	if w.batch >= w.r.Batch {
+		return
+	}
+	w.sinceFailed++
+	if w.sinceFailed >= 4 {
+		w.batch, w.sinceFailed = min(w.batch*2, w.r.Batch), 0
+	}
+	w.mu.Lock()
+	w.status.Batch = w.batch
+	w.mu.Unlock()
+}
+
+func (w *worker) countPending(ctx context.Context) {
+	now := w.s.opts.Clock.Now()
+	if now.Sub(w.pendingAt) < w.s.opts.PendingInterval {
+		return
+	}
+	w.pendingAt = now
+	n, err := w.src.Pending(ctx)
+	if err != nil {
+		n = -1
+	}
+	w.mu.Lock()
+	w.status.Pending = n
+	w.mu.Unlock()
+}
+
+// take stores a batch of items durably and then acknowledges them. With
+// on_error: stop, the items from the first unusable one on go back to the
+// source and the receiver stops. An error means nothing of the batch is
+// acknowledged (what was stored is found again when the items come back).
+func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
+	o := w.s.opts
+	now := o.Clock.Now()
+	t := o.TopologyFunc()
+	msgs := make([]*courier.Message, 0, len(items))
+	stopAt, stopErr := -1, error(nil)
+	for i, it := range items {
+		m, problem := w.r.Admit(it, t, o.MaxPayload, now)
+		if problem != nil && w.r.OnError == courier.OnErrorStop {
+			stopAt, stopErr = i, problem
+			break
+		}
+		msgs = append(msgs, m)
+	}
+	take := items
+	if stopAt >= 0 {
+		take = items[:stopAt]
+		if err := w.src.Release(ctx, items[stopAt:]); err != nil {
+			w.logger.Warn("could not hand items back to the source; they return when it is opened again", "err", err)
+			w.closeSource()
+		}
+	}
+	// The store's own context: a batch under way when the service stops is
+	// stored and acknowledged rather than left half done.
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	created, invalid, due, err := w.store(storeCtx, msgs, now)
+	if err != nil {
+		if w.src != nil {
+			if rerr := w.src.Release(storeCtx, take); rerr != nil {
+				w.closeSource()
+			}
+		}
+		return err
+	}
+	if w.src != nil && len(take) > 0 {
+		if err := w.src.Ack(storeCtx, take); err != nil {
+			// Stored: when they come back, their ids make the second
+			// store a no-op.
+			w.logger.Warn("could not acknowledge stored items; the source will hand them out again", "err", err)
+			w.closeSource()
+		}
+	}
+	if due {
+		o.IngestedFunc()
+	}
+	w.mu.Lock()
+	w.status.Received += int64(created)
+	w.status.Invalid += int64(invalid)
+	w.mu.Unlock()
+	if stopAt >= 0 {
+		it := items[stopAt]
+		why := fmt.Sprintf("on_error: stop: item %s cannot be taken: %v", describe(it, w.r), stopErr)
+		w.stop(why, stopErr.Error())
+		w.closeSource()
+		w.logger.Warn("receiver stopped at an item it cannot take; start it again once that is fixed", "item", describe(it, w.r), "err", stopErr)
+	}
+	return nil
+}
+
+// store ingests the messages in one durable commit, and keeps an item whose
+// id is taken by other content as an invalid message of its own. created
+// counts the messages stored now, invalid those of them suspended.
+func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Time) (created, invalid int, due bool, err error) {
+	if len(msgs) == 0 {
+		return 0, 0, false, nil
+	}
+	results, err := w.s.opts.Store.Ingest(ctx, msgs)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("store %d items: %w", len(msgs), err)
+	}
+	var again []*courier.Message
+	count := func(m *courier.Message) {
+		created++
+		if m.State == courier.StateSuspended {
+			invalid++
+			w.logger.Info("received item stored as suspended", "id", m.ID, "reason", m.Reason, "err", m.LastError)
+		} else if !m.NextAttemptAt.After(now) {
+			due = true
+		}
+	}
+	for i, res := range results {
+		m := msgs[i]
+		switch res.Status {
+		case courier.IngestCreated:
+			count(m)
+		case courier.IngestConflict:
+			c := *m
+			c.ID = courier.ConflictID(m.ID, m.Hash)
+			courier.Unusable(&c, courier.ReasonInvalid,
+				fmt.Sprintf("receiver %s: id %s is taken by a message of other content", w.r.Name, m.ID), now)
+			again = append(again, &c)
+		}
+	}
+	if len(again) == 0 {
+		return created, invalid, due, nil
+	}
+	results, err = w.s.opts.Store.Ingest(ctx, again)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("store %d items with taken ids: %w", len(again), err)
+	}
+	for i, res := range results {
+		if res.Status == courier.IngestCreated {
+			count(again[i])
+		}
+	}
+	return created, invalid, due, nil
+}
+
+// describe names an item for people: its id header or file name.
+func describe(it *courier.InboundItem, r *courier.Receiver) string {
+	if it.Name != "" {
+		return it.Name
+	}
+	if r.IDHeader != "" {
+		if v, ok, err := it.Header(r.IDHeader); ok && err == nil && v != "" {
+			return v
+		}
+	}
+	return fmt.Sprintf("of %d bytes", len(it.Body))
+}

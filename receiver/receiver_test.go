@@ -1,0 +1,394 @@
+package receiver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/receiver"
+	"github.com/courier-gw/courier/sqlite"
+)
+
+// queue is a source held in memory, standing in for a broker queue in the
+// tests of the service's own rules; the sources themselves are tested
+// against RabbitMQ, JetStream and real directories in their packages.
+type queue struct {
+	mu        sync.Mutex
+	ready     []*courier.InboundItem
+	out       map[*courier.InboundItem]bool
+	acked     []*courier.InboundItem
+	fetches   []int // the max of each Fetch that returned items
+	delivered int   // items handed out, repeats included
+}
+
+func newQueue(items ...*courier.InboundItem) *queue {
+	return &queue{ready: items, out: map[*courier.InboundItem]bool{}}
+}
+
+func (q *queue) put(items ...*courier.InboundItem) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ready = append(q.ready, items...)
+}
+
+func (q *queue) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, error) {
+	q.mu.Lock()
+	n := min(max, len(q.ready))
+	got := slices.Clone(q.ready[:n])
+	q.ready = q.ready[n:]
+	for _, it := range got {
+		q.out[it] = true
+	}
+	if n > 0 {
+		q.fetches = append(q.fetches, max)
+		q.delivered += n
+	}
+	q.mu.Unlock()
+	if n == 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return got, nil
+}
+
+func (q *queue) Ack(_ context.Context, items []*courier.InboundItem) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range items {
+		if !q.out[it] {
+			return fmt.Errorf("ack of an item not handed out")
+		}
+		delete(q.out, it)
+		q.acked = append(q.acked, it)
+	}
+	return nil
+}
+
+func (q *queue) Release(_ context.Context, items []*courier.InboundItem) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range items {
+		delete(q.out, it)
+		it.Redelivered = true
+	}
+	q.ready = append(slices.Clone(items), q.ready...)
+	return nil
+}
+
+func (q *queue) Pending(context.Context) (int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return int64(len(q.ready)), nil
+}
+
+func (q *queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	// Unacknowledged items go back, as a broker does with a closed channel.
+	var back []*courier.InboundItem
+	for it := range q.out {
+		it.Redelivered = true
+		back = append(back, it)
+	}
+	q.out = map[*courier.InboundItem]bool{}
+	q.ready = append(back, q.ready...)
+	return nil
+}
+
+func (q *queue) state() (ready, out, acked int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ready), len(q.out), len(q.acked)
+}
+
+// flakyStore fails Ingest while fail is above zero.
+type flakyStore struct {
+	courier.Store
+	mu   sync.Mutex
+	fail int
+}
+
+func (f *flakyStore) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	f.mu.Lock()
+	failing := f.fail > 0
+	if failing {
+		f.fail--
+	}
+	f.mu.Unlock()
+	if failing {
+		return nil, courier.Unavailable("the store", errors.New("disk on fire"))
+	}
+	return f.Store.Ingest(ctx, msgs)
+}
+
+type harness struct {
+	t     *testing.T
+	store courier.Store
+	q     *queue
+	svc   *receiver.Service
+	top   *courier.Topology
+	mu    sync.Mutex
+}
+
+func newHarness(t *testing.T, r *courier.Receiver, q *queue, wrap func(courier.Store) courier.Store) *harness {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	h := &harness{t: t, store: s, q: q, top: &courier.Topology{
+		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}}
+	var store courier.Store = s
+	if wrap != nil {
+		store = wrap(s)
+	}
+	if r.Batch == 0 {
+		r.Batch = 10
+	}
+	h.svc = receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r},
+		TopologyFunc: h.topology, MaxPayload: 1 << 20,
+		OpenFunc:     func(context.Context, *courier.Receiver) (courier.Source, error) { return q, nil },
+		RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, PendingInterval: time.Millisecond})
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.svc.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) topology() *courier.Topology {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.top
+}
+
+func (h *harness) addRoute(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := *h.top
+	next.Routes = map[string]*courier.Route{name: {Name: name, Endpoints: []string{"a"}}}
+	for k, v := range h.top.Routes {
+		next.Routes[k] = v
+	}
+	h.top = &next
+}
+
+// waitFor polls cond until it holds, failing the test after ten seconds.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s; status %+v", what, h.svc.Statuses())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) message(id string) *courier.Message {
+	h.t.Helper()
+	m, err := h.store.Message(context.Background(), id)
+	if err != nil {
+		h.t.Fatalf("message %s: %v", id, err)
+	}
+	return m
+}
+
+func item(id, route string) *courier.InboundItem {
+	return &courier.InboundItem{Body: []byte(`{"id":"` + id + `"}`), ContentType: "application/json",
+		Headers: map[string]string{"message-id": id, "x-route": route}}
+}
+
+func receiverFor(onError courier.OnError) *courier.Receiver {
+	return &courier.Receiver{Name: "erp", Transport: courier.ReceiveAMQP, Type: "invoice", RouteHeader: "x-route",
+		IDHeader: "message-id", OnError: onError}
+}
+
+// Good items become queued messages and bad ones suspended messages with
+// their reason; all are acknowledged, each once.
+func TestStoresThenAcks(t *testing.T) {
+	q := newQueue()
+	for i := 0; i < 25; i++ {
+		route := "acme"
+		switch i {
+		case 7:
+			route = "globex" // not configured
+		case 13:
+			route = ""
+		}
+		it := item(fmt.Sprintf("m-%02d", i), route)
+		if route == "" {
+			delete(it.Headers, "x-route")
+		}
+		q.put(it)
+	}
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("every item acknowledged", func() bool { _, _, acked := q.state(); return acked == 25 })
+	for i := 0; i < 25; i++ {
+		m := h.message(fmt.Sprintf("m-%02d", i))
+		switch i {
+		case 7:
+			if m.State != courier.StateSuspended || m.Reason != courier.ReasonNoRoute || !strings.Contains(m.LastError, `route "globex" is not configured`) {
+				t.Errorf("m-07: %s %s %q", m.State, m.Reason, m.LastError)
+			}
+		case 13:
+			if m.State != courier.StateSuspended || m.Reason != courier.ReasonInvalid || !strings.Contains(m.LastError, "no route") {
+				t.Errorf("m-13: %s %s %q", m.State, m.Reason, m.LastError)
+			}
+		default:
+			if m.State != courier.StateQueued || m.Route != "acme" || m.Type != "invoice" || string(m.Payload) != `{"id":"`+m.ID+`"}` {
+				t.Errorf("%s: %+v", m.ID, m)
+			}
+		}
+	}
+	h.waitFor("the counts", func() bool {
+		st := h.svc.Statuses()[0]
+		return st.Received == 25 && st.Invalid == 2 && st.Pending == 0
+	})
+	if st := h.svc.Statuses()[0]; st.State != courier.ReceiverRunning || st.StopReason != "" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// Items stored and then handed out again (the acknowledgement was lost in
+// a crash) are stored once: the second ingest is a no-op, and the counts
+// do not grow.
+func TestRedeliveryStoresNothingTwice(t *testing.T) {
+	q := newQueue(item("a", "acme"), item("b", "acme"))
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("two acknowledged", func() bool { _, _, acked := q.state(); return acked == 2 })
+	q.put(item("a", "acme"), item("b", "acme"), item("c", "acme"))
+	h.waitFor("five acknowledged", func() bool { _, _, acked := q.state(); return acked == 5 })
+	h.waitFor("the counts", func() bool { return h.svc.Statuses()[0].Received == 3 })
+	page, err := h.store.Messages(context.Background(), courier.MessageFilter{Limit: 100})
+	if err != nil || len(page.Messages) != 3 {
+		t.Fatalf("%d messages stored, %v; want 3", len(page.Messages), err)
+	}
+}
+
+// An item whose id is taken by a message of other content is kept as an
+// invalid message of its own.
+func TestTakenIDKeptApart(t *testing.T) {
+	q := newQueue(item("a", "acme"))
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("one acknowledged", func() bool { _, _, acked := q.state(); return acked == 1 })
+	other := item("a", "acme")
+	other.Body = []byte(`{"other": true}`)
+	q.put(other)
+	h.waitFor("two acknowledged", func() bool { _, _, acked := q.state(); return acked == 2 })
+	page, err := h.store.Messages(context.Background(), courier.MessageFilter{State: courier.StateSuspended, Limit: 10})
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("suspended: %d, %v", len(page.Messages), err)
+	}
+	m := h.message(page.Messages[0].ID)
+	if !strings.HasPrefix(m.ID, "a.conflict-") || m.Reason != courier.ReasonInvalid || string(m.Payload) != `{"other": true}` ||
+		!strings.Contains(m.LastError, "id a is taken by a message of other content") {
+		t.Fatalf("kept as %s: %s %q %q", m.ID, m.Reason, m.Payload, m.LastError)
+	}
+	if got := h.message("a"); string(got.Payload) != `{"id":"a"}` {
+		t.Fatalf("the first message changed: %q", got.Payload)
+	}
+}
+
+// With on_error: stop the items before the bad one are stored, the bad one
+// and those after it stay at the source, and the receiver says why it
+// stopped; started again once the route exists, it takes them all in order.
+func TestOnErrorStop(t *testing.T) {
+	q := newQueue(item("a", "acme"), item("b", "acme"), item("c", "later"), item("d", "acme"))
+	h := newHarness(t, receiverFor(courier.OnErrorStop), q, nil)
+	h.waitFor("stopped", func() bool { return h.svc.Statuses()[0].State == courier.ReceiverStopped })
+	st := h.svc.Statuses()[0]
+	if !strings.Contains(st.StopReason, "on_error: stop: item c cannot be taken") || !strings.Contains(st.StopReason, `route "later" is not configured`) {
+		t.Fatalf("stop reason %q", st.StopReason)
+	}
+	if ready, out, acked := q.state(); ready != 2 || out != 0 || acked != 2 {
+		t.Fatalf("source: %d ready, %d out, %d acked; want c and d back at the source", ready, out, acked)
+	}
+	if _, err := h.store.Message(context.Background(), "c"); err == nil {
+		t.Fatal("c was stored although the receiver stops on errors")
+	}
+	// Stopped, it reads nothing more.
+	q.put(item("e", "acme"))
+	time.Sleep(50 * time.Millisecond)
+	if _, _, acked := q.state(); acked != 2 {
+		t.Fatalf("a stopped receiver acknowledged %d items", acked)
+	}
+	h.addRoute("later")
+	if err := h.svc.StartReceiver("erp", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("all acknowledged", func() bool { _, _, acked := q.state(); return acked == 5 })
+	if m := h.message("c"); m.State != courier.StateQueued || m.Route != "later" {
+		t.Fatalf("c: %s on %s", m.State, m.Route)
+	}
+	if st := h.svc.Statuses()[0]; st.State != courier.ReceiverRunning {
+		t.Fatalf("after start: %+v", st)
+	}
+}
+
+// While the store fails nothing is acknowledged: the items go back to the
+// source. The receiver then takes single items and grows back to its batch.
+func TestStoreFailureReleasesAndIsolates(t *testing.T) {
+	q := newQueue()
+	for i := 0; i < 200; i++ {
+		q.put(item(fmt.Sprintf("m-%03d", i), "acme"))
+	}
+	fs := &flakyStore{fail: 3}
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, func(s courier.Store) courier.Store { fs.Store = s; return fs })
+	h.waitFor("all acknowledged", func() bool { _, _, acked := q.state(); return acked == 200 })
+	st := h.svc.Statuses()[0]
+	if st.Received != 200 || !strings.Contains(st.LastError, "disk on fire") {
+		t.Fatalf("status %+v", st)
+	}
+	q.mu.Lock()
+	fetches := slices.Clone(q.fetches)
+	q.mu.Unlock()
+	if fetches[0] != 10 || !slices.Contains(fetches, 1) || fetches[len(fetches)-1] != 10 {
+		t.Fatalf("batch sizes asked for: %v; want 10, then 1 after the failures, then back to 10", fetches)
+	}
+}
+
+// An operator stops and starts a receiver; unknown names are not found.
+func TestStopAndStart(t *testing.T) {
+	q := newQueue(item("a", "acme"))
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("a acknowledged", func() bool { _, _, acked := q.state(); return acked == 1 })
+	if err := h.svc.StopReceiver("erp", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("stopped", func() bool { return h.svc.Statuses()[0].State == courier.ReceiverStopped })
+	if st := h.svc.Statuses()[0]; st.StopReason != "stopped by ops" {
+		t.Fatalf("stop reason %q", st.StopReason)
+	}
+	q.put(item("b", "acme"))
+	time.Sleep(50 * time.Millisecond)
+	if _, _, acked := q.state(); acked != 1 {
+		t.Fatal("a stopped receiver went on reading")
+	}
+	if err := h.svc.StartReceiver("erp", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("b acknowledged", func() bool { _, _, acked := q.state(); return acked == 2 })
+	var ce *courier.Error
+	if err := h.svc.StopReceiver("nope", "ops"); !errors.As(err, &ce) || ce.Code != courier.CodeNotFound {
+		t.Fatalf("stop of an unknown receiver: %v", err)
+	}
+}

@@ -1,0 +1,13 @@
+-- Workflow routes (DESIGN §13). A message of a workflow goes through its
+-- steps on their implicit routes; these columns say where it stands.
+--
+-- workflow: the workflow route; NULL for other messages.
+-- step: the step being delivered or, while failed_step is set, undone.
+-- failed_step: the step that failed for good; 0 while none has.
+-- step_responses: the responses of the steps done, as a JSON object keyed
+--   by step number ({"1": "...", ...}); NULL when there are none, so that
+--   a message without a workflow costs no JSON work.
+ALTER TABLE messages ADD COLUMN workflow TEXT;
+ALTER TABLE messages ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN failed_step INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN step_responses TEXT;

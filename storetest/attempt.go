@@ -1,0 +1,38 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// AttemptStep claims the one message due on route and writes what the
+// topology decides after an attempt on the route's first endpoint with
+// result r, as the engine would. It returns the message as written. Tests of
+// what the API, the CLI and the dashboard show of a message part-way through
+// its workflow use it to move the message along.
+func AttemptStep(t *testing.T, store courier.Store, top *courier.Topology, route string, r courier.Result) *courier.Message {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	claimed, err := store.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Minute), Owner: "t",
+		Routes: []courier.RouteQuota{{Route: route, Limit: 1}}})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim on %s: %d messages, %v", route, len(claimed), err)
+	}
+	m := claimed[0]
+	ep := &courier.Endpoint{Name: top.Route(route).Endpoints[0]}
+	next, notices := top.AfterAttempt(m, ep, r, now, 0)
+	a := &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: ep.Name, Route: m.Route, StartedAt: now,
+		Outcome: courier.OutcomeDelivered, Status: r.Status, Response: r.Response}
+	if !r.Delivered() {
+		a.Outcome, a.Class, a.Error = courier.OutcomeFailed, r.Class, r.Error
+	}
+	applied, err := store.Apply(ctx, []courier.Change{{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Attempt: a, Notices: notices}})
+	if err != nil || !applied[0] {
+		t.Fatalf("apply the attempt on %s: %v %v", route, applied, err)
+	}
+	return next
+}

@@ -1,0 +1,145 @@
+package http
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/courier-gw/courier"
+)
+
+// maxStepResponseHeader bounds a Courier-Step-<j>-Response value: a longer
+// response travels only in the envelope, as receivers and proxies cap the
+// size of a request head.
+const maxStepResponseHeader = 4 << 10
+
+// requestBody returns the body of d's request: the payload, or for a
+// workflow step with an envelope the JSON document that wraps it.
+func requestBody(d courier.Delivery) ([]byte, *courier.Result) {
+	if d.Step == nil || !d.Step.Envelope {
+		return d.Message.Payload, nil
+	}
+	body, err := envelope(d.Message, d.Step)
+	if err != nil {
+		return nil, &courier.Result{Class: courier.ClassTransport, Error: "cannot build the step's envelope: " + err.Error()}
+	}
+	return body, nil
+}
+
+// stepEnvelope is the body of a step sent with an envelope. The payload is
+// either JSON, inline, or anything else in base64 with its content type.
+type stepEnvelope struct {
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 *string         `json:"payload_base64,omitempty"`
+	ContentType   string          `json:"content_type,omitempty"`
+	Step          int             `json:"step"`
+	Steps         int             `json:"steps"`
+	Compensate    bool            `json:"compensate,omitempty"`
+	Responses     stepResponses   `json:"responses"`
+}
+
+// envelope builds the JSON document that carries m's payload together with
+// the step's place in its workflow and the earlier steps' responses.
+func envelope(m *courier.Message, s *courier.StepContext) ([]byte, error) {
+	env := stepEnvelope{Step: s.Step, Steps: s.Steps, Compensate: s.Compensate, Responses: responses(s)}
+	if isJSONType(m.ContentType) && utf8.Valid(m.Payload) && json.Valid(m.Payload) {
+		env.Payload = m.Payload
+	} else {
+		b64 := base64.StdEncoding.EncodeToString(m.Payload)
+		env.PayloadBase64 = &b64
+		env.ContentType = m.ContentType
+		if env.ContentType == "" {
+			env.ContentType = "application/octet-stream"
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The payload arrives as the sender wrote it, "<" and "&" included.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// isJSONType reports whether the content type ct is JSON: application/json
+// or a +json type such as application/cloudevents+json.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// stepResponse is the response of step j, as JSON.
+type stepResponse struct {
+	j    int
+	json []byte
+}
+
+// stepResponses are the responses a step gets, in the order of the steps.
+type stepResponses []stepResponse
+
+// responses returns the responses of s sorted by step, each as JSON.
+func responses(s *courier.StepContext) stepResponses {
+	out := make(stepResponses, 0, len(s.Responses))
+	for j, r := range s.Responses {
+		out = append(out, stepResponse{j: j, json: responseJSON(r)})
+	}
+	slices.SortFunc(out, func(a, b stepResponse) int { return a.j - b.j })
+	return out
+}
+
+// MarshalJSON writes the responses as one object keyed by step number, in
+// step order rather than the string order a map would give.
+func (rs stepResponses) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(strconv.Itoa(r.j)))
+		b.WriteByte(':')
+		b.Write(r.json)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// responseJSON returns a step's response as JSON: compacted when it is JSON
+// already, so that a receiver gets structure, else as a JSON string.
+func responseJSON(r string) []byte {
+	if utf8.ValidString(r) && json.Valid([]byte(r)) {
+		var b bytes.Buffer
+		if json.Compact(&b, []byte(r)) == nil {
+			return b.Bytes()
+		}
+	}
+	b, _ := json.Marshal(r) // a string always marshals
+	return b
+}
+
+// stepHeader adds the workflow headers of s to h: Courier-Step,
+// Courier-Compensate and one Courier-Step-<j>-Response per earlier response.
+// It returns the steps whose response is too large or cannot be a header
+// value; those reach the receiver only in an envelope.
+func stepHeader(h http.Header, s *courier.StepContext) (left []int) {
+	h.Set("Courier-Step", strconv.Itoa(s.Step)+"/"+strconv.Itoa(s.Steps))
+	if s.Compensate {
+		h.Set("Courier-Compensate", "true")
+	}
+	for _, r := range responses(s) {
+		v := string(r.json)
+		if len(v) > maxStepResponseHeader || !courier.ValidHeaderValue(v) {
+			left = append(left, r.j)
+			continue
+		}
+		h.Set("Courier-Step-"+strconv.Itoa(r.j)+"-Response", v)
+	}
+	return left
+}

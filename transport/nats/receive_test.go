@@ -1,0 +1,413 @@
+package nats
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/internal/testenv"
+)
+
+// receiveStream is a stream of one test's own on a subject of its own,
+// deleted with the test.
+type receiveStream struct {
+	url, name, subject string
+	js                 jetstream.JetStream
+}
+
+func newReceiveStream(t *testing.T) *receiveStream {
+	t.Helper()
+	u := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
+	nc, err := nats.Connect(u)
+	if err != nil {
+		t.Fatalf("connect to the server: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := randomID(t)
+	s := &receiveStream{url: u, name: "COURIER_TEST_RECV_" + id, subject: "courier.test.recv." + id, js: js}
+	testenv.CreateStream(t, js, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.subject}, Storage: jetstream.FileStorage})
+	return s
+}
+
+func randomID(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// receiver is a receive location reading s through consumer.
+func (s *receiveStream) receiver(consumer string) *courier.Receiver {
+	return &courier.Receiver{Name: "inbox", Transport: courier.ReceiveNATS, Batch: 10,
+		NATS: courier.NATSSource{URL: s.url, Stream: s.name, Consumer: consumer}}
+}
+
+// publish sends one message per body, each with the headers h.
+func (s *receiveStream) publish(t *testing.T, h nats.Header, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		m := nats.NewMsg(s.subject)
+		m.Data = []byte(b)
+		for k, v := range h {
+			m.Header[k] = v
+		}
+		if _, err := s.js.PublishMsg(context.Background(), m); err != nil {
+			t.Fatalf("publish %q: %v", b, err)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, r *courier.Receiver) *Source {
+	t.Helper()
+	src, err := Open(context.Background(), r)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+// fetchN fetches until n items came, failing when they do not come within
+// a generous number of fetches.
+func fetchN(t *testing.T, src *Source, n int) []*courier.InboundItem {
+	t.Helper()
+	var got []*courier.InboundItem
+	for i := 0; i < 30 && len(got) < n; i++ {
+		items, err := src.Fetch(context.Background(), n-len(got))
+		if err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		got = append(got, items...)
+	}
+	if len(got) != n {
+		t.Fatalf("fetched %d items, want %d", len(got), n)
+	}
+	return got
+}
+
+func mustFetchNone(t *testing.T, src *Source) {
+	t.Helper()
+	items, err := src.Fetch(context.Background(), 10)
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if len(items) != 0 {
+		t.Fatalf("fetched %q, want nothing", bodies(items))
+	}
+}
+
+func mustPending(t *testing.T, src *Source, want int64) {
+	t.Helper()
+	got, err := src.Pending(context.Background())
+	if err != nil || got != want {
+		t.Fatalf("pending = %d, %v; want %d", got, err, want)
+	}
+}
+
+func bodies(items []*courier.InboundItem) []string {
+	var b []string
+	for _, it := range items {
+		b = append(b, string(it.Body))
+	}
+	return b
+}
+
+func TestReceiveFetchInOrder(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	h := nats.Header{"Content-Type": {"application/json"}, "X-Tenant": {"acme", "other"}, "x-lower": {"kept\tas is"}}
+	want := []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`, `{"n":5}`}
+	s.publish(t, h, want...)
+	src := mustOpen(t, s.receiver("inbox"))
+	mustPending(t, src, 5)
+
+	got := fetchN(t, src, len(want))
+	if !slices.Equal(bodies(got), want) {
+		t.Fatalf("bodies %q, want %q", bodies(got), want)
+	}
+	wantHeaders := map[string]string{"Content-Type": "application/json", "X-Tenant": "acme", "x-lower": "kept\tas is"}
+	for i, it := range got {
+		if fmt.Sprint(it.Headers) != fmt.Sprint(wantHeaders) {
+			t.Errorf("item %d: headers %q, want %q", i, it.Headers, wantHeaders)
+		}
+		if it.ContentType != "application/json" || it.Redelivered || it.Name != "" || len(it.Unreadable) != 0 {
+			t.Errorf("item %d: content type %q, redelivered %v, name %q, unreadable %q", i, it.ContentType, it.Redelivered, it.Name, it.Unreadable)
+		}
+	}
+	mustPending(t, src, 0)
+}
+
+func TestReceiveFetchMapsHeaders(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	tests := []struct {
+		name            string
+		header          nats.Header
+		wantHeaders     map[string]string
+		wantUnreadable  []string
+		wantContentType string
+	}{
+		{"no headers", nil, nil, nil, ""},
+		{"content type in other case", nats.Header{"content-type": {"text/plain"}}, map[string]string{"content-type": "text/plain"}, nil, "text/plain"},
+		{"control character", nats.Header{"X-Bad": {"a\x01b"}, "X-Good": {"ok"}}, map[string]string{"X-Good": "ok"}, []string{"X-Bad"}, ""},
+		{"not utf-8", nats.Header{"X-Bin": {"\xff\xfe"}, "X-Del": {"a\x7f"}}, map[string]string{}, []string{"X-Bin", "X-Del"}, ""},
+		{"unreadable content type", nats.Header{"Content-Type": {"text/\x01"}}, map[string]string{}, []string{"Content-Type"}, "text/\x01"},
+	}
+	for _, tt := range tests {
+		s.publish(t, tt.header, tt.name)
+	}
+	got := fetchN(t, mustOpen(t, s.receiver("inbox")), len(tests))
+	for i, tt := range tests {
+		it := got[i]
+		if string(it.Body) != tt.name {
+			t.Fatalf("item %d is %q, want %q", i, it.Body, tt.name)
+		}
+		if fmt.Sprint(it.Headers) != fmt.Sprint(tt.wantHeaders) || !slices.Equal(it.Unreadable, tt.wantUnreadable) || it.ContentType != tt.wantContentType {
+			t.Errorf("%s: headers %q, unreadable %q, content type %q; want %q, %q, %q", tt.name,
+				it.Headers, it.Unreadable, it.ContentType, tt.wantHeaders, tt.wantUnreadable, tt.wantContentType)
+		}
+	}
+}
+
+// TestReceiveCreatesAndReusesConsumer opens a consumer that does not exist,
+// acks part of the stream, and opens it again: the second source goes on
+// after what the first acked.
+func TestReceiveCreatesAndReusesConsumer(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	s.publish(t, nil, "a", "b", "c", "d")
+	r := s.receiver("inbox")
+
+	first := mustOpen(t, r)
+	info, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	if err != nil {
+		t.Fatalf("the consumer was not created: %v", err)
+	}
+	cfg := info.CachedInfo().Config
+	if cfg.Durable != "inbox" || cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.DeliverPolicy != jetstream.DeliverAllPolicy ||
+		cfg.MaxAckPending < 2*r.Batch || cfg.AckWait != receiveAckWait {
+		t.Errorf("consumer config %+v", cfg)
+	}
+	got := fetchN(t, first, 2)
+	if err := first.Ack(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+
+	second := mustOpen(t, r)
+	mustPending(t, second, 2)
+	got = fetchN(t, second, 2)
+	if want := []string{"c", "d"}; !slices.Equal(bodies(got), want) {
+		t.Fatalf("second source fetched %q, want %q", bodies(got), want)
+	}
+	if got[0].Redelivered {
+		t.Errorf("%q is marked redelivered", got[0].Body)
+	}
+}
+
+func TestReceiveAckForgets(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	s.publish(t, nil, "a", "b", "c")
+	r := s.receiver("inbox")
+	src := mustOpen(t, r)
+	if err := src.Ack(context.Background(), fetchN(t, src, 3)); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+
+	again := mustOpen(t, r)
+	mustFetchNone(t, again)
+	mustPending(t, again, 0)
+	c, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.CachedInfo().NumAckPending; n != 0 {
+		t.Errorf("%d items wait for an ack, want 0", n)
+	}
+}
+
+func TestReceiveReleaseRedelivers(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	want := []string{"a", "b", "c"}
+	s.publish(t, nil, want...)
+	src := mustOpen(t, s.receiver("inbox"))
+	if err := src.Release(context.Background(), fetchN(t, src, 3)); err != nil {
+		t.Fatal(err)
+	}
+	got := fetchN(t, src, 3)
+	if !slices.Equal(bodies(got), want) {
+		t.Fatalf("fetched %q after release, want %q", bodies(got), want)
+	}
+	for _, it := range got {
+		if !it.Redelivered {
+			t.Errorf("%q is not marked redelivered", it.Body)
+		}
+	}
+}
+
+// TestReceiveUnsettledComeBack closes a source with items neither acked nor
+// released: once the consumer's AckWait passes they are handed out again.
+func TestReceiveUnsettledComeBack(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	_, err := s.js.CreateConsumer(context.Background(), s.name, jetstream.ConsumerConfig{
+		Durable: "inbox", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, nil, "a", "b")
+	r := s.receiver("inbox")
+	src := mustOpen(t, r)
+	fetchN(t, src, 2)
+	src.Close()
+
+	got := fetchN(t, mustOpen(t, r), 2)
+	if want := []string{"a", "b"}; !slices.Equal(bodies(got), want) {
+		t.Fatalf("fetched %q, want %q", bodies(got), want)
+	}
+	for _, it := range got {
+		if !it.Redelivered {
+			t.Errorf("%q is not marked redelivered", it.Body)
+		}
+	}
+}
+
+func TestReceiveMissingStream(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	r := s.receiver("inbox")
+	r.NATS.Stream = "COURIER_TEST_MISSING_" + randomID(t)
+	_, err := Open(context.Background(), r)
+	if err == nil || !strings.Contains(err.Error(), r.NATS.Stream) || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("open: %v, want an error naming stream %s", err, r.NATS.Stream)
+	}
+}
+
+// TestReceiveRefusesUnfitConsumer opens existing consumers that cannot give
+// at-least-once: the error says why.
+func TestReceiveRefusesUnfitConsumer(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	tests := []struct {
+		name string
+		cfg  jetstream.ConsumerConfig
+		want string
+	}{
+		{"push", jetstream.ConsumerConfig{Durable: "push", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: "courier.test.deliver." + randomID(t)}, "push consumer"},
+		{"noack", jetstream.ConsumerConfig{Durable: "noack", AckPolicy: jetstream.AckNonePolicy}, "explicit acks"},
+		{"ackall", jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}, "explicit acks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.cfg.DeliverSubject != "" {
+				_, err = s.js.CreatePushConsumer(context.Background(), s.name, tt.cfg)
+			} else {
+				_, err = s.js.CreateConsumer(context.Background(), s.name, tt.cfg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := Open(context.Background(), s.receiver(tt.cfg.Durable))
+			if err == nil {
+				src.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("open: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReceiveEmptyStream(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	src := mustOpen(t, s.receiver("inbox"))
+	mustFetchNone(t, src)
+	mustPending(t, src, 0)
+	if err := src.Ack(context.Background(), nil); err != nil {
+		t.Errorf("ack of nothing: %v", err)
+	}
+}
+
+func TestReceiveFetchCanceled(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	src := mustOpen(t, s.receiver("inbox"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := src.Fetch(ctx, 10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("fetch: %v, want canceled", err)
+	}
+}
+
+// TestReceiveLostConnection reads through a proxy and cuts it: Fetch fails,
+// and a new source, once the server is there again, gets the items that
+// were not acked.
+func TestReceiveLostConnection(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	_, err := s.js.CreateConsumer(context.Background(), s.name, jetstream.ConsumerConfig{
+		Durable: "inbox", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, nil, "a", "b")
+	upstream, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.Start("127.0.0.1:0", upstream.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	viaProxy := *upstream
+	viaProxy.Host = proxy.Addr()
+	r := s.receiver("inbox")
+	r.NATS.URL = viaProxy.String()
+	src := mustOpen(t, r)
+	fetchN(t, src, 2)
+	proxy.Close()
+
+	var fetchErr error
+	for i := 0; i < 10 && fetchErr == nil; i++ {
+		_, fetchErr = src.Fetch(context.Background(), 10)
+	}
+	if fetchErr == nil {
+		t.Fatal("fetch after the connection was cut: no error")
+	}
+	src.Close()
+
+	r.NATS.URL = s.url
+	got := fetchN(t, mustOpen(t, r), 2)
+	if want := []string{"a", "b"}; !slices.Equal(bodies(got), want) {
+		t.Fatalf("fetched %q after reconnecting, want %q", bodies(got), want)
+	}
+}

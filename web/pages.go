@@ -1,0 +1,474 @@
+package web
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+)
+
+// notes are the messages a page shows after a redirect, by the code in its
+// ?note= query: fixed texts, so that a link cannot make the dashboard say
+// anything else.
+var notes = map[string]string{
+	"resubmitted":    "The message was resubmitted: it is queued and due now.",
+	"discarded":      "The message was discarded.",
+	"endpoint_off":   "The endpoint was switched off: its messages are held until it is switched on.",
+	"endpoint_on":    "The endpoint was switched on: its held messages go out.",
+	"receiver_stop":  "The receive location was stopped on this node: it takes nothing in until it is started.",
+	"receiver_start": "The receive location was started on this node.",
+}
+
+func note(r *http.Request) string { return notes[r.URL.Query().Get("note")] }
+
+// base starts the page data of a session.
+func (h *Handler) base(r *http.Request, s *session, title, nav string) page {
+	return page{Title: title, Nav: nav, Who: s.who, CSRF: s.csrf, Note: note(r), Now: h.clock.Now()}
+}
+
+type overviewData struct {
+	Stats     *api.Stats
+	Queued    int
+	Inflight  int
+	Suspended int
+	StatsErr  string
+	Chart     chart
+	NotActive []api.Endpoint
+	Endpoints int
+	// NotRunning are the receive locations of this node that are stopped or
+	// cannot reach their source, out of Receivers.
+	NotRunning []courier.ReceiverStatus
+	Receivers  int
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	c := h.client(s)
+	var d overviewData
+	st, err := c.Stats(r.Context())
+	switch {
+	case courier.ErrorCode(err) == courier.CodeUnavailable:
+		d.StatsErr = courier.ErrorMessage(err)
+	case err != nil:
+		h.fail(w, r, s, err)
+		return
+	default:
+		d.Stats = st
+		d.Queued, d.Inflight, d.Suspended = st.States[courier.StateQueued], st.States[courier.StateInflight], st.States[courier.StateSuspended]
+		d.Chart = newChart(st.Minutes)
+	}
+	eps, err := c.Endpoints(r.Context())
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	d.Endpoints = len(eps)
+	for _, e := range eps {
+		if e.State != courier.HealthActive {
+			d.NotActive = append(d.NotActive, e)
+		}
+	}
+	rs, err := c.Receivers(r.Context())
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	d.Receivers = len(rs)
+	for _, rc := range rs {
+		if rc.State != courier.ReceiverRunning {
+			d.NotRunning = append(d.NotRunning, rc)
+		}
+	}
+	p := h.base(r, s, "Overview", "overview")
+	p.Data = d
+	h.render(w, http.StatusOK, "overview.html", p)
+}
+
+// endpointsData is the endpoints page: where messages go, and the receive
+// locations where they come from.
+type endpointsData struct {
+	Endpoints []api.Endpoint
+	Receivers []courier.ReceiverStatus
+}
+
+func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
+	c := h.client(s)
+	eps, err := c.Endpoints(r.Context())
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	rs, err := c.Receivers(r.Context())
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	p := h.base(r, s, "Endpoints", "endpoints")
+	p.Data = endpointsData{Endpoints: eps, Receivers: rs}
+	h.render(w, http.StatusOK, "endpoints.html", p)
+}
+
+func (h *Handler) switchReceiver(w http.ResponseWriter, r *http.Request, s *session) {
+	name, verb := r.PathValue("name"), r.PathValue("verb")
+	if verb != "stop" && verb != "start" {
+		h.notFound(w, r, s)
+		return
+	}
+	if _, err := h.client(s).SwitchReceiver(r.Context(), name, verb == "start"); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/ui/endpoints?note=receiver_"+verb+"#receivers", http.StatusSeeOther)
+}
+
+func (h *Handler) switchEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	name, verb := r.PathValue("name"), r.PathValue("verb")
+	if verb != "on" && verb != "off" {
+		h.notFound(w, r, s)
+		return
+	}
+	if _, err := h.client(s).SwitchEndpoint(r.Context(), name, verb == "on"); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/ui/endpoints?note=endpoint_"+verb, http.StatusSeeOther)
+}
+
+// listFilter is the suspended queue's filter as the operator typed it.
+type listFilter struct {
+	Type, Route, Endpoint, Reason, After, Before string
+}
+
+// timeLayout is how the filter's times are typed (an HTML datetime-local
+// field), in UTC.
+const timeLayout = "2006-01-02T15:04"
+
+func readFilter(get func(string) string, prefix string) listFilter {
+	return listFilter{Type: strings.TrimSpace(get(prefix + "type")), Route: strings.TrimSpace(get(prefix + "route")),
+		Endpoint: strings.TrimSpace(get(prefix + "endpoint")), Reason: get(prefix + "reason"),
+		After: strings.TrimSpace(get(prefix + "after")), Before: strings.TrimSpace(get(prefix + "before"))}
+}
+
+// apiFilter turns the typed filter into the API's, for suspended messages.
+func (f listFilter) apiFilter() (api.Filter, error) {
+	out := api.Filter{State: courier.StateSuspended, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Reason: courier.Reason(f.Reason)}
+	for _, tf := range []struct {
+		text, name string
+		dst        **time.Time
+	}{{f.After, "Ingested after", &out.CreatedAfter}, {f.Before, "Ingested before", &out.CreatedBefore}} {
+		if tf.text == "" {
+			continue
+		}
+		t, err := time.Parse(timeLayout, tf.text)
+		if err != nil {
+			return out, courier.Errorf(courier.CodeInvalidArgument, "%s: %q is not a time like 2026-11-21T10:00", tf.name, tf.text)
+		}
+		*tf.dst = &t
+	}
+	return out, nil
+}
+
+// query is the filter as URL parameters, for links to further pages.
+func (f listFilter) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"type": f.Type, "route": f.Route, "endpoint": f.Endpoint, "reason": f.Reason,
+		"after": f.After, "before": f.Before} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
+}
+
+type suspendedData struct {
+	Filter   listFilter
+	Messages []api.Message
+	Next     string // link to the next page; empty on the last
+	Routes   []string
+	Reasons  []courier.Reason
+}
+
+func (h *Handler) suspended(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	f := readFilter(q.Get, "")
+	d := suspendedData{Filter: f, Reasons: courier.Reasons}
+	p := h.base(r, s, "Suspended", "suspended")
+	c := h.client(s)
+	routes, err := h.routeNames(r.Context(), c)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	d.Routes = routes
+	af, err := f.apiFilter()
+	if err != nil {
+		p.Error = courier.ErrorMessage(err)
+		p.Data = d
+		h.render(w, http.StatusUnprocessableEntity, "suspended.html", p)
+		return
+	}
+	mf := courier.MessageFilter{State: courier.StateSuspended, Type: af.Type, Route: af.Route, Endpoint: af.Endpoint,
+		Reason: af.Reason, Cursor: q.Get("cursor"), Limit: 100}
+	if af.CreatedAfter != nil {
+		mf.CreatedAfter = *af.CreatedAfter
+	}
+	if af.CreatedBefore != nil {
+		mf.CreatedBefore = *af.CreatedBefore
+	}
+	list, err := c.Messages(r.Context(), mf)
+	if err != nil {
+		if courier.ErrorCode(err) == courier.CodeInvalidArgument {
+			p.Error = courier.ErrorMessage(err)
+			p.Data = d
+			h.render(w, http.StatusUnprocessableEntity, "suspended.html", p)
+			return
+		}
+		h.fail(w, r, s, err)
+		return
+	}
+	d.Messages = list.Messages
+	if list.NextCursor != "" {
+		nq := f.query()
+		nq.Set("cursor", list.NextCursor)
+		d.Next = "/ui/suspended?" + nq.Encode()
+	}
+	p.Data = d
+	h.render(w, http.StatusOK, "suspended.html", p)
+}
+
+// routeNames lists the configured routes, for the resubmit forms.
+func (h *Handler) routeNames(ctx context.Context, c *api.Client) ([]string, error) {
+	cfg, err := c.Routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cfg.Routes))
+	for i, rt := range cfg.Routes {
+		names[i] = rt.Name
+	}
+	return names, nil
+}
+
+// outcome is what happened to one selected message.
+type outcome struct {
+	ID    string
+	Error string
+}
+
+type doneData struct {
+	Action   string
+	Outcomes []outcome
+	OK       int
+	Back     string
+}
+
+// suspendedAction resubmits or discards the selected messages one by one,
+// or every message matching the filter as a bulk operation whose progress
+// the operation page shows.
+func (h *Handler) suspendedAction(w http.ResponseWriter, r *http.Request, s *session) {
+	action, route := r.PostFormValue("action"), strings.TrimSpace(r.PostFormValue("route"))
+	f := readFilter(r.PostFormValue, "f_")
+	back := "/ui/suspended"
+	if q := f.query(); len(q) > 0 {
+		back += "?" + q.Encode()
+	}
+	c := h.client(s)
+	switch action {
+	case "resubmit", "discard":
+		ids := r.PostForm["id"]
+		if len(ids) == 0 {
+			h.fail(w, r, s, courier.Errorf(courier.CodeInvalidArgument, "no message was selected"))
+			return
+		}
+		d := doneData{Action: map[string]string{"resubmit": "Resubmitted", "discard": "Discarded"}[action], Back: back}
+		for _, id := range ids {
+			var err error
+			if action == "resubmit" {
+				_, err = c.Resubmit(r.Context(), id, route)
+			} else {
+				_, err = c.Discard(r.Context(), id)
+			}
+			if courier.ErrorCode(err) == courier.CodeUnauthenticated || courier.ErrorCode(err) == courier.CodePermissionDenied {
+				h.fail(w, r, s, err)
+				return
+			}
+			o := outcome{ID: id}
+			if err != nil {
+				o.Error = courier.ErrorMessage(err)
+			} else {
+				d.OK++
+			}
+			d.Outcomes = append(d.Outcomes, o)
+		}
+		p := h.base(r, s, d.Action, "suspended")
+		p.Data = d
+		h.render(w, http.StatusOK, "done.html", p)
+	case "resubmit_all", "discard_all":
+		af, err := f.apiFilter()
+		if err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
+		kind := courier.ActionResubmit
+		if action == "discard_all" {
+			kind = courier.ActionDiscard
+			if route != "" {
+				route = "" // a discard has no route
+			}
+		}
+		id := "ui-" + hex.EncodeToString(randomBytes(8))
+		h.startBulk(r, c, kind, api.BulkRequest{Filter: af, Route: route, OperationID: id}, s.who)
+		http.Redirect(w, r, "/ui/operations/"+id, http.StatusSeeOther)
+	default:
+		h.fail(w, r, s, courier.Errorf(courier.CodeInvalidArgument, "unknown action %q", action))
+	}
+}
+
+// startBulk runs a bulk operation through the API in the background: the
+// API answers when the operation is done, and the operation page shows its
+// progress meanwhile. A refusal (a route that is not configured) is kept
+// for that page to show.
+func (h *Handler) startBulk(r *http.Request, c *api.Client, kind courier.ActionKind, req api.BulkRequest, who string) {
+	ctx, cancel := detach(r.Context())
+	h.bulkErrs.Store(req.OperationID, "")
+	go func() {
+		defer cancel()
+		if _, err := c.Bulk(ctx, kind, req); err != nil {
+			h.logger.Warn("bulk operation from the dashboard failed", "operation", req.OperationID, "by", who, "err", err)
+			h.bulkErrs.Store(req.OperationID, courier.ErrorMessage(err))
+		}
+	}()
+	// The record of a refusal is forgotten after a while.
+	time.AfterFunc(bulkTimeout, func() { h.bulkErrs.Delete(req.OperationID) })
+}
+
+type operationData struct {
+	ID    string
+	Op    *api.Operation
+	Error string
+}
+
+func (h *Handler) operation(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	p := h.base(r, s, "Bulk operation", "suspended")
+	d := operationData{ID: id}
+	op, err := h.client(s).Operation(r.Context(), id)
+	switch {
+	case courier.ErrorCode(err) == courier.CodeNotFound:
+		v, started := h.bulkErrs.Load(id)
+		if !started {
+			h.fail(w, r, s, err)
+			return
+		}
+		d.Error = v.(string)
+		if d.Error == "" {
+			p.Refresh = 1 // not recorded yet
+		}
+	case err != nil:
+		h.fail(w, r, s, err)
+		return
+	default:
+		d.Op = op
+		if !op.Done {
+			p.Refresh = 1
+		}
+	}
+	p.Data = d
+	h.render(w, http.StatusOK, "operation.html", p)
+}
+
+// search finds a message by its id.
+func (h *Handler) search(w http.ResponseWriter, r *http.Request, s *session) {
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	if id == "" {
+		http.Redirect(w, r, "/ui/suspended", http.StatusSeeOther)
+		return
+	}
+	_, err := h.client(s).Message(r.Context(), id)
+	if err == nil {
+		http.Redirect(w, r, "/ui/messages/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	if courier.ErrorCode(err) != courier.CodeNotFound {
+		h.fail(w, r, s, err)
+		return
+	}
+	p := h.base(r, s, "Not found", "")
+	p.Error = fmt.Sprintf("There is no message with the id %q.", id)
+	h.render(w, http.StatusNotFound, "error.html", p)
+}
+
+type messageData struct {
+	M           *api.Message
+	Stands      string // where its workflow stands; empty for a message of no workflow
+	Attempts    []api.Attempt
+	Payload     preview
+	Headers     []header
+	Routes      []string
+	CanResubmit bool
+	CanDiscard  bool
+}
+
+type header struct{ Name, Value string }
+
+func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	c := h.client(s)
+	m, err := h.storedPayloadClient(s).Message(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	attempts, err := c.Attempts(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	d := messageData{M: m, Attempts: attempts, Payload: makePreview(m),
+		// A compensated workflow has nothing left to do (the API refuses).
+		CanResubmit: m.State == courier.StateSuspended && m.Reason != courier.ReasonCompensated,
+		CanDiscard:  m.State == courier.StateSuspended || m.State == courier.StateQueued}
+	if m.Workflow != nil {
+		d.Stands = m.WorkflowStands()
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
+		d.Headers = append(d.Headers, header{k, m.Headers[k]})
+	}
+	if d.CanResubmit {
+		if d.Routes, err = h.routeNames(r.Context(), c); err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
+	}
+	p := h.base(r, s, "Message "+m.ID, "")
+	p.Data = d
+	h.render(w, http.StatusOK, "message.html", p)
+}
+
+func (h *Handler) messageAction(w http.ResponseWriter, r *http.Request, s *session) {
+	id, verb := r.PathValue("id"), r.PathValue("verb")
+	c := h.client(s)
+	var err error
+	switch verb {
+	case "resubmit":
+		_, err = c.Resubmit(r.Context(), id, strings.TrimSpace(r.PostFormValue("route")))
+	case "discard":
+		_, err = c.Discard(r.Context(), id)
+	default:
+		h.notFound(w, r, s)
+		return
+	}
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	done := map[string]string{"resubmit": "resubmitted", "discard": "discarded"}[verb]
+	http.Redirect(w, r, "/ui/messages/"+url.PathEscape(id)+"?note="+done, http.StatusSeeOther)
+}

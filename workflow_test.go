@@ -1,0 +1,145 @@
+package courier_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// drone is the drone delivery workflow of the issue: four steps, the first
+// and last with nothing to undo.
+func drone() *courier.Topology {
+	eps := map[string]*courier.Endpoint{}
+	for _, n := range []string{"accounts", "packages", "packages-cancel", "drones", "drones-cancel", "deliveries", "ops"} {
+		eps[n] = courier.NewEndpoint(n, courier.TransportHTTP)
+	}
+	pol := courier.DefaultPolicy()
+	pol.Name, pol.MaxAttempts, pol.MaxAge = "delivery", 3, time.Hour
+	pol.Escalate = []courier.Escalation{{After: 24 * time.Hour, Notify: "ops"}}
+	undo := courier.DefaultPolicy()
+	undo.Name, undo.MaxAttempts = "undo", 2
+	return &courier.Topology{Endpoints: eps,
+		Routes: map[string]*courier.Route{"schedule": {Name: "schedule", Workflow: &courier.Workflow{
+			Steps: []courier.WorkflowStep{{Endpoint: "accounts"}, {Endpoint: "packages", Compensate: "packages-cancel"},
+				{Endpoint: "drones", Compensate: "drones-cancel"}, {Endpoint: "deliveries"}},
+			CompensationPolicy: "undo"}}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy(), "delivery": pol, "undo": undo}}
+}
+
+func TestWorkflowSteps(t *testing.T) {
+	top := drone()
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	m := &courier.Message{ID: "d-1", Type: "delivery", Route: "schedule", Payload: []byte(`{}`)}
+	courier.Accept(m, top.Policy(m.Type), false, now)
+	top.StartWorkflow(m)
+	if m.Route != "schedule:step-1" || m.Step != 1 || m.Workflow != "schedule" {
+		t.Fatalf("started on %s step %d of %q", m.Route, m.Step, m.Workflow)
+	}
+	ok := courier.Result{Status: 200, Response: `{"id":1}`, Body: `{"id": 1}`}
+	rejected := courier.Result{Class: courier.ClassHTTP4xx, Status: 400, Error: "HTTP 400"}
+	down := courier.Result{Class: courier.ClassHTTP5xx, Status: 503, Error: "HTTP 503"}
+	ep := func(name string) *courier.Endpoint { return top.Endpoints[name] }
+	step := func(m *courier.Message, e string, r courier.Result) *courier.Message {
+		t.Helper()
+		m.State = courier.StateInflight
+		next, _ := top.AfterAttempt(m, ep(e), r, now, 0.5)
+		return next
+	}
+
+	// Steps 1 and 2 go through; each keeps its response for the later ones.
+	m = step(m, "accounts", ok)
+	if m.State != courier.StateQueued || m.Route != "schedule:step-2" || m.Step != 2 || m.Attempts != 0 || m.StepResponses[1] != `{"id": 1}` {
+		t.Fatalf("after step 1: %s on %s step %d, attempts %d, responses %v", m.State, m.Route, m.Step, m.Attempts, m.StepResponses)
+	}
+	ctx := top.StepContext(m)
+	if ctx == nil || ctx.Step != 2 || ctx.Steps != 4 || ctx.Compensate || ctx.Responses[1] != `{"id": 1}` {
+		t.Fatalf("step context %+v", ctx)
+	}
+	m = step(m, "packages", ok)
+	// Step 3 fails transiently (retried by the type's policy), then for good.
+	m = step(m, "drones", down)
+	if m.State != courier.StateQueued || m.Route != "schedule:step-3" || m.Attempts != 1 || !m.NextAttemptAt.After(now) {
+		t.Fatalf("after a 503 on step 3: %s on %s, attempts %d", m.State, m.Route, m.Attempts)
+	}
+	m = step(m, "drones", rejected)
+	// Compensation starts with the step before: 2 (step 3 itself failed).
+	if m.State != courier.StateQueued || m.Route != "schedule:undo-2" || m.Step != 2 || m.FailedStep != 3 || m.Attempts != 0 {
+		t.Fatalf("after step 3 rejected: %s on %s step %d failed %d", m.State, m.Route, m.Step, m.FailedStep)
+	}
+	if p := top.PolicyFor(m); p.Name != "undo" {
+		t.Fatalf("compensation goes by policy %s", p.Name)
+	}
+	if ctx := top.StepContext(m); !ctx.Compensate || ctx.Step != 2 || ctx.Responses[2] == "" {
+		t.Fatalf("compensation context %+v", ctx)
+	}
+	if got := courier.StepStates(m, top.Routes["schedule"].Workflow); strings.Join(stateNames(got), " ") != "not_undoable undoing failed pending" {
+		t.Fatalf("step states while undoing 2: %v", got)
+	}
+	// A compensation is retried on any failure, also a 4xx.
+	m = step(m, "packages-cancel", rejected)
+	if m.State != courier.StateQueued || m.Route != "schedule:undo-2" || m.Attempts != 1 {
+		t.Fatalf("after a failed compensation: %s on %s", m.State, m.Route)
+	}
+	m = step(m, "packages-cancel", ok)
+	// Step 1 has nothing to undo: all is undone.
+	if m.State != courier.StateSuspended || m.Reason != courier.ReasonCompensated || !strings.Contains(m.LastError, "step 3 of 4 failed") {
+		t.Fatalf("after undoing 2: %s %s %q", m.State, m.Reason, m.LastError)
+	}
+	if got := courier.StepStates(m, top.Routes["schedule"].Workflow); strings.Join(stateNames(got), " ") != "not_undoable undone failed pending" {
+		t.Fatalf("step states when compensated: %v", got)
+	}
+}
+
+func TestWorkflowCompensationRunsOut(t *testing.T) {
+	top := drone()
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	m := &courier.Message{ID: "d-2", Type: "delivery", Route: "schedule:undo-3", Workflow: "schedule", Step: 3, FailedStep: 4,
+		State: courier.StateInflight, RoundStartedAt: now, CreatedAt: now}
+	down := courier.Result{Class: courier.ClassConnectRefused, Error: "refused"}
+	next, _ := top.AfterAttempt(m, top.Endpoints["drones-cancel"], down, now, 0.5)
+	next.State = courier.StateInflight
+	next, notices := top.AfterAttempt(next, top.Endpoints["drones-cancel"], down, now, 0.5)
+	if next.State != courier.StateSuspended || next.Reason != courier.ReasonCompensationFailed || !strings.Contains(next.LastError, "compensation of step 3 of 4 ran out") {
+		t.Fatalf("after the undo policy ran out: %s %s %q", next.State, next.Reason, next.LastError)
+	}
+	if len(notices) != 1 || notices[0].Route != courier.NoticeRoute("ops") {
+		t.Fatalf("notices %+v; want one to ops", notices)
+	}
+	if got := courier.StepStates(next, top.Routes["schedule"].Workflow); strings.Join(stateNames(got), " ") != "not_undoable done undo_failed failed" {
+		t.Fatalf("step states: %v", got)
+	}
+}
+
+func TestWorkflowLastStepDelivers(t *testing.T) {
+	top := drone()
+	now := time.Now()
+	m := &courier.Message{ID: "d-3", Type: "delivery", Route: "schedule:step-4", Workflow: "schedule", Step: 4, State: courier.StateInflight,
+		StepResponses: map[int]string{1: "a", 2: "b", 3: "c"}}
+	next, _ := top.AfterAttempt(m, top.Endpoints["deliveries"], courier.Result{Status: 204}, now, 0.5)
+	if next.State != courier.StateDelivered || len(next.StepResponses) != 4 || len(m.StepResponses) != 3 {
+		t.Fatalf("after the last step: %s, responses %v (the input's %v must not change)", next.State, next.StepResponses, m.StepResponses)
+	}
+	// A step that keeps losing its worker fails for good: its steps are undone.
+	m = &courier.Message{ID: "d-4", Type: "delivery", Route: "schedule:step-3", Workflow: "schedule", Step: 3, Abandoned: courier.MaxAbandoned - 1, State: courier.StateInflight}
+	next, _ = top.AfterAbandon(m, now)
+	if next.Route != "schedule:undo-2" || next.FailedStep != 3 || !strings.Contains(next.LastError, "poison") {
+		t.Fatalf("after a poison step: %s failed %d %q", next.Route, next.FailedStep, next.LastError)
+	}
+	// max_age ends a retrying step too.
+	m = &courier.Message{ID: "d-5", Type: "delivery", Route: "schedule:step-2", Workflow: "schedule", Step: 2, State: courier.StateQueued,
+		RoundStartedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-2 * time.Hour), TimerAt: now}
+	next, _, changed := top.OnTimer(m, now)
+	if !changed || next.State != courier.StateSuspended || next.Reason != courier.ReasonCompensated {
+		t.Fatalf("after max_age on step 2 (step 1 has nothing to undo): %s %s changed %v", next.State, next.Reason, changed)
+	}
+}
+
+func stateNames(ss []courier.StepState) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
