@@ -63,6 +63,9 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 		if !courier.ValidHeaderName(k) || !courier.ValidHeaderValue(v) {
 			return nil, fmt.Errorf("message header %q cannot be sent in a mail", clip(k, 64))
 		}
+		if len(k) > maxHeaderName {
+			return nil, fmt.Errorf("message header %q cannot be sent in a mail: a name of %d bytes leaves no room on its line (at most %d)", clip(k, 64), len(k), maxHeaderName)
+		}
 		switch {
 		case strings.EqualFold(k, "Subject"):
 			subject = v // the sender may name its mail
@@ -109,6 +112,11 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 // or too long for one line of mail (998 bytes), are written as RFC 2047
 // encoded words on folded lines; a mail program joins them back.
 type header struct{ b bytes.Buffer }
+
+// maxHeaderName is the longest header name that still fits a mail line
+// (998 bytes) with ": " and the longest encoded word (75 bytes) after it: a
+// name cannot be folded, a value can.
+const maxHeaderName = 998 - len(": ") - 75
 
 func (h *header) add(k, v string) {
 	switch {
@@ -199,7 +207,15 @@ func attachmentName(id, mediaType string) string {
 // qp encodes text quoted-printable with CRLF line breaks. Mail ends in a
 // line break; a text that does not gets a soft one, which decodes to
 // nothing, so that the receiver's text ends where the payload ends.
+//
+// Line breaks are made LF before encoding: the encoder forgets a lone CR
+// when an encoded byte follows it and then takes the next LF for the rest
+// of a CRLF, so "\r\x7f\n" would lose its second line break.
 func qp(p []byte) []byte {
+	if bytes.IndexByte(p, '\r') >= 0 {
+		p = bytes.ReplaceAll(p, []byte("\r\n"), []byte("\n"))
+		p = bytes.ReplaceAll(p, []byte("\r"), []byte("\n"))
+	}
 	var b bytes.Buffer
 	w := quotedprintable.NewWriter(&b)
 	w.Write(p)
