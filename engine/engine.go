@@ -71,17 +71,18 @@ type Engine struct {
 	logger   *slog.Logger
 	opts     Options
 
-	wake       chan struct{}  // a nudge for the claimer: ingest, freed capacity
-	outcomes   chan outcome   // finished attempts, for the completer
-	inflight   atomic.Int64   // attempts running on this node
-	pending    atomic.Int64   // finished attempts whose outcome is not yet written
-	slots      *endpointSlots // attempts running per endpoint
-	pace       pacer          // when paced endpoints may start again
-	activity   activity       // outcomes per endpoint over the last hour
-	rr         sync.Map       // route name → *atomic.Uint64, round-robin positions
-	claimRound atomic.Uint64  // rotates which route is asked first
-	lookups    lookupRoutes   // attempts under way on lookup routes, resolved endpoints in use
-	workers    *workers       // the goroutines attempts run on
+	wake       chan struct{}   // a nudge for the claimer: ingest, freed capacity
+	outcomes   chan outcome    // finished attempts, for the completer
+	inflight   atomic.Int64    // attempts running on this node
+	pending    atomic.Int64    // finished attempts whose outcome is not yet written
+	slots      *endpointSlots  // attempts running per endpoint
+	pace       pacer           // when paced endpoints may start again
+	activity   activity        // outcomes per endpoint over the last hour
+	rr         sync.Map        // route name → *atomic.Uint64, round-robin positions
+	claimRound atomic.Uint64   // rotates which route is asked first
+	lookups    lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
+	workers    *workers        // the goroutines attempts run on
+	steady     steadyEndpoints // endpoints whose health deliveries leave as it is
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc

@@ -394,3 +394,40 @@ func TestRemovedRouteSuspendsItsMessages(t *testing.T) {
 		t.Fatalf("message of the kept route: %s", m.State)
 	}
 }
+
+// Deliveries to a healthy endpoint change nothing in its health, so none is
+// written and health_changed keeps the time of the last change; a delivery
+// after a failure clears the failure.
+func TestDeliveriesLeaveHealthyHealthAsItIs(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["ep"] = withRules(h.httpEndpoint("ep", "/ep"), time.Hour, time.Hour)
+		h.route("r", "ep")
+		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
+		h.sink.Script("/ep", sink.Respond(204), sink.Respond(204), sink.Respond(503), sink.Respond(204), sink.Repeat)
+	})
+	// Two deliveries to a healthy endpoint: nothing to write.
+	for _, id := range []string{"a", "b"} {
+		h.send(id, "t", "r")
+		h.waitState(id, courier.StateDelivered)
+	}
+	all, err := h.store.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 0 {
+		t.Fatalf("deliveries to a healthy endpoint wrote its health: %+v", all)
+	}
+	// A 503 counts a failure; the retry's delivery clears it.
+	h.send("c", "t", "r")
+	h.waitState("c", courier.StateDelivered)
+	cleared := h.waitHealth("ep", courier.HealthActive)
+	if cleared.Failures != 0 || cleared.UpdatedAt.IsZero() {
+		t.Fatalf("after the failure and the delivery: %+v", cleared)
+	}
+	// Later deliveries leave that as it is.
+	h.send("d", "t", "r")
+	h.waitState("d", courier.StateDelivered)
+	if got := h.health("ep"); !got.UpdatedAt.Equal(cleared.UpdatedAt) || got.State != courier.HealthActive {
+		t.Fatalf("a delivery to a healthy endpoint rewrote its health: %+v, was %+v", got, cleared)
+	}
+}
