@@ -208,8 +208,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
 	}
 	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
-	tr := httptransport.New(httptransport.Options{MaxIdleConns: b.concurrency,
-		AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	defer tr.Close()
 	var engines []*engine.Engine
 	for i, st := range stores {

@@ -3,14 +3,15 @@ package http
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/url"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/netclass"
+	"github.com/valyala/fasthttp"
 )
 
 // attemptState is what classify needs to know about the attempt besides its
@@ -19,8 +20,6 @@ type attemptState struct {
 	host          string
 	timeout       time.Duration // the endpoint's attempt timeout
 	timedOut      bool          // the attempt timeout ran out
-	canceled      bool          // the caller gave up on the attempt
-	resolving     bool          // a name lookup was under way
 	connected     bool          // a connection was handed to the request
 	answerStarted bool          // the first byte of the response arrived
 }
@@ -39,13 +38,8 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if errors.As(err, &he) {
 		return classifyHandshake(he)
 	}
-	if st.canceled {
-		return courier.ClassTransport, "attempt canceled"
-	}
-	if st.timedOut || errors.Is(err, errAttemptTimeout) {
+	if st.timedOut {
 		switch {
-		case st.resolving && !st.connected:
-			return courier.ClassDNS, fmt.Sprintf("lookup of %s not done within %s", hostOnly(st.host), st.timeout)
 		case !st.connected:
 			return courier.ClassConnectTimeout, fmt.Sprintf("no connection to %s within %s", st.host, st.timeout)
 		case st.answerStarted:
@@ -63,7 +57,7 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 		return courier.ClassTLS, fmt.Sprintf("%s refused the TLS session: %s", st.host, cause(err))
 	}
 	var ne net.Error
-	if errors.As(unwrapURL(err), &ne) && ne.Timeout() {
+	if errors.As(err, &ne) && ne.Timeout() {
 		return courier.ClassTimeout, fmt.Sprintf("no response within %s", st.timeout)
 	}
 	var op *net.OpError
@@ -71,9 +65,9 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if errors.As(err, &op) || errors.As(err, &errno) {
 		return courier.ClassTransport, fmt.Sprintf("%s: %s", st.host, cause(err))
 	}
-	// What is left comes from net/http reading the answer: a status line,
-	// header or chunk it cannot parse.
-	return courier.ClassProtocol, fmt.Sprintf("malformed response from %s: %s", st.host, cause(err))
+	// What is left comes from reading the answer: a status line, header or
+	// chunk that does not parse.
+	return courier.ClassProtocol, fmt.Sprintf("malformed response from %s: %s", st.host, parseProblem(cause(err)))
 }
 
 // classifyConnect classifies a failed TCP connect.
@@ -99,36 +93,29 @@ func classifyHandshake(e *handshakeError) (courier.ErrorClass, string) {
 // closedEarly reports whether err says the receiver closed or reset the
 // connection before its answer was complete.
 func closedEarly(err error) bool {
-	return netclass.Closed(err) || strings.Contains(err.Error(), "server closed idle connection")
+	return errors.Is(err, fasthttp.ErrConnectionClosed) || netclass.Closed(err)
 }
 
-// unwrapURL strips the *url.Error that net/http's client wraps around every
-// failure: it names the method and URL, which the attempt record has already,
-// and it claims to be a net.Error whatever it holds.
-func unwrapURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-// cause returns the part of err's message worth showing: without the URL
-// and net/http's "connection broken" preamble, and without the addresses a
-// net.OpError repeats.
+// cause returns the part of err's message worth showing, without the
+// addresses a net.OpError repeats. A connection closed before any answer
+// is an EOF, whatever advice the HTTP client words around it.
 func cause(err error) string {
-	err = unwrapURL(err)
-	for {
-		msg := err.Error()
-		if strings.HasPrefix(msg, "net/http: HTTP/1.x transport connection broken: ") {
-			if inner := errors.Unwrap(err); inner != nil {
-				err = inner
-				continue
-			}
-		}
-		break
+	if errors.Is(err, fasthttp.ErrConnectionClosed) {
+		return io.EOF.Error()
 	}
 	return netclass.Cause(err)
+}
+
+// parseProblem trims the HTTP client's words on a response it could not
+// parse to the problem: without its preamble, and without the copy of the
+// bytes it read, which the attempt's response excerpt would be the place
+// for.
+func parseProblem(msg string) string {
+	msg = strings.TrimPrefix(msg, "error when reading response headers: ")
+	if i := strings.Index(msg, ": buffer size="); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 // hostOnly strips the port from a host:port.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/valyala/fasthttp"
 )
 
 // timeoutError is a net.Error that timed out, as the dialer returns.
@@ -59,17 +60,17 @@ func TestClassify(t *testing.T) {
 		{"alert", &handshakeError{addr: "a:443", err: tls.AlertError(40)}, up, courier.ClassTLS, "TLS handshake with a:443 failed: tls: handshake failure"},
 		{"handshake eof", &handshakeError{addr: "a:443", err: io.EOF}, up, courier.ClassTLS, "TLS handshake with a:443 failed: EOF"},
 		{"attempt timeout before a connection", context.DeadlineExceeded, attemptState{host: "h:1", timeout: time.Second, timedOut: true}, courier.ClassConnectTimeout, "no connection to h:1 within 1s"},
-		{"attempt timeout in a lookup", context.DeadlineExceeded, attemptState{host: "h:1", timeout: time.Second, timedOut: true, resolving: true}, courier.ClassDNS, "lookup of h not done within 1s"},
 		{"attempt timeout waiting", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true}, courier.ClassTimeout, "no response within 1s"},
 		{"attempt timeout in the body", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true, answerStarted: true}, courier.ClassTimeout, "response not complete within 1s"},
-		{"canceled", context.Canceled, attemptState{canceled: true, connected: true}, courier.ClassTransport, "attempt canceled"},
-		{"reset", &url.Error{Op: "Post", URL: "u", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}, up, courier.ClassConnectionClosed, "connection to example.org closed before the response was complete (connection reset by peer)"},
+		{"reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, up, courier.ClassConnectionClosed, "connection to example.org closed before the response was complete (connection reset by peer)"},
 		{"broken pipe", &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, up, courier.ClassConnectionClosed, "broken pipe"},
-		{"eof", &url.Error{Op: "Post", URL: "u", Err: io.EOF}, up, courier.ClassConnectionClosed, "(EOF)"},
-		{"unexpected eof", fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", io.ErrUnexpectedEOF), up, courier.ClassConnectionClosed, "(unexpected EOF)"},
+		{"eof", io.EOF, up, courier.ClassConnectionClosed, "(EOF)"},
+		{"closed before the first byte", fasthttp.ErrConnectionClosed, up, courier.ClassConnectionClosed, "closed before the response was complete (EOF)"},
+		{"unexpected eof", io.ErrUnexpectedEOF, up, courier.ClassConnectionClosed, "(unexpected EOF)"},
+		{"client timeout", fasthttp.ErrTimeout, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true}, courier.ClassTimeout, "no response within 1s"},
 		{"read timeout", &net.OpError{Op: "read", Err: timeoutError{}}, up, courier.ClassTimeout, "no response within 5s"},
 		{"other socket error", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ENOBUFS)}, up, courier.ClassTransport, "example.org: no buffer space available"},
-		{"malformed", &url.Error{Op: "Post", URL: "u", Err: fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", errors.New(`malformed HTTP response "x"`))}, up, courier.ClassProtocol, `malformed response from example.org: malformed HTTP response "x"`},
+		{"malformed", fmt.Errorf("error when reading response headers: %w", errors.New(`cannot find whitespace in the first line of response "x": buffer size=3, contents: "x\r\n"`)), up, courier.ClassProtocol, `malformed response from example.org: cannot find whitespace in the first line of response "x"`},
 	} {
 		class, msg := classify(tc.err, tc.st)
 		if class != tc.class || !strings.Contains(msg, tc.msg) {
