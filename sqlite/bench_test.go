@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,4 +159,60 @@ func BenchmarkClaimBesideHeldWork(b *testing.B) {
 			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// BenchmarkApply measures writing the outcomes of delivered attempts, 100
+// in one call, as the engine's completer does: each message is updated and
+// its attempt recorded.
+func BenchmarkApply(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
+	now := time.Now()
+	for first := 0; first < b.N*100; first += 5000 {
+		msgs := make([]*courier.Message, 5000)
+		for i := range msgs {
+			m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, now)
+			msgs[i] = m
+		}
+		if _, err := s.Ingest(context.Background(), msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
+		Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
+	var elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		got, err := s.ClaimDue(context.Background(), claim)
+		if err != nil || len(got) != 100 {
+			b.Fatalf("claimed %d, %v", len(got), err)
+		}
+		changes := make([]courier.Change, len(got))
+		for j, m := range got {
+			next := *m
+			next.State, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, now, now
+			next.LeaseUntil, next.LeaseOwner, next.Endpoint, next.Attempts = time.Time{}, "", "receiver", 1
+			changes[j] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "receiver", Route: m.Route,
+					StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
+		}
+		start := cpuTime()
+		applied, err := s.Apply(context.Background(), changes)
+		elapsed += cpuTime() - start
+		if err != nil || len(applied) != 100 || !applied[99] {
+			b.Fatalf("applied %v, %v", applied, err)
+		}
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*100), "cpu-ns/outcome")
+}
+
+// cpuTime is the CPU time the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -138,11 +138,12 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			if err != nil {
 				return err
 			}
-			res, err := update.Exec(string(m.State), nullString(string(m.Reason)), m.Route, m.Attempts, m.Abandoned,
-				m.Escalated, nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
+			// Integers go as int64, which the driver takes as they are.
+			res, err := update.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
+				int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
 				micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 				nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),
-				m.ID, string(c.From), c.Token, m.OrderSkipped, m.Step, m.FailedStep, responses)
+				m.ID, string(c.From), int64(c.Token), m.OrderSkipped, int64(m.Step), int64(m.FailedStep), responses)
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
 			}
@@ -152,8 +153,8 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 			applied[i] = true
 			if a := c.Attempt; a != nil {
-				if _, err := attempt.Exec(m.ID, a.N, a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
-					string(a.Outcome), nullString(string(a.Class)), a.Status, nullString(a.Error), nullString(a.Response)); err != nil {
+				if _, err := attempt.Exec(m.ID, int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
+					string(a.Outcome), nullString(string(a.Class)), int64(a.Status), nullString(a.Error), nullString(a.Response)); err != nil {
 					return courier.Unavailable("the store", fmt.Errorf("record attempt of %s: %w", m.ID, err))
 				}
 			}
