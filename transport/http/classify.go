@@ -65,6 +65,10 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if errors.As(err, &op) || errors.As(err, &errno) {
 		return courier.ClassTransport, fmt.Sprintf("%s: %s", st.host, cause(err))
 	}
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		return courier.ClassProtocol, fmt.Sprintf("the response head from %s is longer than %d KiB", st.host, maxResponseHead>>10)
+	}
 	// What is left comes from reading the answer: a status line, header or
 	// chunk that does not parse.
 	return courier.ClassProtocol, fmt.Sprintf("malformed response from %s: %s", st.host, parseProblem(cause(err)))

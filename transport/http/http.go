@@ -41,6 +41,9 @@ const (
 	DefaultMaxLookupPools  = 4096     // pools of resolved endpoints kept at once
 )
 
+// maxResponseHead bounds a response's status line and header.
+const maxResponseHead = 16 << 10
+
 // maxRedirects bounds the redirects followed by an endpoint that allows them.
 const maxRedirects = 10
 
@@ -308,8 +311,9 @@ func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tl
 		// that are never refused here, and the idle ones lapse.
 		MaxConnsPerHost:     1 << 20,
 		MaxIdleConnDuration: t.opts.IdleConnTimeout,
-		// The response head may take up to 64 KiB, as with net/http.
-		ReadBufferSize: 64 << 10,
+		// The response head must fit the read buffer (a longer one is a
+		// protocol error); servers hold theirs to 8 or 16 KiB as well.
+		ReadBufferSize: maxResponseHead,
 		// The body is read as it comes: the excerpt, what a workflow keeps,
 		// then a bounded drain.
 		StreamResponseBody: true,

@@ -688,6 +688,7 @@ func TestProtocol(t *testing.T) {
 		{"bad status", "HTTP/1.1 2OO OK\r\n\r\n", `invalid response status code "2OO"`},
 		{"bad header", "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", `missing colon: "no colon here"`},
 		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunked body"},
+		{"head too long", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("x", 20<<10) + "\r\n\r\n", "response head from 127.0.0.1"},
 		{"status 101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n", "unexpected HTTP status 101"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
