@@ -359,17 +359,20 @@ func scanMessage(row scanner) (*courier.Message, error) {
 // payload is set.
 func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
-	var seq int64
+	// Integers are scanned into any and taken out by type: database/sql
+	// sets an int, or an int64, by reflection, and an int through a
+	// string at that, which for a message's dozen integers costs more
+	// than the rest of the row.
+	var seq, size, priority, deliverAfter, expiresAt, attempts, totalAttempts, abandoned, resubmits, roundStarted,
+		escalated, timerAt, nextAttempt, leaseUntil, created, updated, finished, orderSkipped, step, failedStep any
 	var headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient sql.NullString
 	var stepResponses []byte
-	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt sql.NullInt64
-	var created, updated, roundStarted int64
 	var state string
-	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
-		&m.Priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
-		&m.Abandoned, &m.ResubmitCount, &roundStarted, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
+	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &size, &m.ContentType, &headers, &orderingKey,
+		&priority, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &attempts, &totalAttempts,
+		&abandoned, &resubmits, &roundStarted, &escalated, &fallbackFrom, &timerAt, &nextAttempt,
 		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &created, &updated, &finished, &sender,
-		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient}
+		&orderSkipped, &workflow, &step, &failedStep, &stepResponses, &recipient}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -385,27 +388,47 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	if m.StepResponses, err = courier.DecodeStepResponses(stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: step responses: %w", m.ID, err)
 	}
+	m.Size, m.Priority = int(asInt(size)), int(asInt(priority))
+	m.Attempts, m.TotalAttempts, m.Abandoned = int(asInt(attempts)), int(asInt(totalAttempts)), int(asInt(abandoned))
+	m.ResubmitCount, m.Escalated = int(asInt(resubmits)), int(asInt(escalated))
+	m.Step, m.FailedStep, m.OrderSkipped = int(asInt(step)), int(asInt(failedStep)), asInt(orderSkipped) != 0
 	m.Workflow = workflow.String
 	m.Recipient = recipient.String
 	m.OrderingKey = orderingKey.String
 	m.Sender = sender.String
 	m.FallbackFrom = fallbackFrom.String
 	m.LeaseOwner = leaseOwner.String
-	m.RoundStartedAt = fromMicros(roundStarted)
-	m.TimerAt = fromNullMicros(timerAt)
+	m.RoundStartedAt = fromMicros(asInt(roundStarted))
+	m.TimerAt = fromAnyMicros(timerAt)
 	m.State = courier.State(state)
 	m.Reason = courier.Reason(reason.String)
 	m.Endpoint = endpoint.String
 	m.LastError = lastError.String
 	m.LastClass = courier.ErrorClass(lastClass.String)
-	m.DeliverAfter = fromNullMicros(deliverAfter)
-	m.ExpiresAt = fromNullMicros(expiresAt)
-	m.NextAttemptAt = fromNullMicros(nextAttempt)
-	m.LeaseUntil = fromNullMicros(leaseUntil)
-	m.FinishedAt = fromNullMicros(finished)
-	m.CreatedAt = fromMicros(created)
-	m.UpdatedAt = fromMicros(updated)
-	return &m, seq, nil
+	m.DeliverAfter = fromAnyMicros(deliverAfter)
+	m.ExpiresAt = fromAnyMicros(expiresAt)
+	m.NextAttemptAt = fromAnyMicros(nextAttempt)
+	m.LeaseUntil = fromAnyMicros(leaseUntil)
+	m.FinishedAt = fromAnyMicros(finished)
+	m.CreatedAt = fromMicros(asInt(created))
+	m.UpdatedAt = fromMicros(asInt(updated))
+	return &m, asInt(seq), nil
+}
+
+// asInt is an INTEGER column scanned into any: the driver gives int64, and
+// nil for NULL, which is 0.
+func asInt(v any) int64 {
+	i, _ := v.(int64)
+	return i
+}
+
+// fromAnyMicros is fromMicros of an INTEGER column scanned into any; NULL
+// is the zero time.
+func fromAnyMicros(v any) time.Time {
+	if i, ok := v.(int64); ok {
+		return fromMicros(i)
+	}
+	return time.Time{}
 }
 
 func encodeHeaders(h map[string]string) (any, error) {
