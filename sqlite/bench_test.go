@@ -69,24 +69,8 @@ func BenchmarkIngest(b *testing.B) {
 func BenchmarkClaim(b *testing.B) {
 	for _, backlog := range []int{10000, 200000} {
 		b.Run(fmt.Sprintf("backlog-%d", backlog), func(b *testing.B) {
-			s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
 			now := time.Now()
-			for first := 0; first < backlog+b.N*100; first += 5000 {
-				msgs := make([]*courier.Message, 5000)
-				for i := range msgs {
-					m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
-					courier.Accept(m, courier.DefaultPolicy(), false, now)
-					msgs[i] = m
-				}
-				if _, err := s.Ingest(context.Background(), msgs); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s := queuedStore(b, backlog+b.N*100, now)
 			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
 				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
 			b.ResetTimer()
@@ -165,24 +149,8 @@ func BenchmarkClaimBesideHeldWork(b *testing.B) {
 // in one call, as the engine's completer does: each message is updated and
 // its attempt recorded.
 func BenchmarkApply(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
 	now := time.Now()
-	for first := 0; first < b.N*100; first += 5000 {
-		msgs := make([]*courier.Message, 5000)
-		for i := range msgs {
-			m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
-			courier.Accept(m, courier.DefaultPolicy(), false, now)
-			msgs[i] = m
-		}
-		if _, err := s.Ingest(context.Background(), msgs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := queuedStore(b, b.N*100, now)
 	claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
 		Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
 	var elapsed time.Duration
@@ -215,4 +183,27 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// queuedStore opens a store in a temporary directory, closed when the
+// benchmark ends, with n messages of 1 KiB queued on the route "bench".
+func queuedStore(b *testing.B, n int, now time.Time) *Store {
+	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
+	for first := 0; first < n; first += 5000 {
+		msgs := make([]*courier.Message, min(5000, n-first))
+		for i := range msgs {
+			m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, now)
+			msgs[i] = m
+		}
+		if _, err := s.Ingest(context.Background(), msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
 }

@@ -627,10 +627,14 @@ type connState struct {
 	readErr  error
 }
 
-func (st *connState) noteRead(err error) {
-	st.mu.Lock()
-	st.readErr = err
-	st.mu.Unlock()
+// read passes on what a read of the connection returned, noting its error.
+func (st *connState) read(n int, err error) (int, error) {
+	if err != nil {
+		st.mu.Lock()
+		st.readErr = err
+		st.mu.Unlock()
+	}
+	return n, err
 }
 
 func (st *connState) lastReadErr() error {
@@ -664,13 +668,7 @@ type trackedConn struct {
 
 func (c *trackedConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(), c.st} }
 
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.st.noteRead(err)
-	}
-	return n, err
-}
+func (c *trackedConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read(p)) }
 
 type trackedTLSConn struct {
 	*tls.Conn
@@ -679,13 +677,7 @@ type trackedTLSConn struct {
 
 func (c *trackedTLSConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(), c.st} }
 
-func (c *trackedTLSConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.st.noteRead(err)
-	}
-	return n, err
-}
+func (c *trackedTLSConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read(p)) }
 
 // errConnectTimeout is the cause of a dial's context when the connect
 // timeout ran out.
