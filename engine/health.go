@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"iter"
 	"sync"
 	"time"
 
@@ -88,13 +87,12 @@ func (e *Engine) updateHealth(batch []outcome) {
 	}
 	now := e.clock.Now()
 	for name, results := range byEndpoint {
-		if e.steady.unchangedBy(name, func(yield func(courier.Result, bool) bool) {
-			for _, r := range results {
-				if !yield(r.r, r.probe) {
-					return
-				}
-			}
-		}) {
+		// Deliveries that were no probe leave a steady endpoint as it is.
+		changes := !e.steady.is(name)
+		for _, r := range results {
+			changes = changes || r.probe || !r.r.Delivered()
+		}
+		if !changes {
 			continue
 		}
 		ep := endpoints[name]
@@ -179,22 +177,11 @@ func (s *steadyEndpoints) wrote(h courier.EndpointHealth) {
 	s.steady[h.Endpoint] = isSteady(h)
 }
 
-// unchangedBy reports whether the results leave the endpoint's health as
-// it is: it is known to be steady and every result is a delivery that was
-// no probe.
-func (s *steadyEndpoints) unchangedBy(name string, results iter.Seq2[courier.Result, bool]) bool {
+// is reports whether the endpoint is known to be steady.
+func (s *steadyEndpoints) is(name string) bool {
 	s.mu.Lock()
-	steady := s.steady[name]
-	s.mu.Unlock()
-	if !steady {
-		return false
-	}
-	for r, probe := range results {
-		if probe || !r.Delivered() {
-			return false
-		}
-	}
-	return true
+	defer s.mu.Unlock()
+	return s.steady[name]
 }
 
 func isSteady(h courier.EndpointHealth) bool {

@@ -121,11 +121,3 @@ func parseProblem(msg string) string {
 	}
 	return msg
 }
-
-// hostOnly strips the port from a host:port.
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return hostport
-}
