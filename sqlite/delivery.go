@@ -29,7 +29,8 @@ var dueSQL = func() string {
 }()
 
 // leaseSQL leases the messages listed (a JSON array of seqs in ?1) until
-// ?2 to the owner ?3 at ?4.
+// ?2 to the owner ?3 at ?4. It leaves ordering_key out, so the ordering
+// triggers do not fire: a lease keeps an active message active.
 const leaseSQL = `UPDATE messages SET state = 'inflight', lease_until = ?2, lease_owner = ?3,
 	total_attempts = total_attempts + 1, updated_at = ?4
 	WHERE seq IN (SELECT value FROM json_each(?1))`
@@ -40,10 +41,17 @@ const leasedSQL = `SELECT ` + messageColumns + withPayload + ` FROM messages WHE
 // applySQL writes a decided change, guarded by the state and the lease
 // token (total_attempts) the decision was made on. A queued message without
 // a due time keeps the stored one: whether a message waits for its key is
-// the triggers' business (migration 0003). Such a change was decided on a
-// waiting message; if the message was promoted since, it keeps the round
-// and the timer its promotion gave it too.
-const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attempts = ?4, abandoned = ?5,
+// the triggers' business (migrations 0003 and 0006). Such a change was
+// decided on a waiting message; if the message was promoted since, it keeps
+// the round and the timer its promotion gave it too. The change of a
+// message with a key names ordering_key, which fires the triggers
+// (migration 0006); that of a message without one costs them nothing.
+func applySQL(keyed bool) string {
+	orderingKey := ""
+	if keyed {
+		orderingKey = "ordering_key = ordering_key, "
+	}
+	return `UPDATE messages SET ` + orderingKey + `state = ?1, reason = ?2, route = ?3, attempts = ?4, abandoned = ?5,
 	escalated = ?6, fallback_from = ?7,
 	round_started_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN round_started_at ELSE ?8 END,
 	timer_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN timer_at ELSE ?9 END,
@@ -51,6 +59,7 @@ const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attem
 	lease_until = ?11, lease_owner = ?12, endpoint = ?13, last_error = ?14, last_class = ?15, updated_at = ?16,
 	finished_at = ?17, order_skipped = ?21, step = ?22, failed_step = ?23, step_responses = ?24
 	WHERE id = ?18 AND state = ?19 AND total_attempts = ?20`
+}
 
 const attemptSQL = `INSERT OR IGNORE INTO attempts (message_id, n, endpoint, route, started_at, duration_us,
 	outcome, class, status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -130,7 +139,7 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		update, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.attemptStmt)
+		update, updateKeyed, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.applyKeyedStmt), tx.Stmt(s.attemptStmt)
 		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, c := range changes {
 			m := c.Message
@@ -138,8 +147,12 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			if err != nil {
 				return err
 			}
+			stmt := update
+			if m.OrderingKey != "" {
+				stmt = updateKeyed
+			}
 			// Integers go as int64, which the driver takes as they are.
-			res, err := update.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
+			res, err := stmt.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
 				int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
 				micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 				nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),

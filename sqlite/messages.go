@@ -161,20 +161,22 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 }
 
 // discardSQL discards a queued or suspended message: ?1 the time, ?2 the id.
-const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
+// Naming ordering_key fires the ordering triggers (migration 0006).
+const discardSQL = `UPDATE messages SET ordering_key = ordering_key, state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
 	updated_at = ?1, finished_at = ?1 WHERE id = ?2 AND state IN ('queued', 'suspended')`
 
 // resubmitSQL starts a new round of a suspended message: ?1 the time, ?2 the
 // id, ?3 a new route or NULL. Its timer is due at once, so that the timers
 // of the new round are worked out. A message with an ordering key joins the
-// group of its key on its route (the triggers of migration 0003) and waits
-// if an older message of the group is left or one is active; moved to
-// another route, it joins the group there, even if it had left the order
-// of its old route. A message of a workflow resumes where it stopped; sent
-// to another route it leaves its workflow and goes there as a message of
-// its own. A compensated one is not resubmitted: all it did is undone, and
-// sending it again is a new transaction.
-const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
+// group of its key on its route (the triggers of migrations 0003 and 0006,
+// fired by naming ordering_key) and waits if an older message of the group
+// is left or one is active; moved to another route, it joins the group
+// there, even if it had left the order of its old route. A message of a
+// workflow resumes where it stopped; sent to another route it leaves its
+// workflow and goes there as a message of its own. A compensated one is not
+// resubmitted: all it did is undone, and sending it again is a new
+// transaction.
+const resubmitSQL = `UPDATE messages SET ordering_key = ordering_key, state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
 	resubmit_count = resubmit_count + 1, route = COALESCE(?3, route),
 	workflow = CASE WHEN ?3 IS NULL THEN workflow END, step = CASE WHEN ?3 IS NULL THEN step ELSE 0 END,
 	failed_step = CASE WHEN ?3 IS NULL THEN failed_step ELSE 0 END,
