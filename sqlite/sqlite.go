@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,8 +29,17 @@ import (
 // driverName is the database/sql driver of courier's SQLite connections.
 const driverName = "courier-sqlite3"
 
+// connectHook, when set, runs on every new connection: tests watch what
+// the store's statements do through it.
+var connectHook atomic.Pointer[func(*sqlite3.SQLiteConn) error]
+
 func init() {
-	sql.Register(driverName, &sqlite3.SQLiteDriver{})
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if hook := connectHook.Load(); hook != nil {
+			return (*hook)(c)
+		}
+		return nil
+	}})
 }
 
 //go:embed migrations/*.sql

@@ -1,0 +1,95 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// TestDeliveryStatementsCompileOnce checks that claiming and writing
+// outcomes run the statements prepared when the store opened, and that
+// SQLite does not compile them again at each new binding of their
+// parameters: a recompiled claim cost more than the claim itself. SQLite
+// asks the authorizer about every statement it compiles, so the number of
+// its calls must not grow from one round of deliveries to the next.
+func TestDeliveryStatementsCompileOnce(t *testing.T) {
+	var compiles atomic.Int64
+	hook := func(c *sqlite3.SQLiteConn) error {
+		c.RegisterAuthorizer(func(action int, _, _, _ string) int {
+			// BEGIN and COMMIT are compiled each time by the driver.
+			if action != sqlite3.SQLITE_TRANSACTION {
+				compiles.Add(1)
+			}
+			return sqlite3.SQLITE_OK
+		})
+		return nil
+	}
+	connectHook.Store(&hook)
+	t.Cleanup(func() { connectHook.Store(nil) })
+
+	s, err := Open(filepath.Join(t.TempDir(), "courier.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	now := time.Now()
+	var msgs []*courier.Message
+	for i := range 60 {
+		m := &courier.Message{ID: fmt.Sprintf("m-%d", i), Type: "t", Route: "r", Payload: []byte(`{}`), ContentType: "application/json"}
+		if i%2 == 1 {
+			m.OrderingKey = fmt.Sprintf("k-%d", i%3)
+		}
+		courier.Accept(m, courier.DefaultPolicy(), false, now)
+		msgs = append(msgs, m)
+	}
+	if _, err := s.Ingest(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	round := func(limit int) int {
+		t.Helper()
+		now = now.Add(time.Second)
+		got, err := s.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test",
+			Routes: []courier.RouteQuota{{Route: "r", Limit: limit}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := make([]courier.Change, len(got))
+		for i, m := range got {
+			next := *m
+			next.State, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, now, now
+			next.LeaseUntil, next.LeaseOwner, next.Endpoint, next.Attempts = time.Time{}, "", "e", 1
+			changes[i] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "e", Route: m.Route,
+					StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
+		}
+		applied, err := s.Apply(ctx, changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ok := range applied {
+			if !ok {
+				t.Fatalf("outcome of %s not applied", changes[i].Message.ID)
+			}
+		}
+		return len(got)
+	}
+	round(3)
+	before := compiles.Load()
+	delivered := 0
+	for _, limit := range []int{1, 7, 2, 11, 5} {
+		delivered += round(limit)
+	}
+	if delivered == 0 {
+		t.Fatal("nothing was claimed")
+	}
+	if n := compiles.Load() - before; n != 0 {
+		t.Errorf("SQLite compiled statements %d times over five rounds of claims and outcomes; want none", n)
+	}
+}
