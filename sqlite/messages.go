@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	// Headers are decoded on every claim, inside the writer's transaction.
+	json "github.com/goccy/go-json"
 )
 
 // messageColumns are read by scanMessage, in this order.
