@@ -159,15 +159,7 @@ func BenchmarkApply(b *testing.B) {
 		if err != nil || len(got) != 100 {
 			b.Fatalf("claimed %d, %v", len(got), err)
 		}
-		changes := make([]courier.Change, len(got))
-		for j, m := range got {
-			next := *m
-			next.State, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, now, now
-			next.LeaseUntil, next.LeaseOwner, next.Endpoint, next.Attempts = time.Time{}, "", "receiver", 1
-			changes[j] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
-				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "receiver", Route: m.Route,
-					StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
-		}
+		changes := deliveredChanges(got, now)
 		start := cpuTime()
 		applied, err := s.Apply(context.Background(), changes)
 		elapsed += cpuTime() - start
@@ -176,6 +168,21 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*100), "cpu-ns/outcome")
+}
+
+// deliveredChanges are the outcomes of delivering the claimed messages at
+// the first attempt, as the engine would write them.
+func deliveredChanges(claimed []*courier.Message, now time.Time) []courier.Change {
+	changes := make([]courier.Change, len(claimed))
+	for i, m := range claimed {
+		next := *m
+		next.State, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, now, now
+		next.LeaseUntil, next.LeaseOwner, next.Endpoint, next.Attempts = time.Time{}, "", "receiver", 1
+		changes[i] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+			Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "receiver", Route: m.Route,
+				StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
+	}
+	return changes
 }
 
 // cpuTime is the CPU time the process has used so far.

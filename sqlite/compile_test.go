@@ -60,15 +60,7 @@ func TestDeliveryStatementsCompileOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		changes := make([]courier.Change, len(got))
-		for i, m := range got {
-			next := *m
-			next.State, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, now, now
-			next.LeaseUntil, next.LeaseOwner, next.Endpoint, next.Attempts = time.Time{}, "", "e", 1
-			changes[i] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
-				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "e", Route: m.Route,
-					StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
-		}
+		changes := deliveredChanges(got, now)
 		applied, err := s.Apply(ctx, changes)
 		if err != nil {
 			t.Fatal(err)
