@@ -12,9 +12,9 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// TestDeliveryStatementsCompileOnce checks that claiming and writing
-// outcomes run the statements prepared when the store opened, and that
-// SQLite does not compile them again at each new binding of their
+// TestDeliveryStatementsCompileOnce checks that ingesting, claiming and
+// writing outcomes run the statements prepared when the store opened, and
+// that SQLite does not compile them again at each new binding of their
 // parameters: a recompiled claim cost more than the claim itself. SQLite
 // asks the authorizer about every statement it compiles, so the number of
 // its calls must not grow from one round of deliveries to the next.
@@ -40,20 +40,29 @@ func TestDeliveryStatementsCompileOnce(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	now := time.Now()
-	var msgs []*courier.Message
-	for i := range 60 {
-		m := &courier.Message{ID: fmt.Sprintf("m-%d", i), Type: "t", Route: "r", Payload: []byte(`{}`), ContentType: "application/json"}
-		if i%2 == 1 {
-			m.OrderingKey = fmt.Sprintf("k-%d", i%3)
+	ingested := 0
+	ingest := func(n int) {
+		t.Helper()
+		var msgs []*courier.Message
+		for range n {
+			i := ingested
+			ingested++
+			m := &courier.Message{ID: fmt.Sprintf("m-%d", i), Type: "t", Route: "r", Payload: []byte(`{}`), ContentType: "application/json",
+				Headers: map[string]string{"X-N": fmt.Sprint(i)}}
+			if i%2 == 1 {
+				m.OrderingKey = fmt.Sprintf("k-%d", i%3)
+			}
+			courier.Accept(m, courier.DefaultPolicy(), false, now)
+			msgs = append(msgs, m)
 		}
-		courier.Accept(m, courier.DefaultPolicy(), false, now)
-		msgs = append(msgs, m)
+		if _, err := s.Ingest(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := s.Ingest(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
+	ingest(30)
 	round := func(limit int) int {
 		t.Helper()
+		ingest(limit)
 		now = now.Add(time.Second)
 		got, err := s.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "test",
 			Routes: []courier.RouteQuota{{Route: "r", Limit: limit}}})
@@ -82,6 +91,6 @@ func TestDeliveryStatementsCompileOnce(t *testing.T) {
 		t.Fatal("nothing was claimed")
 	}
 	if n := compiles.Load() - before; n != 0 {
-		t.Errorf("SQLite compiled statements %d times over five rounds of claims and outcomes; want none", n)
+		t.Errorf("SQLite compiled statements %d times over five rounds of ingests, claims and outcomes; want none", n)
 	}
 }
