@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/pgtest"
 	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/postgres"
@@ -266,22 +265,12 @@ func victimOwner(t *testing.T, c *cluster, victim *process) map[string]bool {
 	}
 	defer s.Close()
 	held := map[string]bool{}
-	f := courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit}
-	for {
-		page, err := s.Messages(context.Background(), f)
-		if err != nil {
-			t.Fatal(err)
+	for _, m := range inflightMessages(t, s) {
+		if strings.HasSuffix(m.LeaseOwner, pid) {
+			held[m.ID] = true
 		}
-		for _, m := range page.Messages {
-			if strings.HasSuffix(m.LeaseOwner, pid) {
-				held[m.ID] = true
-			}
-		}
-		if page.Next == "" {
-			return held
-		}
-		f.Cursor = page.Next
 	}
+	return held
 }
 
 // TestClusterPostgresRestart restarts the PostgreSQL server while two nodes

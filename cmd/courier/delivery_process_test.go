@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/sqlite"
 )
@@ -75,11 +74,7 @@ routes:
 		t.Fatal(err)
 	}
 	inflight := map[string]bool{}
-	page, err := store.Messages(context.Background(), courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range page.Messages {
+	for _, m := range inflightMessages(t, store) {
 		inflight[m.ID] = true
 	}
 	store.Close()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +19,28 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	courier "github.com/courier-gw/courier"
 )
+
+// inflightMessages lists every message the store has in flight, page by
+// page: after a kill, the messages that may be delivered twice.
+func inflightMessages(t *testing.T, s courier.Store) []*courier.Message {
+	t.Helper()
+	var out []*courier.Message
+	f := courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit}
+	for {
+		page, err := s.Messages(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Messages...)
+		if page.Next == "" {
+			return out
+		}
+		f.Cursor = page.Next
+	}
+}
 
 // courierBin is the binary built once for the process tests.
 var courierBin string

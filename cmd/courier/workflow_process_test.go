@@ -81,11 +81,7 @@ endpoints:
 		t.Fatal(err)
 	}
 	inflight := map[string]bool{}
-	page, err := store.Messages(context.Background(), courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range page.Messages {
+	for _, m := range inflightMessages(t, store) {
 		inflight[fmt.Sprintf("%s.%d", m.ID, m.Step)] = true
 	}
 	store.Close()
