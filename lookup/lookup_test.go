@@ -62,6 +62,15 @@ func answering(status int, body string) http.HandlerFunc {
 	}
 }
 
+// answeringOnRelease is a handler that answers body once release is
+// closed, to hold requests in flight.
+func answeringOnRelease(release <-chan struct{}, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		fmt.Fprint(w, body)
+	}
+}
+
 func answerJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -387,10 +396,7 @@ func TestInvalidateForcesNewRequest(t *testing.T) {
 func TestInvalidateDuringRequestDropsItsAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		fmt.Fprint(w, `{"url": "https://old.example.test/as4"}`)
-	})
+	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://old.example.test/as4"}`))
 	res := newResolver(&fakeClock{now: start})
 	r := route(g, courier.Lookup{})
 
@@ -417,10 +423,7 @@ func TestInvalidateDuringRequestDropsItsAnswer(t *testing.T) {
 func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		fmt.Fprint(w, `{"url": "https://ap.example.test/as4"}`)
-	})
+	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
 	res := newResolver(&fakeClock{now: start})
 	r := route(g, courier.Lookup{})
 
@@ -455,10 +458,7 @@ func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 func TestCancelledCallerLeavesRequestToOthers(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
-		fmt.Fprint(w, `{"url": "https://ap.example.test/as4"}`)
-	})
+	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
 	res := newResolver(&fakeClock{now: start})
 	r := route(g, courier.Lookup{})
 
