@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sourcetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
 )
@@ -104,43 +105,6 @@ func mustOpenSourceAt(t testing.TB, url, queue string, batch int) *Source {
 	return s
 }
 
-// fetchN fetches until n items came, and fails when fewer or more come.
-func fetchN(t testing.TB, s *Source, n int) []*courier.InboundItem {
-	t.Helper()
-	var items []*courier.InboundItem
-	for try := 0; len(items) < n && try < 10; try++ {
-		got, err := s.Fetch(context.Background(), n-len(items))
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		items = append(items, got...)
-	}
-	if len(items) != n {
-		t.Fatalf("fetched %d items, want %d", len(items), n)
-	}
-	return items
-}
-
-// mustFetchNone checks that Fetch waits and returns nothing.
-func mustFetchNone(t testing.TB, s *Source) {
-	t.Helper()
-	items, err := s.Fetch(context.Background(), 10)
-	if err != nil {
-		t.Fatalf("fetch: %v", err)
-	}
-	if len(items) != 0 {
-		t.Fatalf("fetched %d items (%q...), want none", len(items), items[0].Body)
-	}
-}
-
-func bodies(items []*courier.InboundItem) []string {
-	var out []string
-	for _, it := range items {
-		out = append(out, string(it.Body))
-	}
-	return out
-}
-
 // eventually polls cond for a while and fails when it never holds.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
@@ -195,7 +159,7 @@ func TestSourceReadsHeadersAndProperties(t *testing.T) {
 	a.publish(q, amqp.Publishing{Body: []byte("two")})
 
 	s := mustOpenSource(t, q, 10)
-	items := fetchN(t, s, 3)
+	items := sourcetest.FetchN(t, s, 3)
 
 	want := []courier.InboundItem{
 		{
@@ -238,7 +202,7 @@ func TestSourceReadsHeadersAndProperties(t *testing.T) {
 	}
 	// Acked items are gone for good: not back when the consumer goes away.
 	s2 := mustOpenSource(t, q, 10)
-	mustFetchNone(t, s2)
+	sourcetest.FetchNone(t, s2)
 	mustPending(t, s2, 0)
 }
 
@@ -260,7 +224,7 @@ func TestSourceReleaseRedelivers(t *testing.T) {
 			q := a.queue()
 			a.publishBodies(q, "0", "1", "2")
 			s := mustOpenSource(t, q, 10)
-			items := fetchN(t, s, 3)
+			items := sourcetest.FetchN(t, s, 3)
 
 			var release, ack []*courier.InboundItem
 			var want []string
@@ -281,8 +245,8 @@ func TestSourceReleaseRedelivers(t *testing.T) {
 				t.Fatalf("release: %v", err)
 			}
 
-			again := fetchN(t, s, len(want))
-			if got := bodies(again); !reflect.DeepEqual(got, want) {
+			again := sourcetest.FetchN(t, s, len(want))
+			if got := sourcetest.Bodies(again); !reflect.DeepEqual(got, want) {
 				t.Errorf("fetched again %q, want %q", got, want)
 			}
 			for _, it := range again {
@@ -293,12 +257,12 @@ func TestSourceReleaseRedelivers(t *testing.T) {
 			if got := s.redelivered.Load(); got != int64(len(want)) {
 				t.Errorf("redelivered = %d, want %d", got, len(want))
 			}
-			mustFetchNone(t, s)
+			sourcetest.FetchNone(t, s)
 			if err := s.Ack(context.Background(), again); err != nil {
 				t.Fatalf("ack: %v", err)
 			}
 			s.Close()
-			mustFetchNone(t, mustOpenSource(t, q, 10))
+			sourcetest.FetchNone(t, mustOpenSource(t, q, 10))
 		})
 	}
 }
@@ -318,7 +282,7 @@ func TestSourceRefusesToSettleTwice(t *testing.T) {
 	q := a.queue()
 	a.publishBodies(q, "0", "1")
 	s := mustOpenSource(t, q, 10)
-	items := fetchN(t, s, 2)
+	items := sourcetest.FetchN(t, s, 2)
 	if err := s.Ack(context.Background(), items[:1]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
@@ -337,7 +301,7 @@ func TestSourceRefusesToSettleTwice(t *testing.T) {
 		t.Fatalf("ack: %v", err)
 	}
 	a.publishBodies(q, "2")
-	if got := bodies(fetchN(t, s, 1)); !reflect.DeepEqual(got, []string{"2"}) {
+	if got := sourcetest.Bodies(sourcetest.FetchN(t, s, 1)); !reflect.DeepEqual(got, []string{"2"}) {
 		t.Errorf("fetched %q, want [2]", got)
 	}
 }
@@ -348,7 +312,7 @@ func TestSourceCloseReturnsUnacked(t *testing.T) {
 	q := a.queue()
 	a.publishBodies(q, "0", "1")
 	s := mustOpenSource(t, q, 10)
-	fetchN(t, s, 2)
+	sourcetest.FetchN(t, s, 2)
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -357,8 +321,8 @@ func TestSourceCloseReturnsUnacked(t *testing.T) {
 	}
 
 	s2 := mustOpenSource(t, q, 10)
-	items := fetchN(t, s2, 2)
-	if got, want := bodies(items), []string{"0", "1"}; !reflect.DeepEqual(got, want) {
+	items := sourcetest.FetchN(t, s2, 2)
+	if got, want := sourcetest.Bodies(items), []string{"0", "1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("fetched %q, want %q", got, want)
 	}
 	for _, it := range items {
@@ -401,7 +365,7 @@ func TestSourceEmptyQueue(t *testing.T) {
 	t.Parallel()
 	a := newQueueAdmin(t)
 	s := mustOpenSource(t, a.queue(), 10)
-	mustFetchNone(t, s)
+	sourcetest.FetchNone(t, s)
 	mustPending(t, s, 0)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sourcetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
 )
@@ -85,49 +86,12 @@ func mustOpen(t *testing.T, r *courier.Receiver) *Source {
 	return src
 }
 
-// fetchN fetches until n items came, failing when they do not come within
-// a generous number of fetches.
-func fetchN(t *testing.T, src *Source, n int) []*courier.InboundItem {
-	t.Helper()
-	var got []*courier.InboundItem
-	for i := 0; i < 30 && len(got) < n; i++ {
-		items, err := src.Fetch(context.Background(), n-len(got))
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		got = append(got, items...)
-	}
-	if len(got) != n {
-		t.Fatalf("fetched %d items, want %d", len(got), n)
-	}
-	return got
-}
-
-func mustFetchNone(t *testing.T, src *Source) {
-	t.Helper()
-	items, err := src.Fetch(context.Background(), 10)
-	if err != nil {
-		t.Fatalf("fetch: %v", err)
-	}
-	if len(items) != 0 {
-		t.Fatalf("fetched %q, want nothing", bodies(items))
-	}
-}
-
 func mustPending(t *testing.T, src *Source, want int64) {
 	t.Helper()
 	got, err := src.Pending(context.Background())
 	if err != nil || got != want {
 		t.Fatalf("pending = %d, %v; want %d", got, err, want)
 	}
-}
-
-func bodies(items []*courier.InboundItem) []string {
-	var b []string
-	for _, it := range items {
-		b = append(b, string(it.Body))
-	}
-	return b
 }
 
 func TestReceiveFetchInOrder(t *testing.T) {
@@ -139,9 +103,9 @@ func TestReceiveFetchInOrder(t *testing.T) {
 	src := mustOpen(t, s.receiver("inbox"))
 	mustPending(t, src, 5)
 
-	got := fetchN(t, src, len(want))
-	if !slices.Equal(bodies(got), want) {
-		t.Fatalf("bodies %q, want %q", bodies(got), want)
+	got := sourcetest.FetchN(t, src, len(want))
+	if !slices.Equal(sourcetest.Bodies(got), want) {
+		t.Fatalf("bodies %q, want %q", sourcetest.Bodies(got), want)
 	}
 	wantHeaders := map[string]string{"Content-Type": "application/json", "X-Tenant": "acme", "x-lower": "kept\tas is"}
 	for i, it := range got {
@@ -174,7 +138,7 @@ func TestReceiveFetchMapsHeaders(t *testing.T) {
 	for _, tt := range tests {
 		s.publish(t, tt.header, tt.name)
 	}
-	got := fetchN(t, mustOpen(t, s.receiver("inbox")), len(tests))
+	got := sourcetest.FetchN(t, mustOpen(t, s.receiver("inbox")), len(tests))
 	for i, tt := range tests {
 		it := got[i]
 		if string(it.Body) != tt.name {
@@ -206,7 +170,7 @@ func TestReceiveCreatesAndReusesConsumer(t *testing.T) {
 		cfg.MaxAckPending < 2*r.Batch || cfg.AckWait != receiveAckWait {
 		t.Errorf("consumer config %+v", cfg)
 	}
-	got := fetchN(t, first, 2)
+	got := sourcetest.FetchN(t, first, 2)
 	if err := first.Ack(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +183,9 @@ func TestReceiveCreatesAndReusesConsumer(t *testing.T) {
 
 	second := mustOpen(t, r)
 	mustPending(t, second, 2)
-	got = fetchN(t, second, 2)
-	if want := []string{"c", "d"}; !slices.Equal(bodies(got), want) {
-		t.Fatalf("second source fetched %q, want %q", bodies(got), want)
+	got = sourcetest.FetchN(t, second, 2)
+	if want := []string{"c", "d"}; !slices.Equal(sourcetest.Bodies(got), want) {
+		t.Fatalf("second source fetched %q, want %q", sourcetest.Bodies(got), want)
 	}
 	if got[0].Redelivered {
 		t.Errorf("%q is marked redelivered", got[0].Body)
@@ -234,13 +198,13 @@ func TestReceiveAckForgets(t *testing.T) {
 	s.publish(t, nil, "a", "b", "c")
 	r := s.receiver("inbox")
 	src := mustOpen(t, r)
-	if err := src.Ack(context.Background(), fetchN(t, src, 3)); err != nil {
+	if err := src.Ack(context.Background(), sourcetest.FetchN(t, src, 3)); err != nil {
 		t.Fatal(err)
 	}
 	src.Close()
 
 	again := mustOpen(t, r)
-	mustFetchNone(t, again)
+	sourcetest.FetchNone(t, again)
 	mustPending(t, again, 0)
 	c, err := s.js.Consumer(context.Background(), s.name, "inbox")
 	if err != nil {
@@ -257,12 +221,12 @@ func TestReceiveReleaseRedelivers(t *testing.T) {
 	want := []string{"a", "b", "c"}
 	s.publish(t, nil, want...)
 	src := mustOpen(t, s.receiver("inbox"))
-	if err := src.Release(context.Background(), fetchN(t, src, 3)); err != nil {
+	if err := src.Release(context.Background(), sourcetest.FetchN(t, src, 3)); err != nil {
 		t.Fatal(err)
 	}
-	got := fetchN(t, src, 3)
-	if !slices.Equal(bodies(got), want) {
-		t.Fatalf("fetched %q after release, want %q", bodies(got), want)
+	got := sourcetest.FetchN(t, src, 3)
+	if !slices.Equal(sourcetest.Bodies(got), want) {
+		t.Fatalf("fetched %q after release, want %q", sourcetest.Bodies(got), want)
 	}
 	for _, it := range got {
 		if !it.Redelivered {
@@ -284,12 +248,12 @@ func TestReceiveUnsettledComeBack(t *testing.T) {
 	s.publish(t, nil, "a", "b")
 	r := s.receiver("inbox")
 	src := mustOpen(t, r)
-	fetchN(t, src, 2)
+	sourcetest.FetchN(t, src, 2)
 	src.Close()
 
-	got := fetchN(t, mustOpen(t, r), 2)
-	if want := []string{"a", "b"}; !slices.Equal(bodies(got), want) {
-		t.Fatalf("fetched %q, want %q", bodies(got), want)
+	got := sourcetest.FetchN(t, mustOpen(t, r), 2)
+	if want := []string{"a", "b"}; !slices.Equal(sourcetest.Bodies(got), want) {
+		t.Fatalf("fetched %q, want %q", sourcetest.Bodies(got), want)
 	}
 	for _, it := range got {
 		if !it.Redelivered {
@@ -349,7 +313,7 @@ func TestReceiveEmptyStream(t *testing.T) {
 	t.Parallel()
 	s := newReceiveStream(t)
 	src := mustOpen(t, s.receiver("inbox"))
-	mustFetchNone(t, src)
+	sourcetest.FetchNone(t, src)
 	mustPending(t, src, 0)
 	if err := src.Ack(context.Background(), nil); err != nil {
 		t.Errorf("ack of nothing: %v", err)
@@ -393,7 +357,7 @@ func TestReceiveLostConnection(t *testing.T) {
 	r := s.receiver("inbox")
 	r.NATS.URL = viaProxy.String()
 	src := mustOpen(t, r)
-	fetchN(t, src, 2)
+	sourcetest.FetchN(t, src, 2)
 	proxy.Close()
 
 	var fetchErr error
@@ -406,8 +370,8 @@ func TestReceiveLostConnection(t *testing.T) {
 	src.Close()
 
 	r.NATS.URL = s.url
-	got := fetchN(t, mustOpen(t, r), 2)
-	if want := []string{"a", "b"}; !slices.Equal(bodies(got), want) {
-		t.Fatalf("fetched %q after reconnecting, want %q", bodies(got), want)
+	got := sourcetest.FetchN(t, mustOpen(t, r), 2)
+	if want := []string{"a", "b"}; !slices.Equal(sourcetest.Bodies(got), want) {
+		t.Fatalf("fetched %q after reconnecting, want %q", sourcetest.Bodies(got), want)
 	}
 }
