@@ -2,16 +2,12 @@ package engine_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/testcert"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sink"
@@ -279,15 +277,6 @@ func TestLookupPinsTheCertificate(t *testing.T) {
 // selfSigned makes a certificate for 127.0.0.1 that no one else has.
 func selfSigned(t *testing.T) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "impostor"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return testcert.New(t, &x509.Certificate{Subject: pkix.Name{CommonName: "impostor"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}, nil).TLS()
 }

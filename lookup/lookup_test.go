@@ -2,9 +2,6 @@ package lookup_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -19,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/testcert"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/lookup"
@@ -101,21 +100,12 @@ func mustResolve(t *testing.T, g *lookup.Registry, r *courier.Route, recipient, 
 // mustCertificatePEM returns a self-signed certificate, PEM-encoded.
 func mustCertificatePEM(t *testing.T) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
+	return string(testcert.New(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1),
 		Subject:      pkix.Name{CommonName: "ap.example.test"},
 		NotBefore:    start.Add(-time.Hour),
 		NotAfter:     start.Add(365 * 24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	}, nil).PEM())
 }
 
 // waitFor polls cond; it bounds a wait for another goroutine, it measures

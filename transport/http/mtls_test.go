@@ -2,13 +2,9 @@ package http_test
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log"
 	"math/big"
@@ -18,62 +14,32 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/courier-gw/courier/internal/testcert"
 
 	"github.com/courier-gw/courier"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
+// newTestCA makes a certificate authority for one test.
+func newTestCA(t *testing.T, name string) *testcert.Cert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
+	c := testcert.New(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	}, nil)
+	return c
 }
 
 // issue returns a certificate signed by the CA, as PEM certificate and key.
-func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+func issue(t *testing.T, ca *testcert.Cert, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	c := testcert.New(t, &x509.Certificate{
+		Subject:  pkix.Name{CommonName: cn},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	}, ca)
+	return c.PEM(), c.KeyPEM(t)
 }
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
@@ -92,16 +58,16 @@ func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	serverCA, clientCA := newTestCA(t, "receiver CA"), newTestCA(t, "sender CA")
-	srvCert, srvKey := serverCA.issue(t, "receiver", x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := clientCA.issue(t, "courier at acme", x509.ExtKeyUsageClientAuth)
-	otherCert, otherKey := newTestCA(t, "stranger CA").issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+	srvCert, srvKey := issue(t, serverCA, "receiver", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := issue(t, clientCA, "courier at acme", x509.ExtKeyUsageClientAuth)
+	otherCert, otherKey := issue(t, newTestCA(t, "stranger CA"), "stranger", x509.ExtKeyUsageClientAuth)
 
 	pair, err := tls.X509KeyPair(srvCert, srvKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clients := x509.NewCertPool()
-	clients.AddCert(clientCA.cert)
+	clients.AddCert(clientCA.Cert)
 	seen := make(chan string, 10)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- r.TLS.PeerCertificates[0].Subject.CommonName
@@ -115,7 +81,7 @@ func TestMutualTLS(t *testing.T) {
 	files := courier.HTTPTLS{
 		Cert: writeFile(t, dir, "client.crt", cliCert),
 		Key:  writeFile(t, dir, "client.key", cliKey),
-		CA:   writeFile(t, dir, "receiver-ca.pem", serverCA.pem),
+		CA:   writeFile(t, dir, "receiver-ca.pem", serverCA.PEM()),
 	}
 	tr := newTransport(t, httptransport.Options{})
 

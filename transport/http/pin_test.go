@@ -1,9 +1,6 @@
 package http_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,14 +9,14 @@ import (
 	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/courier-gw/courier/internal/testcert"
 
 	"github.com/courier-gw/courier"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -30,23 +27,12 @@ import (
 // the host name), with its PEM.
 func selfSigned(t *testing.T, dnsName string) (tls.Certificate, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: dnsName},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	c := testcert.New(t, &x509.Certificate{
+		Subject:  pkix.Name{CommonName: dnsName},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{dnsName},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	}, nil)
+	return tls.Certificate{Certificate: [][]byte{c.DER}, PrivateKey: c.Key}, string(c.PEM())
 }
 
 // pinnedServer is an HTTPS receiver that presents cert and counts the
@@ -111,13 +97,13 @@ func TestPinnedCertificate(t *testing.T) {
 
 	// A receiver with a certificate from a CA the endpoint trusts.
 	ca := newTestCA(t, "network CA")
-	caCertPEM, caKeyPEM := ca.issue(t, "ap", x509.ExtKeyUsageServerAuth)
+	caCertPEM, caKeyPEM := issue(t, ca, "ap", x509.ExtKeyUsageServerAuth)
 	pair, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
 	signed := newPinnedServer(t, pair)
-	caFile := writeFile(t, dir, "network-ca.pem", ca.pem)
+	caFile := writeFile(t, dir, "network-ca.pem", ca.PEM())
 
 	tests := []struct {
 		name    string
@@ -142,8 +128,8 @@ func TestPinnedCertificate(t *testing.T) {
 		{name: "a pin that does not parse", srv: ap, pin: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
 			class: courier.ClassTLS, errWant: []string{"does not parse"}},
 		{name: "a pinned key", srv: ap, pin: string(caKeyPEM), class: courier.ClassTLS, errWant: []string{`PEM "EC PRIVATE KEY", not a CERTIFICATE`}},
-		{name: "a pinned chain names the receiver first", srv: ap, pin: apPEM + string(ca.pem)},
-		{name: "a chain with the CA first", srv: ap, pin: string(ca.pem) + apPEM, class: courier.ClassTLS, errWant: []string{"not the one the registry gave"}},
+		{name: "a pinned chain names the receiver first", srv: ap, pin: apPEM + string(ca.PEM())},
+		{name: "a chain with the CA first", srv: ap, pin: string(ca.PEM()) + apPEM, class: courier.ClassTLS, errWant: []string{"not the one the registry gave"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
