@@ -260,7 +260,9 @@ func stepTimers(n *Message, w *Route, t *Topology, now time.Time) []*Message {
 		_, notices := stepFailed(n, w, ReasonExpired, now)
 		return notices
 	}
-	if p.MaxAge > 0 && !now.Before(n.RoundStartedAt.Add(p.MaxAge)) {
+	// A step waiting for its ordering key has not started its round: as
+	// for any message (timers), max_age counts from its promotion.
+	if p.MaxAge > 0 && !n.Waiting() && !now.Before(n.RoundStartedAt.Add(p.MaxAge)) {
 		n.LastError = joinError(n.LastError, "not done within max_age "+p.MaxAge.String())
 		if undoing {
 			_, notices := compensationFailed(n, w, t, now)
@@ -287,7 +289,7 @@ func stepTimer(n *Message, p, typePolicy *Policy) time.Time {
 	if n.FailedStep == 0 {
 		consider(n.ExpiresAt)
 	}
-	if p.MaxAge > 0 {
+	if p.MaxAge > 0 && !n.Waiting() {
 		consider(n.RoundStartedAt.Add(p.MaxAge))
 	}
 	if n.Escalated < len(typePolicy.Escalate) {

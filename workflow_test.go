@@ -136,6 +136,25 @@ func TestWorkflowLastStepDelivers(t *testing.T) {
 	}
 }
 
+// A step waiting for its ordering key has not started its round: max_age
+// does not end it, and its timer is only its escalation.
+func TestWorkflowWaitingStepKeepsItsRound(t *testing.T) {
+	top := drone()
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	m := &courier.Message{ID: "d-6", Type: "delivery", Route: "schedule:step-1", Workflow: "schedule", Step: 1, State: courier.StateQueued,
+		OrderingKey: "drone-7", RoundStartedAt: now.Add(-2 * time.Hour), CreatedAt: now.Add(-2 * time.Hour), TimerAt: now}
+	if !m.Waiting() {
+		t.Fatal("the message does not wait for its key")
+	}
+	next, _, _ := top.OnTimer(m, now)
+	if next.State != courier.StateQueued || next.FailedStep != 0 || next.Route != "schedule:step-1" {
+		t.Fatalf("a waiting step after max_age: %s on %s, failed step %d, %q", next.State, next.Route, next.FailedStep, next.LastError)
+	}
+	if want := m.CreatedAt.Add(24 * time.Hour); !next.TimerAt.Equal(want) {
+		t.Fatalf("timer at %v; want the escalation at %v", next.TimerAt, want)
+	}
+}
+
 func stateNames(ss []courier.StepState) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
