@@ -424,28 +424,48 @@ func (t *Topology) inWorkflow(m *Message) bool {
 }
 
 // AfterAttempt decides what becomes of m after an attempt, by its type's
-// policy, or for a message of a workflow by AfterStep.
-func (t *Topology) AfterAttempt(m *Message, e *Endpoint, r Result, now time.Time, rnd float64) (*Message, []*Message) {
+// policy, or for a message of a workflow by AfterStep; the route's
+// ordered_on_failure then applies (KeepOrder).
+func (t *Topology) AfterAttempt(m *Message, e *Endpoint, r Result, now time.Time, rnd float64) (next *Message, notices []*Message) {
 	if t.inWorkflow(m) {
-		return AfterStep(m, t, e, r, now, rnd)
+		next, notices = AfterStep(m, t, e, r, now, rnd)
+	} else {
+		next, notices = AfterAttempt(m, t.Policy(m.Type), e, r, now, rnd)
 	}
-	return AfterAttempt(m, t.Policy(m.Type), e, r, now, rnd)
+	t.keepOrder(next)
+	return next, notices
 }
 
-// AfterAbandon is AfterAbandon by m's policy, or AfterStepAbandoned.
-func (t *Topology) AfterAbandon(m *Message, now time.Time) (*Message, []*Message) {
+// AfterAbandon is AfterAbandon by m's policy, or AfterStepAbandoned, with
+// the route's ordered_on_failure applied.
+func (t *Topology) AfterAbandon(m *Message, now time.Time) (next *Message, notices []*Message) {
 	if t.inWorkflow(m) {
-		return AfterStepAbandoned(m, t, now)
+		next, notices = AfterStepAbandoned(m, t, now)
+	} else {
+		next, notices = AfterAbandon(m, t.Policy(m.Type), now)
 	}
-	return AfterAbandon(m, t.Policy(m.Type), now)
+	t.keepOrder(next)
+	return next, notices
 }
 
-// OnTimer is OnTimer by m's policy, or OnStepTimer.
-func (t *Topology) OnTimer(m *Message, now time.Time) (*Message, []*Message, bool) {
+// OnTimer is OnTimer by m's policy, or OnStepTimer, with the route's
+// ordered_on_failure applied.
+func (t *Topology) OnTimer(m *Message, now time.Time) (next *Message, notices []*Message, changed bool) {
 	if t.inWorkflow(m) {
-		return OnStepTimer(m, t, now)
+		next, notices, changed = OnStepTimer(m, t, now)
+	} else {
+		next, notices, changed = OnTimer(m, t.Policy(m.Type), now)
 	}
-	return OnTimer(m, t.Policy(m.Type), now)
+	t.keepOrder(next)
+	return next, notices, changed
+}
+
+// keepOrder is KeepOrder by the route a decided message is on, looked up
+// only for a suspended message with a key (the only one it changes).
+func (t *Topology) keepOrder(n *Message) {
+	if n.State == StateSuspended && n.OrderingKey != "" {
+		KeepOrder(n, t.Route(n.Route))
+	}
 }
 
 // StepContext returns what the delivery of m's current step carries, or nil

@@ -55,7 +55,6 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 			ep = &courier.Endpoint{}
 		}
 		next, notices := t.AfterAttempt(o.msg, ep, o.result, now, e.opts.RandFunc())
-		courier.KeepOrder(next, t.Route(next.Route))
 		a := &courier.Attempt{MessageID: o.msg.ID, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,
 			StartedAt: o.started, Duration: o.duration, Outcome: courier.OutcomeDelivered, Status: o.result.Status,
 			Response: o.result.Response}
@@ -144,7 +143,6 @@ func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 		changes := make([]courier.Change, len(msgs))
 		for i, m := range msgs {
 			next, notices := t.AfterAbandon(m, now)
-			courier.KeepOrder(next, t.Route(next.Route))
 			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
 				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
 					StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
@@ -182,7 +180,6 @@ func (e *Engine) fireTimers(ctx context.Context) error {
 		changes := make([]courier.Change, len(msgs))
 		for i, m := range msgs {
 			next, notices, _ := t.OnTimer(m, now)
-			courier.KeepOrder(next, t.Route(next.Route))
 			changes[i] = courier.Change{Message: next, From: courier.StateQueued, Token: m.TotalAttempts, Notices: notices}
 		}
 		applied, err := e.store.Apply(ctx, changes)
