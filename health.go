@@ -95,6 +95,13 @@ func (e *Endpoint) suspend(h EndpointHealth, now time.Time, floor time.Duration)
 	return h
 }
 
+// Clean reports whether h is active with nothing counted: the health a
+// delivery leaves (AfterOutcome), so that a delivery does not change it.
+func (h EndpointHealth) Clean() bool {
+	return (h.State == HealthActive || h.State == "") && h.Failures == 0 && h.Suspensions == 0 &&
+		h.SuspendedUntil.IsZero() && h.ProbeUntil.IsZero()
+}
+
 // SwitchedOff is the health of an endpoint an operator switched off.
 func (h EndpointHealth) SwitchedOff(now time.Time) EndpointHealth {
 	h.State, h.UpdatedAt, h.ProbeUntil = HealthOff, now, time.Time{}

@@ -140,6 +140,5 @@ type LookupCache interface {
 // is active with nothing counted is what no record means, and every claim
 // round reads every record.
 func (h EndpointHealth) Forgettable() bool {
-	return strings.HasPrefix(h.Endpoint, ResolvedEndpointPrefix) && (h.State == HealthActive || h.State == "") &&
-		h.Failures == 0 && h.Suspensions == 0 && h.SuspendedUntil.IsZero() && h.ProbeUntil.IsZero()
+	return strings.HasPrefix(h.Endpoint, ResolvedEndpointPrefix) && h.Clean()
 }

@@ -31,23 +31,30 @@ func (e *Engine) newRound(ctx context.Context) (*round, error) {
 		if _, probe := h.Sendable(rd.now); !probe {
 			continue
 		}
-		// Stores keep microseconds: the reservation is recognised by its time.
-		until := rd.now.Add(timeoutOf(ep) + e.opts.LeaseSlack).Truncate(time.Microsecond)
-		got, err := e.store.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
-			if _, probe := h.Sendable(rd.now); probe {
-				h.ProbeUntil = until
-			}
-			return h
-		}, nil)
+		got, reserved, err := e.reserveProbe(ctx, ep, rd.now)
 		if err != nil {
 			return nil, err
 		}
 		rd.health[name] = got
-		if got.ProbeUntil.Equal(until) {
-			rd.probes[name] = true
-		}
+		rd.probes[name] = reserved
 	}
 	return rd, nil
+}
+
+// reserveProbe reserves, in the store, the one probe of a suspended
+// endpoint whose time has come: the reservation, until the attempt's
+// timeout and the lease slack, is recognised by its time (stores keep
+// microseconds). It returns the health as stored and whether this node
+// holds the probe.
+func (e *Engine) reserveProbe(ctx context.Context, ep *courier.Endpoint, now time.Time) (courier.EndpointHealth, bool, error) {
+	until := now.Add(timeoutOf(ep) + e.opts.LeaseSlack).Truncate(time.Microsecond)
+	got, err := e.store.UpdateHealth(ctx, ep.Name, func(h courier.EndpointHealth) courier.EndpointHealth {
+		if _, probe := h.Sendable(now); probe {
+			h.ProbeUntil = until
+		}
+		return h
+	}, nil)
+	return got, err == nil && got.ProbeUntil.Equal(until), err
 }
 
 // releaseProbes gives back the probes a round reserved but did not use (no
@@ -55,17 +62,21 @@ func (e *Engine) newRound(ctx context.Context) (*round, error) {
 // at once instead of after the reservation lapses.
 func (e *Engine) releaseProbes(rd *round) {
 	for name, unused := range rd.probes {
-		if !unused {
-			continue
+		if unused {
+			e.releaseProbe(name, rd.health[name].ProbeUntil)
 		}
-		until := rd.health[name].ProbeUntil
-		e.store.UpdateHealth(context.Background(), name, func(h courier.EndpointHealth) courier.EndpointHealth {
-			if h.ProbeUntil.Equal(until) {
-				h.ProbeUntil = time.Time{}
-			}
-			return h
-		}, nil)
 	}
+}
+
+// releaseProbe gives back a probe reserved until the time, unless another
+// reservation took its place.
+func (e *Engine) releaseProbe(endpoint string, until time.Time) {
+	e.store.UpdateHealth(context.Background(), endpoint, func(h courier.EndpointHealth) courier.EndpointHealth {
+		if h.ProbeUntil.Equal(until) {
+			h.ProbeUntil = time.Time{}
+		}
+		return h
+	}, nil)
 }
 
 // updateHealth applies the outcomes of a batch to the health of their
@@ -133,13 +144,15 @@ func (e *Engine) logHealth(name string, before, after courier.EndpointHealth) {
 //
 // What it knows comes from the rounds' reads of the store and from this
 // node's own writes. A read that began before a write of this node ended
-// is older than that write and is not taken. Another node's change is seen
-// at the next round; until then a batch of deliveries may leave, say, one
-// failure counted that it would have cleared.
+// is older than that write for the endpoint written, which keeps what the
+// write said. Another node's change is seen at the next round; until then
+// a batch of deliveries may leave, say, one failure counted that it would
+// have cleared.
 type steadyEndpoints struct {
-	mu     sync.Mutex
-	gen    uint64 // counts this node's health writes
-	steady map[string]bool
+	mu      sync.Mutex
+	gen     uint64            // counts this node's health writes
+	written map[string]uint64 // the generation of each endpoint's last write
+	steady  map[string]bool
 }
 
 func (s *steadyEndpoints) generation() uint64 {
@@ -154,16 +167,21 @@ func (s *steadyEndpoints) generation() uint64 {
 func (s *steadyEndpoints) seen(gen uint64, endpoints map[string]*courier.Endpoint, health map[string]courier.EndpointHealth) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen != s.gen {
-		return
-	}
-	s.steady = make(map[string]bool, len(endpoints)+len(health))
+	steady := make(map[string]bool, len(endpoints)+len(health))
 	for name := range endpoints {
-		s.steady[name] = true
+		steady[name] = true
 	}
 	for name, h := range health {
-		s.steady[name] = isSteady(h)
+		steady[name] = h.Clean()
 	}
+	for name, at := range s.written {
+		if at > gen {
+			steady[name] = s.steady[name] // written since the read began
+		} else {
+			delete(s.written, name) // the read is as new as the write
+		}
+	}
+	s.steady = steady
 }
 
 // wrote notes a health this node wrote.
@@ -174,7 +192,11 @@ func (s *steadyEndpoints) wrote(h courier.EndpointHealth) {
 	if s.steady == nil {
 		s.steady = map[string]bool{}
 	}
-	s.steady[h.Endpoint] = isSteady(h)
+	if s.written == nil {
+		s.written = map[string]uint64{}
+	}
+	s.written[h.Endpoint] = s.gen
+	s.steady[h.Endpoint] = h.Clean()
 }
 
 // is reports whether the endpoint is known to be steady.
@@ -182,8 +204,4 @@ func (s *steadyEndpoints) is(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.steady[name]
-}
-
-func isSteady(h courier.EndpointHealth) bool {
-	return (h.State == courier.HealthActive || h.State == "") && h.Failures == 0 && h.ProbeUntil.IsZero()
 }

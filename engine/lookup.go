@@ -174,8 +174,9 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 	sendable, probe := h.Sendable(now)
 	var probeUntil time.Time
 	if probe {
-		probeUntil, probe = e.reserveProbe(ep, now)
-		sendable = probe
+		var got courier.EndpointHealth
+		got, probe, _ = e.reserveProbe(context.Background(), ep, now)
+		probeUntil, sendable = got.ProbeUntil, probe
 	}
 	putBack := func(until time.Time) {
 		if probe {
@@ -225,28 +226,4 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 		e.opts.Resolver.Invalidate(r, m.Recipient, m.Type)
 	}
 	finish(ep, result, probe, time.Time{})
-}
-
-// reserveProbe reserves the one probe of a suspended resolved endpoint
-// whose time has come, as a claim round does for configured ones.
-func (e *Engine) reserveProbe(ep *courier.Endpoint, now time.Time) (until time.Time, ok bool) {
-	until = now.Add(timeoutOf(ep) + e.opts.LeaseSlack).Truncate(time.Microsecond)
-	got, err := e.store.UpdateHealth(context.Background(), ep.Name, func(h courier.EndpointHealth) courier.EndpointHealth {
-		if _, probe := h.Sendable(now); probe {
-			h.ProbeUntil = until
-		}
-		return h
-	}, nil)
-	return until, err == nil && got.ProbeUntil.Equal(until)
-}
-
-// releaseProbe gives back a probe reserved for a message that was put back
-// instead, so that the next one may probe at once.
-func (e *Engine) releaseProbe(endpoint string, until time.Time) {
-	e.store.UpdateHealth(context.Background(), endpoint, func(h courier.EndpointHealth) courier.EndpointHealth {
-		if h.ProbeUntil.Equal(until) {
-			h.ProbeUntil = time.Time{}
-		}
-		return h
-	}, nil)
 }
