@@ -497,6 +497,13 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 		case o.has("lookup") || o.has("endpoint_template"):
 			d.lookup(o, r)
 		}
+		if r.Workflow == nil {
+			for _, f := range []string{"envelope", "compensation_policy"} {
+				if o.has(f) {
+					o.errorf(f, "only a workflow route has it")
+				}
+			}
+		}
 		if r.Workflow == nil && r.Lookup == nil && o.required("endpoints", ": a list of endpoint names (or a workflow: of steps, or a lookup: of recipients)") {
 			items, _ := o.list("endpoints")
 			if v := o.value("endpoints"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
@@ -733,7 +740,7 @@ var stepFields = []string{"endpoint", "compensate"}
 // workflow reads a workflow route: its steps, each an endpoint and the
 // endpoint that undoes it, instead of endpoints of its own.
 func (d *decoder) workflow(o *object, r *courier.Route, refs *[]ref) {
-	for _, f := range []string{"endpoints", "strategy", "weights"} {
+	for _, f := range []string{"endpoints", "strategy", "weights", "lookup", "endpoint_template"} {
 		if o.has(f) {
 			o.errorf(f, "not a field of a workflow route: its steps name their endpoints")
 		}
@@ -772,7 +779,7 @@ var lookupFields = []string{"url", "timeout", "cache_ttl", "negative_ttl"}
 // recipient through a registry: the registry, and the settings of the
 // endpoints it resolves.
 func (d *decoder) lookup(o *object, r *courier.Route) {
-	for _, f := range []string{"endpoints", "strategy", "weights", "workflow"} {
+	for _, f := range []string{"endpoints", "strategy", "weights"} {
 		if o.has(f) {
 			o.errorf(f, "not a field of a lookup route: its endpoint is resolved for each recipient")
 		}
@@ -788,7 +795,7 @@ func (d *decoder) lookup(o *object, r *courier.Route) {
 	if lo.required("url", ": the registry's URL, with {recipient} (and {type})") {
 		if line := lo.str("url", &l.URL); line > 0 {
 			switch {
-			case checkURL(strings.NewReplacer("{recipient}", "r", "{type}", "t").Replace(l.URL), "http", "https") != nil:
+			case checkURL(l.LookupURL("r", "t"), "http", "https") != nil:
 				d.errorf(line, lo.field("url"), "must be an absolute http or https URL")
 			case !strings.Contains(l.URL, "{recipient}"):
 				d.errorf(line, lo.field("url"), "must contain {recipient}, where the message's recipient goes")

@@ -263,6 +263,10 @@ func TestRules(t *testing.T) {
 				`c.yaml:8: routes.w.compensation_policy: policy "slow" is not defined`}},
 		{"fallback to a workflow", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  w: {workflow: [{endpoint: a}]}", "policies:", "  invoice: {fallback: {route: w}}"),
 			nil, []string{`c.yaml:5: policies.invoice.fallback.route: route "w" is a workflow route: messages enter a workflow when they are sent, not by falling back`}},
+		{"workflow with a lookup", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  w:", "    workflow: [{endpoint: a}]", "    lookup: {url: \"https://reg.example/{recipient}\"}"),
+			nil, []string{`c.yaml:5: routes.w.lookup: not a field of a workflow route: its steps name their endpoints`}},
+		{"workflow fields on another route", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r:", "    endpoints: [a]", "    envelope: true", "    compensation_policy: nope"),
+			nil, []string{`c.yaml:5: routes.r.envelope: only a workflow route has it`, `c.yaml:6: routes.r.compensation_policy: only a workflow route has it`}},
 		{"workflow empty", lines("routes:", "  w: {workflow: []}"),
 			nil, []string{`c.yaml:2: routes.w.workflow: must list the steps: - {endpoint: a, compensate: a-cancel}`}},
 		// Lookup routes.
