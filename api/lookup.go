@@ -81,18 +81,12 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 			_, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
 		}
 		ep := courier.ResolvedEndpoint(rt, res)
-		health, err := s.store.Health(r.Context())
+		health, err := s.healthOf(r.Context())
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		h := courier.EndpointHealth{Endpoint: ep.Name, State: courier.HealthActive}
-		for _, eh := range health {
-			if eh.Endpoint == ep.Name {
-				h = eh
-			}
-		}
-		v, err := s.endpointView(r.Context(), t, ep, h)
+		v, err := s.endpointView(r.Context(), t, ep, health[ep.Name])
 		if err != nil {
 			s.writeError(w, r, err)
 			return
