@@ -22,6 +22,15 @@ type Lookup struct {
 	NegativeTTL time.Duration
 }
 
+// RequestTimeout bounds one request to the registry: the lookup's
+// timeout, or DefaultLookupTimeout when it has none.
+func (l *Lookup) RequestTimeout() time.Duration {
+	if l == nil || l.Timeout <= 0 {
+		return DefaultLookupTimeout
+	}
+	return l.Timeout
+}
+
 // Defaults of a route's lookup.
 const (
 	DefaultLookupTimeout     = 10 * time.Second
@@ -83,10 +92,12 @@ const ResolvedEndpointPrefix = "lookup:"
 // URL, so that every recipient served at one access point shares its
 // health and its limits.
 func ResolvedEndpoint(r *Route, res Resolution) *Endpoint {
-	e := NewEndpoint("", TransportHTTP)
+	var e *Endpoint
 	if r.EndpointTemplate != nil {
 		c := *r.EndpointTemplate
 		e = &c
+	} else {
+		e = NewEndpoint("", TransportHTTP)
 	}
 	e.Name = ResolvedEndpointPrefix + RedactURL(res.URL)
 	e.Transport = TransportHTTP

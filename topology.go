@@ -190,12 +190,6 @@ type Route struct {
 	// own, and EndpointTemplate gives the settings of the resolved ones.
 	Lookup           *Lookup
 	EndpointTemplate *Endpoint
-
-	// Of, Step and Undo describe an implicit route of a workflow (see
-	// StepRoute): the workflow route, the step, and whether it undoes it.
-	Of   string
-	Step int
-	Undo bool
 }
 
 // Policy says how often and how long messages of a type are retried, and what

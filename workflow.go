@@ -86,8 +86,7 @@ func (t *Topology) workflowRoute(name string) *Route {
 			return nil
 		}
 	}
-	return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: w.OrderedOnFailure,
-		Of: w.Name, Step: k, Undo: undo}
+	return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: w.OrderedOnFailure}
 }
 
 // ImplicitRoutes lists the routes that are not configured but carry

@@ -125,10 +125,7 @@ func (e *Engine) lookupCapacity(r *courier.Route) int {
 // lookupTimeout bounds an attempt on a lookup route: the lookup, the
 // attempt, and a paced endpoint's wait.
 func lookupTimeout(r *courier.Route) time.Duration {
-	d := courier.DefaultLookupTimeout
-	if r.Lookup != nil && r.Lookup.Timeout > 0 {
-		d = r.Lookup.Timeout
-	}
+	d := r.Lookup.RequestTimeout()
 	if t := r.EndpointTemplate; t != nil {
 		return d + timeoutOf(t) + 4*interval(t)
 	}
@@ -155,11 +152,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 		finish(nil, courier.Result{Class: courier.ClassLookup, Error: "this courier has no registry client for lookup routes"}, false, time.Time{})
 		return
 	}
-	timeout := courier.DefaultLookupTimeout
-	if r.Lookup != nil && r.Lookup.Timeout > 0 {
-		timeout = r.Lookup.Timeout
-	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Lookup.RequestTimeout())
 	res, err := e.opts.Resolver.Resolve(lctx, r, m.Recipient, m.Type)
 	cancel()
 	if err != nil {

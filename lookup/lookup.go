@@ -191,10 +191,7 @@ func (g *Registry) Resolve(ctx context.Context, r *courier.Route, recipient, msg
 // failed or k was invalidated meanwhile, and releases c's waiters.
 func (g *Registry) fetch(ctx context.Context, r *courier.Route, k key, c *call) {
 	l := r.Lookup
-	timeout := l.Timeout
-	if timeout <= 0 {
-		timeout = courier.DefaultLookupTimeout
-	}
+	timeout := l.RequestTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
