@@ -195,13 +195,7 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 	read(r.OrderingKeyHeader, &m.OrderingKey, "")
 	read(r.RecipientHeader, &m.Recipient, "")
 	var id string
-	if r.IDHeader != "" {
-		if v, ok, err := it.Header(r.IDHeader); err != nil {
-			fail("%s", err)
-		} else if ok {
-			id = v
-		}
-	}
+	read(r.IDHeader, &id, "")
 	switch {
 	case id != "" && !ValidID(id):
 		fail("id %q from header %s is not valid: use 1 to %d letters, digits, '.', '_', '-' or ':'", clip(id), r.IDHeader, MaxIDLen)
@@ -262,13 +256,10 @@ func (r *Receiver) derivedID(it *InboundItem) string {
 }
 
 // ConflictID is the id under which an item is kept whose id was already
-// taken by a message of other content: the id and a digest of the item's
-// content, so that a redelivery finds it again.
+// taken by a message of other content: the id and the start of the item's
+// ContentHash (hex), so that a redelivery finds it again.
 func ConflictID(id, hash string) string {
-	suffix := ".conflict-" + strings.TrimPrefix(hash, "sha256:")
-	if len(suffix) > 27 {
-		suffix = suffix[:27]
-	}
+	suffix := ".conflict-" + hash[:17]
 	if len(id)+len(suffix) > MaxIDLen {
 		id = id[:MaxIDLen-len(suffix)]
 	}
@@ -310,6 +301,9 @@ type ReceiverStatus struct {
 type Receivers interface {
 	// Statuses lists the receive locations, by name.
 	Statuses() []ReceiverStatus
+	// Status is what one receive location is doing. CodeNotFound for an
+	// unknown name.
+	Status(name string) (ReceiverStatus, error)
 	// StopReceiver stops one until StartReceiver; items fetched and not yet
 	// stored go back to their source. CodeNotFound for an unknown name.
 	StopReceiver(name, who string) error

@@ -40,13 +40,12 @@ func (s *Server) handleReceiverSwitch(start bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		for _, st := range s.receivers.Statuses() {
-			if st.Name == name {
-				writeJSON(w, http.StatusOK, st)
-				return
-			}
+		st, err := s.receivers.Status(name)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
 		}
-		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "receiver %q is not configured", name))
+		writeJSON(w, http.StatusOK, st)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +57,9 @@ type Service struct {
 
 var _ courier.Receivers = (*Service)(nil)
 
-// New returns a service for the receive locations; Start runs them.
+// New returns a service for the receive locations; Start runs them. Each
+// runs on a copy of its configuration, a batch of 0 taken as
+// courier.DefaultReceiveBatch.
 func New(o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = courier.SystemClock{}
@@ -77,8 +80,15 @@ func New(o Options) *Service {
 		o.PendingInterval = 5 * time.Second
 	}
 	s := &Service{opts: o, byName: map[string]*worker{}}
-	rs := slices.Clone(o.Receivers)
-	slices.SortFunc(rs, func(a, b *courier.Receiver) int { return cmpString(a.Name, b.Name) })
+	rs := make([]*courier.Receiver, len(o.Receivers))
+	for i, r := range o.Receivers {
+		c := *r
+		if c.Batch <= 0 {
+			c.Batch = courier.DefaultReceiveBatch
+		}
+		rs[i] = &c
+	}
+	slices.SortFunc(rs, func(a, b *courier.Receiver) int { return strings.Compare(a.Name, b.Name) })
 	now := o.Clock.Now()
 	for _, r := range rs {
 		w := &worker{s: s, r: r, logger: o.Logger.With("receiver", r.Name), poke: make(chan struct{}, 1)}
@@ -88,16 +98,6 @@ func New(o Options) *Service {
 		s.byName[r.Name] = w
 	}
 	return s
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Start runs the receive locations until Stop.
@@ -140,6 +140,16 @@ func (s *Service) Statuses() []courier.ReceiverStatus {
 		out[i] = w.snapshot()
 	}
 	return out
+}
+
+// Status is what the receive location name is doing; CodeNotFound when
+// it is not configured.
+func (s *Service) Status(name string) (courier.ReceiverStatus, error) {
+	w, err := s.worker(name)
+	if err != nil {
+		return courier.ReceiverStatus{}, err
+	}
+	return w.snapshot(), nil
 }
 
 // StopReceiver stops a receive location until StartReceiver.
@@ -192,10 +202,12 @@ type worker struct {
 
 	mu      sync.Mutex
 	stopped bool
-	status  courier.ReceiverStatus
+	// status.Batch is the items per fetch: r.Batch, or fewer after an
+	// error. It is kept nowhere else, so that the status shows the size
+	// in use.
+	status courier.ReceiverStatus
 
 	src         courier.Source
-	batch       int       // items per fetch: r.Batch, or fewer after an error
 	pendingAt   time.Time // when the source's backlog was last counted
 	sinceFailed int       // batches stored since the last failure
 }
@@ -204,6 +216,18 @@ func (w *worker) snapshot() courier.ReceiverStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.status
+}
+
+func (w *worker) batch() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status.Batch
+}
+
+func (w *worker) setBatch(n int) {
+	w.mu.Lock()
+	w.status.Batch = n
+	w.mu.Unlock()
 }
 
 func (w *worker) wake() {
@@ -276,7 +300,7 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) {
 func (w *worker) run(ctx context.Context) {
 	defer w.closeSource()
 	o := w.s.opts
-	w.batch = w.r.Batch
+	w.setBatch(w.r.Batch)
 	retry := o.RetryInitial
 	backOff := func(err error, what string) {
 		if ctx.Err() != nil {
@@ -305,7 +329,7 @@ func (w *worker) run(ctx context.Context) {
 			w.logger.Info("receiver reading", "source", w.r.SourceName())
 		}
 		w.countPending(ctx)
-		items, err := w.src.Fetch(ctx, w.batch)
+		items, err := w.src.Fetch(ctx, w.batch())
 		if err != nil {
 			w.closeSource()
 			backOff(err, "reading from the receiver's source failed")
@@ -319,7 +343,8 @@ func (w *worker) run(ctx context.Context) {
 			// The store could not take the batch: it went back to the
 			// source. Single items for a while, so that whatever failed
 			// holds up no more than itself.
-			w.batch, w.sinceFailed = 1, 0
+			w.setBatch(1)
+			w.sinceFailed = 0
 			backOff(err, "could not store the received items")
 			continue
 		}
@@ -345,16 +370,15 @@ func (w *worker) countRedelivered(items []*courier.InboundItem) {
 // grow brings the batch back to its configured size after a failure,
 // doubling after every few batches stored.
 func (w *worker) grow() {
-	if w.batch >= w.r.Batch {
+	batch := w.batch()
+	if batch >= w.r.Batch {
 		return
 	}
 	w.sinceFailed++
 	if w.sinceFailed >= 4 {
-		w.batch, w.sinceFailed = min(w.batch*2, w.r.Batch), 0
+		w.setBatch(min(batch*2, w.r.Batch))
+		w.sinceFailed = 0
 	}
-	w.mu.Lock()
-	w.status.Batch = w.batch
-	w.mu.Unlock()
 }
 
 func (w *worker) countPending(ctx context.Context) {
@@ -390,28 +414,28 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 		}
 		msgs = append(msgs, m)
 	}
-	take := items
-	if stopAt >= 0 {
-		take = items[:stopAt]
-		if err := w.src.Release(ctx, items[stopAt:]); err != nil {
-			w.logger.Warn("could not hand items back to the source; they return when it is opened again", "err", err)
-			w.closeSource()
-		}
-	}
-	// The store's own context: a batch under way when the service stops is
-	// stored and acknowledged rather than left half done.
+	// The batch's own context: a batch under way when the service stops is
+	// stored, acknowledged and handed back rather than left half done.
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	take, released := items, true
+	if stopAt >= 0 {
+		take = items[:stopAt]
+		if err := w.src.Release(storeCtx, items[stopAt:]); err != nil {
+			// Closing the source hands them back too, but only after what
+			// is stored is acknowledged.
+			w.logger.Warn("could not hand items back to the source; they return when it is closed", "err", err)
+			released = false
+		}
+	}
 	created, invalid, due, err := w.store(storeCtx, msgs, now)
 	if err != nil {
-		if w.src != nil {
-			if rerr := w.src.Release(storeCtx, take); rerr != nil {
-				w.closeSource()
-			}
+		if rerr := w.src.Release(storeCtx, take); rerr != nil || !released {
+			w.closeSource()
 		}
 		return err
 	}
-	if w.src != nil && len(take) > 0 {
+	if len(take) > 0 {
 		if err := w.src.Ack(storeCtx, take); err != nil {
 			// Stored: when they come back, their ids make the second
 			// store a no-op.

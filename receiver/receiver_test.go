@@ -26,6 +26,12 @@ type queue struct {
 	acked     []*courier.InboundItem
 	fetches   []int // the max of each Fetch that returned items
 	delivered int   // items handed out, repeats included
+	// releaseErr, when set, makes Release fail, as a broker connection
+	// lost meanwhile does.
+	releaseErr error
+	// fetched, when set, is called with Fetch's context before it returns
+	// items.
+	fetched func(ctx context.Context)
 }
 
 func newQueue(items ...*courier.InboundItem) *queue {
@@ -50,7 +56,11 @@ func (q *queue) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, err
 		q.fetches = append(q.fetches, max)
 		q.delivered += n
 	}
+	fetched := q.fetched
 	q.mu.Unlock()
+	if n > 0 && fetched != nil {
+		fetched(ctx)
+	}
 	if n == 0 {
 		select {
 		case <-ctx.Done():
@@ -73,9 +83,15 @@ func (q *queue) Ack(_ context.Context, items []*courier.InboundItem) error {
 	return nil
 }
 
-func (q *queue) Release(_ context.Context, items []*courier.InboundItem) error {
+func (q *queue) Release(ctx context.Context, items []*courier.InboundItem) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if q.releaseErr != nil {
+		return q.releaseErr
+	}
 	for _, it := range items {
 		delete(q.out, it)
 		it.Redelivered = true
@@ -390,5 +406,99 @@ func TestStopAndStart(t *testing.T) {
 	var ce *courier.Error
 	if err := h.svc.StopReceiver("nope", "ops"); !errors.As(err, &ce) || ce.Code != courier.CodeNotFound {
 		t.Fatalf("stop of an unknown receiver: %v", err)
+	}
+}
+
+// The status shows the batch size in use: 1 after the store failed, and
+// the configured size again once it has grown back.
+func TestStatusShowsBatchInUse(t *testing.T) {
+	q := newQueue()
+	fs := &flakyStore{fail: 1 << 30}
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, func(s courier.Store) courier.Store { fs.Store = s; return fs })
+	if got := h.svc.Statuses()[0].Batch; got != 10 {
+		t.Fatalf("batch before any failure = %d, want 10", got)
+	}
+	q.put(item("a", "acme"))
+	h.waitFor("the store failure", func() bool { return strings.Contains(h.svc.Statuses()[0].LastError, "disk on fire") })
+	if got := h.svc.Statuses()[0].Batch; got != 1 {
+		t.Fatalf("batch after a store failure = %d, want 1", got)
+	}
+	fs.mu.Lock()
+	fs.fail = 0
+	fs.mu.Unlock()
+	// 1, 2, 4 and 8 items, four batches each, before it is 10 again.
+	for i := 0; i < 100; i++ {
+		q.put(item(fmt.Sprintf("m-%03d", i), "acme"))
+	}
+	h.waitFor("the batch grown back", func() bool { return h.svc.Statuses()[0].Batch == 10 })
+}
+
+// A receiver without a batch size takes the default, on its own copy of
+// the configuration.
+func TestDefaultBatch(t *testing.T) {
+	r := receiverFor(courier.OnErrorSuspend)
+	svc := receiver.New(receiver.Options{Receivers: []*courier.Receiver{r}})
+	if got := svc.Statuses()[0].Batch; got != courier.DefaultReceiveBatch {
+		t.Fatalf("batch = %d, want %d", got, courier.DefaultReceiveBatch)
+	}
+	if r.Batch != 0 {
+		t.Fatalf("the caller's configuration changed: batch %d", r.Batch)
+	}
+}
+
+// With on_error: stop, a batch fetched as the service stops is stored and
+// acknowledged up to the bad item, which goes back to the source.
+func TestOnErrorStopDuringShutdown(t *testing.T) {
+	q := newQueue()
+	h := newHarness(t, receiverFor(courier.OnErrorStop), q, nil)
+	stopped := make(chan error, 1)
+	q.mu.Lock()
+	q.fetched = func(ctx context.Context) {
+		go func() { stopped <- h.svc.Stop(context.Background()) }()
+		<-ctx.Done()
+	}
+	q.mu.Unlock()
+	q.put(item("a", "acme"), item("b", "acme"), item("c", "later"), item("d", "acme"))
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the service did not stop")
+	}
+	if ready, out, acked := q.state(); ready != 2 || out != 0 || acked != 2 {
+		t.Fatalf("source: %d ready, %d out, %d acked; want a and b acknowledged, c and d back at the source", ready, out, acked)
+	}
+	if m := h.message("b"); m.State != courier.StateQueued {
+		t.Fatalf("b: %s", m.State)
+	}
+}
+
+// With on_error: stop, when the bad item cannot be handed back the items
+// stored before it are acknowledged all the same; closing the source hands
+// back the rest.
+func TestOnErrorStopReleaseFails(t *testing.T) {
+	q := newQueue()
+	q.releaseErr = errors.New("channel closed")
+	h := newHarness(t, receiverFor(courier.OnErrorStop), q, nil)
+	q.put(item("a", "acme"), item("b", "acme"), item("c", "later"), item("d", "acme"))
+	h.waitFor("stopped", func() bool { return h.svc.Statuses()[0].State == courier.ReceiverStopped })
+	if ready, out, acked := q.state(); ready != 2 || out != 0 || acked != 2 {
+		t.Fatalf("source: %d ready, %d out, %d acked; want a and b acknowledged, c and d back at the source", ready, out, acked)
+	}
+}
+
+// Status reports one receive location; unknown names are not found.
+func TestStatus(t *testing.T) {
+	q := newQueue(item("a", "acme"))
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("a stored", func() bool { st, err := h.svc.Status("erp"); return err == nil && st.Received == 1 })
+	if st, err := h.svc.Status("erp"); err != nil || st.Name != "erp" || st.Transport != courier.ReceiveAMQP || st.Batch != 10 {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	var ce *courier.Error
+	if _, err := h.svc.Status("nope"); !errors.As(err, &ce) || ce.Code != courier.CodeNotFound {
+		t.Fatalf("status of an unknown receiver: %v", err)
 	}
 }

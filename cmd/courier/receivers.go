@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -70,7 +69,7 @@ func newReceiversCmd(g *globals) *cobra.Command {
 				if why == "" {
 					why = r.LastError
 				}
-				rows[i] = []string{r.Name, string(r.Transport), r.State, since(r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
+				rows[i] = []string{r.Name, string(r.Transport), r.State, ago(&r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
 					pending, short(r.Source, 40), short(why, 60)}
 			}
 			return g.table([]string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"}, rows)
@@ -101,12 +100,4 @@ func newReceiverSwitchCmd(g *globals, start bool) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// since formats when a state began, for a table.
-func since(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return ago(&t)
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,9 +52,6 @@ type Source struct {
 
 	closeOnce sync.Once
 	closeErr  error
-
-	delivered   atomic.Int64 // deliveries handed out by Fetch
-	redelivered atomic.Int64 // of those, the ones the broker had handed out before
 }
 
 var _ courier.Source = (*Source)(nil)
@@ -104,12 +100,11 @@ func Open(ctx context.Context, r *courier.Receiver) (*Source, error) {
 	return s, nil
 }
 
-// prefetch is the broker's limit of unacked deliveries for a batch size.
+// prefetch is the broker's limit of unacked deliveries for a batch size;
+// a batch below 1 counts as 1, as in Fetch (a prefetch of 0 would be no
+// limit at all).
 func prefetch(batch int) int {
-	if batch <= 0 {
-		batch = courier.DefaultReceiveBatch
-	}
-	return min(2*batch, maxPrefetch)
+	return min(2*max(batch, 1), maxPrefetch)
 }
 
 // setUp opens the consuming channel on conn and starts the consumer.
@@ -148,9 +143,9 @@ func setUp(conn *amqp.Connection, queue, addr string, prefetch int) (*Source, er
 }
 
 // Fetch waits up to about a second (and ctx) for a first delivery, then
-// takes the ones already here, up to max. It returns an error once the
-// consumer has stopped: the channel or connection closed, or the broker
-// cancelled it.
+// takes the ones already here, up to max (below 1 counts as 1). It returns
+// an error once the consumer has stopped: the channel or connection
+// closed, or the broker cancelled it.
 func (s *Source) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, error) {
 	if max < 1 {
 		max = 1
@@ -221,10 +216,6 @@ func (s *Source) stopped() error {
 // item maps a delivery to an inbound item and remembers its tag as
 // outstanding.
 func (s *Source) item(d amqp.Delivery) *courier.InboundItem {
-	s.delivered.Add(1)
-	if d.Redelivered {
-		s.redelivered.Add(1)
-	}
 	s.mu.Lock()
 	s.unacked[d.DeliveryTag] = true
 	s.mu.Unlock()

@@ -101,17 +101,14 @@ func bind(ctx context.Context, nc *nats.Conn, r *courier.Receiver, addr string) 
 	}
 	cons, err := stream.Consumer(ctx, src.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		batch := r.Batch
-		if batch <= 0 {
-			batch = courier.DefaultReceiveBatch
-		}
 		cons, err = stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:       src.Consumer,
 			Description:   "courier receiver " + r.Name,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 			AckWait:       receiveAckWait,
-			MaxAckPending: ackPendingBatches * batch,
+			// A batch below 1 counts as 1, as in Fetch.
+			MaxAckPending: ackPendingBatches * max(r.Batch, 1),
 		})
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			// Another process created it meanwhile, with its own settings.
@@ -136,11 +133,12 @@ func bind(ctx context.Context, nc *nats.Conn, r *courier.Receiver, addr string) 
 	return cons, nil
 }
 
-// Fetch returns up to max items in the stream's order. What is there
-// already comes at once; when nothing is, it waits about a second.
+// Fetch returns up to max items (max below 1 counts as 1) in the stream's
+// order. What is there already comes at once; when nothing is, it waits
+// about a second.
 func (s *Source) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, error) {
-	if max <= 0 {
-		return nil, nil
+	if max < 1 {
+		max = 1
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fetch from %s: %w", s.where, err)
@@ -171,8 +169,25 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, er
 	// Redeliveries come in the order the server has them, not the
 	// stream's; a batch goes in stream order, so that a feed handed back
 	// (an ordered feed stopped at a bad item) is taken again as it was.
-	slices.SortStableFunc(items, func(a, b *courier.InboundItem) int { return cmp.Compare(streamSeq(a), streamSeq(b)) })
+	sortByStreamSeq(items)
 	return items, err
+}
+
+// sortByStreamSeq sorts items by their sequence in the stream, stably;
+// each item's metadata is parsed once.
+func sortByStreamSeq(items []*courier.InboundItem) {
+	type keyed struct {
+		seq uint64
+		it  *courier.InboundItem
+	}
+	ks := make([]keyed, len(items))
+	for i, it := range items {
+		ks[i] = keyed{streamSeq(it), it}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(a.seq, b.seq) })
+	for i, k := range ks {
+		items[i] = k.it
+	}
 }
 
 // streamSeq is an item's sequence in its stream.

@@ -235,6 +235,41 @@ func TestReceiveReleaseRedelivers(t *testing.T) {
 	}
 }
 
+// A consumer created for a receiver without a batch size allows the
+// batches of a batch of 1 (the default is receiver.New's).
+func TestReceiveConsumerBatchBelowOne(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	r := s.receiver("inbox")
+	r.Batch = 0
+	mustOpen(t, r)
+	c, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.MaxAckPending; got != ackPendingBatches {
+		t.Fatalf("max ack pending = %d, want %d", got, ackPendingBatches)
+	}
+}
+
+// A fetch of fewer than one item takes one rather than none, so that a
+// caller looping on it does not spin.
+func TestReceiveFetchBelowOneTakesOne(t *testing.T) {
+	t.Parallel()
+	s := newReceiveStream(t)
+	s.publish(t, nil, "a", "b")
+	src := mustOpen(t, s.receiver("inbox"))
+	for _, max := range []int{0, -1} {
+		got, err := src.Fetch(context.Background(), max)
+		if err != nil {
+			t.Fatalf("fetch %d: %v", max, err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("fetch %d: %q, want one item", max, sourcetest.Bodies(got))
+		}
+	}
+}
+
 // TestReceiveUnsettledComeBack closes a source with items neither acked nor
 // released: once the consumer's AckWait passes they are handed out again.
 func TestReceiveUnsettledComeBack(t *testing.T) {
