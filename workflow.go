@@ -477,6 +477,13 @@ func (t *Topology) StepContext(m *Message) *StepContext {
 	return &StepContext{Step: m.Step, Steps: len(w.Steps), Compensate: m.FailedStep > 0, Responses: m.StepResponses, Envelope: w.Envelope}
 }
 
+// CompensatedConflict is the error of a resubmit of a compensated message,
+// which stores refuse: every step it did was undone, and doing it again is
+// a new transaction.
+func CompensatedConflict(id string) error {
+	return Errorf(CodeConflict, "message %s is compensated: every step it did was undone; send it again as a new message to run the workflow anew", id)
+}
+
 // EncodeStepResponses is how stores keep the responses of a workflow's
 // steps: a JSON object keyed by step number, written without HTML escaping
 // (responses are often HTML or XML); "" for none, so that a message without

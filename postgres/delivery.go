@@ -24,7 +24,7 @@ var claimSQL = `WITH quota AS (
 	FROM quota CROSS JOIN generate_series(9, 0, -1) AS p(prio)
 	CROSS JOIN LATERAL (
 		SELECT seq, next_attempt_at FROM messages
-		WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = quota.route AND priority = p.prio
+		WHERE ` + queuedDue + ` AND route = quota.route AND priority = p.prio
 			AND next_attempt_at <= $3
 		ORDER BY next_attempt_at LIMIT quota.lim
 		FOR UPDATE SKIP LOCKED
@@ -181,14 +181,13 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	if len(changes) == 0 {
 		return applied, nil
 	}
+	msgs := make([]*courier.Message, len(changes))
+	for i, c := range changes {
+		msgs[i] = c.Message
+	}
+	keys := orderingKeys(msgs)
 	due := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
-		var keys []string
-		for _, c := range changes {
-			if c.Message.OrderingKey != "" {
-				keys = append(keys, c.Message.OrderingKey)
-			}
-		}
 		if len(keys) > 0 {
 			// The triggers lock each key they change; taking them all
 			// first, in order, keeps two writers from deadlocking.

@@ -39,19 +39,9 @@ func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
 func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(courier.EndpointHealth) courier.EndpointHealth, a *courier.Action) (courier.EndpointHealth, error) {
 	var out courier.EndpointHealth
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// An endpoint without a row is active; the row made here to lock
-		// is overwritten below, in the same transaction.
-		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
-			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO NOTHING`, endpoint); err != nil {
-			return unavailable("health of "+endpoint, err)
-		}
-		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Another node forgot the row while this one waited for it.
-			h, err = courier.EndpointHealth{Endpoint: endpoint, State: courier.HealthActive}, nil
-		}
+		h, err := lockHealth(ctx, tx, endpoint)
 		if err != nil {
-			return unavailable("read health of "+endpoint, err)
+			return err
 		}
 		out = next(h)
 		out.Endpoint = endpoint
@@ -78,6 +68,29 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 	return out, nil
 }
 
+// lockHealth reads an endpoint's health and locks its row until tx ends.
+// An endpoint without a row is active; the row made here to lock is
+// overwritten or deleted by the caller, in the same transaction. When
+// another node forgets the row while this one waits for it, the row is
+// made and locked again: starting from no row and no lock would let two
+// waiting nodes overwrite each other's change.
+func lockHealth(ctx context.Context, tx pgx.Tx, endpoint string) (courier.EndpointHealth, error) {
+	for {
+		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
+			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO NOTHING`, endpoint); err != nil {
+			return courier.EndpointHealth{}, unavailable("health of "+endpoint, err)
+		}
+		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return courier.EndpointHealth{}, unavailable("read health of "+endpoint, err)
+		}
+		return h, nil
+	}
+}
+
 func scanHealth(row pgx.Row) (courier.EndpointHealth, error) {
 	var h courier.EndpointHealth
 	var state string
@@ -95,7 +108,7 @@ func scanHealth(row pgx.Row) (courier.EndpointHealth, error) {
 func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 	var n int
 	if err := s.pool.QueryRow(ctx, `SELECT
-		(SELECT COUNT(*) FROM messages WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = ANY($1)) +
+		(SELECT COUNT(*) FROM messages WHERE `+queuedDue+` AND route = ANY($1)) +
 		(SELECT COUNT(*) FROM messages WHERE route = ANY($1) AND `+keyWaiting+`)`,
 		routes).Scan(&n); err != nil {
 		return 0, unavailable("count queued", err)
@@ -108,9 +121,9 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 // queued message.
 func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `WITH RECURSIVE r AS (
-			(SELECT route FROM messages WHERE state = 'queued' AND next_attempt_at IS NOT NULL ORDER BY route LIMIT 1)
+			(SELECT route FROM messages WHERE `+queuedDue+` ORDER BY route LIMIT 1)
 			UNION ALL
-			SELECT (SELECT m.route FROM messages m WHERE m.state = 'queued' AND m.next_attempt_at IS NOT NULL
+			SELECT (SELECT m.route FROM messages m WHERE `+queuedDue+`
 				AND m.route > r.route ORDER BY m.route LIMIT 1)
 			FROM r WHERE r.route IS NOT NULL
 		), w AS (

@@ -357,6 +357,9 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, fro
 		if err != nil {
 			return unavailable(string(a.Kind)+" "+id, err)
 		}
+		if tag.RowsAffected() == 0 && a.Kind == courier.ActionResubmit && m.Reason == courier.ReasonCompensated {
+			return courier.CompensatedConflict(id) // resubmitSQL refuses it
+		}
 		if tag.RowsAffected() == 0 {
 			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
 				id, m.State, a.Kind, joinStates(from))
@@ -387,12 +390,17 @@ func orderingKeys(msgs []*courier.Message) []string {
 	return keys
 }
 
+// queuedDue is the predicate of the messages_queued index (migration 0002):
+// the queued messages that have a due time, which claims take when it
+// comes. A queued message without one waits for its ordering key.
+const queuedDue = `state = 'queued' AND next_attempt_at IS NOT NULL`
+
 // The members of a key's group (migration 0002) by kind: the active one
 // (claimable or in flight), the suspended ones and the waiting ones; the
 // predicates of their partial indexes.
 const (
 	keyActive = `ordering_key IS NOT NULL AND NOT order_skipped
-		AND (state = 'inflight' OR (state = 'queued' AND next_attempt_at IS NOT NULL))`
+		AND (state = 'inflight' OR (` + queuedDue + `))`
 	keySuspended = `ordering_key IS NOT NULL AND NOT order_skipped AND state = 'suspended'`
 	keyWaiting   = `ordering_key IS NOT NULL AND NOT order_skipped AND state = 'queued' AND next_attempt_at IS NULL`
 )
@@ -601,10 +609,7 @@ func encodeHeaders(h map[string]string) (*string, error) {
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (*string, error) {
 	text, err := courier.EncodeStepResponses(r)
-	if text == "" || err != nil {
-		return nil, err
-	}
-	return &text, nil
+	return nullString(text), err
 }
 
 func encodeCursor(seq int64) string {

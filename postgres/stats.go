@@ -14,7 +14,7 @@ import (
 func (s *Store) CountLive(ctx context.Context) (courier.LiveCounts, error) {
 	var c courier.LiveCounts
 	err := s.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM messages WHERE state = 'queued' AND next_attempt_at IS NOT NULL) +
+		(SELECT count(*) FROM messages WHERE `+queuedDue+`) +
 		(SELECT count(*) FROM messages WHERE `+keyWaiting+`),
 		(SELECT count(*) FROM messages WHERE state = 'inflight'),
 		(SELECT count(*) FROM messages WHERE state = 'suspended')`).

@@ -27,7 +27,7 @@ var dueSQL = func() string {
 	var arms []string
 	for p := 9; p >= 0; p-- {
 		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT seq, priority, next_attempt_at FROM messages INDEXED BY messages_queued
-			WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = +?1 AND priority = %d AND next_attempt_at <= ?2
+			WHERE `+queuedDue+` AND route = +?1 AND priority = %d AND next_attempt_at <= ?2
 			ORDER BY next_attempt_at LIMIT +?3)`, p))
 	}
 	return `SELECT seq FROM (` + strings.Join(arms, "\nUNION ALL ") + `)

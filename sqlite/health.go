@@ -47,12 +47,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 			if _, err := tx.Exec(`DELETE FROM endpoint_health WHERE endpoint = ?`, endpoint); err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("forget health of %s: %w", endpoint, err))
 			}
-			if a != nil {
-				return insertAction(tx, *a)
-			}
-			return nil
-		}
-		if _, err := tx.Exec(`INSERT INTO endpoint_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		} else if _, err := tx.Exec(`INSERT INTO endpoint_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
 			suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
 			probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
@@ -88,7 +83,7 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 	for _, r := range routes {
 		var n int
 		if err := s.rdb.QueryRowContext(ctx, `SELECT
-			(SELECT COUNT(*) FROM messages INDEXED BY messages_queued WHERE state = 'queued' AND next_attempt_at IS NOT NULL AND route = ?1) +
+			(SELECT COUNT(*) FROM messages INDEXED BY messages_queued WHERE `+queuedDue+` AND route = ?1) +
 			(SELECT COUNT(*) FROM messages INDEXED BY messages_key_waiting WHERE route = ?1 AND `+keyWaiting+`)`, r).Scan(&n); err != nil {
 			return 0, courier.Unavailable("the store", fmt.Errorf("count queued of %s: %w", r, err))
 		}
@@ -99,7 +94,7 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 
 // QueuedRoutes lists the routes that have queued messages.
 func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT route FROM messages INDEXED BY messages_queued WHERE state = 'queued' AND next_attempt_at IS NOT NULL
+	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT route FROM messages INDEXED BY messages_queued WHERE `+queuedDue+`
 		UNION SELECT DISTINCT route FROM messages INDEXED BY messages_key_waiting WHERE `+keyWaiting)
 	if err != nil {
 		return nil, courier.Unavailable("the store", fmt.Errorf("queued routes: %w", err))

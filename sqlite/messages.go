@@ -221,6 +221,9 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, fro
 		if err != nil {
 			return courier.Unavailable("the store", fmt.Errorf("%s %s: %w", a.Kind, id, err))
 		}
+		if n == 0 && a.Kind == courier.ActionResubmit && m.Reason == courier.ReasonCompensated {
+			return courier.CompensatedConflict(id) // resubmitSQL refuses it
+		}
 		if n == 0 {
 			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
 				id, m.State, a.Kind, joinStates(from))
@@ -242,12 +245,17 @@ func insertAction(tx *sql.Tx, a courier.Action) error {
 	return nil
 }
 
+// queuedDue is the predicate of the messages_queued index (migration 0003):
+// the queued messages that have a due time, which claims take when it
+// comes. A queued message without one waits for its ordering key.
+const queuedDue = `state = 'queued' AND next_attempt_at IS NOT NULL`
+
 // The members of a key's group (migration 0003) by kind: the active one
 // (claimable or in flight), the suspended ones and the waiting ones; the
 // predicates of their partial indexes.
 const (
 	keyActive = `ordering_key IS NOT NULL AND order_skipped = 0
-		AND (state = 'inflight' OR (state = 'queued' AND next_attempt_at IS NOT NULL))`
+		AND (state = 'inflight' OR (` + queuedDue + `))`
 	keySuspended = `ordering_key IS NOT NULL AND order_skipped = 0 AND state = 'suspended'`
 	keyWaiting   = `ordering_key IS NOT NULL AND order_skipped = 0 AND state = 'queued' AND next_attempt_at IS NULL`
 )
@@ -463,10 +471,7 @@ func encodeHeaders(h map[string]string) (any, error) {
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (any, error) {
 	text, err := courier.EncodeStepResponses(r)
-	if text == "" || err != nil {
-		return nil, err
-	}
-	return text, nil
+	return nullString(text), err
 }
 
 func encodeCursor(seq int64) string {

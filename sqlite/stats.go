@@ -15,7 +15,7 @@ import (
 func (s *Store) CountLive(ctx context.Context) (courier.LiveCounts, error) {
 	var c courier.LiveCounts
 	err := s.rdb.QueryRowContext(ctx, `SELECT
-		(SELECT COUNT(*) FROM messages INDEXED BY messages_queued WHERE state = 'queued' AND next_attempt_at IS NOT NULL) +
+		(SELECT COUNT(*) FROM messages INDEXED BY messages_queued WHERE `+queuedDue+`) +
 		(SELECT COUNT(*) FROM messages INDEXED BY messages_key_waiting WHERE `+keyWaiting+`),
 		(SELECT COUNT(*) FROM messages INDEXED BY messages_leases WHERE state = 'inflight'),
 		(SELECT COUNT(*) FROM messages INDEXED BY messages_suspended WHERE state = 'suspended')`).

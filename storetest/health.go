@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +157,65 @@ func testResolvedHealthForgotten(t *testing.T, s courier.Store) {
 	}
 	if !found {
 		t.Fatal("a configured endpoint's health was dropped")
+	}
+	t.Run("WhileOthersWait", func(t *testing.T) { testHealthForgottenWhileOthersWait(t, s) })
+}
+
+// testHealthForgottenWhileOthersWait: updates of an endpoint's health that
+// wait for its row while another node forgets it each start from what the
+// one before them left, so that no failure counted is lost. The forgetting
+// update holds the row long enough for the others to be waiting for it.
+func testHealthForgottenWhileOthersWait(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	name := courier.ResolvedEndpointPrefix + "https://ap.example/busy"
+	const rounds, waiters = 5, 4
+	fail := func(h courier.EndpointHealth) courier.EndpointHealth {
+		h.Failures, h.UpdatedAt = h.Failures+1, base
+		return h
+	}
+	for round := range rounds {
+		holding := make(chan struct{})
+		var once sync.Once
+		var wg sync.WaitGroup
+		errs := make(chan error, waiters+1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.UpdateHealth(ctx, name, func(courier.EndpointHealth) courier.EndpointHealth {
+				once.Do(func() { close(holding) })
+				time.Sleep(50 * time.Millisecond)
+				return courier.EndpointHealth{Endpoint: name, State: courier.HealthActive, UpdatedAt: base}
+			}, nil)
+			errs <- err
+		}()
+		<-holding
+		for range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.UpdateHealth(ctx, name, fail, nil)
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		hs, err := s.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, h := range hs {
+			if h.Endpoint == name {
+				got = h.Failures
+			}
+		}
+		if got != waiters {
+			t.Fatalf("round %d: %d failures counted by %d updates that waited for a forget; want %d", round, got, waiters, waiters)
+		}
 	}
 }

@@ -31,10 +31,7 @@ func finish(t *testing.T, s courier.Store, m *courier.Message, state courier.Sta
 		n.Reason, n.LastError = courier.ReasonRejected, "HTTP 400"
 	}
 	n.OrderSkipped = skip
-	applied, err := s.Apply(context.Background(), []courier.Change{{Message: &n, From: courier.StateInflight, Token: m.TotalAttempts}})
-	if err != nil || !applied[0] {
-		t.Fatalf("apply %s of %s: %v %v", state, m.ID, applied, err)
-	}
+	applyOne(t, s, &n, m.TotalAttempts)
 }
 
 // claimWant claims on route acme and wants exactly the ids given.
@@ -146,9 +143,7 @@ func testOrderingOneAtATime(t *testing.T, s courier.Store) {
 			t.Errorf("%s: state %s next %v, want queued and waiting for its key", id, m.State, m.NextAttemptAt)
 		}
 	}
-	if h, err := s.KeyHolder(ctx, "acme", "k"); err != nil || h.ID != "a1" {
-		t.Fatalf("KeyHolder(acme, k) = %v, %v; want a1", h, err)
-	}
+	wantHolder(t, s, "acme", "k", "a1")
 	// Waiting messages are queued: counted, and their route has work.
 	if n, err := s.CountQueued(ctx, []string{"acme"}); err != nil || n != 8 {
 		t.Fatalf("CountQueued(acme) = %d, %v; want 8, the waiting ones too", n, err)

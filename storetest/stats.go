@@ -25,9 +25,7 @@ func testCountLive(t *testing.T, s courier.Store) {
 	// Two messages of one ordering key: the second waits for the first, and
 	// is queued all the same.
 	for _, id := range []string{"k-1", "k-2"} {
-		m := &courier.Message{ID: id, Type: "t", Route: "ordered", OrderingKey: "customer-42", Payload: []byte(id), ContentType: "text/plain"}
-		courier.Accept(m, courier.DefaultPolicy(), true, base)
-		mustIngest(t, s, m)
+		mustIngest(t, s, keyed(id, "ordered", "customer-42"))
 	}
 	if m := mustGet(t, s, "k-2"); !m.NextAttemptAt.IsZero() {
 		t.Fatalf("the second message of a key is due at %v, want it waiting", m.NextAttemptAt)

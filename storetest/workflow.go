@@ -123,7 +123,7 @@ func testWorkflow(t *testing.T, s courier.Store) {
 	if err != nil {
 		t.Fatalf("DueTimers: %v", err)
 	}
-	if got := find(due, "wf"); got == nil {
+	if got := byID(due, "wf"); got == nil {
 		t.Errorf("due timers %s, want wf among them", ids(due))
 	} else {
 		sameWorkflow(t, "DueTimers", got, &next)
@@ -139,7 +139,7 @@ func testWorkflow(t *testing.T, s courier.Store) {
 	if err != nil {
 		t.Fatalf("ExpiredLeases: %v", err)
 	}
-	if got := find(lapsed, "wf"); got == nil {
+	if got := byID(lapsed, "wf"); got == nil {
 		t.Errorf("expired leases %s, want wf among them", ids(lapsed))
 	} else {
 		sameWorkflow(t, "ExpiredLeases", got, &next)
@@ -172,7 +172,7 @@ func testWorkflow(t *testing.T, s courier.Store) {
 		id   string
 		want *courier.Message
 	}{{"wf", &failed}, {"plain", none}} {
-		if got := find(page.Messages, c.id); got == nil {
+		if got := byID(page.Messages, c.id); got == nil {
 			t.Errorf("Messages %s, want %s among them", ids(page.Messages), c.id)
 		} else {
 			sameWorkflow(t, "Messages", got, c.want)
@@ -233,13 +233,4 @@ func applyOne(t *testing.T, s courier.Store, m *courier.Message, token int) {
 	if len(applied) != 1 || !applied[0] {
 		t.Fatalf("Apply of %s: applied %v, want [true]", m.ID, applied)
 	}
-}
-
-func find(msgs []*courier.Message, id string) *courier.Message {
-	for _, m := range msgs {
-		if m.ID == id {
-			return m
-		}
-	}
-	return nil
 }
