@@ -76,6 +76,17 @@ func (c *Client) Message(ctx context.Context, id string) (*Message, error) {
 	return m, nil
 }
 
+// StoredMessage is Message, but with the payload as stored, in
+// PayloadBase64: the JSON form of a JSON payload is encoded anew (compacted,
+// with <, > and & escaped), which a preview must not show for the payload.
+func (c *Client) StoredMessage(ctx context.Context, id string) (*Message, error) {
+	m := new(Message)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"?payload=base64", nil, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Attempts returns the attempts of a message, oldest first.
 func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	var out AttemptList

@@ -38,7 +38,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		m, err := s.decodeMessage(body, "", now)
 		if err != nil {
-			if status := statusOf(err); status < 400 || status >= 500 {
+			if status := StatusOf(err); status < 400 || status >= 500 {
 				t.Fatalf("refusal with status %d: %v", status, err)
 			}
 			if courier.ErrorMessage(err) == "" {

@@ -56,7 +56,7 @@ func TestBulkCountedOnce(t *testing.T) {
 	obs := &countingObserver{}
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Observer = obs
-		o.Bulk = engine.NewBulk(o.Store, nil, nil, nil)
+		o.Bulk = engine.NewBulk(o.Store, nil, nil, nil, obs.Acted)
 	})
 	for i := range 3 {
 		suspendMessage(t, ts.store, fmt.Sprintf("s%d", i), "invoice", courier.ReasonRejected)

@@ -55,9 +55,10 @@ type Options struct {
 	// (admin keys only); without it that answers 503.
 	ReloadFunc func(ctx context.Context) error
 	// Observer, if set, is told of ingested messages and operator actions
-	// (metrics.Metrics is one): the messages of bulk operations through
-	// Bulk when it is an ActedReporter, and the health an endpoint switch
-	// leaves when the Observer is a HealthObserver.
+	// (metrics.Metrics is one), and of the health an endpoint switch leaves
+	// when it is a HealthObserver. The messages of bulk operations are not
+	// told here: Bulk tells them as its batches are done (engine.NewBulk
+	// takes the Observer's Acted).
 	Observer Observer
 	// StatsFunc, if set, answers GET /v1/stats (metrics.Metrics.StatsFunc);
 	// without it the live states are counted in the store on each request.
@@ -72,17 +73,11 @@ type Options struct {
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
-// or finds the operation and waits for it until ctx ends.
+// or finds the operation and waits for it until ctx ends. The runner counts
+// the messages it acts on (engine.NewBulk's acted), so that they are
+// counted once, however often an operation's request is repeated.
 type BulkRunner interface {
 	Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
-}
-
-// ActedReporter is a BulkRunner that tells, batch by batch, how many
-// messages it resubmitted or discarded (engine.Bulk is one). NewServer hands
-// it the Observer's Acted, so that a bulk operation's messages are counted
-// once, where they are acted on, however often its request is repeated.
-type ActedReporter interface {
-	SetActedFunc(f func(kind courier.ActionKind, n int))
 }
 
 // HealthObserver is an Observer that is also told when an operator's switch
@@ -133,9 +128,6 @@ func NewServer(o Options) *Server {
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}
-	}
-	if ar, ok := o.Bulk.(ActedReporter); ok {
-		ar.SetActedFunc(s.observer.Acted)
 	}
 	s.SetKeys(o.Keys)
 	if s.clock == nil {
@@ -285,9 +277,9 @@ func malformed(format string, args ...any) error {
 	return malformedError{courier.Errorf(courier.CodeInvalidArgument, format, args...)}
 }
 
-// statusOf maps an error to its HTTP status: the one place where codes
-// become statuses.
-func statusOf(err error) int {
+// StatusOf maps an error to its HTTP status: the one place where codes
+// become statuses (the dashboard shows errors with them too).
+func StatusOf(err error) int {
 	switch courier.ErrorCode(err) {
 	case courier.CodeInvalidArgument:
 		if errors.As(err, new(malformedError)) {
@@ -325,7 +317,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.logger.Debug("request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
 		return
 	}
-	status := statusOf(err)
+	status := StatusOf(err)
 	if status >= 500 {
 		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
@@ -590,7 +582,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				s.writeError(w, r, err)
 				return
 			}
-			results[i] = BatchResult{ID: itemID(raw), Status: statusOf(err), Error: errorInfo(err)}
+			results[i] = BatchResult{ID: itemID(raw), Status: StatusOf(err), Error: errorInfo(err)}
 			continue
 		}
 		msgs = append(msgs, m)
@@ -613,13 +605,13 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			case courier.IngestExists:
 				if ir.Message.Sender != msgs[j].Sender {
 					err := conflictError(msgs[j].ID)
-					results[i] = BatchResult{ID: msgs[j].ID, Status: statusOf(err), Error: errorInfo(err)}
+					results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
 					break
 				}
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
 			default:
 				err := conflictError(msgs[j].ID)
-				results[i] = BatchResult{ID: msgs[j].ID, Status: statusOf(err), Error: errorInfo(err)}
+				results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
 			}
 		}
 		if created { // something is due now
@@ -789,13 +781,6 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// A workflow that was compensated has nothing left to do: what it did
-	// is undone, and doing it again is a new transaction (send it anew).
-	if old, err := s.store.Message(r.Context(), r.PathValue("id")); err == nil && old.Reason == courier.ReasonCompensated {
-		s.writeError(w, r, courier.Errorf(courier.CodeConflict,
-			"message %s is compensated: every step it did was undone; send it again as a new message to run the workflow anew", old.ID))
-		return
-	}
 	m, err := s.store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -858,16 +843,17 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		// The messages are counted by the runner as its batches are applied
-		// (ActedReporter), not here: a request may be repeated, or end
-		// before the operation does.
+		// The messages are counted by the runner as its batches are applied,
+		// not here: a request may be repeated, or end before the operation
+		// does.
 		writeJSON(w, http.StatusOK, toOperation(done))
 	}
 }
 
 // bulkOp checks a bulk request and makes the operation of it.
 func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
-	f := req.Filter.toFilter()
+	f := req.Filter.MessageFilter()
+	routeErr := s.checkResubmitRoute(req.Route) // nil without a route
 	switch {
 	case f.State != "" && !f.State.Valid():
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.state %q is not a state", f.State)
@@ -879,8 +865,8 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.reason %q is not a suspension reason", f.Reason)
 	case req.Route != "" && kind != courier.ActionResubmit:
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route applies only to a resubmit")
-	case req.Route != "" && s.checkResubmitRoute(req.Route) != nil:
-		return courier.BulkOp{}, s.checkResubmitRoute(req.Route)
+	case routeErr != nil:
+		return courier.BulkOp{}, routeErr
 	case req.OperationID != "" && !courier.ValidID(req.OperationID):
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
 	}
@@ -950,7 +936,7 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	actions, err := s.store.Actions(r.Context(), name)
+	actions, err := s.actionViews(r.Context(), name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -960,9 +946,7 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for _, a := range actions {
-		v.Actions = append(v.Actions, ActionView{At: a.At, Who: a.Who, Kind: a.Kind, Detail: a.Detail})
-	}
+	v.Actions = actions
 	writeJSON(w, http.StatusOK, v)
 }
 

@@ -492,7 +492,7 @@ func suspendMessage(t *testing.T, store courier.Store, id, typ string, reason co
 
 func TestBulkOperations(t *testing.T) {
 	ts := newTestServer(t, func(o *api.Options) {
-		o.Bulk = engine.NewBulk(o.Store, nil, nil, nil)
+		o.Bulk = engine.NewBulk(o.Store, nil, nil, nil, nil)
 	})
 	suspendMessage(t, ts.store, "i1", "invoice", courier.ReasonExhausted)
 	suspendMessage(t, ts.store, "i2", "invoice", courier.ReasonRejected)

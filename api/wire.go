@@ -311,7 +311,8 @@ func toOperation(op courier.BulkOp) Operation {
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 }
 
-func (f Filter) toFilter() courier.MessageFilter {
+// MessageFilter is the filter as the store takes it.
+func (f Filter) MessageFilter() courier.MessageFilter {
 	mf := courier.MessageFilter{State: f.State, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Reason: f.Reason}
 	if f.CreatedAfter != nil {
 		mf.CreatedAfter = *f.CreatedAfter

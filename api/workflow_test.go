@@ -108,6 +108,10 @@ func TestWorkflowShown(t *testing.T) {
 	if w.Compensating || w.FailedStep != 3 {
 		t.Errorf("compensated: %+v", w)
 	}
+	// Nothing is left to do: a resubmit is refused, saying why.
+	status, body, _ = ts.call(t, "POST", "/v1/messages/w-1/resubmit", "")
+	wantError(t, status, body, http.StatusConflict, courier.CodeConflict,
+		"message w-1 is compensated: every step it did was undone; send it again as a new message to run the workflow anew")
 
 	// Each attempt names the implicit route of its step.
 	_, body, _ = ts.call(t, "GET", "/v1/messages/w-1/attempts", "")

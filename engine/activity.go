@@ -66,8 +66,5 @@ func (a *activity) lastHour(endpoint string, now time.Time) map[string]int {
 // Activity returns this node's attempts under way on an endpoint and the
 // outcomes of its attempts in the last hour.
 func (e *Engine) Activity(endpoint string) courier.EndpointActivity {
-	e.slots.mu.Lock()
-	inflight := e.slots.running[endpoint]
-	e.slots.mu.Unlock()
-	return courier.EndpointActivity{InFlight: inflight, LastHour: e.activity.lastHour(endpoint, e.clock.Now())}
+	return courier.EndpointActivity{InFlight: e.InFlight(endpoint), LastHour: e.activity.lastHour(endpoint, e.clock.Now())}
 }

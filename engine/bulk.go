@@ -19,21 +19,21 @@ type Bulk struct {
 	clock  courier.Clock
 	logger *slog.Logger
 	wake   func()
+	acted  func(kind courier.ActionKind, n int)
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // closed when the operation is done
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	acted   func(kind courier.ActionKind, n int)
-	// untold counts, by kind, the messages done before acted was set (an
-	// operation resumed at Start may run batches before it is).
-	untold map[courier.ActionKind]int
 }
 
 // NewBulk returns a runner of bulk operations on store; wake is called
-// after each batch of resubmits (nil: nothing to wake).
-func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake func()) *Bulk {
+// after each batch of resubmits (nil: nothing to wake). acted is told,
+// after each batch, how many messages it resubmitted or discarded (the
+// metrics' count of operator actions; nil: no one): given here, it hears of
+// the batches of operations resumed at Start too.
+func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake func(), acted func(kind courier.ActionKind, n int)) *Bulk {
 	if clock == nil {
 		clock = courier.SystemClock{}
 	}
@@ -43,38 +43,17 @@ func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, running: map[string]chan struct{}{},
-		untold: map[courier.ActionKind]int{}}
-}
-
-// SetActedFunc sets what is told, after each batch, how many messages it
-// resubmitted or discarded (the metrics' count of operator actions). The
-// batches done before it is set are told at once.
-func (b *Bulk) SetActedFunc(f func(kind courier.ActionKind, n int)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.acted = f
-	if f == nil {
-		return
+	if acted == nil {
+		acted = func(courier.ActionKind, int) {}
 	}
-	for kind, n := range b.untold {
-		f(kind, n)
-	}
-	clear(b.untold)
+	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, acted: acted, running: map[string]chan struct{}{}}
 }
 
 // tell reports n messages acted on by a batch.
 func (b *Bulk) tell(kind courier.ActionKind, n int) {
-	if n <= 0 {
-		return
+	if n > 0 {
+		b.acted(kind, n)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.acted == nil {
-		b.untold[kind] += n
-		return
-	}
-	b.acted(kind, n)
 }
 
 // Start resumes the operations not yet done.

@@ -45,18 +45,16 @@ func TestBulkResumesAtStart(t *testing.T) {
 	}
 	defer store.Close()
 	woken := 0
-	b := engine.NewBulk(store, nil, nil, func() { woken++ })
 	var mu sync.Mutex
 	acted := map[courier.ActionKind]int{}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Set after Start: the batches done before are told all the same.
-	b.SetActedFunc(func(kind courier.ActionKind, n int) {
+	b := engine.NewBulk(store, nil, nil, func() { woken++ }, func(kind courier.ActionKind, n int) {
 		mu.Lock()
 		defer mu.Unlock()
 		acted[kind] += n
 	})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, err := store.Bulk(ctx, "op-1")
@@ -112,10 +110,9 @@ func TestBulkTellsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := engine.NewBulk(store, nil, nil, nil)
 	var mu sync.Mutex
 	var told []int
-	b.SetActedFunc(func(kind courier.ActionKind, n int) {
+	b := engine.NewBulk(store, nil, nil, nil, func(kind courier.ActionKind, n int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if kind != courier.ActionDiscard {

@@ -22,32 +22,14 @@ func (h *Handler) client(s *session) *api.Client {
 	return api.NewClientWith(apiBase, s.secret, &http.Client{Transport: handlerTransport{h: h.api}})
 }
 
-// storedPayloadClient is client, but a message it gets carries its payload
-// as stored (payload=base64): the API's JSON form of a JSON payload is
-// encoded anew, which a preview must not show for the payload.
-func (h *Handler) storedPayloadClient(s *session) *api.Client {
-	return api.NewClientWith(apiBase, s.secret, &http.Client{Transport: handlerTransport{h: h.api, query: "payload=base64"}})
-}
-
-// handlerTransport answers requests with a handler, without a network,
-// adding query to each.
+// handlerTransport answers requests with a handler, without a network.
 type handlerTransport struct {
-	h     http.Handler
-	query string
+	h http.Handler
 }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body == nil {
 		req.Body = http.NoBody
-	}
-	if t.query != "" {
-		u := *req.URL
-		if u.RawQuery != "" {
-			u.RawQuery += "&"
-		}
-		u.RawQuery += t.query
-		req = req.Clone(req.Context())
-		req.URL = &u
 	}
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	t.h.ServeHTTP(rec, req)

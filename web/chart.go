@@ -14,8 +14,6 @@ type chart struct {
 	Top, Bottom   int // the plot's top and bottom edges
 	Bars          []chartBar
 	Max           int // the value at the top edge
-	Delivered     int
-	Failed        int
 }
 
 type chartBar struct {
@@ -37,8 +35,6 @@ func newChart(minutes []api.MinuteStats) chart {
 	c := chart{Width: chartWidth, Height: chartHeight, Top: chartTop, Bottom: chartBottom}
 	for _, m := range minutes {
 		c.Max = max(c.Max, m.Delivered+m.Failed)
-		c.Delivered += m.Delivered
-		c.Failed += m.Failed
 	}
 	if len(minutes) == 0 {
 		return c

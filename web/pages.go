@@ -214,14 +214,8 @@ func (h *Handler) suspended(w http.ResponseWriter, r *http.Request, s *session) 
 		h.render(w, http.StatusUnprocessableEntity, "suspended.html", p)
 		return
 	}
-	mf := courier.MessageFilter{State: courier.StateSuspended, Type: af.Type, Route: af.Route, Endpoint: af.Endpoint,
-		Reason: af.Reason, Cursor: q.Get("cursor"), Limit: 100}
-	if af.CreatedAfter != nil {
-		mf.CreatedAfter = *af.CreatedAfter
-	}
-	if af.CreatedBefore != nil {
-		mf.CreatedBefore = *af.CreatedBefore
-	}
+	mf := af.MessageFilter()
+	mf.Cursor, mf.Limit = q.Get("cursor"), 100
 	list, err := c.Messages(r.Context(), mf)
 	if err != nil {
 		if courier.ErrorCode(err) == courier.CodeInvalidArgument {
@@ -421,7 +415,7 @@ type header struct{ Name, Value string }
 func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	c := h.client(s)
-	m, err := h.storedPayloadClient(s).Message(r.Context(), id)
+	m, err := c.StoredMessage(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, s, err)
 		return

@@ -162,9 +162,24 @@ func TestOverviewChart(t *testing.T) {
 	b.login("ops")
 	a := b.get("/ui/")
 	want(t, "overview", a, 200, `<svg class="chart"`, `<rect class="ok"`, `<rect class="fail"`, `id="count-queued">12<`,
-		"3186/min", "delivered, 6 failed</title>")
+		"3186/min", "delivered, 6 failed</title>", "per minute over the last hour: 125490 delivered, 174 failed")
 	if n := strings.Count(a.body, "<rect "); n != 60+51 {
 		t.Errorf("%d bars drawn, want 60 of deliveries and 51 of failures", n)
+	}
+}
+
+// TestErrorStatusAsAPI: an error is shown with the status the API answers
+// its code with: a request too large for the API is 413, not 400.
+func TestErrorStatusAsAPI(t *testing.T) {
+	d := newDashboard(t, true)
+	d.suspendedWithHistory(t, "s1", []byte("x"), "text/plain", nil, "HTTP 400", "")
+	b := d.browser(t)
+	b.login("ops")
+	token := b.csrf("/ui/messages/s1")
+	a := b.post("/ui/messages/s1/resubmit", url.Values{"csrf": {token}, "route": {strings.Repeat("r", 64<<10)}})
+	want(t, "resubmit with a body too large for the API", a, http.StatusRequestEntityTooLarge, "request body is larger than")
+	if got := d.state(t, "s1"); got != courier.StateSuspended {
+		t.Errorf("s1 after the refused resubmit: %s", got)
 	}
 }
 

@@ -32,16 +32,9 @@ type preview struct {
 // JSON encoding of it, which is compacted and escapes <, > and &; Size is
 // the message's, as stored.
 func makePreview(m *api.Message) preview {
-	var raw []byte
-	switch {
-	case m.PayloadBase64 != "":
-		b, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
-		if err != nil {
-			return preview{Kind: "binary", Text: "(the payload could not be decoded)", Size: m.Size}
-		}
-		raw = b
-	case len(m.Payload) > 0:
-		raw = m.Payload
+	raw, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
+	if err != nil {
+		return preview{Kind: "binary", Text: "(the payload could not be decoded)", Size: m.Size}
 	}
 	p := preview{Size: m.Size}
 	var buf bytes.Buffer

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -19,7 +18,7 @@ func TestPreview(t *testing.T) {
 		text     string
 		truncate bool
 	}{
-		{"json", api.Message{Payload: json.RawMessage(`{"a":[1,2],"b":"x"}`), ContentType: "application/json"}, "JSON",
+		{"json", api.Message{PayloadBase64: b64(`{"a":[1,2],"b":"x"}`), ContentType: "application/json"}, "JSON",
 			"{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": \"x\"\n}", false},
 		// As stored, not as the API's JSON would write it (\u003c, compacted).
 		{"json as stored", api.Message{PayloadBase64: b64(`{ "note": "<b>fish & chips</b>" }`), ContentType: "application/json"}, "JSON",

@@ -30,19 +30,13 @@ func parsePages() map[string]*template.Template {
 }
 
 var funcs = template.FuncMap{
-	// when shows a time in UTC to the second.
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
-	},
+	"when": when,
 	// whenp is when for an optional time.
 	"whenp": func(t *time.Time) string {
-		if t == nil || t.IsZero() {
+		if t == nil {
 			return "-"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+		return when(*t)
 	},
 	// ago says how long before (or after) now a time is.
 	"ago": func(now time.Time, t *time.Time) string {
@@ -98,4 +92,12 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
 	},
+}
+
+// when shows a time in UTC to the second.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
 )
 
 //go:embed templates static
@@ -177,10 +178,10 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, p page)
 	w.Write([]byte(b.String()))
 }
 
-// fail shows an error from the API as a page with the matching status; a
-// key that is no longer valid sends the operator to the login.
+// fail shows an error from the API as a page with the status the API
+// answers its code with; a key that is no longer valid sends the operator
+// to the login.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	status := http.StatusInternalServerError
 	msg := "internal error"
 	var ce *courier.Error
 	if errors.As(err, &ce) {
@@ -191,24 +192,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 			clearCookie(w, r)
 			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			return
-		case courier.CodePermissionDenied:
-			status = http.StatusForbidden
-		case courier.CodeNotFound:
-			status = http.StatusNotFound
-		case courier.CodeInvalidArgument:
-			status = http.StatusUnprocessableEntity
-		case courier.CodeConflict:
-			status = http.StatusConflict
 		case courier.CodeUnavailable:
-			status = http.StatusServiceUnavailable
 			if ce.Err != nil {
 				msg = fmt.Sprintf("%s: %v", ce.Message, ce.Err)
 			}
-		case courier.CodeInternal:
-		default:
-			status = http.StatusBadRequest
 		}
 	}
+	status := api.StatusOf(err)
 	if status == http.StatusInternalServerError {
 		h.logger.Error("dashboard request failed", "path", r.URL.Path, "err", err)
 	}

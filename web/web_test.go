@@ -70,7 +70,7 @@ func newDashboardWith(t *testing.T, withKeys bool, webOpts func(*web.Options), m
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := api.Options{Store: store, Topology: topology(), Bulk: engine.NewBulk(store, nil, nil, nil)}
+	o := api.Options{Store: store, Topology: topology(), Bulk: engine.NewBulk(store, nil, nil, nil, nil)}
 	if withKeys {
 		o.Keys = keys(t)
 	}

@@ -146,7 +146,7 @@ func TestSuspendedBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}}}
-	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil)}))
+	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil, nil)}))
 	t.Cleanup(func() { ts.Close(); store.Close() })
 	for i, typ := range []string{"invoice", "invoice", "order"} {
 		m := &courier.Message{ID: fmt.Sprintf("s-%d", i), Type: typ, Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}

@@ -142,7 +142,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	}
 	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Wake)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
-	bulk := engine.NewBulk(store, nil, logger, eng.Wake)
+	bulk := engine.NewBulk(store, nil, logger, eng.Wake, stats.Acted)
 	if err := bulk.Start(ctx); err != nil {
 		return fmt.Errorf("resume bulk operations: %w", err)
 	}
