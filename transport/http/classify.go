@@ -15,12 +15,10 @@ import (
 )
 
 // attemptState is what classify needs to know about the attempt besides its
-// error: where it went, how far it got and why its context ended.
+// error: where it went, its timeout and whether the answer had begun.
 type attemptState struct {
 	host          string
 	timeout       time.Duration // the endpoint's attempt timeout
-	timedOut      bool          // the attempt timeout ran out
-	connected     bool          // a connection was handed to the request
 	answerStarted bool          // the first byte of the response arrived
 }
 
@@ -38,11 +36,11 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	if errors.As(err, &he) {
 		return classifyHandshake(he)
 	}
-	if st.timedOut {
-		switch {
-		case !st.connected:
-			return courier.ClassConnectTimeout, fmt.Sprintf("no connection to %s within %s", st.host, st.timeout)
-		case st.answerStarted:
+	if errors.Is(err, errNoConnection) {
+		return courier.ClassConnectTimeout, fmt.Sprintf("no connection to %s within %s", st.host, st.timeout)
+	}
+	if isTimeout(err) {
+		if st.answerStarted {
 			return courier.ClassTimeout, fmt.Sprintf("response not complete within %s", st.timeout)
 		}
 		return courier.ClassTimeout, fmt.Sprintf("no response within %s", st.timeout)
@@ -55,10 +53,6 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 		// A TLS alert from the receiver after the handshake: with TLS 1.3
 		// the server judges the client certificate only then.
 		return courier.ClassTLS, fmt.Sprintf("%s refused the TLS session: %s", st.host, cause(err))
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return courier.ClassTimeout, fmt.Sprintf("no response within %s", st.timeout)
 	}
 	var op *net.OpError
 	var errno syscall.Errno
@@ -74,13 +68,14 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	return courier.ClassProtocol, fmt.Sprintf("malformed response from %s: %s", st.host, parseProblem(cause(err)))
 }
 
-// classifyConnect classifies a failed TCP connect.
+// classifyConnect classifies a failed TCP connect. Its limit may be what
+// was left of the attempt, which messages give to the millisecond.
 func classifyConnect(e *connectError) (courier.ErrorClass, string) {
 	var blocked *blockedError
 	if errors.As(e.err, &blocked) {
 		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
 	}
-	op := netclass.Op{Addr: e.addr, Stage: netclass.Connecting, Limit: e.limit, TimedOut: e.timedOut}
+	op := netclass.Op{Addr: e.addr, Stage: netclass.Connecting, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
 	if class, msg, ok := op.Classify(e.err); ok {
 		return class, msg
 	}
@@ -89,7 +84,7 @@ func classifyConnect(e *connectError) (courier.ErrorClass, string) {
 
 // classifyHandshake classifies a failed TLS handshake.
 func classifyHandshake(e *handshakeError) (courier.ErrorClass, string) {
-	op := netclass.Op{Addr: e.addr, Stage: netclass.Handshaking, Limit: e.limit, TimedOut: e.timedOut}
+	op := netclass.Op{Addr: e.addr, Stage: netclass.Handshaking, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
 	class, msg, _ := op.Classify(e.err) // always ok while handshaking
 	return class, msg
 }

@@ -38,7 +38,7 @@ func dialErr(err error, timedOut bool) error {
 // itself).
 func TestClassify(t *testing.T) {
 	t.Parallel()
-	up := attemptState{host: "example.org", timeout: 5 * time.Second, connected: true}
+	up := attemptState{host: "example.org", timeout: 5 * time.Second}
 	for _, tc := range []struct {
 		name  string
 		err   error
@@ -59,15 +59,15 @@ func TestClassify(t *testing.T) {
 		{"expired", &handshakeError{addr: "a:443", err: &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired, Detail: "it ran out"}}}, up, courier.ClassTLS, "certificate of a:443 is invalid"},
 		{"alert", &handshakeError{addr: "a:443", err: tls.AlertError(40)}, up, courier.ClassTLS, "TLS handshake with a:443 failed: tls: handshake failure"},
 		{"handshake eof", &handshakeError{addr: "a:443", err: io.EOF}, up, courier.ClassTLS, "TLS handshake with a:443 failed: EOF"},
-		{"attempt timeout before a connection", context.DeadlineExceeded, attemptState{host: "h:1", timeout: time.Second, timedOut: true}, courier.ClassConnectTimeout, "no connection to h:1 within 1s"},
-		{"attempt timeout waiting", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true}, courier.ClassTimeout, "no response within 1s"},
-		{"attempt timeout in the body", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true, answerStarted: true}, courier.ClassTimeout, "response not complete within 1s"},
+		{"attempt timeout before a connection", errNoConnection, attemptState{host: "h:1", timeout: time.Second}, courier.ClassConnectTimeout, "no connection to h:1 within 1s"},
+		{"attempt timeout waiting", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second}, courier.ClassTimeout, "no response within 1s"},
+		{"attempt timeout in the body", context.DeadlineExceeded, attemptState{host: "h", timeout: time.Second, answerStarted: true}, courier.ClassTimeout, "response not complete within 1s"},
 		{"reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, up, courier.ClassConnectionClosed, "connection to example.org closed before the response was complete (connection reset by peer)"},
 		{"broken pipe", &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, up, courier.ClassConnectionClosed, "broken pipe"},
 		{"eof", io.EOF, up, courier.ClassConnectionClosed, "(EOF)"},
 		{"closed before the first byte", fasthttp.ErrConnectionClosed, up, courier.ClassConnectionClosed, "closed before the response was complete (EOF)"},
 		{"unexpected eof", io.ErrUnexpectedEOF, up, courier.ClassConnectionClosed, "(unexpected EOF)"},
-		{"client timeout", fasthttp.ErrTimeout, attemptState{host: "h", timeout: time.Second, timedOut: true, connected: true}, courier.ClassTimeout, "no response within 1s"},
+		{"client timeout", fasthttp.ErrTimeout, attemptState{host: "h", timeout: time.Second}, courier.ClassTimeout, "no response within 1s"},
 		{"read timeout", &net.OpError{Op: "read", Err: timeoutError{}}, up, courier.ClassTimeout, "no response within 5s"},
 		{"other socket error", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ENOBUFS)}, up, courier.ClassTransport, "example.org: no buffer space available"},
 		{"malformed", fmt.Errorf("error when reading response headers: %w", errors.New(`cannot find whitespace in the first line of response "x": buffer size=3, contents: "x\r\n"`)), up, courier.ClassProtocol, `malformed response from example.org: cannot find whitespace in the first line of response "x"`},

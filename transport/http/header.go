@@ -1,6 +1,7 @@
 package http
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,36 +15,48 @@ import (
 	"github.com/courier-gw/courier"
 )
 
+// headerField is one line of a request header. key is the message's own
+// spelling of the name, which orders the lines of one name ("x-a" and
+// "X-A" both go as X-A); the transport's own names are never repeated.
+type headerField struct{ name, key, value string }
+
 // header builds the request header of DESIGN §8 for body, the request's
-// body as requestBody made it. The message's own headers go first and
-// cannot replace what the transport owns: Content-Type, the webhook-* and
-// Courier-* headers and the framing headers, because a receiver
-// deduplicates and verifies on them. They may set User-Agent. A header that
-// HTTP cannot carry rejects the message for good.
-func (t *Transport) header(d courier.Delivery, body []byte, now time.Time) (http.Header, *courier.Result) {
+// body as requestBody made it, and steps, the responses of d.Step. The
+// message's own headers go first and cannot replace what the transport
+// owns: Content-Type, the webhook-* and Courier-* headers and the framing
+// headers, because a receiver deduplicates and verifies on them. They may
+// set User-Agent. A header that HTTP cannot carry rejects the message for
+// good. The lines come sorted by name, as net/http writes them, so that the
+// same message gets the same head.
+func (t *Transport) header(d courier.Delivery, body []byte, steps stepResponses, now time.Time) ([]headerField, *courier.Result) {
 	m := d.Message
-	h := make(http.Header, len(m.Headers)+8)
-	keys := make([]string, 0, len(m.Headers))
-	for k := range m.Headers {
-		keys = append(keys, k)
-	}
-	// Sorted, so that two spellings of one name ("x-a", "X-A") arrive in
-	// the same order every time.
-	slices.Sort(keys)
+	h := make([]headerField, 0, len(m.Headers)+8)
 	var dropped []string
-	for _, k := range keys {
-		v := m.Headers[k]
+	bad, invalid := "", false // the first header HTTP cannot carry, by name
+	ua := -1                  // the message's first User-Agent, in the order the lines go
+	for k, v := range m.Headers {
 		if !courier.ValidHeaderName(k) || !courier.ValidHeaderValue(v) {
-			return nil, &courier.Result{Class: courier.ClassRejected,
-				Error: fmt.Sprintf("message header %q cannot be sent over HTTP", clip(k, 64))}
+			if !invalid || k < bad {
+				bad, invalid = k, true
+			}
+			continue
 		}
 		if reservedHeader(k) {
 			dropped = append(dropped, k)
 			continue
 		}
-		h.Add(k, v)
+		name := http.CanonicalHeaderKey(k)
+		if name == "User-Agent" && (ua < 0 || k < h[ua].key) {
+			ua = len(h)
+		}
+		h = append(h, headerField{name: name, key: k, value: v})
+	}
+	if invalid {
+		return nil, &courier.Result{Class: courier.ClassRejected,
+			Error: fmt.Sprintf("message header %q cannot be sent over HTTP", clip(bad, 64))}
 	}
 	if len(dropped) > 0 {
+		slices.Sort(dropped)
 		t.log.Debug("http transport: message headers left out", "message", m.ID, "headers", dropped)
 	}
 
@@ -57,33 +70,36 @@ func (t *Transport) header(d courier.Delivery, body []byte, now time.Time) (http
 	if d.Step != nil && d.Step.Envelope {
 		ct = "application/json" // the message's type is inside the envelope
 	}
-	h.Set("Content-Type", ct)
-	if h.Get("User-Agent") == "" {
-		h.Set("User-Agent", t.opts.UserAgent)
+	h = append(h, headerField{name: "Content-Type", value: ct})
+	if ua < 0 || h[ua].value == "" {
+		h = slices.DeleteFunc(h, func(f headerField) bool { return f.name == "User-Agent" })
+		h = append(h, headerField{name: "User-Agent", value: t.opts.UserAgent})
 	}
 	// A workflow's step has an id of its own, so that a receiver serving
 	// two steps (or a step and its compensation) deduplicates them apart.
 	id := d.DeliveryID()
 	ts := strconv.FormatInt(now.Unix(), 10)
-	// Written in lower case as the Standard Webhooks spec and §8 spell them;
-	// the keys are set directly because Set would capitalise them.
-	h["webhook-id"] = []string{id}
-	h["webhook-timestamp"] = []string{ts}
+	// Written in lower case as the Standard Webhooks spec and §8 spell them.
+	h = append(h, headerField{name: "webhook-id", value: id}, headerField{name: "webhook-timestamp", value: ts})
 	if secrets := d.Endpoint.HTTP.Secrets; len(secrets) > 0 {
 		sig, err := sign(secrets, id, ts, body)
 		if err != nil {
 			return nil, &courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s: %v", d.Endpoint.Name, err)}
 		}
-		h["webhook-signature"] = []string{sig}
+		h = append(h, headerField{name: "webhook-signature", value: sig})
 	}
-	h.Set("Courier-Attempt", strconv.Itoa(d.Attempt))
-	h.Set("Courier-Type", m.Type)
+	h = append(h, headerField{name: "Courier-Attempt", value: strconv.Itoa(d.Attempt)},
+		headerField{name: "Courier-Type", value: m.Type})
 	if d.Step != nil {
-		if left := stepHeader(h, d.Step); len(left) > 0 {
+		var left []int
+		if h, left = stepHeader(h, d.Step, steps); len(left) > 0 {
 			t.log.Debug("http transport: step responses left out of the headers", "message", m.ID,
 				"step", d.Step.Step, "steps", left)
 		}
 	}
+	slices.SortFunc(h, func(a, b headerField) int {
+		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.key, b.key))
+	})
 	return h, nil
 }
 

@@ -320,6 +320,7 @@ func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tl
 		// Send retries a stale connection itself (see client.do).
 		MaxIdemponentCallAttempts: 1,
 		ConfigureClient: func(hc *fasthttp.HostClient) error {
+			hc.Transport = roundTripper{}
 			hc.DialTimeout = d.dial
 			if hc.IsTLS {
 				hc.DialTimeout = d.dialTLS
@@ -359,12 +360,18 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		return courier.Result{Class: courier.ClassTLS,
 			Error: fmt.Sprintf("endpoint %s: the registry gave a certificate to pin, but %s is not https", e.Name, redactURL(target))}
 	}
-	body, fail := requestBody(d)
+	// The earlier steps' answers go both into the envelope and into the
+	// headers; each is made JSON once.
+	var steps stepResponses
+	if d.Step != nil {
+		steps = responses(d.Step)
+	}
+	body, fail := requestBody(d, steps)
 	if fail != nil {
 		return *fail
 	}
 	now := t.opts.Clock.Now()
-	header, fail := t.header(d, body, now)
+	header, fail := t.header(d, body, steps, now)
 	if fail != nil {
 		return *fail
 	}
@@ -394,8 +401,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	for hops := 0; ; hops++ {
 		err := c.do(req, resp, method, target, header, body, deadline)
 		if err != nil {
-			class, msg := classify(err, attemptState{host: target.Host, timeout: timeout,
-				timedOut: isTimeout(err), connected: !dialFailed(err)})
+			class, msg := classify(err, attemptState{host: target.Host, timeout: timeout})
 			return courier.Result{Class: class, Error: msg}
 		}
 		next, ok := redirectTarget(resp, target)
@@ -429,46 +435,57 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	}
 }
 
+// errNoConnection is the error of a request whose attempt's time ran out
+// before it had a connection, as a redirect hop that starts too late.
+var errNoConnection = errors.New("no connection before the deadline")
+
 // do sends one request and reads the response's head; its body is left to
 // stream. When a kept-alive connection turns out to be closed by the
 // receiver before any answer came, it sends again on another connection:
 // the receiver most likely closed it as the request went out and never saw
-// it, and webhook-id lets it drop a duplicate if it did.
-func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method string, u *url.URL, h http.Header, body []byte, deadline time.Time) error {
+// it, and webhook-id lets it drop a duplicate if it did. A connection that
+// was retired (see roundTripper) carried nothing, so the request goes again
+// without counting that as a retry.
+func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method string, u *url.URL, h []headerField, body []byte, deadline time.Time) error {
 	c.build(req, method, u, h, body)
-	for try := 0; ; try++ {
+	for stale := 0; ; {
 		start := time.Now()
+		// Reset, so that a response without a local address says the try
+		// had no connection: the client gives up before dialling once the
+		// deadline has passed.
+		resp.Reset()
 		err := c.fast.DoDeadline(req, resp, deadline)
 		if err == nil {
 			return nil
 		}
 		st := stateOf(resp.LocalAddr())
-		if st != nil && closedEarly(err) {
+		switch {
+		case st == nil && errors.Is(err, fasthttp.ErrTimeout):
+			return errNoConnection
+		case st == nil:
+			return err
+		case st.isRetired():
+			continue
+		}
+		if closedEarly(err) {
 			if rerr := st.lastReadErr(); rerr != nil && !errors.Is(rerr, io.EOF) {
 				err = rerr // what the connection really met
 			}
 		}
-		if try == staleRetries || !closedEarly(err) || st == nil || !st.openedAt.Before(start) {
+		if stale == staleRetries || !closedEarly(err) || !st.openedAt.Before(start) {
 			return err
 		}
+		stale++
 	}
 }
 
-// build writes the request.
-func (c *client) build(req *fasthttp.Request, method string, u *url.URL, h http.Header, body []byte) {
+// build writes the request. The header goes in the order header gave it.
+func (c *client) build(req *fasthttp.Request, method string, u *url.URL, h []headerField, body []byte) {
 	req.Header.DisableNormalizing()
 	req.SetRequestURI(u.String())
 	req.Header.SetMethod(method)
-	// Sorted, as net/http writes them: the same head for the same message.
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range h[k] {
-			req.Header.Add(k, v)
-		}
+	for _, f := range h {
+		req.Header.Add(f.name, f.value)
 	}
 	if body != nil {
 		req.SetBodyRaw(body)
@@ -481,8 +498,9 @@ func (t *Transport) result(resp *fasthttp.Response, timeout time.Duration, host 
 	code := resp.StatusCode()
 	if code < 200 || code > 599 {
 		// A 101 hands over the connection and an unknown status promises
-		// nothing about a body: neither is read.
-		closeBody(resp, true)
+		// nothing about a body: neither is read, and roundTripper retired
+		// the connection.
+		resp.CloseBodyStream()
 		return courier.Result{Class: courier.ClassProtocol, Status: code, Error: fmt.Sprintf("unexpected HTTP status %d", code)}
 	}
 	ok := code >= 200 && code <= 299
@@ -490,7 +508,7 @@ func (t *Transport) result(resp *fasthttp.Response, timeout time.Duration, host 
 		keep = 0
 	}
 	excerpt, kept, bodyErr := readBody(bodyOf(resp), string(resp.Header.ContentType()), keep, t.opts.MaxDrain)
-	closeBody(resp, bodyErr != nil)
+	resp.CloseBodyStream()
 	if bodyErr != nil && resp.Header.ContentLength() == -1 && !closedEarly(bodyErr) && !isTimeout(bodyErr) {
 		bodyErr = fmt.Errorf("bad chunked body: %w", bodyErr)
 	}
@@ -501,8 +519,7 @@ func (t *Transport) result(resp *fasthttp.Response, timeout time.Duration, host 
 		if bodyErr != nil {
 			// A 2xx whose body broke off is no complete answer: the
 			// message goes again and the receiver deduplicates.
-			res.Class, res.Error = classify(bodyErr, attemptState{host: host, timeout: timeout,
-				timedOut: isTimeout(bodyErr), connected: true, answerStarted: true})
+			res.Class, res.Error = classify(bodyErr, attemptState{host: host, timeout: timeout, answerStarted: true})
 			return res
 		}
 		res.Body = string(kept)
@@ -541,7 +558,9 @@ func (t *Transport) result(resp *fasthttp.Response, timeout time.Duration, host 
 }
 
 // bodyOf is the response body as it streams in; a body fasthttp read
-// whole (or none) is read from memory.
+// whole (or none) is read from memory. Closing the stream before its end,
+// as after an error or past the drain, closes the connection too: only a
+// body read to its end leaves it for the next attempt.
 func bodyOf(resp *fasthttp.Response) io.Reader {
 	if r := resp.BodyStream(); r != nil {
 		return r
@@ -549,21 +568,11 @@ func bodyOf(resp *fasthttp.Response) io.Reader {
 	return bytes.NewReader(resp.Body())
 }
 
-// closeBody ends the response's body stream. Unless the body was read to
-// its end (broken says it broke off), the connection is closed rather than
-// reused.
-func closeBody(resp *fasthttp.Response, broken bool) {
-	if broken {
-		resp.SetConnectionClose()
-	}
-	resp.CloseBodyStream()
-}
-
 // discard reads a little of a response that is not kept, so its connection
 // can go back to the pool, and closes it.
 func (t *Transport) discard(resp *fasthttp.Response) {
-	_, err := io.CopyN(io.Discard, bodyOf(resp), t.opts.MaxDrain)
-	closeBody(resp, err != nil && err != io.EOF)
+	io.CopyN(io.Discard, bodyOf(resp), t.opts.MaxDrain)
+	resp.CloseBodyStream()
 }
 
 // statusSentence says an HTTP status for people: "HTTP 503 Service Unavailable".
@@ -600,12 +609,10 @@ func redirectTarget(resp *fasthttp.Response, base *url.URL) (*url.URL, bool) {
 
 // crossOriginHeader returns h without the credentials that must not follow
 // a redirect to another host.
-func crossOriginHeader(h http.Header) http.Header {
-	out := h.Clone()
-	for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
-		out.Del(k)
-	}
-	return out
+func crossOriginHeader(h []headerField) []headerField {
+	return slices.DeleteFunc(slices.Clone(h), func(f headerField) bool {
+		return f.name == "Authorization" || f.name == "Proxy-Authorization" || f.name == "Cookie"
+	})
 }
 
 // dialer opens the connections of one endpoint's pool within the connect
@@ -617,24 +624,81 @@ type dialer struct {
 	tls            *tls.Config
 }
 
-// connState is what one connection of a pool met: when it was opened and
-// the last error a read on it returned. The HTTP client reports a failed
-// first read of a response as a bare EOF; the error itself (a reset, a TLS
-// alert of a receiver that refused the client certificate) is kept here.
+// connState is what one connection of a pool met: when it was opened, the
+// last error a read on it returned, and whether the answer it carried lets
+// it carry another request. The HTTP client reports a failed first read of
+// a response as a bare EOF; the error itself (a reset, a TLS alert of a
+// receiver that refused the client certificate) is kept here.
 type connState struct {
 	openedAt time.Time
-	mu       sync.Mutex
-	readErr  error
+	tcp      net.Conn // closed when the connection is retired
+
+	mu      sync.Mutex
+	judged  sync.Cond // signalled when an answer is judged
+	readErr error
+	sent    bool // a request went out and no answer has begun
+	held    bool // an answer began and is not judged yet
+	retired bool // an answer ended the connection's use for HTTP
 }
 
+func newConnState(tcp net.Conn) *connState {
+	st := &connState{openedAt: time.Now(), tcp: tcp}
+	st.judged.L = &st.mu
+	return st
+}
+
+// errRetired is what a request meets on a retired connection.
+var errRetired = errors.New("connection retired after its last answer")
+
 // read passes on what a read of the connection returned, noting its error.
+// The first bytes after a request hold the connection until their answer
+// is judged: the client pools a connection whose answer has no body before
+// the transport sees that answer.
 func (st *connState) read(n int, err error) (int, error) {
-	if err != nil {
-		st.mu.Lock()
-		st.readErr = err
-		st.mu.Unlock()
+	st.mu.Lock()
+	if n > 0 && st.sent {
+		st.sent, st.held = false, true
 	}
+	if err != nil {
+		st.readErr = err
+	}
+	st.mu.Unlock()
 	return n, err
+}
+
+// write passes p to write once the last answer is judged, unless that
+// answer retired the connection.
+func (st *connState) write(p []byte, write func([]byte) (int, error)) (int, error) {
+	st.mu.Lock()
+	for st.held {
+		st.judged.Wait()
+	}
+	if st.retired {
+		st.mu.Unlock()
+		return 0, errRetired
+	}
+	st.sent = true
+	st.mu.Unlock()
+	return write(p)
+}
+
+// judge releases the connection after an answer: to the next request when
+// reuse holds, otherwise to none, closing it.
+func (st *connState) judge(reuse bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.held = false
+	if !reuse && !st.retired {
+		st.retired = true
+		st.tcp.Close()
+	}
+	st.judged.Broadcast()
+}
+
+func (st *connState) isRetired() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.retired
 }
 
 func (st *connState) lastReadErr() error {
@@ -658,9 +722,9 @@ type connAddr struct {
 	st *connState
 }
 
-// trackedConn and trackedTLSConn are the connections the dialer opens;
-// the TLS one keeps the Handshake method by which the client knows a
-// connection is TLS already.
+// trackedConn is a connection the dialer opened, TCP or TLS over TCP: the
+// client reads and writes HTTP through it, so its state sees every answer
+// and every error.
 type trackedConn struct {
 	net.Conn
 	st *connState
@@ -670,14 +734,40 @@ func (c *trackedConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(),
 
 func (c *trackedConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read(p)) }
 
+func (c *trackedConn) Write(p []byte) (int, error) { return c.st.write(p, c.Conn.Write) }
+
+// trackedTLSConn keeps the Handshake method by which the client knows a
+// connection is TLS already.
 type trackedTLSConn struct {
-	*tls.Conn
-	st *connState
+	trackedConn
+	tls *tls.Conn
 }
 
-func (c *trackedTLSConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(), c.st} }
+func (c *trackedTLSConn) Handshake() error { return c.tls.Handshake() }
 
-func (c *trackedTLSConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read(p)) }
+// roundTripper is the client's own, and judges each answer's connection
+// before another request may go out on it. An answer outside 200..599
+// ends the connection: a 101 hands it to another protocol, and an unknown
+// status promises nothing about what follows. Retiring is needed for a 1xx
+// above all: the client pooled its connection already, as the answer has
+// no body; one whose body streams closes with the body.
+type roundTripper struct{}
+
+func (roundTripper) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+	retry, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
+	if err != nil {
+		return retry, err // the client closed the connection
+	}
+	if st := stateOf(resp.LocalAddr()); st != nil {
+		code := resp.StatusCode()
+		reuse := code >= 200 && code <= 599
+		if !reuse {
+			resp.SetConnectionClose()
+		}
+		st.judge(reuse)
+	}
+	return retry, nil
+}
 
 // errConnectTimeout is the cause of a dial's context when the connect
 // timeout ran out.
@@ -685,36 +775,45 @@ var errConnectTimeout = errors.New("connect timeout")
 
 // dial opens a TCP connection; left is what remains of the attempt.
 func (d *dialer) dial(addr string, left time.Duration) (net.Conn, error) {
-	ctx, cancel := d.context(left)
+	ctx, cancel, limit := d.context(left)
 	defer cancel()
-	return d.dialTCP(ctx, addr)
+	conn, err := d.dialTCP(ctx, addr, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &trackedConn{Conn: conn, st: newConnState(conn)}, nil
 }
 
-func (d *dialer) context(left time.Duration) (context.Context, context.CancelFunc) {
-	limit := d.connectTimeout
+// context bounds a connect and handshake by the connect timeout and by
+// what is left of the attempt; limit is the bound it applied.
+func (d *dialer) context(left time.Duration) (ctx context.Context, cancel context.CancelFunc, limit time.Duration) {
+	limit = d.connectTimeout
 	if left > 0 {
 		limit = min(limit, left)
 	}
-	return context.WithTimeoutCause(context.Background(), limit, errConnectTimeout)
+	ctx, cancel = context.WithTimeoutCause(context.Background(), limit, errConnectTimeout)
+	return ctx, cancel, limit
 }
 
-func (d *dialer) dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+// dialTCP connects to addr. limit is the context's bound, for the message.
+func (d *dialer) dialTCP(ctx context.Context, addr string, limit time.Duration) (net.Conn, error) {
 	conn, err := d.net.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, &connectError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: d.connectTimeout}
+		return nil, &connectError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
-	return &trackedConn{Conn: conn, st: &connState{openedAt: time.Now()}}, nil
+	return conn, nil
 }
 
 // dialTLS opens a TCP connection and makes the TLS handshake on it; the
 // pool takes a handshaken connection as it is.
 func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
-	ctx, cancel := d.context(left)
+	ctx, cancel, limit := d.context(left)
 	defer cancel()
-	conn, err := d.dialTCP(ctx, addr)
+	conn, err := d.dialTCP(ctx, addr, limit)
 	if err != nil {
 		return nil, err
 	}
+	st := newConnState(conn)
 	cfg := d.tls.Clone()
 	if cfg.ServerName == "" {
 		host, _, err := net.SplitHostPort(addr)
@@ -727,17 +826,9 @@ func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
-		return nil, &handshakeError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: d.connectTimeout}
+		return nil, &handshakeError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
-	return &trackedTLSConn{Conn: tc, st: conn.(*trackedConn).st}, nil
-}
-
-// dialFailed reports whether err is that of opening the connection: the
-// request never went out.
-func dialFailed(err error) bool {
-	var ce *connectError
-	var he *handshakeError
-	return errors.As(err, &ce) || errors.As(err, &he)
+	return &trackedTLSConn{trackedConn: trackedConn{Conn: tc, st: st}, tls: tc}, nil
 }
 
 // isTimeout reports whether err says the attempt's time ran out.
@@ -754,7 +845,7 @@ type connectError struct {
 	addr     string
 	err      error
 	timedOut bool
-	limit    time.Duration
+	limit    time.Duration // the time it had: the connect timeout or what was left of the attempt
 }
 
 func (e *connectError) Error() string { return "connect to " + e.addr + ": " + e.err.Error() }
@@ -765,7 +856,7 @@ type handshakeError struct {
 	addr     string
 	err      error
 	timedOut bool
-	limit    time.Duration
+	limit    time.Duration // the time it had: the connect timeout or what was left of the attempt
 }
 
 func (e *handshakeError) Error() string { return "TLS handshake with " + e.addr + ": " + e.err.Error() }

@@ -246,6 +246,64 @@ func TestHeaderNamesOnTheWire(t *testing.T) {
 	}
 }
 
+// The request head is the same for the same message, line for line: names
+// that differ only in case go in the order of their spellings, and a message
+// whose first User-Agent is empty gets the transport's.
+func TestRequestHeadOrder(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	addr := rawServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		var head strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			head.WriteString(line)
+			if line == "\r\n" {
+				break
+			}
+		}
+		got <- head.String()
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	})
+	tr := newTransport(t, httptransport.Options{})
+	m := message()
+	m.Headers = map[string]string{"x-b": "1", "X-B": "2", "X-a": "3", "User-Agent": "", "user-agent": "erp/7", "Accept": "*/*"}
+	e := endpoint("order", "http://"+addr+"/in")
+	e.HTTP.Secrets = []string{"s3cret"}
+	step := &courier.StepContext{Step: 3, Steps: 12, Responses: map[int]string{2: `"two"`, 10: `"ten"`}}
+	res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1, Step: step})
+	if !res.Delivered() {
+		t.Fatalf("result = %+v", res)
+	}
+	head := <-got
+	want := strings.Join([]string{
+		"POST /in HTTP/1.1",
+		"User-Agent: courier/1",
+		"Host: " + addr,
+		"Content-Type: application/json",
+		"Content-Length: 12",
+		"Accept: */*",
+		"Courier-Attempt: 1",
+		"Courier-Step: 3/12",
+		`Courier-Step-10-Response: "ten"`,
+		`Courier-Step-2-Response: "two"`,
+		"Courier-Type: invoice",
+		"X-A: 3",
+		"X-B: 2",
+		"X-B: 1",
+		"webhook-id: msg-1.3",
+		"webhook-signature: v1,Di8sZ5MYqiVpQdda2GRpPQs7oEg22H0f6p/0AGUECEU=",
+		"webhook-timestamp: " + strconv.FormatInt(now.Unix(), 10),
+		"", "",
+	}, "\r\n")
+	if head != want {
+		t.Fatalf("request head:\n%s\nwant:\n%s", head, want)
+	}
+}
+
 func TestMessageMaySetUserAgent(t *testing.T) {
 	t.Parallel()
 	s := mustSink(t)
@@ -560,6 +618,25 @@ func TestTLSHandshakeThatNeverCompletesIsAConnectTimeout(t *testing.T) {
 	}
 }
 
+// A handshake that the attempt's deadline cuts short says the time it had,
+// not the connect timeout of the pool.
+func TestHandshakeCutShortNamesTheLimitApplied(t *testing.T) {
+	t.Parallel()
+	addr := rawServer(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
+	tr := newTransport(t, httptransport.Options{})                    // a connect timeout of 5s: the endpoint's timeout
+	const left = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), left)
+	defer cancel()
+	res := tr.Send(ctx, courier.Delivery{Message: message(), Endpoint: endpoint("tls-short", "https://"+addr+"/in"), Attempt: 1})
+	wantClass(t, res, courier.ClassConnectTimeout)
+	prefix := "TLS handshake with " + addr + " not done within "
+	rest, ok := strings.CutPrefix(res.Error, prefix)
+	d, err := time.ParseDuration(rest)
+	if !ok || err != nil || d <= 0 || d > left {
+		t.Fatalf("error = %q, want %q and a duration of at most %v", res.Error, prefix, left)
+	}
+}
+
 // newTLSServer starts an HTTPS receiver with httptest's self-signed
 // certificate, valid for 127.0.0.1 and example.com only.
 func newTLSServer(t *testing.T) *httptest.Server {
@@ -778,6 +855,61 @@ func TestFollowRedirects(t *testing.T) {
 	}
 }
 
+// A redirect hop that starts when the attempt's time is up gets no
+// connection. The first answer's body stops short, so draining it runs into
+// the deadline before the hop: no sleeps, and no bound on the time taken.
+func TestRedirectHopAfterTheDeadlineIsAConnectTimeout(t *testing.T) {
+	t.Parallel()
+	addr := rawServer(t, func(c net.Conn) {
+		readRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 302 Found\r\nLocation: /next\r\nContent-Length: 10\r\n\r\nx")
+		io.Copy(io.Discard, c) // until the client gives up on the body
+	})
+	tr := newTransport(t, httptransport.Options{})
+	e := endpoint("late-hop", "http://"+addr+"/in")
+	e.Timeout = 200 * time.Millisecond
+	e.HTTP.FollowRedirects = true
+	res := send(t, tr, e, message())
+	wantClass(t, res, courier.ClassConnectTimeout)
+	if want := "no connection to " + addr + " within 200ms"; res.Error != want {
+		t.Fatalf("error = %q, want %q", res.Error, want)
+	}
+}
+
+// Credentials follow a redirect within the origin but not to another host.
+func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
+	t.Parallel()
+	from, to := mustSink(t), mustSink(t)
+	from.Script("/same", sink.Respond(307).WithHeader("Location", "/here"))
+	from.Script("/away", sink.Respond(307).WithHeader("Location", to.URL()+"/there"))
+	tr := newTransport(t, httptransport.Options{})
+	m := message()
+	m.Headers = map[string]string{"authorization": "Bearer t0ken", "Cookie": "s=1", "Proxy-Authorization": "Basic x", "X-Tenant": "acme"}
+	for _, tc := range []struct {
+		path, arrival string
+		s             *sink.Sink
+		credentials   bool
+	}{
+		{"/same", "/here", from, true},
+		{"/away", "/there", to, false},
+	} {
+		e := endpoint("redir-creds", from.URL()+tc.path)
+		e.HTTP.FollowRedirects = true
+		if res := send(t, tr, e, m); !res.Delivered() {
+			t.Fatalf("%s: result = %+v", tc.path, res)
+		}
+		a := onlyArrival(t, tc.s, tc.arrival)
+		for _, k := range []string{"Authorization", "Cookie", "Proxy-Authorization"} {
+			if got := len(a.Header.Values(k)) == 1; got != tc.credentials {
+				t.Errorf("%s: %s = %q, want it sent: %v", tc.path, k, a.Header.Values(k), tc.credentials)
+			}
+		}
+		if got := a.Header.Get("X-Tenant"); got != "acme" {
+			t.Errorf("%s: X-Tenant = %q, want acme", tc.path, got)
+		}
+	}
+}
+
 func TestConnectionReuse(t *testing.T) {
 	t.Parallel()
 	s := mustSink(t)
@@ -867,6 +999,51 @@ func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
 	defer mu.Unlock()
 	if conns != 2 || requests != 3 {
 		t.Fatalf("server saw %d connections and %d requests, want 2 and 3", conns, requests)
+	}
+}
+
+// A connection that answered 101 belongs to another protocol from then on:
+// the next attempt goes out on a new one, as with net/http's client.
+func TestConnectionThatAnswered101IsNotReused(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	conns, requests, onFirst := 0, 0, 0
+	addr := rawServer(t, func(c net.Conn) {
+		mu.Lock()
+		conns++
+		first := conns == 1
+		mu.Unlock()
+		br := bufio.NewReader(c)
+		for {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			mu.Lock()
+			requests++
+			n := requests
+			if first {
+				onFirst++
+			}
+			mu.Unlock()
+			if n == 1 {
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		}
+	})
+	tr := newTransport(t, httptransport.Options{})
+	e := endpoint("upgrade", "http://"+addr+"/in")
+	res := send(t, tr, e, message())
+	wantClass(t, res, courier.ClassProtocol)
+	wantError(t, res, "unexpected HTTP status 101")
+	if res := send(t, tr, e, message()); !res.Delivered() {
+		t.Fatalf("the send after the 101: %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 2 || requests != 2 || onFirst != 1 {
+		t.Fatalf("server saw %d connections and %d requests, %d on the first; want 2, 2 and 1", conns, requests, onFirst)
 	}
 }
 

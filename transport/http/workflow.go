@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"mime"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,12 +19,13 @@ import (
 const maxStepResponseHeader = 4 << 10
 
 // requestBody returns the body of d's request: the payload, or for a
-// workflow step with an envelope the JSON document that wraps it.
-func requestBody(d courier.Delivery) ([]byte, *courier.Result) {
+// workflow step with an envelope the JSON document that wraps it and steps,
+// the step's responses.
+func requestBody(d courier.Delivery, steps stepResponses) ([]byte, *courier.Result) {
 	if d.Step == nil || !d.Step.Envelope {
 		return d.Message.Payload, nil
 	}
-	body, err := envelope(d.Message, d.Step)
+	body, err := envelope(d.Message, d.Step, steps)
 	if err != nil {
 		return nil, &courier.Result{Class: courier.ClassTransport, Error: "cannot build the step's envelope: " + err.Error()}
 	}
@@ -45,9 +45,9 @@ type stepEnvelope struct {
 }
 
 // envelope builds the JSON document that carries m's payload together with
-// the step's place in its workflow and the earlier steps' responses.
-func envelope(m *courier.Message, s *courier.StepContext) ([]byte, error) {
-	env := stepEnvelope{Step: s.Step, Steps: s.Steps, Compensate: s.Compensate, Responses: responses(s)}
+// the step's place in its workflow and rs, the earlier steps' responses.
+func envelope(m *courier.Message, s *courier.StepContext, rs stepResponses) ([]byte, error) {
+	env := stepEnvelope{Step: s.Step, Steps: s.Steps, Compensate: s.Compensate, Responses: rs}
 	if isJSONType(m.ContentType) && utf8.Valid(m.Payload) && json.Valid(m.Payload) {
 		env.Payload = m.Payload
 	} else {
@@ -125,21 +125,21 @@ func responseJSON(r string) []byte {
 }
 
 // stepHeader adds the workflow headers of s to h: Courier-Step,
-// Courier-Compensate and one Courier-Step-<j>-Response per earlier response.
-// It returns the steps whose response is too large or cannot be a header
-// value; those reach the receiver only in an envelope.
-func stepHeader(h http.Header, s *courier.StepContext) (left []int) {
-	h.Set("Courier-Step", strconv.Itoa(s.Step)+"/"+strconv.Itoa(s.Steps))
+// Courier-Compensate and one Courier-Step-<j>-Response per response in rs.
+// It returns h and the steps whose response is too large or cannot be a
+// header value; those reach the receiver only in an envelope.
+func stepHeader(h []headerField, s *courier.StepContext, rs stepResponses) (_ []headerField, left []int) {
+	h = append(h, headerField{name: "Courier-Step", value: strconv.Itoa(s.Step) + "/" + strconv.Itoa(s.Steps)})
 	if s.Compensate {
-		h.Set("Courier-Compensate", "true")
+		h = append(h, headerField{name: "Courier-Compensate", value: "true"})
 	}
-	for _, r := range responses(s) {
+	for _, r := range rs {
 		v := string(r.json)
 		if len(v) > maxStepResponseHeader || !courier.ValidHeaderValue(v) {
 			left = append(left, r.j)
 			continue
 		}
-		h.Set("Courier-Step-"+strconv.Itoa(r.j)+"-Response", v)
+		h = append(h, headerField{name: "Courier-Step-" + strconv.Itoa(r.j) + "-Response", value: v})
 	}
-	return left
+	return h, left
 }
