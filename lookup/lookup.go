@@ -6,9 +6,7 @@ package lookup
 import (
 	"container/list"
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +21,7 @@ import (
 	"unicode"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/certfile"
 )
 
 // DefaultMaxEntries bounds the cache of a Registry whose Options set none:
@@ -376,8 +375,11 @@ func parseAnswer(body []byte) (courier.Resolution, error) {
 	}
 	res := courier.Resolution{URL: a.URL, Certificate: a.Certificate}
 	if strings.TrimSpace(a.Certificate) != "" {
-		if err := checkCertificate(a.Certificate); err != nil {
-			return courier.Resolution{}, err
+		// The transport pins what it is given: junk here would fail every
+		// delivery as a tls error at the receiver instead of a lookup
+		// error here.
+		if _, err := certfile.ParseChain(a.Certificate); err != nil {
+			return courier.Resolution{}, fmt.Errorf("certificate %w", err)
 		}
 	} else {
 		res.Certificate = ""
@@ -390,35 +392,6 @@ func parseAnswer(body []byte) (courier.Resolution, error) {
 		res.ExpiresAt = t
 	}
 	return res, nil
-}
-
-// checkCertificate requires PEM made of X.509 certificates only: the
-// transport pins what it is given, so junk here would fail every delivery
-// as a tls error at the receiver instead of a lookup error here.
-func checkCertificate(s string) error {
-	rest := []byte(s)
-	n := 0
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return fmt.Errorf("certificate is a PEM %q block, not a CERTIFICATE", b.Type)
-		}
-		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("certificate does not parse: %w", err)
-		}
-		n++
-	}
-	if n == 0 {
-		return errors.New("certificate is not PEM")
-	}
-	if strings.TrimSpace(string(rest)) != "" {
-		return errors.New("certificate has text after its PEM blocks")
-	}
-	return nil
 }
 
 // excerpt is the start of a body, fit for an error message.

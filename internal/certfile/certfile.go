@@ -5,10 +5,14 @@ package certfile
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 )
 
 // MaxSize is the most a certificate, key or CA bundle file may hold. Real
@@ -49,4 +53,36 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// ParseChain reads a PEM text made of X.509 certificates only, the first
+// one a receiver's own as PEM chains have it: at least one, each a
+// CERTIFICATE block that parses, and nothing after the last. Its errors
+// say what is wrong with the text, for the caller to name it: "the
+// certificate " + err.
+func ParseChain(text string) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	rest := []byte(text)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("holds a PEM %q, not a CERTIFICATE", b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("does not parse: %w", err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return nil, errors.New("is not PEM")
+	}
+	if strings.TrimSpace(string(rest)) != "" {
+		return nil, errors.New("has text after its PEM blocks")
+	}
+	return chain, nil
 }

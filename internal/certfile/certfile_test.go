@@ -125,3 +125,26 @@ func TestLoadKeyPair(t *testing.T) {
 		t.Errorf("key of another certificate: %v", err)
 	}
 }
+
+func TestParseChain(t *testing.T) {
+	certA, keyA := selfSigned(t)
+	certB, _ := selfSigned(t)
+	chain, err := ParseChain(string(certA) + string(certB))
+	if err != nil || len(chain) != 2 {
+		t.Fatalf("a chain of two: %d certificates, %v", len(chain), err)
+	}
+	if first, _ := ParseChain(string(certA)); !first[0].Equal(chain[0]) {
+		t.Error("the chain's first certificate is not the first in the text")
+	}
+	for _, c := range []struct{ name, text, want string }{
+		{"nothing", "  \n", "is not PEM"},
+		{"a key", string(keyA), `holds a PEM "EC PRIVATE KEY", not a CERTIFICATE`},
+		{"a key after the certificate", string(certA) + string(keyA), `holds a PEM "EC PRIVATE KEY", not a CERTIFICATE`},
+		{"junk after the certificate", string(certA) + "junk", "has text after its PEM blocks"},
+		{"a block that does not parse", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "does not parse"},
+	} {
+		if _, err := ParseChain(c.text); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+}

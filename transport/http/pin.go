@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/courier-gw/courier/internal/certfile"
 )
 
 // pinCertificate makes cfg accept exactly the certificate in pemText as the
@@ -17,10 +17,11 @@ import (
 // network's own CA for an access point's id rather than its host name, so
 // neither the CA chain nor the host name decides.
 func pinCertificate(cfg *tls.Config, pemText string) error {
-	want, err := parsePin(pemText)
+	chain, err := certfile.ParseChain(pemText)
 	if err != nil {
-		return err
+		return fmt.Errorf("the certificate the registry gave %w", err)
 	}
+	want := chain[0] // the receiver's own, as PEM chains have it
 	// The chain and host name checks are skipped, not the certificate
 	// check: VerifyConnection still runs, on resumed sessions too (where
 	// VerifyPeerCertificate would not), and the base's own hooks go as
@@ -37,30 +38,6 @@ func pinCertificate(cfg *tls.Config, pemText string) error {
 		return nil
 	}
 	return nil
-}
-
-// parsePin reads the certificate of a pinned PEM text: the first of a
-// chain.
-func parsePin(pemText string) (*x509.Certificate, error) {
-	block, rest := pem.Decode([]byte(pemText))
-	if block == nil {
-		return nil, errors.New("the certificate the registry gave is not PEM")
-	}
-	if block.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("the certificate the registry gave is a PEM %q, not a CERTIFICATE", block.Type)
-	}
-	// A chain names the receiver's own certificate first, as PEM chains
-	// do: that one is pinned, the rest must be certificates too.
-	for next, more := pem.Decode(rest); next != nil; next, more = pem.Decode(more) {
-		if next.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("the certificate chain the registry gave holds a PEM %q", next.Type)
-		}
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("the certificate the registry gave does not parse: %v", err)
-	}
-	return cert, nil
 }
 
 // pinError is a receiver that presented another certificate than the
