@@ -105,6 +105,30 @@ func wantError(t *testing.T, res courier.Result, substr string) {
 
 // rawServer accepts connections on loopback and hands each to serve, for
 // receivers that misbehave in ways no HTTP server library would.
+// headServer is a receiver that answers 204 to one request on each
+// connection and hands over the request's head, as it came on the wire.
+func headServer(t *testing.T) (addr string, heads <-chan string) {
+	t.Helper()
+	got := make(chan string, 1)
+	addr = rawServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		var head strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			head.WriteString(line)
+			if line == "\r\n" {
+				break
+			}
+		}
+		got <- head.String()
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	})
+	return addr, got
+}
+
 func rawServer(t *testing.T, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -203,23 +227,7 @@ func TestRequestCarriesTheHeadersOfDesign8(t *testing.T) {
 
 func TestHeaderNamesOnTheWire(t *testing.T) {
 	t.Parallel()
-	got := make(chan string, 1)
-	addr := rawServer(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		var head strings.Builder
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" {
-				break
-			}
-		}
-		got <- head.String()
-		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-	})
+	addr, got := headServer(t)
 	tr := newTransport(t, httptransport.Options{UserAgent: "courier-test/9"})
 	e := endpoint("wire", "http://"+addr+"/in")
 	e.HTTP.Method = "put"
@@ -251,23 +259,7 @@ func TestHeaderNamesOnTheWire(t *testing.T) {
 // whose first User-Agent is empty gets the transport's.
 func TestRequestHeadOrder(t *testing.T) {
 	t.Parallel()
-	got := make(chan string, 1)
-	addr := rawServer(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		var head strings.Builder
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" {
-				break
-			}
-		}
-		got <- head.String()
-		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-	})
+	addr, got := headServer(t)
 	tr := newTransport(t, httptransport.Options{})
 	m := message()
 	m.Headers = map[string]string{"x-b": "1", "X-B": "2", "X-a": "3", "User-Agent": "", "user-agent": "erp/7", "Accept": "*/*"}
