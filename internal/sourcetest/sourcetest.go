@@ -4,6 +4,7 @@ package sourcetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
@@ -38,6 +39,22 @@ func FetchNone(t testing.TB, s courier.Source) {
 	if len(items) != 0 {
 		t.Fatalf("fetched %q, want nothing", Bodies(items))
 	}
+}
+
+// FetchAgain fetches the items handed back to the source: their bodies,
+// in order, are want, and each is marked redelivered.
+func FetchAgain(t testing.TB, s courier.Source, want ...string) []*courier.InboundItem {
+	t.Helper()
+	got := FetchN(t, s, len(want))
+	if !slices.Equal(Bodies(got), want) {
+		t.Fatalf("fetched again %q, want %q", Bodies(got), want)
+	}
+	for _, it := range got {
+		if !it.Redelivered {
+			t.Errorf("%q, fetched again, is not marked redelivered", it.Body)
+		}
+	}
+	return got
 }
 
 // Bodies are the items' bodies, as text.

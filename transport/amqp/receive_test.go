@@ -245,15 +245,7 @@ func TestSourceReleaseRedelivers(t *testing.T) {
 				t.Fatalf("release: %v", err)
 			}
 
-			again := sourcetest.FetchN(t, s, len(want))
-			if got := sourcetest.Bodies(again); !reflect.DeepEqual(got, want) {
-				t.Errorf("fetched again %q, want %q", got, want)
-			}
-			for _, it := range again {
-				if !it.Redelivered {
-					t.Errorf("item %s fetched again is not marked redelivered", it.Body)
-				}
-			}
+			again := sourcetest.FetchAgain(t, s, want...)
 			if got := redelivered(items) + redelivered(again); got != len(want) {
 				t.Errorf("redelivered = %d, want %d", got, len(want))
 			}
@@ -343,15 +335,7 @@ func TestSourceCloseReturnsUnacked(t *testing.T) {
 	}
 
 	s2 := mustOpenSource(t, q, 10)
-	items := sourcetest.FetchN(t, s2, 2)
-	if got, want := sourcetest.Bodies(items), []string{"0", "1"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("fetched %q, want %q", got, want)
-	}
-	for _, it := range items {
-		if !it.Redelivered {
-			t.Errorf("item %s is not marked redelivered", it.Body)
-		}
-	}
+	sourcetest.FetchAgain(t, s2, "0", "1")
 }
 
 func TestSourcePendingCountsReady(t *testing.T) {
