@@ -110,6 +110,13 @@ type Store interface {
 	// each other's changes in order). A non-nil action is recorded with it.
 	UpdateHealth(ctx context.Context, endpoint string, next func(EndpointHealth) EndpointHealth, a *Action) (EndpointHealth, error)
 
+	// DueRoutes lists every route that has a claimable queued message (one
+	// not waiting for its ordering key), with the earliest NextAttemptAt
+	// among them. Its cost grows with the number of such routes, not with
+	// their messages; the engine asks now and then, to find work that no
+	// notice named, never per claim.
+	DueRoutes(ctx context.Context) ([]RouteDue, error)
+
 	// QueuedRoutes lists the routes that have queued messages.
 	QueuedRoutes(ctx context.Context) ([]string, error)
 
@@ -149,6 +156,13 @@ type Claim struct {
 	Owner      string // who holds the lease, for operators
 	Routes     []RouteQuota
 	Max        int
+}
+
+// RouteDue is a route with claimable messages, and when the first of them
+// is due.
+type RouteDue struct {
+	Route string
+	At    time.Time
 }
 
 // RouteQuota is how many messages of one route a claim may take.

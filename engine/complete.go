@@ -73,7 +73,7 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 			e.logChange(changes[i], applied[i])
 		}
 	}
-	e.Wake()
+	e.noteChanges(changes, applied)
 }
 
 // applyRetrying writes changes, trying again with a growing pause while the
@@ -160,7 +160,7 @@ func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 			}
 		}
 		e.logger.Warn("took up messages whose worker stopped", "count", n)
-		e.Wake()
+		e.noteChanges(changes, applied)
 		if len(msgs) < maxBatch {
 			return nil
 		}
@@ -189,7 +189,7 @@ func (e *Engine) fireTimers(ctx context.Context) error {
 		for i, ok := range applied {
 			e.logChange(changes[i], ok)
 		}
-		e.Wake()
+		e.noteChanges(changes, applied)
 		if len(msgs) < maxBatch {
 			return nil
 		}

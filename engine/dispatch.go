@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,14 +10,24 @@ import (
 )
 
 // round is what one claim cycle knows: the topology, the time, the health of
-// the endpoints, the probes it reserved and has not yet used, and the
+// the endpoints (shared with other rounds, never written), the probes it
+// reserved (with the health they left) and has not yet used, and the
 // earliest time a paced endpoint may start its next attempt.
 type round struct {
-	t      *courier.Topology
-	now    time.Time
-	health map[string]courier.EndpointHealth
-	probes map[string]bool
-	wakeAt time.Time
+	t        *courier.Topology
+	now      time.Time
+	health   *healthCache
+	reserved map[string]courier.EndpointHealth
+	probes   map[string]bool
+	wakeAt   time.Time
+}
+
+// healthOf returns an endpoint's health as the round knows it.
+func (rd *round) healthOf(name string) courier.EndpointHealth {
+	if h, ok := rd.reserved[name]; ok {
+		return h
+	}
+	return rd.health.get(name)
 }
 
 // paced reports whether ep has to wait before its next attempt may start,
@@ -133,33 +141,89 @@ func (rd *round) sendable(name string) (ok, probe bool) {
 	if rd.probes[name] {
 		return true, true // reserved by this round, not yet used
 	}
-	ok, probe = rd.health[name].Sendable(rd.now)
+	ok, probe = rd.healthOf(name).Sendable(rd.now)
 	if probe {
 		return false, false // another round or node may take it first
 	}
 	return ok, false
 }
 
+// admit reports whether ep may take an attempt in this round, reserving in
+// the store the one probe of a suspended endpoint whose time has come (so
+// that exactly one attempt goes to it, from this node or any other); if
+// not, it says how long ep is held: until a time, or until released (off).
+func (e *Engine) admit(ctx context.Context, rd *round, ep *courier.Endpoint) (ok, probe bool, h hold) {
+	if ok, probe := rd.sendable(ep.Name); ok {
+		return true, probe, hold{}
+	}
+	health := rd.healthOf(ep.Name)
+	if _, due := health.Sendable(rd.now); due {
+		got, reserved, err := e.reserveProbe(ctx, ep, rd.now)
+		if err != nil {
+			e.logger.Warn("could not reserve the probe of a suspended endpoint; will try again", "endpoint", ep.Name, "err", err)
+			return false, false, hold{until: rd.now.Add(time.Second)}
+		}
+		rd.reserved[ep.Name] = got
+		if reserved {
+			rd.probes[ep.Name] = true
+			return true, true, hold{}
+		}
+		health = got
+	}
+	switch health.State {
+	case courier.HealthSuspended:
+		// Its probe comes when the suspension ends, or when another
+		// round's reservation of it lapses unused.
+		return false, false, hold{until: maxTime(health.SuspendedUntil, health.ProbeUntil), endpoints: []string{ep.Name}}
+	default:
+		return false, false, hold{endpoints: []string{ep.Name}}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // routeCapacity is how many more attempts a route's endpoints can take now:
 // endpoints that are suspended or off take none (their messages stay queued,
 // unclaimed); a probe takes one; for single and failover routes the first
 // endpoint that sends takes the rest (the others stand by), for the spreading
-// strategies every endpoint that sends.
-func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
-	total := 0
+// strategies every endpoint that sends. With none, h says until when the
+// route is held: the earliest time one of its endpoints may send again
+// (pacing, a suspension's end), and the endpoints whose release (a slot
+// freed, switched on) may let it go sooner.
+func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route) (total int, h hold) {
+	until := func(at time.Time) {
+		if h.until.IsZero() || at.Before(h.until) {
+			h.until = at
+		}
+	}
 	for _, name := range r.Endpoints {
 		ep := rd.t.Endpoints[name]
-		ok, probe := rd.sendable(name)
-		if ep == nil || !ok {
+		if ep == nil {
+			continue
+		}
+		ok, probe, held := e.admit(ctx, rd, ep)
+		if !ok {
+			if !held.until.IsZero() {
+				until(held.until)
+			}
+			h.endpoints = append(h.endpoints, held.endpoints...)
 			continue
 		}
 		if probe {
 			if e.slots.free(ep) >= 1 {
 				total++
+			} else {
+				h.endpoints = append(h.endpoints, name)
 			}
 			continue
 		}
 		if e.paced(rd, ep) {
+			until(e.pace.next(ep.Name).Add(-lead(ep)))
 			// It sends, but not yet: a failover route waits for it rather
 			// than going to its backups, which are for endpoints that fail.
 			if firstTakesAll(r) {
@@ -171,12 +235,23 @@ func (e *Engine) routeCapacity(rd *round, r *courier.Route) int {
 		if interval(ep) > 0 {
 			free = min(free, 1) // one start per pacing interval
 		}
+		if free == 0 {
+			h.endpoints = append(h.endpoints, name)
+			if e.opts.Limits != nil {
+				// The slots of a shared store are held by other nodes or
+				// not yet asked for: look again soon.
+				until(rd.now.Add(slotRetry))
+			}
+		}
 		total += free
 		if firstTakesAll(r) {
 			break
 		}
 	}
-	return total
+	if total > 0 {
+		return total, hold{}
+	}
+	return 0, h
 }
 
 // firstTakesAll reports whether the first endpoint of the route that sends
@@ -201,7 +276,7 @@ func (e *Engine) routeTimeout(t *courier.Topology, r *courier.Route) time.Durati
 
 // sendingEndpoints lists the endpoints of the routes that may take an
 // attempt in this round, each once.
-func sendingEndpoints(rd *round, routes []*courier.Route) []*courier.Endpoint {
+func (e *Engine) sendingEndpoints(ctx context.Context, rd *round, routes []*courier.Route) []*courier.Endpoint {
 	var out []*courier.Endpoint
 	seen := map[string]bool{}
 	for _, r := range routes {
@@ -211,7 +286,7 @@ func sendingEndpoints(rd *round, routes []*courier.Route) []*courier.Endpoint {
 				continue
 			}
 			seen[name] = true
-			if ok, _ := rd.sendable(name); ok {
+			if ok, _, _ := e.admit(ctx, rd, ep); ok {
 				out = append(out, ep)
 			}
 		}
@@ -224,17 +299,6 @@ func timeoutOf(ep *courier.Endpoint) time.Duration {
 		return ep.Timeout
 	}
 	return 30 * time.Second
-}
-
-// rotate turns q left by n places, so that no route is always asked first.
-func rotate(q []courier.RouteQuota, n int) {
-	if len(q) < 2 {
-		return
-	}
-	n %= len(q)
-	slices.SortFunc(q, func(a, b courier.RouteQuota) int { return strings.Compare(a.Route, b.Route) })
-	tmp := append(append([]courier.RouteQuota{}, q[n:]...), q[:n]...)
-	copy(q, tmp)
 }
 
 // chooseEndpoint picks the endpoint of this attempt by the route's strategy
@@ -362,9 +426,11 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 	}
 	duration := e.clock.Now().Sub(started)
 	// The receiver is done with it: free the slot at once, so that the next
-	// attempt need not wait for this outcome to be written.
+	// attempt need not wait for this outcome to be written, and let the
+	// routes that waited for it go.
 	if ep != nil {
 		e.slots.release(ep.Name)
+		e.lanes.release(ep.Name)
 	}
 	e.finished(outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration})
 }
@@ -379,7 +445,7 @@ func (e *Engine) finished(o outcome) {
 	}
 	e.pending.Add(1)
 	e.inflight.Add(-1)
-	e.Wake()
+	e.nudge()
 	e.outcomes <- o
 }
 

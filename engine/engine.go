@@ -71,18 +71,20 @@ type Engine struct {
 	logger   *slog.Logger
 	opts     Options
 
-	wake       chan struct{}   // a nudge for the claimer: ingest, freed capacity
-	outcomes   chan outcome    // finished attempts, for the completer
-	inflight   atomic.Int64    // attempts running on this node
-	pending    atomic.Int64    // finished attempts whose outcome is not yet written
-	slots      *endpointSlots  // attempts running per endpoint
-	pace       pacer           // when paced endpoints may start again
-	activity   activity        // outcomes per endpoint over the last hour
-	rr         sync.Map        // route name → *atomic.Uint64, round-robin positions
-	claimRound atomic.Uint64   // rotates which route is asked first
-	lookups    lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
-	workers    *workers        // the goroutines attempts run on
-	steady     steadyEndpoints // endpoints whose health deliveries leave as it is
+	wake      chan struct{}   // a nudge for the claimer: ingest, freed capacity
+	outcomes  chan outcome    // finished attempts, for the completer
+	inflight  atomic.Int64    // attempts running on this node
+	pending   atomic.Int64    // finished attempts whose outcome is not yet written
+	slots     *endpointSlots  // attempts running per endpoint
+	pace      pacer           // when paced endpoints may start again
+	activity  activity        // outcomes per endpoint over the last hour
+	rr        sync.Map        // route name → *atomic.Uint64, round-robin positions
+	lanes     *lanes          // which routes have due work
+	lookAgain atomic.Bool     // Wake asked for a sweep of the store
+	health    healthCache     // the endpoints' health as last read or written
+	lookups   lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
+	workers   *workers        // the goroutines attempts run on
+	steady    steadyEndpoints // endpoints whose health deliveries leave as it is
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -146,6 +148,7 @@ func New(o Options) *Engine {
 		wake:     make(chan struct{}, 1),
 		outcomes: make(chan outcome, o.Workers),
 		slots:    newEndpointSlots(o.Limits),
+		lanes:    newLanes(),
 		workers:  newWorkers(2 * o.Workers),
 	}
 	e.topology.Store(o.Topology)
@@ -157,19 +160,62 @@ func New(o Options) *Engine {
 // messages of routes that are gone are suspended (no_route).
 func (e *Engine) SetTopology(t *courier.Topology) {
 	e.topology.Store(t)
+	e.lanes.forget(func(route string) bool { return t.Route(route) != nil })
 	if err := e.suspendRemovedRoutes(context.Background()); err != nil {
 		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)
 	}
 	e.Wake()
 }
 
-// Wake tells the claimer that there may be new due work, such as a message
-// just ingested. It never blocks.
+// Wake tells the claimer that there may be new due work it cannot name,
+// such as messages resubmitted in bulk or an endpoint switched on: it looks
+// at the store again (at most every 50 ms, however often it is woken). It
+// never blocks. When the routes are known, Due is cheaper.
 func (e *Engine) Wake() {
+	e.lookAgain.Store(true)
+	e.nudge()
+}
+
+// Due tells the claimer that the routes have messages due now, such as
+// messages just ingested. It never blocks.
+func (e *Engine) Due(routes ...string) {
+	now := e.clock.Now()
+	for _, r := range routes {
+		e.lanes.due(r, now, now)
+	}
+	e.nudge()
+}
+
+// nudge wakes the claimer to look at its lanes.
+func (e *Engine) nudge() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// noteChanges makes the lanes of applied changes ready when they bring
+// work due: a retry at its time, a message put back or taken up, a move to
+// another route; and for a message with an ordering key, the next one of
+// its key, which the change may have let go.
+func (e *Engine) noteChanges(changes []courier.Change, applied []bool) {
+	now := e.clock.Now()
+	for i, c := range changes {
+		if applied == nil || !applied[i] {
+			continue
+		}
+		m := c.Message
+		switch {
+		case m.OrderingKey != "":
+			e.lanes.due(m.Route, now, now)
+		case m.State == courier.StateQueued && !m.NextAttemptAt.IsZero():
+			e.lanes.due(m.Route, m.NextAttemptAt, now)
+		}
+		for _, n := range c.Notices {
+			e.lanes.due(n.Route, n.NextAttemptAt, now)
+		}
+	}
+	e.nudge()
 }
 
 // Start runs the engine in the background until Stop.
@@ -249,12 +295,15 @@ func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(cont
 }
 
 // claimLoop claims due work whenever there is capacity, and otherwise waits
-// for a wake-up or the poll interval.
+// for a wake-up, the next lane's time or the poll interval. Every poll
+// interval, and when woken without being told which routes (Wake), it
+// first sweeps the store for due work and reads the endpoints' health anew.
 func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	backoff := 100 * time.Millisecond
+	var swept time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,7 +311,27 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-e.wake:
 		case <-poll.C:
 		}
-		full, wakeAt, err := e.claimOnce(ctx)
+		now := e.clock.Now()
+		if e.lookAgain.Load() || now.Sub(swept) >= e.opts.PollInterval {
+			if e.lookAgain.Load() && now.Sub(swept) < minSweep {
+				// Woken again right after a sweep: the next one comes soon.
+				resetTimer(poll, minSweep-now.Sub(swept))
+			} else {
+				e.lookAgain.Store(false)
+				if err := e.sweep(ctx); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", backoff)
+					e.lookAgain.Store(true)
+					resetTimer(poll, backoff)
+					backoff = min(backoff*2, 10*time.Second)
+					continue
+				}
+				swept = now
+			}
+		}
+		more, wakeAt, err := e.claimOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -273,16 +342,45 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if full {
-			// More may be due than fitted: go again at once.
-			e.Wake()
+		if more {
+			e.nudge()
 		}
-		next := e.opts.PollInterval
-		if !wakeAt.IsZero() {
-			next = min(next, max(wakeAt.Sub(e.clock.Now()), time.Millisecond)) // a paced endpoint may start again
+		now = e.clock.Now()
+		next := e.opts.PollInterval - now.Sub(swept)
+		for _, at := range []time.Time{wakeAt, e.lanes.nextAt()} {
+			if !at.IsZero() {
+				next = min(next, at.Sub(now))
+			}
 		}
-		resetTimer(poll, next)
+		resetTimer(poll, max(next, time.Millisecond))
 	}
+}
+
+// minSweep is the least time between two sweeps that Wake asks for: a burst
+// of wake-ups costs one sweep.
+const minSweep = 50 * time.Millisecond
+
+// sweep reads the endpoints' health and the routes with due work from the
+// store, and makes the lanes of those routes ready (or waiting for their
+// time). It finds what no notice named: work of other nodes, messages
+// whose deliver_after comes, leases taken up.
+func (e *Engine) sweep(ctx context.Context) error {
+	if err := e.refreshHealth(ctx, true); err != nil {
+		return err
+	}
+	due, err := e.store.DueRoutes(ctx)
+	if err != nil {
+		return err
+	}
+	now := e.clock.Now()
+	t := e.topology.Load()
+	for _, d := range due {
+		if t.Route(d.Route) != nil {
+			e.lanes.due(d.Route, d.At, now)
+		}
+	}
+	e.lanes.releaseAll()
+	return nil
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {
@@ -295,11 +393,12 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(d)
 }
 
-// claimOnce claims what the free capacity allows, route by route, and
-// starts an attempt for each message. full reports that some route got all
-// it asked for, so more may be waiting; wakeAt, when a paced endpoint may
-// start again.
-func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, err error) {
+// claimOnce claims what the free capacity allows from the ready lanes, in
+// their turn, and starts an attempt for each message. Lanes whose endpoints
+// cannot take anything now are put to wait until they can. more reports
+// that lanes are still ready and capacity is left, or that a claim came back
+// full; wakeAt, when a paced endpoint may start again.
+func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, err error) {
 	// Outcomes waiting to be written may run up to Workers without holding
 	// back new attempts; past that they do, so that a slow store slows the
 	// claiming instead of piling up outcomes in memory.
@@ -315,65 +414,90 @@ func (e *Engine) claimOnce(ctx context.Context) (full bool, wakeAt time.Time, er
 	t, now := rd.t, rd.now
 	var quotas []courier.RouteQuota
 	var lease time.Duration
-	routes := make([]*courier.Route, 0, len(t.Routes))
-	for _, r := range t.Routes {
-		routes = append(routes, r)
-	}
-	// Notices go by their own implicit routes, one per notified endpoint,
-	// and the messages of workflows by those of their steps.
-	routes = append(routes, t.ImplicitRoutes()...)
 	resolved, resolvedFull := e.lookups.recent(now)
 	for name, full := range resolvedFull {
 		e.slots.claimed(name, full)
 	}
-	if err := e.slots.refresh(ctx, e.opts.Owner, append(sendingEndpoints(rd, routes), resolved...), now); err != nil {
-		return false, time.Time{}, err
-	}
-	for _, r := range routes {
-		if r.Lookup != nil {
-			if q := e.lookupCapacity(r); q > 0 {
-				quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: int(min(int64(q), free))})
-				lease = max(lease, lookupTimeout(r))
+	left := int(free)
+	for left > 0 {
+		names := e.lanes.take(now, left)
+		if len(names) == 0 {
+			break
+		}
+		routes := make([]*courier.Route, 0, len(names))
+		for _, name := range names {
+			if r := t.Route(name); r != nil {
+				routes = append(routes, r)
+				continue
 			}
-			continue
+			e.lanes.hold(name, hold{}) // gone; its messages are suspended no_route
 		}
-		q := e.routeCapacity(rd, r)
-		if q <= 0 {
-			continue
+		if err := e.slots.refresh(ctx, e.opts.Owner, append(e.sendingEndpoints(ctx, rd, routes), resolved...), t.Endpoints, now); err != nil {
+			for _, r := range routes {
+				e.lanes.claimed(r.Name, true) // ready again for the next try
+			}
+			for _, q := range quotas {
+				e.lanes.claimed(q.Route, true)
+			}
+			return false, time.Time{}, err
 		}
-		quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: int(min(int64(q), free))})
-		lease = max(lease, e.routeTimeout(t, r))
+		resolved = nil
+		for _, r := range routes {
+			if r.Lookup != nil {
+				q := e.lookupCapacity(r)
+				if q <= 0 {
+					e.lanes.hold(r.Name, hold{until: now.Add(lookupRecheck)})
+					continue
+				}
+				q = min(q, left)
+				left -= q
+				quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
+				lease = max(lease, lookupTimeout(r))
+				continue
+			}
+			q, h := e.routeCapacity(ctx, rd, r)
+			if q <= 0 {
+				e.lanes.hold(r.Name, h)
+				continue
+			}
+			q = min(q, left)
+			left -= q
+			quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
+			lease = max(lease, e.routeTimeout(t, r))
+		}
 	}
 	if len(quotas) == 0 {
-		return false, time.Time{}, nil
+		return false, rd.wakeAt, nil
 	}
-	// Claim no more than the free workers: each route up to its own
-	// capacity, all together up to what is free, asking the routes in a
-	// rotating order so that none is always first.
-	rotate(quotas, int(e.claimRound.Add(1)))
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
 		Owner: e.opts.Owner, Routes: quotas, Max: int(free)})
 	if err != nil {
+		for _, q := range quotas {
+			e.lanes.claimed(q.Route, true)
+		}
 		return false, time.Time{}, err
 	}
-	got := map[string]int{}
+	got := make(map[string]int, len(quotas))
 	for _, m := range msgs {
 		got[m.Route]++
 		e.dispatch(ctx, rd, m)
 	}
-	full = len(msgs) >= int(free)
-	hungry := map[string]bool{}
 	for _, q := range quotas {
-		routeFull := q.Limit > 0 && got[q.Route] >= q.Limit
-		full = full || routeFull
-		if r := t.Route(q.Route); r != nil {
-			for _, name := range r.Endpoints {
-				hungry[name] = hungry[name] || routeFull
+		full := got[q.Route] >= q.Limit
+		more = more || full
+		e.lanes.claimed(q.Route, full)
+		if e.opts.Limits != nil {
+			if r := t.Route(q.Route); r != nil {
+				for _, name := range r.Endpoints {
+					e.slots.claimed(name, full)
+				}
 			}
 		}
 	}
-	for name, h := range hungry {
-		e.slots.claimed(name, h)
-	}
-	return full, rd.wakeAt, nil
+	return more || left > 0 && e.lanes.pending(), rd.wakeAt, nil
 }
+
+// lookupRecheck is how long a lookup route whose attempts fill its
+// template's max_concurrency waits before it is looked at again, unless an
+// attempt of it ends first.
+const lookupRecheck = 100 * time.Millisecond

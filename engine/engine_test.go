@@ -23,8 +23,11 @@ import (
 // harness is an engine on a real store delivering over real HTTP to a sink
 // on loopback: SQLite, or PostgreSQL under TestOnPostgres.
 type harness struct {
-	t      *testing.T
-	store  courier.Store
+	t     *testing.T
+	store courier.Store
+	// wrap, when a test's build function sets it, stands between the
+	// engine and the store, to watch what the engine asks of it.
+	wrap   func(courier.Store) courier.Store
 	sink   *sink.Sink
 	engine *engine.Engine
 	top    *courier.Topology
@@ -67,6 +70,9 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	amqpSender := amqptransport.New(amqptransport.Options{})
 	natsSender := natstransport.New(natstransport.Options{})
+	if h.wrap != nil {
+		store = h.wrap(store)
+	}
 	e := engine.New(engine.Options{
 		Store: store, Topology: h.top,
 		Senders: map[courier.Transport]courier.Sender{
@@ -122,7 +128,7 @@ func (h *harness) send(id, typ, route string) {
 	if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.engine.Wake()
+	h.engine.Due(route)
 }
 
 // waitState waits until the message is in the state, and returns it.

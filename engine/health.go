@@ -8,37 +8,89 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// newRound reads the endpoints' health for a claim cycle and reserves, in
-// the store, the probe of every suspended endpoint whose time has come, so
-// that exactly one attempt goes to it (from this node or any other).
-func (e *Engine) newRound(ctx context.Context) (*round, error) {
+// healthMaxAge is how old the health a claim round goes by may be: another
+// node's change of an endpoint is seen this much later at most.
+const healthMaxAge = 100 * time.Millisecond
+
+// healthCache is the endpoints' health as this node last read it from the
+// store, or wrote it there. Endpoints without an entry are active.
+type healthCache struct {
+	mu     sync.Mutex
+	m      map[string]courier.EndpointHealth
+	readAt time.Time
+}
+
+func (c *healthCache) get(name string) courier.EndpointHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[name]
+}
+
+func (c *healthCache) put(h courier.EndpointHealth) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]courier.EndpointHealth{}
+	}
+	c.m[h.Endpoint] = h
+}
+
+// refreshHealth reads the endpoints' health from the store when what this
+// node knows is older than healthMaxAge (or always, with force), and lets
+// the routes held by an endpoint whose health changed go.
+func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
+	now := e.clock.Now()
+	e.health.mu.Lock()
+	fresh := !force && now.Sub(e.health.readAt) < healthMaxAge && e.health.m != nil
+	e.health.mu.Unlock()
+	if fresh {
+		return nil
+	}
 	gen := e.steady.generation()
 	stored, err := e.store.Health(ctx)
 	if err != nil {
+		return err
+	}
+	m := make(map[string]courier.EndpointHealth, len(stored))
+	for _, h := range stored {
+		m[h.Endpoint] = h
+	}
+	e.health.mu.Lock()
+	old := e.health.m
+	for _, name := range e.steady.writtenSince(gen) {
+		// This node wrote it after the read began: what it wrote is newer.
+		if h, ok := old[name]; ok {
+			m[name] = h
+		}
+	}
+	e.health.m, e.health.readAt = m, now
+	var changed []string
+	for name, h := range m {
+		if o, ok := old[name]; !ok || o != h {
+			changed = append(changed, name)
+		}
+	}
+	for name := range old {
+		if _, ok := m[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	e.steady.seen(gen, m)
+	e.health.mu.Unlock()
+	for _, name := range changed {
+		e.lanes.release(name)
+	}
+	return nil
+}
+
+// newRound begins a claim cycle with the endpoints' health, read anew when
+// it is older than healthMaxAge.
+func (e *Engine) newRound(ctx context.Context) (*round, error) {
+	if err := e.refreshHealth(ctx, false); err != nil {
 		return nil, err
 	}
-	rd := &round{t: e.topology.Load(), now: e.clock.Now(), health: make(map[string]courier.EndpointHealth, len(stored)),
-		probes: map[string]bool{}}
-	for _, h := range stored {
-		rd.health[h.Endpoint] = h
-	}
-	e.steady.seen(gen, rd.t.Endpoints, rd.health)
-	for name, h := range rd.health {
-		ep := rd.t.Endpoints[name]
-		if ep == nil {
-			continue
-		}
-		if _, probe := h.Sendable(rd.now); !probe {
-			continue
-		}
-		got, reserved, err := e.reserveProbe(ctx, ep, rd.now)
-		if err != nil {
-			return nil, err
-		}
-		rd.health[name] = got
-		rd.probes[name] = reserved
-	}
-	return rd, nil
+	return &round{t: e.topology.Load(), now: e.clock.Now(), health: &e.health,
+		reserved: map[string]courier.EndpointHealth{}, probes: map[string]bool{}}, nil
 }
 
 // reserveProbe reserves, in the store, the one probe of a suspended
@@ -63,7 +115,7 @@ func (e *Engine) reserveProbe(ctx context.Context, ep *courier.Endpoint, now tim
 func (e *Engine) releaseProbes(rd *round) {
 	for name, unused := range rd.probes {
 		if unused {
-			e.releaseProbe(name, rd.health[name].ProbeUntil)
+			e.releaseProbe(name, rd.healthOf(name).ProbeUntil)
 		}
 	}
 }
@@ -99,7 +151,7 @@ func (e *Engine) updateHealth(batch []outcome) {
 	now := e.clock.Now()
 	for name, results := range byEndpoint {
 		// Deliveries that were no probe leave a steady endpoint as it is.
-		changes := !e.steady.is(name)
+		changes := !e.steady.is(name, e.topology.Load().Endpoints[name] != nil)
 		for _, r := range results {
 			changes = changes || r.probe || !r.r.Delivered()
 		}
@@ -120,6 +172,10 @@ func (e *Engine) updateHealth(batch []outcome) {
 			continue
 		}
 		e.steady.wrote(after)
+		e.health.put(after)
+		if after.State != before.State || after.SuspendedUntil != before.SuspendedUntil {
+			e.lanes.release(name)
+		}
 		e.logHealth(name, before, after)
 		e.opts.Observer.HealthChanged(name, before, after)
 	}
@@ -161,27 +217,38 @@ func (s *steadyEndpoints) generation() uint64 {
 	return s.gen
 }
 
-// seen takes a round's read of the store, begun at generation gen, for
-// the configured endpoints and those of the read. An endpoint without a
-// stored health is active.
-func (s *steadyEndpoints) seen(gen uint64, endpoints map[string]*courier.Endpoint, health map[string]courier.EndpointHealth) {
+// seen takes a read of the store's health rows, begun at generation gen.
+// An endpoint without a row is active (and steady if configured).
+func (s *steadyEndpoints) seen(gen uint64, health map[string]courier.EndpointHealth) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	steady := make(map[string]bool, len(endpoints)+len(health))
-	for name := range endpoints {
-		steady[name] = true
-	}
+	steady := make(map[string]bool, len(health))
 	for name, h := range health {
 		steady[name] = h.Clean()
 	}
 	for name, at := range s.written {
 		if at > gen {
-			steady[name] = s.steady[name] // written since the read began
+			if v, ok := s.steady[name]; ok {
+				steady[name] = v // written since the read began
+			}
 		} else {
 			delete(s.written, name) // the read is as new as the write
 		}
 	}
 	s.steady = steady
+}
+
+// writtenSince lists the endpoints this node wrote after generation gen.
+func (s *steadyEndpoints) writtenSince(gen uint64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for name, at := range s.written {
+		if at > gen {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // wrote notes a health this node wrote.
@@ -199,9 +266,13 @@ func (s *steadyEndpoints) wrote(h courier.EndpointHealth) {
 	s.steady[h.Endpoint] = h.Clean()
 }
 
-// is reports whether the endpoint is known to be steady.
-func (s *steadyEndpoints) is(name string) bool {
+// is reports whether the endpoint is known to be steady: as its row, or
+// the latest write, says; without either, when it is configured.
+func (s *steadyEndpoints) is(name string, configured bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.steady[name]
+	if v, ok := s.steady[name]; ok {
+		return v
+	}
+	return configured
 }

@@ -310,7 +310,10 @@ func TestRateAtTheSink(t *testing.T) {
 func TestSpreadingStrategies(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		for _, name := range []string{"a", "b", "c", "d"} {
+			// Room for every message at once: an endpoint whose slots are
+			// all taken hands the next message to another.
 			h.top.Endpoints[name] = h.httpEndpoint(name, "/"+name)
+			h.top.Endpoints[name].MaxConcurrency = 64
 		}
 		h.top.Routes["rr"] = &courier.Route{Name: "rr", Endpoints: []string{"a", "b"}, Strategy: courier.StrategyRoundRobin}
 		h.top.Routes["w"] = &courier.Route{Name: "w", Endpoints: []string{"c", "d"}, Strategy: courier.StrategyWeighted,

@@ -163,7 +163,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 	now := e.clock.Now()
 	// Held, not failed: an endpoint that is suspended or off takes nothing,
 	// and its messages wait for it as any endpoint's do.
-	h := rd.health[ep.Name]
+	h := rd.healthOf(ep.Name)
 	sendable, probe := h.Sendable(now)
 	var probeUntil time.Time
 	if probe {

@@ -35,6 +35,9 @@ const (
 	slotTTL   = 30 * time.Second
 	slotRenew = 5 * time.Second
 	slotIdle  = time.Second
+	// slotRetry is how soon a node asks again for slots that other nodes
+	// held when it asked.
+	slotRetry = 200 * time.Millisecond
 )
 
 func newEndpointSlots(shared courier.SharedLimits) *endpointSlots {
@@ -105,28 +108,52 @@ func (s *endpointSlots) claimed(endpoint string, full bool) {
 }
 
 // refresh brings the slots held in a shared store in line with this node's
-// need before a claim: for each endpoint that may send, it asks for more
-// when every held slot is in use and the claims want more (or it holds
-// none, to learn whether there is work), gives back slots unused for a
-// while, and renews the rest now and then. One store round trip each.
-func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*courier.Endpoint, now time.Time) error {
+// need before a claim: for each endpoint that may send in this round, it
+// asks for more when every held slot is in use and the claims want more (or
+// it holds none, to learn whether there is work); of every endpoint it holds
+// slots of (configured ones in known, or those given), it gives back the
+// slots unused for a while; and it renews the rest now and then. One store
+// round trip each.
+func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*courier.Endpoint, known map[string]*courier.Endpoint, now time.Time) error {
 	if s.shared == nil {
 		return nil
 	}
 	s.mu.Lock()
 	var want []courier.SlotRequest
 	release := map[string][]int{}
+	maxOf := func(name string) int {
+		if e := known[name]; e != nil {
+			return max(e.MaxConcurrency, 1)
+		}
+		return 0
+	}
 	for _, e := range endpoints {
 		held, used := s.held[e.Name], s.running[e.Name]+s.waiting[e.Name]
 		maxSlots := max(e.MaxConcurrency, 1)
-		switch {
-		case len(held) > maxSlots || len(held) > used && now.Sub(s.busyAt[e.Name]) > slotIdle:
-			keep := min(max(used, 0), maxSlots)
-			release[e.Name] = append([]int(nil), held[keep:]...)
-		case len(held) < maxSlots && used >= len(held) && (len(held) == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]):
+		if len(held) < maxSlots && used >= len(held) && (len(held) == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]) {
 			// Ask for as many again as held (at least one): a node with
 			// work grows quickly, one without asks for a single slot.
 			want = append(want, courier.SlotRequest{Endpoint: e.Name, Max: maxSlots, N: min(max(len(held), 1), maxSlots-len(held))})
+		}
+	}
+	for name, held := range s.held {
+		used := s.running[name] + s.waiting[name]
+		maxSlots := maxOf(name)
+		if maxSlots == 0 {
+			for _, e := range endpoints {
+				if e.Name == name {
+					maxSlots = max(e.MaxConcurrency, 1)
+				}
+			}
+		}
+		if maxSlots == 0 {
+			maxSlots = len(held) // not known here: keep what is in use
+		}
+		if len(held) > maxSlots || len(held) > used && now.Sub(s.busyAt[name]) > slotIdle {
+			keep := min(max(used, 0), maxSlots)
+			if keep < len(held) {
+				release[name] = append([]int(nil), held[keep:]...)
+			}
 		}
 	}
 	renew := now.Sub(s.renewdAt) >= slotRenew
@@ -166,7 +193,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		for _, w := range want {
 			if len(got[w.Endpoint]) <= len(s.held[w.Endpoint]) {
 				// Other nodes hold the rest; ask again a little later.
-				s.retryAt[w.Endpoint] = now.Add(200 * time.Millisecond)
+				s.retryAt[w.Endpoint] = now.Add(slotRetry)
 			}
 			s.held[w.Endpoint] = got[w.Endpoint]
 			s.busyAt[w.Endpoint] = now // a new slot gets its chance before it counts as idle

@@ -75,6 +75,8 @@ func TestOnPostgres(t *testing.T) {
 		{"LookupCachesAndDelivers", TestLookupCachesAndDelivers},
 		{"LookupRegistryDown", TestLookupRegistryDown},
 		{"LookupFollowsAMove", TestLookupFollowsAMove},
+		{"HeldRoutesAreNeverClaimed", TestHeldRoutesAreNeverClaimed},
+		{"DeepBacklogDoesNotStarveAnotherRoute", TestDeepBacklogDoesNotStarveAnotherRoute},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

@@ -225,3 +225,46 @@ func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]*cour
 	}
 	return out, nil
 }
+
+// dueRoutesSQL lists the routes with claimable messages, each with its
+// earliest due time. It skips from route to route through messages_queued
+// (one seek each, whatever a route holds) and finds each route's earliest
+// due time with one seek per priority.
+var dueRoutesSQL = func() string {
+	var arms []string
+	for p := 9; p >= 0; p-- {
+		arms = append(arms, fmt.Sprintf(`COALESCE((SELECT MIN(next_attempt_at) FROM messages INDEXED BY messages_queued
+			WHERE `+queuedDue+` AND route = r.route AND priority = %d), 9223372036854775807)`, p))
+	}
+	return `WITH RECURSIVE r(route) AS (
+		SELECT (SELECT route FROM messages INDEXED BY messages_queued WHERE ` + queuedDue + ` ORDER BY route LIMIT 1)
+		UNION ALL
+		SELECT (SELECT m.route FROM messages AS m INDEXED BY messages_queued
+			WHERE m.state = 'queued' AND m.next_attempt_at IS NOT NULL AND m.route > r.route ORDER BY m.route LIMIT 1)
+		FROM r WHERE r.route IS NOT NULL
+	)
+	SELECT route, MIN(` + strings.Join(arms, ",\n") + `) FROM r WHERE route IS NOT NULL`
+}()
+
+// DueRoutes lists the routes with claimable messages and when each is due.
+func (s *Store) DueRoutes(ctx context.Context) ([]courier.RouteDue, error) {
+	rows, err := s.rdb.QueryContext(ctx, dueRoutesSQL)
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
+	}
+	defer rows.Close()
+	var out []courier.RouteDue
+	for rows.Next() {
+		var d courier.RouteDue
+		var at int64
+		if err := rows.Scan(&d.Route, &at); err != nil {
+			return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
+		}
+		d.At = fromMicros(at)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
+	}
+	return out, nil
+}

@@ -211,3 +211,64 @@ func testClaimMax(t *testing.T, s courier.Store) {
 		t.Fatalf("claimed %s, %v; want 3 of route b (the empty route leaves its share)", ids(got), err)
 	}
 }
+
+// DueRoutes names each route with a claimable message once, with the
+// earliest due time over every priority; routes whose messages are all in
+// flight, suspended, finished or waiting for their ordering key are left
+// out.
+func testDueRoutes(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	due := func() map[string]time.Time {
+		t.Helper()
+		got, err := s.DueRoutes(ctx)
+		if err != nil {
+			t.Fatalf("DueRoutes: %v", err)
+		}
+		out := map[string]time.Time{}
+		for _, d := range got {
+			if _, twice := out[d.Route]; twice {
+				t.Errorf("route %s listed twice", d.Route)
+			}
+			out[d.Route] = d.At
+		}
+		return out
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("empty store: %v", got)
+	}
+	queuedAt(t, s, "a-late", "acme", 9, base.Add(time.Hour))
+	queuedAt(t, s, "a-early", "acme", 0, base.Add(time.Minute))
+	queuedAt(t, s, "a-mid", "acme", 5, base.Add(30*time.Minute))
+	queuedAt(t, s, "g", "globex", 3, base)
+	queuedAt(t, s, "i", "initech", 0, base)
+	// A keyed message behind another of its key waits: its route is due
+	// through the first alone.
+	for _, id := range []string{"k1", "k2"} {
+		m := &courier.Message{ID: id, Type: "t", Route: "keyed", Payload: []byte(id), ContentType: "text/plain", OrderingKey: "k"}
+		courier.Accept(m, courier.DefaultPolicy(), true, base)
+		mustIngest(t, s, m)
+	}
+	got := due()
+	want := map[string]time.Time{"acme": base.Add(time.Minute), "globex": base, "initech": base, "keyed": base}
+	if len(got) != len(want) {
+		t.Fatalf("due routes %v, want %v", got, want)
+	}
+	for r, at := range want {
+		if !got[r].Equal(at) {
+			t.Errorf("route %s due at %v, want %v", r, got[r], at)
+		}
+	}
+	// Claimed, the only message of initech leaves it out; the claimed key
+	// leaves its route out too, its next message still waiting.
+	claim(t, s, base, courier.RouteQuota{Route: "initech", Limit: 10}, courier.RouteQuota{Route: "keyed", Limit: 10})
+	got = due()
+	if _, ok := got["initech"]; ok {
+		t.Errorf("initech, all in flight, is listed: %v", got)
+	}
+	if _, ok := got["keyed"]; ok {
+		t.Errorf("keyed, its head in flight and the next waiting, is listed: %v", got)
+	}
+	if len(got) != 2 {
+		t.Errorf("due routes %v, want acme and globex", got)
+	}
+}

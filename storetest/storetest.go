@@ -42,6 +42,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Purge", testPurge},
 		{"ClaimDue", testClaimDue},
 		{"ClaimMax", testClaimMax},
+		{"DueRoutes", testDueRoutes},
 		{"Apply", testApply},
 		{"ExpiredLeases", testExpiredLeases},
 		{"DueTimers", testDueTimers},

@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// lanes knows which routes have due work, so that a claim round costs what
+// it claims and not what is configured: with ten thousand routes, a round
+// looks at the few that are ready, never at the rest.
+//
+// A route's lane is
+//
+//   - idle: nothing known to be due;
+//   - ready: work may be due now. Ready lanes are served first in, first
+//     out: a route with a deep backlog takes what its endpoints can take
+//     and goes to the back, so a route with one message is reached within
+//     one turn of the ready ones;
+//   - waiting: for a time (work known to come due then, or the end of a
+//     hold such as a suspension or pacing), or, held, for one of the
+//     endpoints it is parked under to be released (switched on, a slot
+//     freed). A waiting lane costs nothing per round;
+//   - claiming: a round is claiming for it now.
+//
+// What makes a lane ready: this node's own decisions (outcomes, retries,
+// timers, rescues), the routes of messages ingested or resubmitted
+// (Engine.Due), the store's notifications from other nodes, and now and
+// then a sweep of the store (Store.DueRoutes), which finds what no notice
+// named. A lane whose claim came back with fewer messages than it asked
+// for has nothing more due now; it waits for the earliest later time it
+// knows of, if any.
+type lanes struct {
+	mu     sync.Mutex
+	byName map[string]*lane
+	ready  []*lane  // FIFO; ready[head:] are waiting their turn
+	head   int      // first waiting entry of ready
+	timed  laneHeap // waiting lanes with a time, by that time
+	parked map[string]map[*lane]struct{}
+}
+
+type laneState uint8
+
+const (
+	laneIdle laneState = iota
+	laneReady
+	laneWaiting
+	laneClaiming
+)
+
+type lane struct {
+	route string
+	state laneState
+	held  bool      // waiting for the end of a hold, not for work
+	at    time.Time // in the timed heap: when it is ready
+	index int       // in the timed heap; -1 when not in it
+	later time.Time // the earliest known due time after now, while it cannot take a timer of its own
+	again bool      // claiming: work came due while the claim ran
+}
+
+// hold says why a lane cannot be claimed now: until a time (a suspension,
+// pacing), and/or until one of the endpoints is released (switched off, or
+// every slot in use).
+type hold struct {
+	until     time.Time
+	endpoints []string
+}
+
+func newLanes() *lanes {
+	return &lanes{byName: map[string]*lane{}, parked: map[string]map[*lane]struct{}{}}
+}
+
+func (ls *lanes) get(route string) *lane {
+	l := ls.byName[route]
+	if l == nil {
+		l = &lane{route: route, index: -1}
+		ls.byName[route] = l
+	}
+	return l
+}
+
+// due notes that route has work due at the time (not after now: due now).
+func (ls *lanes) due(route string, at, now time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.dueLocked(ls.get(route), at, now)
+}
+
+func (ls *lanes) dueLocked(l *lane, at, now time.Time) {
+	if at.After(now) {
+		switch {
+		case l.state == laneIdle:
+			ls.wait(l, at)
+		case l.state == laneWaiting && !l.held:
+			if at.Before(l.at) {
+				l.at = at
+				heap.Fix(&ls.timed, l.index)
+			}
+		case l.later.IsZero() || at.Before(l.later):
+			l.later = at
+		}
+		return
+	}
+	switch {
+	case l.state == laneIdle:
+		ls.setReady(l)
+	case l.state == laneWaiting && !l.held:
+		ls.setReady(l)
+	case l.state == laneClaiming:
+		l.again = true
+	}
+	// Ready: it is. Held: it waits for its endpoints, not for work.
+}
+
+func (ls *lanes) setReady(l *lane) {
+	if l.index >= 0 {
+		heap.Remove(&ls.timed, l.index)
+	}
+	l.state, l.held = laneReady, false
+	ls.ready = append(ls.ready, l)
+}
+
+// wait makes l wait for work due at the time.
+func (ls *lanes) wait(l *lane, at time.Time) {
+	l.state, l.held, l.at = laneWaiting, false, at
+	heap.Push(&ls.timed, l)
+}
+
+// idleOrLater ends l's turn: it waits for the later work it knows of, or is
+// idle.
+func (ls *lanes) idleOrLater(l *lane) {
+	if at := l.later; !at.IsZero() {
+		l.later = time.Time{}
+		ls.wait(l, at)
+		return
+	}
+	l.state, l.held = laneIdle, false
+}
+
+// take returns up to n ready lanes, first those whose time has come, in
+// their turn; each is claiming until claimed or hold ends its claim.
+func (ls *lanes) take(now time.Time, n int) []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for ls.timed.Len() > 0 && !ls.timed[0].at.After(now) {
+		ls.setReady(ls.timed[0])
+	}
+	var out []string
+	for ls.head < len(ls.ready) && len(out) < n {
+		l := ls.ready[ls.head]
+		ls.ready[ls.head] = nil
+		ls.head++
+		if l.state != laneReady || ls.byName[l.route] != l {
+			continue // a stale entry: made ready twice, or forgotten
+		}
+		l.state, l.again = laneClaiming, false
+		out = append(out, l.route)
+	}
+	switch {
+	case ls.head == len(ls.ready):
+		ls.ready, ls.head = ls.ready[:0], 0
+	case ls.head > 1024 && ls.head > len(ls.ready)/2:
+		ls.ready, ls.head = append(ls.ready[:0], ls.ready[ls.head:]...), 0
+	}
+	return out
+}
+
+// claimed ends a lane's claim: full reports that it got all it asked for,
+// so more may be due.
+func (ls *lanes) claimed(route string, full bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.byName[route]
+	if l == nil || l.state != laneClaiming {
+		return
+	}
+	if full || l.again {
+		ls.setReady(l)
+		return
+	}
+	ls.idleOrLater(l)
+}
+
+// hold ends a lane's claim without claiming: it waits until the hold ends.
+// A hold that names neither a time nor an endpoint leaves it idle (a route
+// without endpoints: nothing would ever take its messages).
+func (ls *lanes) hold(route string, h hold) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.byName[route]
+	if l == nil || l.state != laneClaiming {
+		return
+	}
+	if l.again && h.until.IsZero() && len(h.endpoints) == 0 {
+		ls.setReady(l)
+		return
+	}
+	if h.until.IsZero() && len(h.endpoints) == 0 {
+		ls.idleOrLater(l)
+		return
+	}
+	l.state, l.held, l.again = laneWaiting, true, false
+	if !h.until.IsZero() {
+		l.at = h.until
+		heap.Push(&ls.timed, l)
+	}
+	for _, name := range h.endpoints {
+		set := ls.parked[name]
+		if set == nil {
+			set = map[*lane]struct{}{}
+			ls.parked[name] = set
+		}
+		set[l] = struct{}{}
+	}
+}
+
+// release makes the lanes parked under an endpoint ready: a slot of it was
+// freed, or its health changed. It reports whether there was any.
+func (ls *lanes) release(endpoint string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	set := ls.parked[endpoint]
+	if len(set) == 0 {
+		return false
+	}
+	delete(ls.parked, endpoint)
+	any := false
+	for l := range set {
+		if l.state == laneWaiting && l.held {
+			ls.setReady(l)
+			any = true
+		}
+	}
+	return any
+}
+
+// releaseAll makes every held lane ready, as after a change that no single
+// endpoint names (a reload, a sweep).
+func (ls *lanes) releaseAll() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for name, set := range ls.parked {
+		for l := range set {
+			if l.state == laneWaiting && l.held {
+				ls.setReady(l)
+			}
+		}
+		delete(ls.parked, name)
+	}
+}
+
+// nextAt returns when the earliest waiting lane's time comes; zero if none
+// has one.
+func (ls *lanes) nextAt() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.timed.Len() == 0 {
+		return time.Time{}
+	}
+	return ls.timed[0].at
+}
+
+// pending reports whether a lane is ready.
+func (ls *lanes) pending() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for i := ls.head; i < len(ls.ready); i++ {
+		if l := ls.ready[i]; l.state == laneReady && ls.byName[l.route] == l {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops the lanes of routes that are gone, unless a claim is under
+// way for one.
+func (ls *lanes) forget(exists func(route string) bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for name, l := range ls.byName {
+		if exists(name) || l.state == laneClaiming {
+			continue
+		}
+		if l.index >= 0 {
+			heap.Remove(&ls.timed, l.index)
+		}
+		l.state = laneIdle // its entries in ready and parked are stale now
+		delete(ls.byName, name)
+	}
+}
+
+// laneHeap orders waiting lanes by their time.
+type laneHeap []*lane
+
+func (h laneHeap) Len() int           { return len(h) }
+func (h laneHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h laneHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *laneHeap) Push(x any) {
+	l := x.(*lane)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *laneHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	l.index = -1
+	*h = old[:len(old)-1]
+	return l
+}
