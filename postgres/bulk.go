@@ -139,7 +139,7 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 	if err != nil {
 		return courier.BulkOp{}, unavailable("bulk operation", err)
 	}
-	s.dueNow() // resubmitted messages, or the next of a discarded one's key, may be due
+	s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
 	return out, nil
 }
 

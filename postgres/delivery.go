@@ -186,7 +186,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		msgs[i] = c.Message
 	}
 	keys := orderingKeys(msgs)
-	due := false
+	var due []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		if len(keys) > 0 {
 			// The triggers lock each key they change; taking them all
@@ -195,7 +195,11 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 				return unavailable("lock ordering keys", err)
 			}
 			// A change of a key's holder may have made the next one due.
-			due = true
+			for _, m := range msgs {
+				if m.OrderingKey != "" {
+					due = append(due, m.Route)
+				}
+			}
 		}
 		args, err := applyArgs(changes)
 		if err != nil {
@@ -220,14 +224,14 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		}
 		// A notice whose id exists was sent by this same decision before.
 		_, noticesDue, err := ingest(ctx, tx, notices)
-		due = due || noticesDue
+		due = append(due, noticesDue...)
 		return err
 	})
 	if err != nil {
 		return nil, unavailable("apply", err)
 	}
-	if due {
-		s.dueNow()
+	if len(due) > 0 {
+		s.dueNow(due...)
 	}
 	return applied, nil
 }

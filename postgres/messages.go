@@ -113,7 +113,7 @@ type querier interface {
 // the other's messages before it decides whether its own wait.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	var results []courier.IngestResult
-	var due bool
+	var due []string
 	var err error
 	if keys := orderingKeys(msgs); len(keys) == 0 {
 		results, due, err = ingest(ctx, s.pool, msgs)
@@ -132,29 +132,27 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	if err != nil {
 		return nil, err
 	}
-	if due {
-		s.dueNow()
-	}
+	s.dueNow(due...)
 	return results, nil
 }
 
 // ingest inserts msgs through q and works out each one's result; due
-// reports whether a created message is queued and due now.
-func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []courier.IngestResult, due bool, err error) {
+// lists the routes of the created messages that are queued and due now.
+func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []courier.IngestResult, due []string, err error) {
 	if len(msgs) == 0 {
-		return []courier.IngestResult{}, false, nil
+		return []courier.IngestResult{}, nil, nil
 	}
 	args, err := ingestArgs(msgs)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	rows, err := q.Query(ctx, ingestSQL, args...)
 	if err != nil {
-		return nil, false, unavailable("ingest", err)
+		return nil, nil, unavailable("ingest", err)
 	}
 	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, false, unavailable("ingest", err)
+		return nil, nil, unavailable("ingest", err)
 	}
 	fresh := make(map[string]bool, len(created))
 	for _, id := range created {
@@ -167,7 +165,9 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		if fresh[m.ID] {
 			fresh[m.ID] = false // a later item with the same id is a repeat of this one
 			results[i].Status = courier.IngestCreated
-			due = due || m.State == courier.StateQueued && !m.NextAttemptAt.After(now)
+			if m.State == courier.StateQueued && !m.NextAttemptAt.After(now) && (len(due) == 0 || due[len(due)-1] != m.Route) {
+				due = append(due, m.Route)
+			}
 			continue
 		}
 		others = append(others, m.ID)
@@ -177,19 +177,19 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 	}
 	rows, err = q.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ANY($1)`, others)
 	if err != nil {
-		return nil, false, unavailable("read existing messages", err)
+		return nil, nil, unavailable("read existing messages", err)
 	}
 	stored := map[string]*courier.Message{}
 	for rows.Next() {
 		m, _, err := scanMessage(rows, false)
 		if err != nil {
 			rows.Close()
-			return nil, false, unavailable("read existing messages", err)
+			return nil, nil, unavailable("read existing messages", err)
 		}
 		stored[m.ID] = m
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, unavailable("read existing messages", err)
+		return nil, nil, unavailable("read existing messages", err)
 	}
 	for i, m := range msgs {
 		if results[i].Status != 0 {
@@ -197,7 +197,7 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		}
 		old := stored[m.ID]
 		if old == nil {
-			return nil, false, courier.Unavailable("the store", fmt.Errorf("message %s was neither created nor found", m.ID))
+			return nil, nil, courier.Unavailable("the store", fmt.Errorf("message %s was neither created nor found", m.ID))
 		}
 		results[i] = courier.IngestResult{Status: courier.IngestExists, Message: old}
 		if old.Hash != m.Hash {
@@ -332,7 +332,7 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 	m, err := s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
 		resubmitSQL, a.At, id, nullString(route))
 	if err == nil {
-		s.dueNow()
+		s.dueNow(m.Route)
 	}
 	return m, err
 }
@@ -370,7 +370,7 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, fro
 		return nil, unavailable(string(a.Kind), err)
 	}
 	if m.OrderingKey != "" {
-		s.dueNow() // the next message of its key may be due now
+		s.dueNow(m.Route) // the next message of its key may be due now
 	}
 	return m, nil
 }

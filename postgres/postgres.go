@@ -48,6 +48,9 @@ type Store struct {
 	id      string // this store's payload in its notifications, to skip its own
 
 	notify   chan struct{} // a nudge for the notifier
+	dueMu    sync.Mutex
+	dueSoon  map[string]struct{} // routes to tell other nodes of
+	dueAll   bool                // tell them to look at every route
 	quit     chan struct{} // closed by Close
 	bg       sync.WaitGroup
 	closeMu  sync.Once
@@ -209,11 +212,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Listen calls wake whenever another node (or process) ingested messages
-// that are due now, until ctx ends or the store is closed. It keeps a
-// connection of its own and reconnects after a failure; callers poll besides,
-// so a notification lost meanwhile only delays.
-func (s *Store) Listen(ctx context.Context, wake func()) {
+// Listen calls due whenever another node (or process) made messages due
+// now, with their routes, or with none when it could not name them all,
+// until ctx ends or the store is closed. It keeps a connection of its own
+// and reconnects after a failure (calling due with none: anything may have
+// come meanwhile); callers poll besides, so a notification lost meanwhile
+// only delays.
+func (s *Store) Listen(ctx context.Context, due func(routes []string)) {
 	s.listenMu.Lock()
 	defer s.listenMu.Unlock()
 	if s.listened {
@@ -221,10 +226,10 @@ func (s *Store) Listen(ctx context.Context, wake func()) {
 	}
 	s.listened = true
 	s.bg.Add(1)
-	go s.listenLoop(ctx, wake)
+	go s.listenLoop(ctx, due)
 }
 
-func (s *Store) listenLoop(ctx context.Context, wake func()) {
+func (s *Store) listenLoop(ctx context.Context, due func(routes []string)) {
 	defer s.bg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -237,7 +242,7 @@ func (s *Store) listenLoop(ctx context.Context, wake func()) {
 	}()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, wake)
+		err := s.listenOnce(ctx, due)
 		if ctx.Err() != nil {
 			return
 		}
@@ -251,7 +256,7 @@ func (s *Store) listenLoop(ctx context.Context, wake func()) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, wake func()) error {
+func (s *Store) listenOnce(ctx context.Context, due func(routes []string)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
 	if err != nil {
 		return err
@@ -260,22 +265,52 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return err
 	}
-	wake() // anything ingested while not listening
+	due(nil) // anything ingested while not listening
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if n.Payload != s.id {
-			wake()
+		from, routes, named := strings.Cut(n.Payload, "\n")
+		switch {
+		case from == s.id:
+		case named:
+			due(strings.Split(routes, "\n"))
+		default:
+			due(nil)
 		}
 	}
 }
 
-// dueNow tells other nodes that due messages arrived. Notifications are
-// coalesced: at most one is in the air at a time, so ingest never waits on
-// them and a burst of ingests costs one NOTIFY.
-func (s *Store) dueNow() {
+// Notifications name the routes with new due messages, up to a payload of
+// maxNotifyPayload bytes each (PostgreSQL takes up to 8000), and up to
+// maxNotifyRoutes routes per burst; past that they ask the other nodes to
+// look at every route.
+const (
+	maxNotifyPayload = 7000
+	maxNotifyRoutes  = 1000
+)
+
+// dueNow tells other nodes that messages of the routes are due now; an
+// empty route name says that it cannot name them. Notifications are
+// coalesced: at most one burst is in the air at a time, so ingest never
+// waits on them and a burst of ingests costs a few NOTIFYs.
+func (s *Store) dueNow(routes ...string) {
+	s.dueMu.Lock()
+	for _, r := range routes {
+		if s.dueAll {
+			break
+		}
+		if r == "" || len(s.dueSoon) >= maxNotifyRoutes {
+			s.dueAll, s.dueSoon = true, nil
+			break
+		}
+		if s.dueSoon == nil {
+			s.dueSoon = map[string]struct{}{}
+		}
+		s.dueSoon[r] = struct{}{}
+	}
+	s.dueMu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
 	default:
@@ -290,9 +325,33 @@ func (s *Store) notifyLoop() {
 			return
 		case <-s.notify:
 		}
+		s.dueMu.Lock()
+		all, routes := s.dueAll, s.dueSoon
+		s.dueAll, s.dueSoon = false, nil
+		s.dueMu.Unlock()
+		var payloads []string
+		if all || len(routes) == 0 {
+			payloads = []string{s.id}
+		} else {
+			var b strings.Builder
+			for r := range routes {
+				if b.Len() > 0 && b.Len()+1+len(r) > maxNotifyPayload {
+					payloads = append(payloads, b.String())
+					b.Reset()
+				}
+				if b.Len() == 0 {
+					b.WriteString(s.id)
+				}
+				b.WriteByte('\n')
+				b.WriteString(r)
+			}
+			payloads = append(payloads, b.String())
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, s.id); err != nil {
-			s.logger.Debug("notify other nodes of new messages", "err", err)
+		for _, p := range payloads {
+			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, p); err != nil {
+				s.logger.Debug("notify other nodes of new messages", "err", err)
+			}
 		}
 		cancel()
 	}

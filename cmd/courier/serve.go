@@ -138,7 +138,13 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		return err
 	}
 	if st.listen != nil {
-		st.listen(ctx, eng.Wake)
+		st.listen(ctx, func(routes []string) {
+			if routes == nil {
+				eng.Wake()
+				return
+			}
+			eng.Due(routes...)
+		})
 	}
 	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Wake)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
@@ -298,7 +304,7 @@ type openedStore struct {
 	store  courier.Store
 	alone  bool                 // only this process uses it: leases found at start are from a run that died
 	limits courier.SharedLimits // politeness limits held across the nodes that share it
-	listen func(ctx context.Context, wake func())
+	listen func(ctx context.Context, due func(routes []string))
 }
 
 // openStore opens the store the configuration names: the embedded SQLite
