@@ -51,7 +51,7 @@ type Store struct {
 	dueMu    sync.Mutex
 	dueSoon  map[string]struct{} // routes to tell other nodes of
 	dueAll   bool                // tell them to look at every route
-	quit     chan struct{} // closed by Close
+	quit     chan struct{}       // closed by Close
 	bg       sync.WaitGroup
 	closeMu  sync.Once
 	listenMu sync.Mutex
