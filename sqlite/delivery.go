@@ -6,32 +6,38 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 )
 
-// dueSQL lists the due messages of one route, highest priority first and
-// the longest due first within a priority: ?1 is the route, ?2 now, ?3 the
-// limit. Each arm of the union is a range of the messages_queued index
-// holding only due messages of one priority, so nothing of other routes, of
-// the future or beyond the limit is read.
+// dueSQL lists the due messages of several routes in one statement: ?1 is
+// a JSON array of the routes, ?2 now, ?3 the most any of them may take. For
+// each route it answers the seqs of its due messages, highest priority
+// first and the longest due first within a priority, comma-separated. Each
+// arm of the union is a range of the messages_queued index holding only due
+// messages of one route and one priority, so nothing of other routes, of
+// the future or beyond the limit is read, and a claim over many routes
+// costs one statement, not one per route.
 //
-// The route and the limit are written +?1 and +?3: SQLite recompiles a
-// statement at every new binding of a parameter it used in planning (a
-// LIMIT, or a value it compared with a partial index's condition), which
-// for this statement cost more than running it. A unary plus keeps the
-// parameter out of the planning and leaves the plan as it is.
+// The limit is written +?3: SQLite recompiles a statement at every new
+// binding of a parameter it used in planning (a LIMIT, or a value it
+// compared with a partial index's condition), which for this statement
+// cost more than running it. A unary plus keeps the parameter out of the
+// planning and leaves the plan as it is.
 var dueSQL = func() string {
 	var arms []string
 	for p := 9; p >= 0; p-- {
 		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT seq, priority, next_attempt_at FROM messages INDEXED BY messages_queued
-			WHERE `+queuedDue+` AND route = +?1 AND priority = %d AND next_attempt_at <= ?2
+			WHERE `+queuedDue+` AND route = q.value AND priority = %d AND next_attempt_at <= ?2
 			ORDER BY next_attempt_at LIMIT +?3)`, p))
 	}
-	return `SELECT seq FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
-		ORDER BY priority DESC, next_attempt_at LIMIT +?3`
+	return `SELECT q.key, (SELECT group_concat(seq, ',' ORDER BY priority DESC, next_attempt_at) FROM (
+			SELECT * FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
+			ORDER BY priority DESC, next_attempt_at LIMIT +?3))
+		FROM json_each(?1) AS q`
 }()
 
 // leaseSQL leases the messages listed (a JSON array of seqs in ?1) until
@@ -80,39 +86,67 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	err := s.writeNoSync(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		var seqs []int64
-		due := tx.Stmt(s.dueStmt)
+		routes := make([]string, 0, len(c.Routes))
+		limit := 0
 		for _, q := range c.Routes {
-			limit := q.Limit
-			if c.Max > 0 {
-				limit = min(limit, c.Max-len(seqs))
+			if q.Limit > 0 {
+				routes = append(routes, q.Route)
+				limit = max(limit, q.Limit)
 			}
-			if limit <= 0 {
+		}
+		if c.Max > 0 {
+			limit = min(limit, c.Max)
+		}
+		if len(routes) == 0 || limit == 0 {
+			return nil
+		}
+		list, _ := json.Marshal(routes)
+		rows, err := tx.Stmt(s.dueStmt).Query(string(list), micros(c.Now), limit)
+		if err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+		}
+		found := make([]string, len(routes))
+		for rows.Next() {
+			var i int
+			var due sql.NullString
+			if err := rows.Scan(&i, &due); err != nil {
+				rows.Close()
+				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			}
+			if i >= 0 && i < len(found) {
+				found[i] = due.String
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+		}
+		// Each route up to its own quota, in the order given, all
+		// together up to Max.
+		i := 0
+		for _, q := range c.Routes {
+			if q.Limit <= 0 {
 				continue
 			}
-			rows, err := due.Query(q.Route, micros(c.Now), limit)
-			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
-			}
-			for rows.Next() {
-				var seq int64
-				if err := rows.Scan(&seq); err != nil {
-					rows.Close()
-					return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			due := found[i]
+			i++
+			for n := 0; due != "" && n < q.Limit && (c.Max <= 0 || len(seqs) < c.Max); n++ {
+				var field string
+				field, due, _ = strings.Cut(due, ",")
+				seq, err := strconv.ParseInt(field, 10, 64)
+				if err != nil {
+					return courier.Unavailable("the store", fmt.Errorf("claim: a due seq %q: %w", field, err))
 				}
 				seqs = append(seqs, seq)
-			}
-			if err := rows.Err(); err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 			}
 		}
 		if len(seqs) == 0 {
 			return nil
 		}
-		list, _ := json.Marshal(seqs)
+		list, _ = json.Marshal(seqs)
 		if _, err := tx.Stmt(s.leaseStmt).Exec(string(list), micros(c.LeaseUntil), c.Owner, micros(c.Now)); err != nil {
 			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 		}
-		rows, err := tx.Stmt(s.leasedStmt).Query(string(list))
+		rows, err = tx.Stmt(s.leasedStmt).Query(string(list))
 		if err != nil {
 			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 		}
