@@ -33,6 +33,14 @@ func (t *Topology) Route(name string) *Route {
 	if r := t.Routes[name]; r != nil {
 		return r
 	}
+	if t.implicit != nil {
+		return t.implicit[name]
+	}
+	return t.makeImplicit(name)
+}
+
+// makeImplicit makes the implicit route of that name, or nil.
+func (t *Topology) makeImplicit(name string) *Route {
 	if ep, ok := strings.CutPrefix(name, noticeRoutePrefix); ok && t.Endpoints[ep] != nil {
 		return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: OrderedBlock}
 	}

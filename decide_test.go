@@ -2,6 +2,7 @@ package courier_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -339,5 +340,32 @@ func TestNoticeRoute(t *testing.T) {
 	m := &courier.Message{Type: "t", Route: courier.NoticeRoute("ops-mail")}
 	if top.Validate(m) == nil {
 		t.Error("a sender may ingest to a notice route")
+	}
+}
+
+// A prepared topology answers the same implicit routes as one that makes
+// them on each lookup, and no others.
+func TestPreparedImplicitRoutes(t *testing.T) {
+	top := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"a": {Name: "a"}, "b": {Name: "b"}, "undo-b": {Name: "undo-b"}},
+		Routes: map[string]*courier.Route{"w": {Name: "w", OrderedOnFailure: courier.OrderedSkip, Workflow: &courier.Workflow{Steps: []courier.WorkflowStep{
+			{Endpoint: "a"}, {Endpoint: "b", Compensate: "undo-b"}}}}},
+	}
+	names := []string{courier.NoticeRoute("a"), courier.NoticeRoute("nobody"), courier.StepRoute("w", 1), courier.StepRoute("w", 2), courier.StepRoute("w", 3),
+		courier.UndoRoute("w", 1), courier.UndoRoute("w", 2), "w", "other", "w:step:x"}
+	before := map[string]*courier.Route{}
+	for _, n := range names {
+		before[n] = top.Route(n)
+	}
+	top.Prepare()
+	for _, n := range names {
+		got, want := top.Route(n), before[n]
+		if (got == nil) != (want == nil) || got != nil && (got.Name != want.Name || !slices.Equal(got.Endpoints, want.Endpoints) ||
+			got.OrderedOnFailure != want.OrderedOnFailure) {
+			t.Errorf("route %q: prepared %+v, made %+v", n, got, want)
+		}
+	}
+	if top.Route(courier.StepRoute("w", 2)) != top.Route(courier.StepRoute("w", 2)) {
+		t.Error("a prepared implicit route is made anew on each lookup")
 	}
 }

@@ -238,6 +238,39 @@ type Topology struct {
 	Endpoints map[string]*Endpoint
 	Routes    map[string]*Route
 	Policies  map[string]*Policy
+
+	// implicit holds the implicit routes by name once Prepare made them;
+	// until then Route makes one on each call.
+	implicit map[string]*Route
+}
+
+// Prepare makes the implicit routes of the topology (the notices to each
+// endpoint, each workflow's steps and compensations) once, so that looking
+// one up parses no name. Call it when the topology is complete and before
+// it is shared; a topology is not changed after that (a reload makes a new
+// one).
+func (t *Topology) Prepare() {
+	implicit := map[string]*Route{}
+	for name := range t.Endpoints {
+		r := NoticeRoute(name)
+		implicit[r] = t.makeImplicit(r)
+	}
+	for _, w := range t.Routes {
+		if w.Workflow == nil {
+			continue
+		}
+		for k, s := range w.Workflow.Steps {
+			for _, r := range []string{StepRoute(w.Name, k+1), UndoRoute(w.Name, k+1)} {
+				if s.Compensate == "" && r == UndoRoute(w.Name, k+1) {
+					continue
+				}
+				if route := t.makeImplicit(r); route != nil {
+					implicit[r] = route
+				}
+			}
+		}
+	}
+	t.implicit = implicit
 }
 
 // Policy returns the policy of a message type: its own, else the default.

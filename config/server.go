@@ -54,6 +54,7 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		c.Outbound.AllowNetworks = d.networks(out, "allow_networks")
 	}
 	d.checkRefs(c.Topology, refs)
+	c.Topology.Prepare()
 }
 
 // networks parses a list of CIDRs, as the SSRF guard compares addresses

@@ -42,7 +42,6 @@ func (e *Engine) complete() {
 // it all in one store call, retrying while the store is unavailable (the
 // outcomes waiting meanwhile hold back new claims past a bound).
 func (e *Engine) applyOutcomes(batch []outcome) {
-	t := e.topology.Load()
 	now := e.clock.Now()
 	changes := make([]courier.Change, len(batch))
 	for i, o := range batch {
@@ -53,6 +52,12 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 		ep := o.endpoint
 		if ep == nil {
 			ep = &courier.Endpoint{}
+		}
+		// Decided under the topology the attempt was sent under: a reload
+		// meanwhile does not decide it by rules it was not sent by.
+		t := o.t
+		if t == nil {
+			t = e.topology.Load()
 		}
 		next, notices := t.AfterAttempt(o.msg, ep, o.result, now, e.opts.RandFunc())
 		a := &courier.Attempt{MessageID: o.msg.ID, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,

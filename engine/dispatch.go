@@ -403,11 +403,11 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
-	e.workers.run(func() { e.attempt(ctx, m, ep, reserved, probe) })
+	e.workers.run(func() { e.attempt(ctx, rd.t, m, ep, reserved, probe) })
 }
 
 // attempt delivers one message and hands the outcome to the completer.
-func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
+func (e *Engine) attempt(ctx context.Context, t *courier.Topology, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
 	defer e.attempts.Done()
 	if ep != nil && !reserved {
 		// Claims are sized to free slots; this happens only when routes
@@ -422,7 +422,7 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 	if ep == nil {
 		res = courier.Result{Class: courier.ClassTransport, Error: "the route " + m.Route + " has no endpoint"}
 	} else {
-		res = e.send(ctx, m, ep)
+		res = e.send(ctx, t, m, ep)
 	}
 	duration := e.clock.Now().Sub(started)
 	// The receiver is done with it: free the slot at once, so that the next
@@ -432,7 +432,7 @@ func (e *Engine) attempt(ctx context.Context, m *courier.Message, ep *courier.En
 		e.slots.release(ep.Name)
 		e.lanes.release(ep.Name)
 	}
-	e.finished(outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration})
+	e.finished(outcome{t: t, msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration})
 }
 
 // finished hands an ended attempt (or a message put back) to the
@@ -449,8 +449,9 @@ func (e *Engine) finished(o outcome) {
 	e.outcomes <- o
 }
 
-// send makes one attempt of m on ep with ep's transport.
-func (e *Engine) send(ctx context.Context, m *courier.Message, ep *courier.Endpoint) courier.Result {
+// send makes one attempt of m on ep with ep's transport, under the
+// topology it was claimed under.
+func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Message, ep *courier.Endpoint) courier.Result {
 	sender := e.senderFor(ep)
 	if sender == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
@@ -459,7 +460,7 @@ func (e *Engine) send(ctx context.Context, m *courier.Message, ep *courier.Endpo
 	// attempt short, so that its outcome is known and written.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(ep)+5*time.Second)
 	defer cancel()
-	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: e.topology.Load().StepContext(m)})
+	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m)})
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {

@@ -95,7 +95,8 @@ type Engine struct {
 
 // outcome is one finished attempt on its way to the store.
 type outcome struct {
-	msg      *courier.Message // as claimed
+	t        *courier.Topology // the topology the attempt was claimed and sent under, and is decided under
+	msg      *courier.Message  // as claimed
 	endpoint *courier.Endpoint
 	result   courier.Result
 	probe    bool // the one attempt let through to a suspended endpoint

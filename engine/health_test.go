@@ -434,3 +434,43 @@ func TestDeliveriesLeaveHealthyHealthAsItIs(t *testing.T) {
 		t.Fatalf("a delivery to a healthy endpoint rewrote its health: %+v, was %+v", got, cleared)
 	}
 }
+
+// An attempt is decided under the topology it was claimed and sent under:
+// a reload while it runs, whose policy would suspend the message at its
+// first failure, does not decide an attempt sent under the old one.
+func TestAttemptDecidedUnderItsOwnTopology(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["slow"] = withRules(h.httpEndpoint("slow", "/slow"), time.Hour, time.Hour)
+		h.route("r", "slow")
+		h.policy(schedulePolicy("t", time.Hour))
+		h.sink.Script("/slow", sink.Delay(500*time.Millisecond, 500))
+	})
+	h.send("m", "t", "r")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for h.sink.Concurrent("/slow") == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the attempt never reached the sink")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	strict := courier.DefaultPolicy()
+	strict.Name, strict.MaxAttempts = "t", 1
+	next := &courier.Topology{Endpoints: h.top.Endpoints, Routes: h.top.Routes,
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy(), "t": strict}}
+	h.engine.SetTopology(next)
+	var m *courier.Message
+	for {
+		var err error
+		if m, err = h.store.Message(context.Background(), "m"); err == nil && m.State != courier.StateInflight {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the attempt never ended: %+v, %v", m, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if m.State != courier.StateQueued || m.NextAttemptAt.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("after the reload the attempt was decided by the new policy: %s, next attempt %v", m.State, m.NextAttemptAt)
+	}
+}

@@ -139,7 +139,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 	defer e.lookups.end(r.Name)
 	started := e.clock.Now()
 	finish := func(ep *courier.Endpoint, res courier.Result, probe bool, deferUntil time.Time) {
-		e.finished(outcome{msg: m, endpoint: ep, result: res, probe: probe, started: started,
+		e.finished(outcome{t: rd.t, msg: m, endpoint: ep, result: res, probe: probe, started: started,
 			duration: e.clock.Now().Sub(started), deferUntil: deferUntil})
 	}
 	if m.Recipient == "" {
@@ -212,7 +212,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 	}
 	e.waitPace(ep)
 	started = e.clock.Now()
-	result := e.send(ctx, m, ep)
+	result := e.send(ctx, rd.t, m, ep)
 	e.slots.release(ep.Name)
 	if !result.Delivered() {
 		// The recipient may have moved: the next attempt asks again.
