@@ -226,7 +226,7 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 			until(e.pace.next(ep.Name).Add(-lead(ep)))
 			// It sends, but not yet: a failover route waits for it rather
 			// than going to its backups, which are for endpoints that fail.
-			if firstTakesAll(r) {
+			if !r.Spreads() {
 				break
 			}
 			continue
@@ -244,7 +244,7 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 			}
 		}
 		total += free
-		if firstTakesAll(r) {
+		if !r.Spreads() {
 			break
 		}
 	}
@@ -252,12 +252,6 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 		return total, hold{}
 	}
 	return 0, h
-}
-
-// firstTakesAll reports whether the first endpoint of the route that sends
-// takes all its messages (single and failover), the others standing by.
-func firstTakesAll(r *courier.Route) bool {
-	return r.Strategy == courier.StrategySingle || r.Strategy == courier.StrategyFailover || r.Strategy == ""
 }
 
 // routeTimeout is the longest time an attempt on one of a route's endpoints
@@ -332,18 +326,11 @@ func (e *Engine) chooseEndpoint(rd *round, r *courier.Route, m *courier.Message)
 	if len(candidates) == 0 {
 		return nil, false, false
 	}
-	switch r.Strategy {
-	case courier.StrategyRoundRobin, courier.StrategyWeighted:
-		order := spread(candidates, r, e.position(r.Name))
-		if m.LastClass != "" && len(order) > 1 && order[0].Name == m.Endpoint {
-			order = append(order[1:], order[0])
-		}
-		candidates = order
-	default:
-		if m.LastClass != "" && len(candidates) > 1 && candidates[0].Name == m.Endpoint && r.Strategy == courier.StrategyFailover {
-			candidates = append(candidates[1:], candidates[0])
-		}
+	var pos uint64
+	if r.Spreads() {
+		pos = e.position(r.Name)
 	}
+	candidates = r.ChooseOrder(candidates, pos, m)
 	for _, ep := range candidates {
 		if e.slots.take(ep) {
 			return ep, true, false
@@ -356,34 +343,6 @@ func (e *Engine) chooseEndpoint(rd *round, r *courier.Route, m *courier.Message)
 func (e *Engine) position(route string) uint64 {
 	v, _ := e.rr.LoadOrStore(route, new(atomic.Uint64))
 	return v.(*atomic.Uint64).Add(1)
-}
-
-// spread orders the endpoints for the pos-th message of a spreading route:
-// round robin starts at pos; weighted starts at the endpoint whose share of
-// the weight sum pos falls into.
-func spread(eps []*courier.Endpoint, r *courier.Route, pos uint64) []*courier.Endpoint {
-	start := int(pos % uint64(len(eps)))
-	if r.Strategy == courier.StrategyWeighted {
-		total := 0
-		for _, ep := range eps {
-			total += weight(r, ep.Name)
-		}
-		at := int(pos % uint64(total))
-		for i, ep := range eps {
-			if at -= weight(r, ep.Name); at < 0 {
-				start = i
-				break
-			}
-		}
-	}
-	return append(append([]*courier.Endpoint{}, eps[start:]...), eps[:start]...)
-}
-
-func weight(r *courier.Route, endpoint string) int {
-	if w, ok := r.Weights[endpoint]; ok && w > 0 {
-		return w
-	}
-	return 1
 }
 
 // dispatch starts the attempt of a claimed message.
