@@ -39,10 +39,13 @@ type Options struct {
 	Logger        *slog.Logger
 	MaxPayload    int64
 	MaxBatchBytes int64
-	// IngestedFunc, if set, is called after messages that are due at once
-	// were stored, so that the delivery engine can wake up; messages
-	// scheduled for later are found by its poll.
-	IngestedFunc func()
+	// DueFunc, if set, is called with the routes of messages that are due
+	// at once after they were stored (ingested, resubmitted, or let go by a
+	// discard of the message ahead of them in their key), so that the
+	// delivery engine claims them; with no routes when it cannot name them
+	// (an endpoint switched on). Messages scheduled for later are found by
+	// the engine's poll.
+	DueFunc func(routes []string)
 	// Bulk runs bulk resubmits and discards; without it they answer 503.
 	Bulk BulkRunner
 	// ActivityFunc, if set, tells an endpoint's attempts under way and
@@ -95,7 +98,7 @@ type Server struct {
 	logger        *slog.Logger
 	maxPayload    int64
 	maxBatchBytes int64
-	ingested      func()
+	due           func(routes []string)
 	bulk          BulkRunner
 	activity      func(endpoint string) courier.EndpointActivity
 	reload        func(ctx context.Context) error
@@ -116,7 +119,7 @@ func NewServer(o Options) *Server {
 		logger:        o.Logger,
 		maxPayload:    o.MaxPayload,
 		maxBatchBytes: o.MaxBatchBytes,
-		ingested:      o.IngestedFunc,
+		due:           o.DueFunc,
 		bulk:          o.Bulk,
 		activity:      o.ActivityFunc,
 		reload:        o.ReloadFunc,
@@ -142,8 +145,8 @@ func NewServer(o Options) *Server {
 	if s.maxBatchBytes <= 0 {
 		s.maxBatchBytes = DefaultMaxBatchBytes
 	}
-	if s.ingested == nil {
-		s.ingested = func() {}
+	if s.due == nil {
+		s.due = func([]string) {}
 	}
 	if s.activity == nil {
 		s.activity = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
@@ -401,7 +404,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	case courier.IngestCreated:
 		s.observer.Ingested(m)
 		if !m.NextAttemptAt.After(now) {
-			s.ingested()
+			s.due([]string{m.Route})
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
 		writeJSON(w, http.StatusCreated, toMessage(m, s.topology.Load(), false))
@@ -594,14 +597,16 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		created := false
+		var due []string
 		for j, ir := range res {
 			i := index[j]
 			switch ir.Status {
 			case courier.IngestCreated:
 				s.observer.Ingested(msgs[j])
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
-				created = created || !msgs[j].NextAttemptAt.After(now)
+				if r := msgs[j].Route; !msgs[j].NextAttemptAt.After(now) && !slices.Contains(due, r) {
+					due = append(due, r)
+				}
 			case courier.IngestExists:
 				if ir.Message.Sender != msgs[j].Sender {
 					err := conflictError(msgs[j].ID)
@@ -614,8 +619,8 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
 			}
 		}
-		if created { // something is due now
-			s.ingested()
+		if len(due) > 0 {
+			s.due(due)
 		}
 	}
 	writeJSON(w, http.StatusOK, BatchResponse{Results: results})
@@ -788,7 +793,7 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
 	s.observer.Acted(courier.ActionResubmit, 1)
-	s.ingested()
+	s.due([]string{m.Route})
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }
 
@@ -817,6 +822,9 @@ func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
 	s.observer.Acted(courier.ActionDiscard, 1)
+	if m.OrderingKey != "" {
+		s.due([]string{m.Route}) // the next message of its key may go now
+	}
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }
 
@@ -1001,7 +1009,7 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			ho.HealthChanged(name, before, h)
 		}
 		if on {
-			s.ingested() // its held messages may go now
+			s.due(nil) // its held messages may go now
 		}
 		v, err := s.endpointView(r.Context(), s.topology.Load(), e, h)
 		if err != nil {

@@ -49,7 +49,7 @@ func newTestServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
 	ts := &testServer{store: store}
 	o := api.Options{
 		Store: store, Topology: testTopology(), MaxPayload: 4096, MaxBatchBytes: 1 << 20,
-		IngestedFunc: func() { ts.ingested.Add(1) },
+		DueFunc: func([]string) { ts.ingested.Add(1) },
 	}
 	for _, f := range mutate {
 		f(&o)
@@ -565,7 +565,7 @@ func TestEndpoints(t *testing.T) {
 			"globex": {Name: "globex", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 16,
 				HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}},
 		}
-		o.IngestedFunc = func() { woken++ }
+		o.DueFunc = func([]string) { woken++ }
 		o.ActivityFunc = func(name string) courier.EndpointActivity {
 			if name == "acme-primary" {
 				return courier.EndpointActivity{InFlight: 3, LastHour: map[string]int{"delivered": 5, "http_5xx": 1}}

@@ -178,8 +178,13 @@ func (e *Engine) Wake() {
 }
 
 // Due tells the claimer that the routes have messages due now, such as
-// messages just ingested. It never blocks.
-func (e *Engine) Due(routes ...string) {
+// messages just ingested; with no routes, that some may have and it cannot
+// name them: then it is Wake. It never blocks.
+func (e *Engine) Due(routes []string) {
+	if len(routes) == 0 {
+		e.Wake()
+		return
+	}
 	now := e.clock.Now()
 	for _, r := range routes {
 		e.lanes.due(r, now, now)

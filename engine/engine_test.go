@@ -128,7 +128,7 @@ func (h *harness) send(id, typ, route string) {
 	if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.engine.Due(route)
+	h.engine.Due([]string{route})
 }
 
 // waitState waits until the message is in the state, and returns it.

@@ -120,7 +120,7 @@ func TestDeepBacklogDoesNotStarveAnotherRoute(t *testing.T) {
 	if _, err := h.store.Ingest(context.Background(), msgs); err != nil {
 		t.Fatal(err)
 	}
-	h.engine.Due("deep")
+	h.engine.Due([]string{"deep"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := h.sink.Wait(ctx, "/deep", 10); err != nil {

@@ -31,11 +31,11 @@ type Options struct {
 	OpenFunc     OpenFunc
 	// MaxPayload is max_payload: a larger item is stored as invalid.
 	MaxPayload int64
-	// IngestedFunc is called after messages due now were stored (the
-	// engine's Wake).
-	IngestedFunc func()
-	Clock        courier.Clock
-	Logger       *slog.Logger
+	// DueFunc is called with the routes of messages due now after they
+	// were stored (the engine's Due).
+	DueFunc func(routes []string)
+	Clock   courier.Clock
+	Logger  *slog.Logger
 	// RetryInitial and RetryMax bound the wait before a source is opened
 	// again after a failure, or a batch is stored again after the store
 	// failed (defaults 500ms and 30s); the wait doubles in between.
@@ -67,8 +67,8 @@ func New(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.IngestedFunc == nil {
-		o.IngestedFunc = func() {}
+	if o.DueFunc == nil {
+		o.DueFunc = func([]string) {}
 	}
 	if o.RetryInitial <= 0 {
 		o.RetryInitial = 500 * time.Millisecond
@@ -443,8 +443,8 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 			w.closeSource()
 		}
 	}
-	if due {
-		o.IngestedFunc()
+	if len(due) > 0 {
+		o.DueFunc(due)
 	}
 	w.mu.Lock()
 	w.status.Received += int64(created)
@@ -463,13 +463,13 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 // store ingests the messages in one durable commit, and keeps an item whose
 // id is taken by other content as an invalid message of its own. created
 // counts the messages stored now, invalid those of them suspended.
-func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Time) (created, invalid int, due bool, err error) {
+func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Time) (created, invalid int, due []string, err error) {
 	if len(msgs) == 0 {
-		return 0, 0, false, nil
+		return 0, 0, nil, nil
 	}
 	results, err := w.s.opts.Store.Ingest(ctx, msgs)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("store %d items: %w", len(msgs), err)
+		return 0, 0, nil, fmt.Errorf("store %d items: %w", len(msgs), err)
 	}
 	var again []*courier.Message
 	count := func(m *courier.Message) {
@@ -477,8 +477,8 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 		if m.State == courier.StateSuspended {
 			invalid++
 			w.logger.Info("received item stored as suspended", "id", m.ID, "reason", m.Reason, "err", m.LastError)
-		} else if !m.NextAttemptAt.After(now) {
-			due = true
+		} else if !m.NextAttemptAt.After(now) && !slices.Contains(due, m.Route) {
+			due = append(due, m.Route)
 		}
 	}
 	for i, res := range results {
@@ -499,7 +499,7 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 	}
 	results, err = w.s.opts.Store.Ingest(ctx, again)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("store %d items with taken ids: %w", len(again), err)
+		return 0, 0, nil, fmt.Errorf("store %d items with taken ids: %w", len(again), err)
 	}
 	for i, res := range results {
 		if res.Status == courier.IngestCreated {

@@ -217,7 +217,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i]}))
 	}
 	eng := &nodes{engines}
-	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, IngestedFunc: eng.Wake}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, DueFunc: eng.Due}), ReadHeaderTimeout: 10 * time.Second}
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -490,9 +490,9 @@ func (n *nodes) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Wake wakes every node, as the store's notifications would.
-func (n *nodes) Wake() {
+// Due tells every node of due routes, as the store's notifications would.
+func (n *nodes) Due(routes []string) {
 	for _, e := range n.engines {
-		e.Wake()
+		e.Due(routes)
 	}
 }

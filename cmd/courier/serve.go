@@ -138,15 +138,9 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		return err
 	}
 	if st.listen != nil {
-		st.listen(ctx, func(routes []string) {
-			if routes == nil {
-				eng.Wake()
-				return
-			}
-			eng.Due(routes...)
-		})
+		st.listen(ctx, eng.Due)
 	}
-	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Wake)
+	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
 	bulk := engine.NewBulk(store, nil, logger, eng.Wake, stats.Acted)
 	if err := bulk.Start(ctx); err != nil {
@@ -158,7 +152,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
-		IngestedFunc: eng.Wake, Bulk: bulk, ActivityFunc: eng.Activity,
+		DueFunc: eng.Due, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
