@@ -15,7 +15,9 @@ type Store interface {
 	// without error, every message reported IngestCreated is on stable
 	// storage. Results are in input order. A message whose id exists already
 	// is reported IngestExists (same Hash) or IngestConflict (other content),
-	// with the stored message, and changes nothing.
+	// with the stored message, and changes nothing. A created message that
+	// waits for an earlier message of its ordering key has its NextAttemptAt
+	// set to zero, as stored, so that its sender is told what a read says.
 	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
 
 	// Message returns one message, or an error with CodeNotFound.

@@ -407,7 +407,10 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 			s.due([]string{m.Route})
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
-		writeJSON(w, http.StatusCreated, toMessage(m, s.topology.Load(), false))
+		// As a read would show it: due, or waiting for its key.
+		v := toMessage(m, s.topology.Load(), false)
+		v.WaitingFor = s.waitingFor(r, m)
+		writeJSON(w, http.StatusCreated, v)
 	case courier.IngestExists:
 		writeJSON(w, http.StatusOK, toMessage(res[0].Message, s.topology.Load(), false))
 	default:
@@ -660,14 +663,21 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if m.Waiting() {
-		// What the key waits for, if the caller may see it: a best effort,
-		// as the holder may change at any moment.
-		if h, err := s.store.KeyHolder(r.Context(), m.Route, m.OrderingKey); err == nil && ownsMessage(r, h) {
-			v.WaitingFor = &KeyHolder{ID: h.ID, State: h.State, Reason: h.Reason, LastError: h.LastError}
-		}
-	}
+	v.WaitingFor = s.waitingFor(r, m)
 	writeJSON(w, http.StatusOK, v)
+}
+
+// waitingFor returns what a waiting message's key waits for, if the caller
+// may see it: a best effort, as the holder may change at any moment.
+func (s *Server) waitingFor(r *http.Request, m *courier.Message) *KeyHolder {
+	if !m.Waiting() {
+		return nil
+	}
+	h, err := s.store.KeyHolder(r.Context(), m.Route, m.OrderingKey)
+	if err != nil || !ownsMessage(r, h) {
+		return nil
+	}
+	return &KeyHolder{ID: h.ID, State: h.State, Reason: h.Reason, LastError: h.LastError}
 }
 
 // ownMessage returns a message the request may see. Another key's message

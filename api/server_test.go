@@ -626,8 +626,21 @@ func TestEndpoints(t *testing.T) {
 func TestOrderingShown(t *testing.T) {
 	ts := newTestServer(t)
 	for _, id := range []string{"o-1", "o-2"} {
-		if st, body, _ := ts.call(t, "PUT", "/v1/messages/"+id, `{"type":"order","route":"acme","ordering_key":"c-9","payload":{}}`); st != http.StatusCreated {
+		st, body, _ := ts.call(t, "PUT", "/v1/messages/"+id, `{"type":"order","route":"acme","ordering_key":"c-9","payload":{}}`)
+		if st != http.StatusCreated {
 			t.Fatalf("PUT %s: %d %s", id, st, body)
+		}
+		// The answer says what a read says: the first is due, the second
+		// waits for it.
+		created := decode[api.Message](t, body)
+		_, got, _ := ts.call(t, "GET", "/v1/messages/"+id, "")
+		read := decode[api.Message](t, got)
+		if created.Ordering != read.Ordering || (created.NextAttemptAt == nil) != (read.NextAttemptAt == nil) ||
+			(created.WaitingFor == nil) != (read.WaitingFor == nil) {
+			t.Errorf("PUT %s answered %s, a read says %s", id, body, got)
+		}
+		if id == "o-2" && (created.Ordering != api.OrderingWaiting || created.WaitingFor == nil || created.WaitingFor.ID != "o-1") {
+			t.Errorf("PUT o-2 answered %s, want waiting for o-1", body)
 		}
 	}
 	ctx := context.Background()

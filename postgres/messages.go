@@ -55,13 +55,13 @@ const ingestSQL = `WITH input AS (
 		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
 	FROM input ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
-	RETURNING seq, id
+	RETURNING seq, id, next_attempt_at IS NULL AS waiting
 ), payloads AS (
 	INSERT INTO bodies (seq, payload)
 	SELECT DISTINCT ON (input.id) created.seq, input.payload
 	FROM created JOIN input ON input.id = created.id ORDER BY input.id, input.ord
 )
-SELECT id FROM created`
+SELECT id, waiting FROM created`
 
 // ingestArgs turns messages into the column arrays of ingestSQL.
 func ingestArgs(msgs []*courier.Message) ([]any, error) {
@@ -150,13 +150,25 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 	if err != nil {
 		return nil, nil, unavailable("ingest", err)
 	}
-	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type row struct {
+		id      string
+		waiting bool
+	}
+	created, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var c row
+		err := r.Scan(&c.id, &c.waiting)
+		return c, err
+	})
 	if err != nil {
 		return nil, nil, unavailable("ingest", err)
 	}
 	fresh := make(map[string]bool, len(created))
-	for _, id := range created {
-		fresh[id] = true
+	waiting := map[string]bool{}
+	for _, c := range created {
+		fresh[c.id] = true
+		if c.waiting {
+			waiting[c.id] = true
+		}
 	}
 	results = make([]courier.IngestResult, len(msgs))
 	var others []string
@@ -165,6 +177,9 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		if fresh[m.ID] {
 			fresh[m.ID] = false // a later item with the same id is a repeat of this one
 			results[i].Status = courier.IngestCreated
+			if waiting[m.ID] && m.OrderingKey != "" {
+				m.NextAttemptAt = time.Time{} // it waits for its key
+			}
 			if m.State == courier.StateQueued && !m.NextAttemptAt.After(now) && (len(due) == 0 || due[len(due)-1] != m.Route) {
 				due = append(due, m.Route)
 			}

@@ -48,6 +48,16 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			}
 			if created {
 				results[i] = courier.IngestResult{Status: courier.IngestCreated}
+				if m.OrderingKey != "" && m.State == courier.StateQueued {
+					// Whether it waits for its key (migrations 0003, 0006).
+					var waiting bool
+					if err := tx.Stmt(s.waitingStmt).QueryRow(m.ID).Scan(&waiting); err != nil {
+						return courier.Unavailable("the store", fmt.Errorf("read back message %s: %w", m.ID, err))
+					}
+					if waiting {
+						m.NextAttemptAt = time.Time{}
+					}
+				}
 				continue
 			}
 			stored, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID))

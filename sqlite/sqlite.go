@@ -74,6 +74,7 @@ type Store struct {
 	applyKeyedStmt *sql.Stmt
 	attemptStmt    *sql.Stmt
 	bodyStmt       *sql.Stmt
+	waitingStmt    *sql.Stmt
 
 	ops      chan *op
 	maxGroup int
@@ -166,6 +167,7 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.applyKeyedStmt, applySQL(true)},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
+		{&s.waitingStmt, `SELECT next_attempt_at IS NULL FROM messages WHERE id = ?`},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break

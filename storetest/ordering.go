@@ -814,3 +814,31 @@ func checkGroups(t *testing.T, s courier.Store, when string) {
 		}
 	}
 }
+
+// Ingest tells the sender what it stored: a message behind an earlier one
+// of its key comes back without a due time, as a read shows it; the first,
+// and a message of another key, come back due.
+func testOrderingIngestSaysWaiting(t *testing.T, s courier.Store) {
+	var msgs []*courier.Message
+	for _, id := range []string{"k-1", "k-2", "other"} {
+		key := "k"
+		if id == "other" {
+			key = "j"
+		}
+		m := &courier.Message{ID: id, Type: "t", Route: "acme", Payload: []byte(id), ContentType: "text/plain", OrderingKey: key}
+		courier.Accept(m, courier.DefaultPolicy(), true, base)
+		msgs = append(msgs, m)
+	}
+	mustIngest(t, s, msgs[0])
+	mustIngest(t, s, msgs[1:]...)
+	for _, m := range msgs {
+		stored := mustGet(t, s, m.ID)
+		if m.Waiting() != stored.Waiting() || !m.NextAttemptAt.Equal(stored.NextAttemptAt) {
+			t.Errorf("%s: ingest left next attempt %v (waiting %v), stored %v (waiting %v)",
+				m.ID, m.NextAttemptAt, m.Waiting(), stored.NextAttemptAt, stored.Waiting())
+		}
+	}
+	if !msgs[1].Waiting() || msgs[0].Waiting() || msgs[2].Waiting() {
+		t.Errorf("waiting after ingest: k-1 %v, k-2 %v, other %v; want only k-2", msgs[0].Waiting(), msgs[1].Waiting(), msgs[2].Waiting())
+	}
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CountLive", testCountLive},
 		{"SuspendRoute", testSuspendRoute},
 		{"OrderingOneAtATime", testOrderingOneAtATime},
+		{"OrderingIngestSaysWaiting", testOrderingIngestSaysWaiting},
 		{"OrderingBlock", testOrderingBlock},
 		{"OrderingSkip", testOrderingSkip},
 		{"OrderingTimers", testOrderingTimers},
