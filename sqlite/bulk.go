@@ -91,24 +91,23 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		}
 		n := 0
 		for _, mid := range ids {
-			var res sql.Result
 			a := courier.Action{At: now, Who: op.Who, Kind: op.Kind, Subject: mid, Detail: "bulk operation " + op.ID}
+			decide := func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, now) }
 			if op.Kind == courier.ActionResubmit {
-				res, err = tx.Exec(resubmitSQL, micros(now), mid, nullString(op.Route))
+				decide = func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, op.Route, now) }
 				if op.Route != "" {
 					a.Detail += ", route=" + op.Route
 				}
-			} else {
-				res, err = tx.Exec(discardSQL, micros(now), mid)
 			}
-			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("bulk %s %s: %w", op.Kind, mid, err))
-			}
-			if k, _ := res.RowsAffected(); k == 1 {
-				n++
-				if err := insertAction(tx, a); err != nil {
-					return err
+			if _, err := s.act(tx, mid, decide); err != nil {
+				if courier.ErrorCode(err) == courier.CodeConflict {
+					continue // not (or no longer) for this action: left as it is
 				}
+				return err
+			}
+			n++
+			if err := insertAction(tx, a); err != nil {
+				return err
 			}
 		}
 		finished := len(ids) < limit

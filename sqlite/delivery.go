@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -41,8 +42,8 @@ var dueSQL = func() string {
 }()
 
 // leaseSQL leases the messages listed (a JSON array of seqs in ?1) until
-// ?2 to the owner ?3 at ?4. It leaves ordering_key out, so the ordering
-// triggers do not fire: a lease keeps an active message active.
+// ?2 to the owner ?3 at ?4. A lease keeps an active message of an ordering
+// key active: its key's group is as it was.
 const leaseSQL = `UPDATE messages SET state = 'inflight', lease_until = ?2, lease_owner = ?3,
 	total_attempts = total_attempts + 1, updated_at = ?4
 	WHERE seq IN (SELECT value FROM json_each(?1))`
@@ -52,26 +53,18 @@ const leasedSQL = `SELECT ` + messageColumns + withPayload + ` FROM messages WHE
 
 // applySQL writes a decided change, guarded by the state and the lease
 // token (total_attempts) the decision was made on. A queued message without
-// a due time keeps the stored one: whether a message waits for its key is
-// the triggers' business (migrations 0003 and 0006). Such a change was
-// decided on a waiting message; if the message was promoted since, it keeps
-// the round and the timer its promotion gave it too. The change of a
-// message with a key names ordering_key, which fires the triggers
-// (migration 0006); that of a message without one costs them nothing.
-func applySQL(keyed bool) string {
-	orderingKey := ""
-	if keyed {
-		orderingKey = "ordering_key = ordering_key, "
-	}
-	return `UPDATE messages SET ` + orderingKey + `state = ?1, reason = ?2, route = ?3, attempts = ?4, abandoned = ?5,
+// a due time keeps the stored one: such a change was decided on a message
+// waiting for its key, which waits on, or, if it was let go meanwhile,
+// keeps the due time, round and timer that gave it.
+const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attempts = ?4, abandoned = ?5,
 	escalated = ?6, fallback_from = ?7,
 	round_started_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN round_started_at ELSE ?8 END,
 	timer_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL AND next_attempt_at IS NOT NULL THEN timer_at ELSE ?9 END,
 	next_attempt_at = CASE WHEN ?1 = 'queued' AND ?10 IS NULL THEN next_attempt_at ELSE ?10 END,
 	lease_until = ?11, lease_owner = ?12, endpoint = ?13, last_error = ?14, last_class = ?15, updated_at = ?16,
-	finished_at = ?17, order_skipped = ?21, step = ?22, failed_step = ?23, step_responses = ?24
+	finished_at = ?17, order_skipped = ?21, step = ?22, failed_step = ?23, step_responses = ?24,
+	resubmit_count = ?25, workflow = ?26
 	WHERE id = ?18 AND state = ?19 AND total_attempts = ?20`
-}
 
 const attemptSQL = `INSERT OR IGNORE INTO attempts (message_id, n, endpoint, route, started_at, duration_us,
 	outcome, class, status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -179,32 +172,18 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		update, updateKeyed, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.applyKeyedStmt), tx.Stmt(s.attemptStmt)
+		attempt := tx.Stmt(s.attemptStmt)
 		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, c := range changes {
-			m := c.Message
-			responses, err := encodeStepResponses(m.StepResponses)
+			ok, err := s.update(tx, c)
 			if err != nil {
 				return err
 			}
-			stmt := update
-			if m.OrderingKey != "" {
-				stmt = updateKeyed
-			}
-			// Integers go as int64, which the driver takes as they are.
-			res, err := stmt.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
-				int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
-				micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
-				nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),
-				m.ID, string(c.From), int64(c.Token), m.OrderSkipped, int64(m.Step), int64(m.FailedStep), responses)
-			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				applied[i] = false
+			applied[i] = ok
+			if !ok {
 				continue
 			}
-			applied[i] = true
+			m := c.Message
 			if a := c.Attempt; a != nil {
 				if _, err := attempt.Exec(m.ID, int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
 					string(a.Outcome), nullString(string(a.Class)), int64(a.Status), nullString(a.Error), nullString(a.Response)); err != nil {
@@ -224,6 +203,45 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		return nil, err
 	}
 	return applied, nil
+}
+
+// update writes one decided change, guarded by its state and token, and
+// keeps the order of its key: it reports whether the change applied.
+func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
+	m := c.Message
+	var seq int64
+	var priorRoute, priorState string
+	if m.OrderingKey != "" {
+		if err := tx.Stmt(s.priorStmt).QueryRow(m.ID).Scan(&seq, &priorRoute, &priorState); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return false, nil
+			}
+			return false, courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
+		}
+	}
+	responses, err := encodeStepResponses(m.StepResponses)
+	if err != nil {
+		return false, err
+	}
+	// Integers go as int64, which the driver takes as they are.
+	res, err := tx.Stmt(s.applyStmt).Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
+		int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
+		micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
+		nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),
+		m.ID, string(c.From), int64(c.Token), m.OrderSkipped, int64(m.Step), int64(m.FailedStep), responses,
+		int64(m.ResubmitCount), nullString(m.Workflow))
+	if err != nil {
+		return false, courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if m.OrderingKey != "" {
+		if err := s.reorder(tx, m, seq, priorRoute, courier.State(priorState)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // ExpiredLeases returns inflight messages whose lease ended before the time.

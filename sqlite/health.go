@@ -115,7 +115,7 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE messages SET ordering_key = ordering_key, state = 'suspended', reason = ?, last_error = ?, next_attempt_at = NULL,
+		res, err := tx.Exec(`UPDATE messages SET state = 'suspended', reason = ?, last_error = ?, next_attempt_at = NULL,
 			timer_at = NULL, updated_at = ?, finished_at = ? WHERE state = 'queued' AND route = ?`,
 			string(reason), lastError, micros(now), micros(now), route)
 		if err != nil {

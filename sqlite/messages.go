@@ -42,24 +42,21 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, m := range msgs {
+			// Whether it waits for its key: decided before it is stored,
+			// so that the sender is told what is stored.
+			due := m.NextAttemptAt
+			if err := s.admit(tx, m); err != nil {
+				return err
+			}
 			created, err := execInsert(insert, body, m)
 			if err != nil {
 				return err
 			}
 			if created {
 				results[i] = courier.IngestResult{Status: courier.IngestCreated}
-				if m.OrderingKey != "" && m.State == courier.StateQueued {
-					// Whether it waits for its key (migrations 0003, 0006).
-					var waiting bool
-					if err := tx.Stmt(s.waitingStmt).QueryRow(m.ID).Scan(&waiting); err != nil {
-						return courier.Unavailable("the store", fmt.Errorf("read back message %s: %w", m.ID, err))
-					}
-					if waiting {
-						m.NextAttemptAt = time.Time{}
-					}
-				}
 				continue
 			}
+			m.NextAttemptAt = due
 			stored, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID))
 			if err != nil {
 				return courier.Unavailable("the store", fmt.Errorf("read existing message %s: %w", m.ID, err))
@@ -172,35 +169,10 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	return attempts, nil
 }
 
-// discardSQL discards a queued or suspended message: ?1 the time, ?2 the id.
-// Naming ordering_key fires the ordering triggers (migration 0006).
-const discardSQL = `UPDATE messages SET ordering_key = ordering_key, state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
-	updated_at = ?1, finished_at = ?1 WHERE id = ?2 AND state IN ('queued', 'suspended')`
-
-// resubmitSQL starts a new round of a suspended message: ?1 the time, ?2 the
-// id, ?3 a new route or NULL. Its timer is due at once, so that the timers
-// of the new round are worked out. A message with an ordering key joins the
-// group of its key on its route (the triggers of migrations 0003 and 0006,
-// fired by naming ordering_key) and waits if an older message of the group
-// is left or one is active; moved to another route, it joins the group
-// there, even if it had left the order of its old route. A message of a
-// workflow resumes where it stopped; sent to another route it leaves its
-// workflow and goes there as a message of its own. A compensated one is not
-// resubmitted: all it did is undone, and sending it again is a new
-// transaction.
-const resubmitSQL = `UPDATE messages SET ordering_key = ordering_key, state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
-	resubmit_count = resubmit_count + 1, route = COALESCE(?3, route),
-	workflow = CASE WHEN ?3 IS NULL THEN workflow END, step = CASE WHEN ?3 IS NULL THEN step ELSE 0 END,
-	failed_step = CASE WHEN ?3 IS NULL THEN failed_step ELSE 0 END,
-	order_skipped = CASE WHEN ?3 IS NOT NULL AND ?3 <> route THEN 0 ELSE order_skipped END,
-	next_attempt_at = ?1, round_started_at = ?1, timer_at = ?1, updated_at = ?1, finished_at = NULL
-	WHERE id = ?2 AND state = 'suspended' AND COALESCE(reason, '') <> 'compensated'`
-
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
 	a.Kind, a.Subject = courier.ActionDiscard, id
-	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
-		discardSQL, micros(a.At), id)
+	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, a.At) })
 }
 
 // Resubmit moves a suspended message back to queued, due now.
@@ -209,41 +181,45 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 	if route != "" {
 		a.Detail = "route=" + route
 	}
-	return s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
-		resubmitSQL, micros(a.At), id, nullString(route))
+	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, route, a.At) })
 }
 
-// transition applies a guarded state change and records the operator
-// action in the same transaction. When the guard does not match, it tells
-// a missing message (not_found) from one in the wrong state (conflict).
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, from []courier.State, update string, args ...any) (*courier.Message, error) {
-	var m *courier.Message
+// transition reads a message, changes it as decide says and records the
+// operator action, in one transaction.
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+	var out *courier.Message
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(update, args...)
+		m, err := s.act(tx, id, decide)
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("%s %s: %w", a.Kind, id, err))
+			return err
 		}
-		n, _ := res.RowsAffected()
-		m, err = scanMessage(tx.QueryRow(`SELECT `+messageColumns+` FROM messages WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-		}
-		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("%s %s: %w", a.Kind, id, err))
-		}
-		if n == 0 && a.Kind == courier.ActionResubmit && m.Reason == courier.ReasonCompensated {
-			return courier.CompensatedConflict(id) // resubmitSQL refuses it
-		}
-		if n == 0 {
-			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
-				id, m.State, a.Kind, joinStates(from))
-		}
+		out = m
 		return insertAction(tx, a)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return m, nil
+	return out, nil
+}
+
+// act reads a message, decides its change and writes it, keeping the order
+// of its key. The single writer makes the read and the write one.
+func (s *Store) act(tx *sql.Tx, id string, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+	m, _, err := scanMessageSeq(tx.Stmt(s.selectStmt).QueryRow(id), false)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	if err != nil {
+		return nil, courier.Unavailable("the store", fmt.Errorf("read message %s: %w", id, err))
+	}
+	next, err := decide(m)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.update(tx, courier.Change{Message: next, From: m.State, Token: m.TotalAttempts}); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 func insertAction(tx *sql.Tx, a courier.Action) error {

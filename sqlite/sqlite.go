@@ -65,16 +65,19 @@ type Store struct {
 	rdb    *sql.DB // readers; WAL lets them run beside the writer
 
 	// Statements of the hot paths, prepared once on the write connection.
-	insertStmt     *sql.Stmt
-	selectStmt     *sql.Stmt
-	dueStmt        *sql.Stmt
-	leaseStmt      *sql.Stmt
-	leasedStmt     *sql.Stmt
-	applyStmt      *sql.Stmt
-	applyKeyedStmt *sql.Stmt
-	attemptStmt    *sql.Stmt
-	bodyStmt       *sql.Stmt
-	waitingStmt    *sql.Stmt
+	insertStmt  *sql.Stmt
+	selectStmt  *sql.Stmt
+	dueStmt     *sql.Stmt
+	leaseStmt   *sql.Stmt
+	leasedStmt  *sql.Stmt
+	applyStmt   *sql.Stmt
+	attemptStmt *sql.Stmt
+	bodyStmt    *sql.Stmt
+	priorStmt   *sql.Stmt
+	groupStmt   *sql.Stmt
+	promoteStmt *sql.Stmt
+	waitStmt    *sql.Stmt
+	afterStmt   *sql.Stmt
 
 	ops      chan *op
 	maxGroup int
@@ -163,11 +166,14 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.dueStmt, dueSQL},
 		{&s.leaseStmt, leaseSQL},
 		{&s.leasedStmt, leasedSQL},
-		{&s.applyStmt, applySQL(false)},
-		{&s.applyKeyedStmt, applySQL(true)},
+		{&s.applyStmt, applySQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
-		{&s.waitingStmt, `SELECT next_attempt_at IS NULL FROM messages WHERE id = ?`},
+		{&s.priorStmt, `SELECT seq, route, state FROM messages WHERE id = ?`},
+		{&s.groupStmt, groupSQL},
+		{&s.promoteStmt, promoteSQL},
+		{&s.waitStmt, waitSQL},
+		{&s.afterStmt, `SELECT deliver_after FROM messages WHERE seq = ?`},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break

@@ -1,0 +1,74 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/storetest"
+)
+
+// A database made by the release that kept the order of keyed messages
+// with triggers (migrations up to 0006), with waiting, in-flight and
+// suspended keyed messages in it, upgrades in place and goes on in order.
+func TestUpgradeKeepsTheOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "courier.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := filepath.Glob("migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT '')`)
+	for v, name := range names[:6] {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(body))
+		exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v+1)
+	}
+	made := time.Now().UTC().Truncate(time.Microsecond)
+	for _, q := range storetest.UpgradeSQL {
+		exec(strings.ReplaceAll(q, "$1", "?1"), made.UnixMicro())
+	}
+	for _, id := range storetest.UpgradeWaiting {
+		var waiting bool
+		if err := db.QueryRow(`SELECT next_attempt_at IS NULL FROM messages WHERE id = ?`, id).Scan(&waiting); err != nil || !waiting {
+			t.Fatalf("the old triggers did not make %s wait: %v", id, err)
+		}
+	}
+	db.Close()
+
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.OrderAfterUpgrade(t, s, made)
+
+	// Nothing in the database decides any more.
+	db, err = sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var triggers int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger'`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Errorf("%d triggers left after the upgrade (%v)", triggers, err)
+	}
+}

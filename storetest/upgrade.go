@@ -1,0 +1,82 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// UpgradeSQL lists, in order, the statements that make the keyed messages
+// an upgrade test starts from, in the schema of a release that kept the
+// order of keyed messages with triggers: each statement as that release
+// wrote it, so that the triggers put every message where that release
+// did. ?-style placeholders are the ingest time, as unix microseconds for
+// SQLite; a store's test rewrites them as it needs. On route acme:
+//
+//   - key k: m1 suspended (it holds the key), m2 and m3 waiting behind it;
+//   - key j: a1 in flight (leased, token 1), a2 waiting;
+//   - key q: q1 due, q2 waiting.
+var UpgradeSQL = []string{
+	insertOld("m1"),
+	`UPDATE messages SET ordering_key = ordering_key, state = 'suspended', reason = 'rejected',
+		last_error = 'HTTP 400', next_attempt_at = NULL, finished_at = $1, updated_at = $1 WHERE id = 'm1'`,
+	insertOld("m2"), insertOld("m3"),
+	insertOld("a1"),
+	`UPDATE messages SET state = 'inflight', lease_until = $1, lease_owner = 'old-node', total_attempts = 1, updated_at = $1 WHERE id = 'a1'`,
+	insertOld("a2"),
+	insertOld("q1"), insertOld("q2"),
+}
+
+func insertOld(id string) string {
+	return `INSERT INTO messages (id, type, route, size, content_type, ordering_key, priority, hash, state,
+		next_attempt_at, round_started_at, created_at, updated_at)
+		VALUES ('` + id + `', 't', 'acme', 1, 'text/plain', '` + id[:1] + `', 0, 'h-` + id + `', 'queued', $1, $1, $1, $1)`
+}
+
+// UpgradeWaiting are the messages that UpgradeSQL leaves waiting.
+var UpgradeWaiting = []string{"m2", "m3", "a2", "q2"}
+
+// OrderAfterUpgrade checks that the messages UpgradeSQL made at made, in a
+// store opened on them with the current schema, go on in order: each
+// waiting message goes when the one ahead of it is done, and not before.
+func OrderAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
+	ctx := context.Background()
+	now := made.Add(time.Minute)
+	for _, id := range UpgradeWaiting {
+		if m := mustGet(t, s, id); !m.Waiting() {
+			t.Fatalf("%s after the upgrade: %s, due %v; want waiting", id, m.State, m.NextAttemptAt)
+		}
+	}
+	claimOnly := func(want string) *courier.Message {
+		t.Helper()
+		got := claim(t, s, now, courier.RouteQuota{Route: "acme", Limit: 10})
+		if ids(got) != "["+want+"]" {
+			t.Fatalf("claimed %s, want [%s]", ids(got), want)
+		}
+		return got[0]
+	}
+	deliver := func(m *courier.Message) {
+		t.Helper()
+		next := *m
+		next.State, next.LeaseUntil, next.LeaseOwner, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, time.Time{}, "", now, now
+		next.NextAttemptAt, next.TimerAt = time.Time{}, time.Time{}
+		applied, err := s.Apply(ctx, []courier.Change{{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts}})
+		if err != nil || !applied[0] {
+			t.Fatalf("deliver %s: %v %v", m.ID, applied, err)
+		}
+	}
+	deliver(claimOnly("q1"))
+	deliver(claimOnly("q2"))
+	deliver(mustGet(t, s, "a1"))
+	deliver(claimOnly("a2"))
+	if got := claim(t, s, now, courier.RouteQuota{Route: "acme", Limit: 10}); len(got) != 0 {
+		t.Fatalf("claimed %s while m1 holds key k", ids(got))
+	}
+	if _, err := s.Discard(ctx, "m1", courier.Action{At: now, Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	deliver(claimOnly("m2"))
+	deliver(claimOnly("m3"))
+}
