@@ -104,26 +104,22 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		n := 0
 		for _, mid := range ids {
 			a := courier.Action{At: now, Who: op.Who, Kind: op.Kind, Subject: mid, Detail: "bulk operation " + op.ID}
-			var err error
-			var changed int64
+			decide := func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, now) }
 			if op.Kind == courier.ActionResubmit {
-				tag, e := tx.Exec(ctx, resubmitSQL, now, mid, nullString(op.Route))
-				changed, err = tag.RowsAffected(), e
+				decide = func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, op.Route, now) }
 				if op.Route != "" {
 					a.Detail += ", route=" + op.Route
 				}
-			} else {
-				tag, e := tx.Exec(ctx, discardSQL, now, mid)
-				changed, err = tag.RowsAffected(), e
 			}
-			if err != nil {
-				return unavailable(fmt.Sprintf("bulk %s %s", op.Kind, mid), err)
-			}
-			if changed == 1 {
-				n++
-				if err := insertAction(ctx, tx, a); err != nil {
-					return err
+			if _, err := act(ctx, tx, mid, decide); err != nil {
+				if courier.ErrorCode(err) == courier.CodeConflict {
+					continue // not (or no longer) for this action: left as it is
 				}
+				return err
+			}
+			n++
+			if err := insertAction(ctx, tx, a); err != nil {
+				return err
 			}
 		}
 		finished := len(ids) < limit

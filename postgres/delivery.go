@@ -97,12 +97,13 @@ const applySQL = `WITH input AS (
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[],
 		$14::text[], $15::text[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[], $20::int[],
 		$21::boolean[], $22::boolean[], $23::int[], $24::text[], $25::text[], $26::timestamptz[], $27::bigint[],
-		$28::text[], $29::text[], $30::int[], $31::text[], $32::text[], $33::int[], $34::int[], $35::text[])
+		$28::text[], $29::text[], $30::int[], $31::text[], $32::text[], $33::int[], $34::int[], $35::text[],
+		$36::int[], $37::text[])
 	WITH ORDINALITY AS t(state, reason, route, attempts, abandoned, escalated, fallback_from,
 		round_started_at, timer_at, next_attempt_at, lease_until, lease_owner, endpoint,
 		last_error, last_class, updated_at, finished_at, id, from_state, token,
 		order_skipped, has_attempt, n, a_endpoint, a_route, started_at, duration_us,
-		outcome, class, status, error, response, step, failed_step, step_responses, ord)
+		outcome, class, status, error, response, step, failed_step, step_responses, resubmit_count, workflow, ord)
 ), changed AS (
 	UPDATE messages m SET state = i.state, reason = i.reason, route = i.route, attempts = i.attempts,
 		abandoned = i.abandoned, escalated = i.escalated, fallback_from = i.fallback_from,
@@ -114,7 +115,8 @@ const applySQL = `WITH input AS (
 		order_skipped = i.order_skipped, lease_until = i.lease_until, lease_owner = i.lease_owner,
 		endpoint = i.endpoint, last_error = i.last_error, last_class = i.last_class,
 		updated_at = i.updated_at, finished_at = i.finished_at,
-		step = i.step, failed_step = i.failed_step, step_responses = i.step_responses
+		step = i.step, failed_step = i.failed_step, step_responses = i.step_responses,
+		resubmit_count = i.resubmit_count, workflow = i.workflow
 	FROM input i
 	WHERE m.id = i.id AND m.state = i.from_state AND m.total_attempts = i.token
 	RETURNING i.ord
@@ -144,6 +146,8 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		durations                                   = make([]int64, n)
 		steps, failedSteps                          = make([]int32, n), make([]int32, n)
 		stepResponses                               = make([]*string, n)
+		resubmits                                   = make([]int32, n)
+		workflows                                   = make([]*string, n)
 	)
 	for i, c := range changes {
 		m := c.Message
@@ -155,6 +159,7 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		timers[i], nexts[i], leases[i], finished[i] = ts(m.TimerAt), ts(m.NextAttemptAt), ts(m.LeaseUntil), ts(m.FinishedAt)
 		skipped[i] = m.OrderSkipped
 		steps[i], failedSteps[i] = int32(m.Step), int32(m.FailedStep)
+		resubmits[i], workflows[i] = int32(m.ResubmitCount), nullString(m.Workflow)
 		var err error
 		if stepResponses[i], err = encodeStepResponses(m.StepResponses); err != nil {
 			return nil, err
@@ -170,7 +175,8 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 	}
 	return []any{states, reasons, routes, attempts, abandoned, escalated, fallbacks, rounds, timers, nexts, leases,
 		owners, endpoints, errs, classes, updated, finished, ids, froms, tokens, skipped, has, ns, aEndpoints, aRoutes,
-		started, durations, outcomes, aClasses, statuses, aErrors, responses, steps, failedSteps, stepResponses}, nil
+		started, durations, outcomes, aClasses, statuses, aErrors, responses, steps, failedSteps, stepResponses,
+		resubmits, workflows}, nil
 }
 
 // Apply writes decided changes, each guarded by its state and token, in one
@@ -188,11 +194,16 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	keys := orderingKeys(msgs)
 	var due []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		var priors map[string]prior
 		if len(keys) > 0 {
-			// The triggers lock each key they change; taking them all
-			// first, in order, keeps two writers from deadlocking.
+			// The keys' groups are read and changed under their locks,
+			// taken all first, in order, so that two writers never
+			// deadlock.
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
 				return unavailable("lock ordering keys", err)
+			}
+			if priors, err = readPriors(ctx, tx, changes); err != nil {
+				return err
 			}
 			// A change of a key's holder may have made the next one due.
 			for _, m := range msgs {
@@ -215,6 +226,13 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		}
 		for _, ord := range ords {
 			applied[ord-1] = true
+		}
+		for i, c := range changes {
+			if p, ok := priors[c.Message.ID]; ok && applied[i] {
+				if err := reorder(ctx, tx, c.Message, p); err != nil {
+					return err
+				}
+			}
 		}
 		var notices []*courier.Message
 		for i, c := range changes {

@@ -55,13 +55,13 @@ const ingestSQL = `WITH input AS (
 		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
 	FROM input ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
-	RETURNING seq, id, next_attempt_at IS NULL AS waiting
+	RETURNING seq, id
 ), payloads AS (
 	INSERT INTO bodies (seq, payload)
 	SELECT DISTINCT ON (input.id) created.seq, input.payload
 	FROM created JOIN input ON input.id = created.id ORDER BY input.id, input.ord
 )
-SELECT id, waiting FROM created`
+SELECT id FROM created`
 
 // ingestArgs turns messages into the column arrays of ingestSQL.
 func ingestArgs(msgs []*courier.Message) ([]any, error) {
@@ -122,8 +122,15 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
 				return unavailable("lock ordering keys", err)
 			}
-			results, due, err = ingest(ctx, tx, msgs)
-			return err
+			// Whether each waits for its key is decided before it is
+			// stored, so that the sender is told what is stored.
+			if err := admit(ctx, tx, msgs); err != nil {
+				return err
+			}
+			if results, due, err = ingest(ctx, tx, msgs); err != nil {
+				return err
+			}
+			return settleIngested(ctx, tx, msgs, results, &due)
 		})
 		if err != nil {
 			err = unavailable("ingest", err)
@@ -134,6 +141,46 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	}
 	s.dueNow(due...)
 	return results, nil
+}
+
+// settleIngested lets go the keyed messages that admit made wait behind a
+// message that was not stored after all (its id was taken), and tells the
+// created ones so: the groups of an ingest are settled after it.
+func settleIngested(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, results []courier.IngestResult, due *[]string) error {
+	type group struct{ route, key string }
+	done := map[group]bool{}
+	promoted := false
+	for _, m := range msgs {
+		gk := group{m.Route, m.OrderingKey}
+		if !courier.JoinsKey(m) || done[gk] {
+			continue
+		}
+		done[gk] = true
+		seq, _, err := settle(ctx, tx, m.Route, m.OrderingKey, m.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		if seq != 0 {
+			promoted = true
+			*due = append(*due, m.Route)
+		}
+	}
+	if !promoted {
+		return nil
+	}
+	for i, m := range msgs {
+		if results[i].Status != courier.IngestCreated || !m.Waiting() {
+			continue
+		}
+		var next *time.Time
+		if err := tx.QueryRow(ctx, `SELECT next_attempt_at FROM messages WHERE id = $1`, m.ID).Scan(&next); err != nil {
+			return unavailable("read back "+m.ID, err)
+		}
+		if next != nil {
+			m.NextAttemptAt = *next
+		}
+	}
+	return nil
 }
 
 // ingest inserts msgs through q and works out each one's result; due
@@ -150,25 +197,13 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 	if err != nil {
 		return nil, nil, unavailable("ingest", err)
 	}
-	type row struct {
-		id      string
-		waiting bool
-	}
-	created, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var c row
-		err := r.Scan(&c.id, &c.waiting)
-		return c, err
-	})
+	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, nil, unavailable("ingest", err)
 	}
 	fresh := make(map[string]bool, len(created))
-	waiting := map[string]bool{}
-	for _, c := range created {
-		fresh[c.id] = true
-		if c.waiting {
-			waiting[c.id] = true
-		}
+	for _, id := range created {
+		fresh[id] = true
 	}
 	results = make([]courier.IngestResult, len(msgs))
 	var others []string
@@ -177,9 +212,6 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		if fresh[m.ID] {
 			fresh[m.ID] = false // a later item with the same id is a repeat of this one
 			results[i].Status = courier.IngestCreated
-			if waiting[m.ID] && m.OrderingKey != "" {
-				m.NextAttemptAt = time.Time{} // it waits for its key
-			}
 			if m.State == courier.StateQueued && !m.NextAttemptAt.After(now) && (len(due) == 0 || due[len(due)-1] != m.Route) {
 				due = append(due, m.Route)
 			}
@@ -309,33 +341,10 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	return attempts, nil
 }
 
-// discardSQL discards a queued or suspended message: $1 the time, $2 the id.
-const discardSQL = `UPDATE messages SET state = 'discarded', next_attempt_at = NULL, timer_at = NULL,
-	updated_at = $1, finished_at = $1 WHERE id = $2 AND state IN ('queued', 'suspended')`
-
-// resubmitSQL starts a new round of a suspended message: $1 the time, $2 the
-// id, $3 a new route or NULL. Its timer is due at once, so that the timers
-// of the new round are worked out. A message with an ordering key joins the
-// group of its key on its route (the triggers of migration 0002) and waits
-// if an older message of the group is left or one is active; moved to
-// another route, it joins the group there, even if it had left the order
-// of its old route. A message of a workflow resumes where it stopped; sent
-// to another route it leaves its workflow and goes there as a message of
-// its own. A compensated one is not resubmitted: all it did is undone, and
-// sending it again is a new transaction.
-const resubmitSQL = `UPDATE messages SET state = 'queued', reason = NULL, attempts = 0, abandoned = 0,
-	resubmit_count = resubmit_count + 1, route = COALESCE($3, route),
-	workflow = CASE WHEN $3::text IS NULL THEN workflow END, step = CASE WHEN $3::text IS NULL THEN step ELSE 0 END,
-	failed_step = CASE WHEN $3::text IS NULL THEN failed_step ELSE 0 END,
-	order_skipped = order_skipped AND ($3::text IS NULL OR $3::text = route),
-	next_attempt_at = $1, round_started_at = $1, timer_at = $1, updated_at = $1, finished_at = NULL
-	WHERE id = $2 AND state = 'suspended' AND COALESCE(reason, '') <> 'compensated'`
-
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
 	a.Kind, a.Subject = courier.ActionDiscard, id
-	return s.transition(ctx, id, a, []courier.State{courier.StateQueued, courier.StateSuspended},
-		discardSQL, a.At, id)
+	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, a.At) })
 }
 
 // Resubmit moves a suspended message back to queued, due at a.At.
@@ -344,40 +353,24 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 	if route != "" {
 		a.Detail = "route=" + route
 	}
-	m, err := s.transition(ctx, id, a, []courier.State{courier.StateSuspended},
-		resubmitSQL, a.At, id, nullString(route))
+	m, err := s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, route, a.At) })
 	if err == nil {
 		s.dueNow(m.Route)
 	}
 	return m, err
 }
 
-// transition applies a guarded state change and records the operator
-// action in the same transaction. When the guard does not match, it tells
-// a missing message (not_found) from one in the wrong state (conflict).
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, from []courier.State, update string, args ...any) (*courier.Message, error) {
+// transition changes a message as decide says and records the operator
+// action, in one transaction under the lock of its ordering key.
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
 	var m *courier.Message
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
 			return unavailable("lock the ordering key of "+id, err)
 		}
-		tag, err := tx.Exec(ctx, update, args...)
-		if err != nil {
-			return unavailable(string(a.Kind)+" "+id, err)
-		}
-		m, _, err = scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1`, id), false)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-		}
-		if err != nil {
-			return unavailable(string(a.Kind)+" "+id, err)
-		}
-		if tag.RowsAffected() == 0 && a.Kind == courier.ActionResubmit && m.Reason == courier.ReasonCompensated {
-			return courier.CompensatedConflict(id) // resubmitSQL refuses it
-		}
-		if tag.RowsAffected() == 0 {
-			return courier.Errorf(courier.CodeConflict, "message %q is %s; %s applies only to a message that is %s",
-				id, m.State, a.Kind, joinStates(from))
+		var err error
+		if m, err = act(ctx, tx, id, decide); err != nil {
+			return err
 		}
 		return insertAction(ctx, tx, a)
 	})
@@ -388,6 +381,37 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, fro
 		s.dueNow(m.Route) // the next message of its key may be due now
 	}
 	return m, nil
+}
+
+// act reads a message (locking its row), decides its change and writes it,
+// keeping the order of its key; the caller holds the key's lock.
+func act(ctx context.Context, tx pgx.Tx, id string, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+	m, seq, err := scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 FOR UPDATE`, id), false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	if err != nil {
+		return nil, unavailable("read message "+id, err)
+	}
+	next, err := decide(m)
+	if err != nil {
+		return nil, err
+	}
+	args, err := applyArgs([]courier.Change{{Message: next, From: m.State, Token: m.TotalAttempts}})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, applySQL, args...)
+	if err != nil {
+		return nil, unavailable("change message "+id, err)
+	}
+	if ords, err := pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ords) != 1 {
+		return nil, unavailable("change message "+id, fmt.Errorf("%d rows changed: %v", len(ords), err))
+	}
+	if err := reorder(ctx, tx, next, prior{seq: seq, route: m.Route, state: m.State}); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 // lockKeysSQL takes the transaction-scoped locks of ordering keys ($1), in
@@ -640,14 +664,6 @@ func decodeCursor(c string) (int64, error) {
 		}
 	}
 	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
-}
-
-func joinStates(states []courier.State) string {
-	parts := make([]string, len(states))
-	for i, s := range states {
-		parts[i] = string(s)
-	}
-	return strings.Join(parts, " or ")
 }
 
 // ts stores a time; the zero time as NULL.

@@ -475,14 +475,6 @@ func decodeCursor(c string) (int64, error) {
 	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
 }
 
-func joinStates(states []courier.State) string {
-	parts := make([]string, len(states))
-	for i, s := range states {
-		parts[i] = string(s)
-	}
-	return strings.Join(parts, " or ")
-}
-
 // micros stores a time as unix microseconds; the zero time as NULL.
 func micros(t time.Time) any {
 	if t.IsZero() {
