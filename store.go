@@ -30,14 +30,13 @@ type Store interface {
 	// error with CodeNotFound when the message does not exist.
 	Attempts(ctx context.Context, id string) ([]Attempt, error)
 
-	// Discard moves a queued or suspended message to discarded and records
-	// the action. Other states answer CodeConflict.
+	// Discard changes a message as the root's Discard decides, reading it
+	// and writing the change in one transaction, and records the action.
 	Discard(ctx context.Context, id string, a Action) (*Message, error)
 
-	// Resubmit moves a suspended message back to queued, due at a.At, with a
-	// new round of attempts, optionally on another route (route != ""), and
-	// records the action. Its TimerAt becomes a.At, so that the timers of the
-	// new round are worked out at once. Other states answer CodeConflict.
+	// Resubmit changes a message as the root's Resubmit decides (a new
+	// round at a.At, optionally on another route), reading it and writing
+	// the change in one transaction, and records the action.
 	Resubmit(ctx context.Context, id, route string, a Action) (*Message, error)
 
 	// KeyHolder returns the message of an ordering key on a route that the
@@ -58,17 +57,14 @@ type Store interface {
 	// priority first and, within a priority, the longest due first.
 	//
 	// Messages of one route with one OrderingKey are claimable one at a
-	// time, in ingest order. Each is active (due, in flight or retrying; at
-	// most one), suspended, or waiting (queued with a zero NextAttemptAt). A
-	// message that arrives (ingest, resubmit, a move from another route)
-	// waits while an older message of its key is there or one is active.
-	// When an active or suspended message stops being one, whichever way
-	// that change is made, the store makes the oldest waiting message due
-	// (its round starting then) unless one is active or a suspended one
-	// without OrderSkipped is older than it: a suspended message holds back
-	// only the messages behind it. Claimed
-	// messages become inflight until LeaseUntil and their TotalAttempts grows
-	// by one: that number is the lease's token for Apply.
+	// time, in ingest order (see KeyGroup). Every write of a store keeps
+	// their order as the root package decides it, under the lock of the
+	// key: a message that comes into its key's group (ingest, resubmit, a
+	// move from another route) waits unless the group Admits it, and after
+	// any change of a member (whichever way it is made) the group's Next
+	// waiting message, if any, is Promoted. Claimed messages become
+	// inflight until LeaseUntil and their TotalAttempts grows by one: that
+	// number is the lease's token for Apply.
 	ClaimDue(ctx context.Context, c Claim) ([]*Message, error)
 
 	// Apply writes decided changes in one transaction. A change applies only

@@ -88,10 +88,9 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 // (total_attempts) it was decided on, and its attempt (when has_attempt) is
 // recorded only if the change applied. It returns the ordinals (from 1) of
 // the changes that applied. A queued message without a due time keeps the
-// stored one: whether a message waits for its key is the triggers' business
-// (migration 0002). Such a change was decided on a waiting message; if the
-// message was promoted since, it keeps the round and the timer its promotion
-// gave it too.
+// stored one: such a change was decided on a message waiting for its key,
+// which waits on, or, if it was let go meanwhile, keeps the due time, round
+// and timer that gave it.
 const applySQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[],
