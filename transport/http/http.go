@@ -124,17 +124,28 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Transport sends deliveries to HTTP endpoints. It keeps one connection pool
-// per endpoint so that attempts reuse kept-alive connections; it is safe for
-// concurrent use.
+// Transport sends deliveries to HTTP endpoints. It keeps a connection pool
+// per origin and settings (clientKey), shared by the endpoints that have
+// them alike, so that attempts reuse kept-alive connections and a thousand
+// endpoints on one receiver hold the connections their attempts need, not
+// a thousand pools' worth; it is safe for concurrent use.
 type Transport struct {
 	opts Options
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	clients map[string]*client // by endpoint name
-	lookups *list.List         // names of the resolved endpoints in clients, most recently used first
-	allow   []netip.Prefix     // the global allowlist in force
+	mu        sync.Mutex
+	endpoints map[string]*binding  // by endpoint name
+	pools     map[clientKey]*client // by settings, shared
+	lookups   *list.List            // names of the resolved endpoints in endpoints, most recently used first
+	allow     []netip.Prefix        // the global allowlist in force
+}
+
+// binding is the pool an endpoint uses, for as long as the settings in its
+// key stay the same.
+type binding struct {
+	key    clientKey
+	c      *client
+	lookup *list.Element // the place of a resolved endpoint in Transport.lookups; nil for others
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -142,7 +153,8 @@ var _ courier.Sender = (*Transport)(nil)
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
 	o = o.withDefaults()
-	return &Transport{opts: o, log: o.Logger, clients: make(map[string]*client), lookups: list.New(), allow: o.AllowNetworks}
+	return &Transport{opts: o, log: o.Logger, endpoints: map[string]*binding{}, pools: map[clientKey]*client{},
+		lookups: list.New(), allow: o.AllowNetworks}
 }
 
 // SetAllowNetworks replaces the global allowlist, as on reload; the pools
@@ -158,23 +170,24 @@ func (t *Transport) SetAllowNetworks(allow []netip.Prefix) {
 func (t *Transport) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for name, c := range t.clients {
+	for key, c := range t.pools {
 		c.fast.CloseIdleConnections()
-		delete(t.clients, name)
+		delete(t.pools, key)
 	}
+	clear(t.endpoints)
 	t.lookups.Init()
 }
 
-// client is the connection pool of one endpoint, valid for as long as the
-// settings in its key stay the same.
+// client is one connection pool, and how many endpoints use it.
 type client struct {
-	key    clientKey
-	fast   *fasthttp.Client
-	lookup *list.Element // the place of a resolved endpoint in Transport.lookups; nil for others
+	key   clientKey
+	fast  *fasthttp.Client
+	users int
 }
 
-// clientKey is what of an endpoint's settings shapes its pool: a reloaded
-// endpoint that changes any of it gets a fresh pool.
+// clientKey is what of an endpoint's settings shapes its pool: endpoints
+// alike in all of it share one, and a reloaded endpoint that changes any of
+// it gets another.
 type clientKey struct {
 	origin         string // scheme://host:port of the endpoint URL
 	connectTimeout time.Duration
@@ -204,43 +217,52 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		names[i] = p.String()
 	}
 	key.allow = strings.Join(names, ",")
-	old, ok := t.clients[e.Name]
-	if ok && old.key == key {
-		if old.lookup != nil {
-			t.lookups.MoveToFront(old.lookup)
+	b := t.endpoints[e.Name]
+	if b != nil && b.key == key {
+		if b.lookup != nil {
+			t.lookups.MoveToFront(b.lookup)
 		}
-		return old, nil
+		return b.c, nil
 	}
-	tlsConfig, err := t.endpointTLS(e.HTTP.TLS, e.HTTP.PinnedCertificate)
-	if err != nil {
-		return nil, err
+	c := t.pools[key]
+	if c == nil {
+		tlsConfig, err := t.endpointTLS(e.HTTP.TLS, e.HTTP.PinnedCertificate)
+		if err != nil {
+			return nil, err
+		}
+		c = t.newClient(key, allow, tlsConfig)
+		t.pools[key] = c
+		t.log.Debug("http transport: new connection pool", "endpoint", e.Name, "origin", key.origin,
+			"connect_timeout", key.connectTimeout, "allow_networks", key.allow)
 	}
-	if ok {
-		t.drop(e.Name, old)
+	if b != nil {
+		t.drop(e.Name, b)
 	}
-	c := t.newClient(key, allow, tlsConfig)
-	t.clients[e.Name] = c
+	c.users++
+	b = &binding{key: key, c: c}
+	t.endpoints[e.Name] = b
 	if strings.HasPrefix(e.Name, courier.ResolvedEndpointPrefix) {
-		c.lookup = t.lookups.PushFront(e.Name)
+		b.lookup = t.lookups.PushFront(e.Name)
 		if t.lookups.Len() > t.opts.MaxLookupPools {
 			last := t.lookups.Back().Value.(string)
-			t.drop(last, t.clients[last])
+			t.drop(last, t.endpoints[last])
 		}
 	}
-	t.log.Debug("http transport: new connection pool", "endpoint", e.Name, "origin", key.origin,
-		"connect_timeout", key.connectTimeout, "allow_networks", key.allow)
 	return c, nil
 }
 
-// drop forgets the pool of an endpoint, t.mu held. In-flight attempts keep
-// their connections; the idle ones go now and the rest lapse after
-// IdleConnTimeout.
-func (t *Transport) drop(name string, c *client) {
-	c.fast.CloseIdleConnections()
-	if c.lookup != nil {
-		t.lookups.Remove(c.lookup)
+// drop forgets which pool an endpoint uses, t.mu held; a pool that no
+// endpoint uses any more goes. In-flight attempts keep their connections;
+// the idle ones go now and the rest lapse after IdleConnTimeout.
+func (t *Transport) drop(name string, b *binding) {
+	if b.lookup != nil {
+		t.lookups.Remove(b.lookup)
 	}
-	delete(t.clients, name)
+	delete(t.endpoints, name)
+	if b.c.users--; b.c.users <= 0 {
+		b.c.fast.CloseIdleConnections()
+		delete(t.pools, b.key)
+	}
 }
 
 // endpointTLS returns the TLS settings of an endpoint: the base settings

@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -176,6 +177,7 @@ func TestPinnedCertificateOverPlainHTTP(t *testing.T) {
 
 // Endpoints with different pins never share a pool: a connection verified
 // against one pin would otherwise serve an endpoint that pins another.
+// Endpoints that pin the same certificate at the same receiver do.
 func TestPinsDoNotSharePools(t *testing.T) {
 	t.Parallel()
 	apCert, apPEM := selfSigned(t, "ap.example")
@@ -211,8 +213,9 @@ func TestPinsDoNotSharePools(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want %d", got, want)
 	}
 	// The second send reused the first's connection; every change of pin
-	// or endpoint dialled anew.
-	if got, want := ap.conns.Load(), int64(5); got != want {
+	// dialled anew; the endpoint pinning the same certificate as the
+	// resolved one used its connection.
+	if got, want := ap.conns.Load(), int64(4); got != want {
 		t.Fatalf("the receiver accepted %d connections, want %d", got, want)
 	}
 }
@@ -228,28 +231,46 @@ func pinnedEndpoint(name, url, pin string) *courier.Endpoint {
 // are not counted.
 func TestLookupPoolsAreBounded(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	sa, sb, sc, ss := mustSink(t), mustSink(t), mustSink(t), mustSink(t)
 	tr := newTransport(t, httptransport.Options{MaxLookupPools: 2})
-	a, b, c := resolved(s.URL()+"/a", ""), resolved(s.URL()+"/b", ""), resolved(s.URL()+"/c", "")
-	static := endpoint("static", s.URL()+"/static")
+	a, b, c := resolved(sa.URL()+"/a", ""), resolved(sb.URL()+"/b", ""), resolved(sc.URL()+"/c", "")
+	static := endpoint("static", ss.URL()+"/static")
 
 	steps := []struct {
 		e     *courier.Endpoint
-		conns int // connections the sink accepted so far
+		conns [4]int // connections each sink (a, b, c, static) accepted so far
 	}{
-		{a, 1}, {static, 2}, {b, 3},
-		{a, 3}, // a's pool is kept: two resolved pools
-		{c, 4}, // evicts b, the least recently used
-		{a, 4},
-		{static, 4}, // configured endpoints are not evicted
-		{b, 5},      // b dials anew
+		{a, [4]int{1, 0, 0, 0}}, {static, [4]int{1, 0, 0, 1}}, {b, [4]int{1, 1, 0, 1}},
+		{a, [4]int{1, 1, 0, 1}}, // a's pool is kept: two resolved pools
+		{c, [4]int{1, 1, 1, 1}}, // evicts b, the least recently used
+		{a, [4]int{1, 1, 1, 1}},
+		{static, [4]int{1, 1, 1, 1}}, // configured endpoints are not evicted
+		{b, [4]int{1, 2, 1, 1}},      // b dials anew
 	}
 	for i, st := range steps {
 		if res := send(t, tr, st.e, message()); !res.Delivered() {
 			t.Fatalf("step %d (%s): %+v", i, st.e.Name, res)
 		}
-		if got := s.Conns(); got != st.conns {
-			t.Fatalf("step %d (%s): %d connections, want %d", i, st.e.Name, got, st.conns)
+		if got := [4]int{sa.Conns(), sb.Conns(), sc.Conns(), ss.Conns()}; got != st.conns {
+			t.Fatalf("step %d (%s): connections %v, want %v", i, st.e.Name, got, st.conns)
 		}
+	}
+}
+
+// Endpoints alike in origin and settings share one pool: a thousand
+// endpoints on one receiver, sent to in turn, use one kept-alive
+// connection, not one each.
+func TestEndpointsOnOneReceiverShareConnections(t *testing.T) {
+	t.Parallel()
+	s := mustSink(t)
+	tr := newTransport(t, httptransport.Options{})
+	for i := 0; i < 1000; i++ {
+		e := endpoint(fmt.Sprintf("ep-%d", i), fmt.Sprintf("%s/in/%d", s.URL(), i))
+		if res := send(t, tr, e, message()); !res.Delivered() {
+			t.Fatalf("endpoint %d: %+v", i, res)
+		}
+	}
+	if got := s.Conns(); got != 1 {
+		t.Fatalf("1000 endpoints on one receiver opened %d connections, want 1", got)
 	}
 }
