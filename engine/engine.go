@@ -448,7 +448,17 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			return false, time.Time{}, err
 		}
 		resolved = nil
-		for _, r := range routes {
+		for i, r := range routes {
+			if left == 0 {
+				// The capacity went to the lanes before: the others keep
+				// their turn for the next round.
+				var rest []string
+				for _, r := range routes[i:] {
+					rest = append(rest, r.Name)
+				}
+				e.lanes.untake(rest)
+				break
+			}
 			if r.Lookup != nil {
 				q := e.lookupCapacity(r)
 				if q <= 0 {

@@ -165,6 +165,30 @@ func (ls *lanes) take(now time.Time, n int) []string {
 	return out
 }
 
+// untake gives lanes taken but not claimed for back their turn: they are
+// the first ready again, in the order given.
+func (ls *lanes) untake(routes []string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var back []*lane
+	for _, r := range routes {
+		if l := ls.byName[r]; l != nil && l.state == laneClaiming {
+			l.state = laneReady
+			back = append(back, l)
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	if ls.head >= len(back) {
+		ls.head -= len(back)
+		copy(ls.ready[ls.head:], back)
+		return
+	}
+	ls.ready = append(back, ls.ready[ls.head:]...)
+	ls.head = 0
+}
+
 // claimed ends a lane's claim: full reports that it got all it asked for,
 // so more may be due.
 func (ls *lanes) claimed(route string, full bool) {

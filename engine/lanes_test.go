@@ -122,3 +122,18 @@ func TestLanesForget(t *testing.T) {
 		t.Error("a forgotten lane still has a time")
 	}
 }
+
+// Lanes taken but not claimed for keep their turn: they are the first
+// ready again.
+func TestLanesUntakeKeepsTheTurn(t *testing.T) {
+	ls := newLanes()
+	for _, r := range []string{"a", "b", "c", "d"} {
+		ls.due(r, t0, t0)
+	}
+	got := ls.take(t0, 3)
+	ls.claimed("a", true)
+	ls.untake(got[1:])
+	if got := ls.take(t0, 10); !slices.Equal(got, []string{"b", "c", "d", "a"}) {
+		t.Fatalf("took %v, want [b c d a]", got)
+	}
+}
