@@ -42,6 +42,9 @@ type benchDeliver struct {
 	nodes       int    // engines competing for the work (PostgreSQL)
 	keys        int    // ordering keys the messages are spread over; 0: unordered
 	cpuProfile  string // write a CPU profile of the delivery to this file
+	inProcess   bool   // run the receiver in this process
+	held        int    // endpoints switched off before the drain
+	heldShare   float64
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -55,6 +58,12 @@ type deliverResult struct {
 	P50ms         float64 `json:"ingest_to_delivered_p50_ms"`
 	P99ms         float64 `json:"ingest_to_delivered_p99_ms"`
 	MaxMs         float64 `json:"ingest_to_delivered_max_ms"`
+	// CPU per delivered message during the drain, in µs: courier's own
+	// (this process's, the receiver apart when it runs in its own), and
+	// the receiver's.
+	CourierCPUus  float64 `json:"courier_cpu_us_per_message,omitempty"`
+	ReceiverCPUus float64 `json:"receiver_cpu_us_per_message,omitempty"`
+	HeldQueued    int     `json:"held_queued,omitempty"`
 }
 
 func newBenchDeliverCmd(g *globals) *cobra.Command {
@@ -96,6 +105,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			if b.dead {
 				fmt.Fprintf(g.stdout, " (2 dead: rates count the healthy ones only)")
 			}
+			if b.held > 0 {
+				fmt.Fprintf(g.stdout, " (%d off, holding %.0f%%: rates count the others only)", b.held, 100*b.heldShare)
+			}
 			if res.Backlog > 0 {
 				fmt.Fprintf(g.stdout, " behind a backlog of %d", res.Backlog)
 			}
@@ -109,6 +121,18 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 				fmt.Fprintf(g.stdout, "  ingest %.0f msgs/s (batches of 1000), delivery %.0f msgs/s\n", res.IngestPerSec, res.DeliverPerSec)
 			}
 			fmt.Fprintf(g.stdout, "  ingest to delivered: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50ms, res.P99ms, res.MaxMs)
+			if res.CourierCPUus > 0 {
+				fmt.Fprintf(g.stdout, "  CPU per delivered message: courier %.1f µs", res.CourierCPUus)
+				if !b.inProcess {
+					fmt.Fprintf(g.stdout, ", receiver (its own process) %.1f µs", res.ReceiverCPUus)
+				} else {
+					fmt.Fprintf(g.stdout, " (with the receiver, in this process)")
+				}
+				fmt.Fprintln(g.stdout)
+			}
+			if b.held > 0 {
+				fmt.Fprintf(g.stdout, "  still queued for the endpoints that are off: %d\n", res.HeldQueued)
+			}
 			return nil
 		},
 	}
@@ -126,6 +150,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.IntVar(&b.nodes, "nodes", 1, "with --postgres: engines in this process competing for the messages as nodes do, each with its own connections")
 	f.IntVar(&b.keys, "ordering-keys", 0, "give the messages ordering keys, round robin over this many (0: unordered)")
 	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile to this file: of the delivery when draining, of the whole run with --rate")
+	f.BoolVar(&b.inProcess, "in-process-receiver", false, "run the receiver in this process instead of one of its own")
+	f.IntVar(&b.held, "held", 0, "switch this many of the endpoints off before the drain; only deliveries to the others count")
+	f.Float64Var(&b.heldShare, "held-share", 0.9, "with --held: the share of the messages that go to the endpoints that are off")
 	return cmd
 }
 
@@ -135,8 +162,6 @@ type benchSink struct {
 	count   atomic.Int64
 	mu      sync.Mutex
 	latency []time.Duration
-	target  int64
-	done    chan struct{}
 }
 
 func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -152,9 +177,7 @@ func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.mu.Unlock()
 	}
 	w.WriteHeader(http.StatusNoContent)
-	if rc.count.Add(1) == rc.target {
-		close(rc.done)
-	}
+	rc.count.Add(1)
 }
 
 func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
@@ -165,18 +188,22 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	defer cleanup()
 	store := stores[0]
 
-	rc := &benchSink{done: make(chan struct{})}
-	rln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	rsrv := &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second}
-	go rsrv.Serve(rln)
-	defer rsrv.Close()
-
 	if b.endpoints < 1 || b.dead && b.endpoints < 3 {
 		return nil, fmt.Errorf("--endpoints must be at least 1, and at least 3 with --dead")
 	}
+	if b.held < 0 || b.held > 0 && (b.held >= b.endpoints || b.dead || b.heldShare < 0 || b.heldShare >= 1) {
+		return nil, fmt.Errorf("--held must leave at least one endpoint on, goes without --dead, and --held-share is from 0 to below 1")
+	}
+	var rcv benchReceiver
+	if b.inProcess {
+		rcv, err = startLocalReceiver()
+	} else {
+		rcv, err = startProcessReceiver(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rcv.Close()
 	if b.concurrency <= 0 {
 		// One endpoint takes every worker; many get the design's default,
 		// which also keeps the idle connections of all of them in bounds.
@@ -196,12 +223,12 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	for i := 0; i < b.endpoints; i++ {
 		ep := courier.NewEndpoint(fmt.Sprintf("receiver-%02d", i), courier.TransportHTTP)
 		ep.Timeout, ep.MaxConcurrency = 10*time.Second, b.concurrency
-		ep.HTTP = courier.HTTPTarget{URL: fmt.Sprintf("http://%s/in/%02d", rln.Addr(), i), Method: http.MethodPost}
+		ep.HTTP = courier.HTTPTarget{URL: fmt.Sprintf("http://%s/in/%02d", rcv.Addr(), i), Method: http.MethodPost}
 		if b.dead && i == 0 {
 			ep.HTTP.URL = "http://" + closedAddr + "/in"
 		}
 		if b.dead && i == 1 {
-			ep.HTTP.URL, ep.Timeout = "http://"+rln.Addr().String()+"/hole", 5*time.Second
+			ep.HTTP.URL, ep.Timeout = "http://"+rcv.Addr()+"/hole", 5*time.Second
 		}
 		top.Endpoints[ep.Name] = ep
 		route := fmt.Sprintf("bench-%02d", i)
@@ -230,18 +257,26 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 
 	if b.backlog > 0 {
 		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages...\n", b.backlog)
-		if err := fillBacklog(ctx, store, b.backlog, b.endpoints, []byte(payload)); err != nil {
+		if err := fillBacklog(ctx, store, b.backlog, b.routeOf, []byte(payload)); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < b.held; i++ {
+		// Off as an operator switches it off: its messages stay queued.
+		if _, err := store.UpdateHealth(ctx, fmt.Sprintf("receiver-%02d", i), func(h courier.EndpointHealth) courier.EndpointHealth {
+			return h.SwitchedOff(time.Now())
+		}, nil); err != nil {
 			return nil, err
 		}
 	}
 
 	res := &deliverResult{Messages: b.messages, Backlog: b.backlog}
 	if b.rate > 0 {
-		return b.offered(ctx, g, eng, client, base, payload, rc, res)
+		return b.offered(ctx, g, eng, client, base, payload, rcv, res)
 	}
 	// Drain: ingest everything first, then let the engine go.
 	res.Mode = "drain"
-	rc.target = int64(b.healthy(b.messages) + b.healthy(b.backlog))
+	target := int64(b.healthy(b.messages) + b.healthy(b.backlog))
 	start := time.Now()
 	var wg sync.WaitGroup
 	var ingestErr atomic.Value
@@ -251,7 +286,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		go func() {
 			defer wg.Done()
 			for first := range batches {
-				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.endpoints, b.keys, payload); err != nil {
+				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.routeOf, b.keys, payload); err != nil {
 					ingestErr.Store(err)
 				}
 			}
@@ -272,28 +307,75 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	if err != nil {
 		return nil, err
 	}
+	before, err := rcv.Stats(ctx)
+	if err != nil {
+		stopProfile()
+		return nil, err
+	}
+	cpu := processCPU()
 	start = time.Now()
 	if err := eng.Start(ctx); err != nil {
 		stopProfile()
 		return nil, err
 	}
-	stopProgress := progress(g, &rc.count)
-	<-rc.done
+	stopProgress := progress(g, rcv)
+	after, err := waitDelivered(ctx, rcv, target, 0)
 	stopProgress()
 	stopProfile()
-	res.DeliverPerSec = float64(rc.target) / time.Since(start).Seconds()
+	if err != nil {
+		eng.Stop(context.Background())
+		return nil, err
+	}
+	res.DeliverPerSec = float64(target) / time.Since(start).Seconds()
+	res.CourierCPUus = float64((processCPU() - cpu).Microseconds()) / float64(target)
+	res.ReceiverCPUus = float64(after.CPUus-before.CPUus) / float64(target)
 	eng.Stop(context.Background())
-	res.P50ms, res.P99ms, res.MaxMs = rc.latencies()
+	res.P50ms, res.P99ms, res.MaxMs = after.P50ms, after.P99ms, after.MaxMs
+	if b.held > 0 {
+		var routes []string
+		for i := 0; i < b.held; i++ {
+			routes = append(routes, fmt.Sprintf("bench-%02d", i))
+		}
+		if res.HeldQueued, err = store.CountQueued(ctx, routes); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// waitDelivered waits until the receiver got n messages, asking it every
+// 20 ms, and returns its counts then; with a positive limit, it gives up
+// once that long passed without an arrival.
+func waitDelivered(ctx context.Context, rcv benchReceiver, n int64, limit time.Duration) (sinkStats, error) {
+	last, lastAt := int64(-1), time.Now()
+	for {
+		st, err := rcv.Stats(ctx)
+		if err != nil {
+			return st, err
+		}
+		if st.Count >= n {
+			return st, nil
+		}
+		if st.Count != last {
+			last, lastAt = st.Count, time.Now()
+		} else if limit > 0 && time.Since(lastAt) > limit {
+			return st, fmt.Errorf("only %d of %d messages delivered, none in the last %s", st.Count, n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // offered sends messages at the rate, in small batches every 10 ms, while
 // the engine delivers.
-func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, client *http.Client, base, payload string, rc *benchSink, res *deliverResult) (*deliverResult, error) {
+func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, client *http.Client, base, payload string, rcv benchReceiver, res *deliverResult) (*deliverResult, error) {
 	res.Mode, res.OfferedRate = "offered load", b.rate
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
-	rc.target = int64(b.healthy(total) + b.healthy(b.backlog))
+	target := int64(b.healthy(total) + b.healthy(b.backlog))
 	stopProfile, err := startCPUProfile(b.cpuProfile)
 	if err != nil {
 		return nil, err
@@ -303,7 +385,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 		return nil, err
 	}
 	defer eng.Stop(context.Background())
-	stopProgress := progress(g, &rc.count)
+	stopProgress := progress(g, rcv)
 	defer stopProgress()
 	const tick = 10 * time.Millisecond
 	perTick := max(b.rate/100, 1)
@@ -315,7 +397,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 		wg.Add(1)
 		go func(first, n int) {
 			defer wg.Done()
-			postBatch(ctx, client, base, first, n, b.endpoints, b.keys, payload)
+			postBatch(ctx, client, base, first, n, b.routeOf, b.keys, payload)
 		}(sent, n)
 		sent += n
 		if wait := time.Until(start.Add(time.Duration(sent/perTick) * tick)); wait > 0 {
@@ -324,19 +406,19 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 	}
 	wg.Wait()
 	res.IngestPerSec = float64(total) / time.Since(start).Seconds()
-	select {
-	case <-rc.done:
-	case <-time.After(time.Minute):
-		return nil, fmt.Errorf("only %d of %d messages delivered a minute after the offer ended", rc.count.Load(), total)
+	after, err := waitDelivered(ctx, rcv, target, time.Minute)
+	if err != nil {
+		return nil, err
 	}
 	res.DeliverPerSec = float64(total) / time.Since(start).Seconds()
-	res.P50ms, res.P99ms, res.MaxMs = rc.latencies()
+	res.P50ms, res.P99ms, res.MaxMs = after.P50ms, after.P99ms, after.MaxMs
 	return res, nil
 }
 
 // postBatch ingests n messages through the batch API, each stamped with the
-// time it was sent, and with an ordering key when keys > 0.
-func postBatch(ctx context.Context, client *http.Client, base string, first, n, endpoints, keys int, payload string) error {
+// time it was sent, and with an ordering key when keys > 0; message i goes
+// to the route of endpoint routeOf(i).
+func postBatch(ctx context.Context, client *http.Client, base string, first, n int, routeOf func(int) int, keys int, payload string) error {
 	var body bytes.Buffer
 	body.WriteString(`{"messages":[`)
 	sent := strconv.FormatInt(time.Now().UnixNano(), 10)
@@ -349,7 +431,7 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n, 
 			key = fmt.Sprintf(`"ordering_key":"key-%d",`, (first+i)%keys)
 		}
 		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench-%02d",%s"headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
-			first+i, (first+i)%endpoints, key, sent, payload)
+			first+i, routeOf(first+i), key, sent, payload)
 	}
 	body.WriteString(`]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", &body)
@@ -369,12 +451,12 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n, 
 }
 
 // fillBacklog queues n messages straight into the store, in big batches.
-func fillBacklog(ctx context.Context, store courier.Store, n, endpoints int, payload []byte) error {
+func fillBacklog(ctx context.Context, store courier.Store, n int, routeOf func(int) int, payload []byte) error {
 	now := time.Now()
 	for first := 0; first < n; first += 10000 {
 		msgs := make([]*courier.Message, min(10000, n-first))
 		for i := range msgs {
-			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", (first+i)%endpoints),
+			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", routeOf(first+i)),
 				Payload: payload, ContentType: "application/json"}
 			courier.Accept(m, courier.DefaultPolicy(), false, now)
 			msgs[i] = m
@@ -386,7 +468,7 @@ func fillBacklog(ctx context.Context, store courier.Store, n, endpoints int, pay
 	return nil
 }
 
-func progress(g *globals, count *atomic.Int64) (stop func()) {
+func progress(g *globals, rcv benchReceiver) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(time.Second)
@@ -397,7 +479,11 @@ func progress(g *globals, count *atomic.Int64) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				n := count.Load()
+				st, err := rcv.Stats(context.Background())
+				if err != nil {
+					continue
+				}
+				n := st.Count
 				fmt.Fprintf(g.stderr, "  %4.0fs  %9d delivered  %8d/s\n", time.Since(start).Seconds(), n, n-last)
 				last = n
 			}
@@ -414,19 +500,29 @@ func (rc *benchSink) latencies() (p50, p99, maxMs float64) {
 	return percentiles(l)
 }
 
-// healthy is how many of n messages, spread evenly, go to endpoints that
-// can take them.
-func (b benchDeliver) healthy(n int) int {
-	if !b.dead {
-		return n
+// routeOf is the endpoint (and route) of message i: round robin over the
+// endpoints, or with --held, the held share of the messages round robin
+// over the endpoints that are off and the rest over the others.
+func (b benchDeliver) routeOf(i int) int {
+	if b.held <= 0 {
+		return i % b.endpoints
 	}
-	dead := 0
+	if float64(i%100) < 100*b.heldShare {
+		return i % b.held
+	}
+	return b.held + i%(b.endpoints-b.held)
+}
+
+// healthy is how many of n messages go to endpoints that can take them.
+func (b benchDeliver) healthy(n int) int {
+	out := 0
 	for i := 0; i < n; i++ {
-		if i%b.endpoints < 2 {
-			dead++
+		r := b.routeOf(i)
+		if !(b.dead && r < 2) && r >= b.held {
+			out++
 		}
 	}
-	return n - dead
+	return out
 }
 
 // openStores opens the store of the run, once per node: a temporary SQLite
