@@ -71,24 +71,24 @@ type Engine struct {
 	logger   *slog.Logger
 	opts     Options
 
-	wake      chan struct{}   // a nudge for the claimer: ingest, freed capacity
-	outcomes  chan outcome    // finished attempts, for the completer
-	inflight  atomic.Int64    // attempts running on this node
-	pending   atomic.Int64    // finished attempts whose outcome is not yet written
-	slots     *endpointSlots  // attempts running per endpoint
-	pace      pacer           // when paced endpoints may start again
-	activity  activity        // outcomes per endpoint over the last hour
-	rr        sync.Map        // route name → *atomic.Uint64, round-robin positions
-	lanes     *lanes          // which routes have due work
-	lookAgain atomic.Bool     // Wake asked for a sweep of the store
-	health    healthCache     // the endpoints' health as last read or written
-	lookups   lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
-	workers   *workers        // the goroutines attempts run on
-	steady    steadyEndpoints // endpoints whose health deliveries leave as it is
+	wake     chan struct{}   // a nudge for the claimer: ingest, freed capacity
+	outcomes chan outcome    // finished attempts, for the completer
+	inflight atomic.Int64    // attempts running on this node
+	pending  atomic.Int64    // finished attempts whose outcome is not yet written
+	slots    *endpointSlots  // attempts running per endpoint
+	pace     pacer           // when paced endpoints may start again
+	activity activity        // outcomes per endpoint over the last hour
+	rr       sync.Map        // route name → *atomic.Uint64, round-robin positions
+	lanes    *lanes          // which routes have due work
+	sweepNow chan struct{}   // Wake asks for a sweep of the store
+	health   healthCache     // the endpoints' health as last read or written
+	lookups  lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
+	workers  *workers        // the goroutines attempts run on
+	steady   steadyEndpoints // endpoints whose health deliveries leave as it is
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
-	loops    sync.WaitGroup // claimer, rescuer, timers
+	loops    sync.WaitGroup // claimer, sweeper, rescuer, timers
 	attempts sync.WaitGroup // running attempts
 	done     chan struct{}  // closed when the completer has flushed
 }
@@ -147,6 +147,7 @@ func New(o Options) *Engine {
 		logger:   o.Logger,
 		opts:     o,
 		wake:     make(chan struct{}, 1),
+		sweepNow: make(chan struct{}, 1),
 		outcomes: make(chan outcome, o.Workers),
 		slots:    newEndpointSlots(o.Limits),
 		lanes:    newLanes(),
@@ -173,8 +174,10 @@ func (e *Engine) SetTopology(t *courier.Topology) {
 // at the store again (at most every 50 ms, however often it is woken). It
 // never blocks. When the routes are known, Due is cheaper.
 func (e *Engine) Wake() {
-	e.lookAgain.Store(true)
-	e.nudge()
+	select {
+	case e.sweepNow <- struct{}{}:
+	default:
+	}
 }
 
 // Due tells the claimer that the routes have messages due now, such as
@@ -239,9 +242,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	go e.complete()
-	e.loops.Add(4)
+	e.loops.Add(5)
 	go e.every(ctx, 5*time.Minute, e.suspendRemovedRoutes)
 	go e.claimLoop(ctx)
+	go e.sweepLoop(ctx)
 	go e.every(ctx, e.opts.RescueInterval, func(ctx context.Context) error { return e.rescue(ctx, e.clock.Now()) })
 	go e.every(ctx, e.opts.TimerInterval, e.fireTimers)
 	return nil
@@ -301,41 +305,18 @@ func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(cont
 }
 
 // claimLoop claims due work whenever there is capacity, and otherwise waits
-// for a wake-up, the next lane's time or the poll interval. Every poll
-// interval, and when woken without being told which routes (Wake), it
-// first sweeps the store for due work and reads the endpoints' health anew.
+// for a wake-up, the next lane's time or the poll interval.
 func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	backoff := 100 * time.Millisecond
-	var swept time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.wake:
 		case <-poll.C:
-		}
-		now := e.clock.Now()
-		if e.lookAgain.Load() || now.Sub(swept) >= e.opts.PollInterval {
-			if e.lookAgain.Load() && now.Sub(swept) < minSweep {
-				// Woken again right after a sweep: the next one comes soon.
-				resetTimer(poll, minSweep-now.Sub(swept))
-			} else {
-				e.lookAgain.Store(false)
-				if err := e.sweep(ctx); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", backoff)
-					e.lookAgain.Store(true)
-					resetTimer(poll, backoff)
-					backoff = min(backoff*2, 10*time.Second)
-					continue
-				}
-				swept = now
-			}
 		}
 		more, wakeAt, err := e.claimOnce(ctx)
 		switch {
@@ -351,8 +332,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if more {
 			e.nudge()
 		}
-		now = e.clock.Now()
-		next := e.opts.PollInterval - now.Sub(swept)
+		now := e.clock.Now()
+		next := e.opts.PollInterval
 		for _, at := range []time.Time{wakeAt, e.lanes.nextAt()} {
 			if !at.IsZero() {
 				next = min(next, at.Sub(now))
@@ -363,8 +344,52 @@ func (e *Engine) claimLoop(ctx context.Context) {
 }
 
 // minSweep is the least time between two sweeps that Wake asks for: a burst
-// of wake-ups costs one sweep.
-const minSweep = 50 * time.Millisecond
+// of wake-ups costs one sweep. sweepCost bounds the share of the time the
+// sweeps may take: a sweep that took d waits sweepCost × d before the next
+// periodic one (and at least the poll interval), so that with many routes
+// with queued messages they stay a small part of the store's work.
+const (
+	minSweep  = 50 * time.Millisecond
+	sweepCost = 20
+)
+
+// sweepLoop sweeps the store for due work at start, every poll interval
+// (longer when a sweep is costly) and when woken by Wake, beside the claim
+// loop, which it never holds up.
+func (e *Engine) sweepLoop(ctx context.Context) {
+	defer e.loops.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	backoff := 100 * time.Millisecond
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.sweepNow:
+			if wait := minSweep - time.Since(last); wait > 0 {
+				resetTimer(timer, wait) // woken again right after a sweep: the next comes soon
+				continue
+			}
+		case <-timer.C:
+		}
+		last = time.Now()
+		err := e.sweep(ctx)
+		took := time.Since(last)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", backoff)
+			resetTimer(timer, backoff)
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		e.nudge()
+		resetTimer(timer, max(e.opts.PollInterval, sweepCost*took))
+	}
+}
 
 // sweep reads the endpoints' health and the routes with due work from the
 // store, and makes the lanes of those routes ready (or waiting for their

@@ -19,7 +19,9 @@ const makeSlotsSQL = `INSERT INTO endpoint_slots (endpoint, slot)
 // acquireSQL takes up to $3[i] more free slots below $2[i] of endpoint
 // $1[i] for owner $4, held for $5 microseconds, and returns every slot the
 // owner holds on those endpoints. Free slots are taken with SKIP LOCKED, so
-// that nodes never wait for each other.
+// that nodes never wait for each other. Each endpoint's slots are read
+// through the primary key, a range each: with ten thousand endpoints a
+// join would read every slot of every endpoint.
 const acquireSQL = `WITH want AS (
 	SELECT * FROM unnest($1::text[], $2::int[], $3::int[]) AS w(endpoint, max, n)
 ), free AS (
@@ -37,8 +39,10 @@ const acquireSQL = `WITH want AS (
 )
 SELECT endpoint, slot FROM taken
 UNION
-SELECT s.endpoint, s.slot FROM endpoint_slots s JOIN want ON want.endpoint = s.endpoint
-WHERE s.owner = $4 AND s.until >= clock_timestamp()`
+SELECT h.endpoint, h.slot FROM want CROSS JOIN LATERAL (
+	SELECT endpoint, slot FROM endpoint_slots
+	WHERE endpoint = want.endpoint AND owner = $4 AND until >= clock_timestamp()
+) h`
 
 // AcquireSlots takes free slots of the endpoints for owner.
 func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration) (map[string][]int, error) {
@@ -48,14 +52,29 @@ func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.S
 		endpoints[i], maxes[i], ns[i] = w.Endpoint, int32(max(w.Max, 1)), int32(max(w.N, 0))
 	}
 	// Slot rows are made on first use, in a statement of their own: the
-	// acquiring statement would not see rows made by itself.
+	// acquiring statement would not see rows made by itself. Rows made
+	// once stay, so each endpoint's are made once per store.
+	var fresh []string
+	var makeMax []int32
+	for i, ep := range endpoints {
+		if made, ok := s.slotsMade.Load(ep); !ok || made.(int32) < maxes[i] {
+			fresh, makeMax = append(fresh, ep), append(makeMax, maxes[i])
+		}
+	}
 	var b pgx.Batch
-	b.Queue(makeSlotsSQL, endpoints, maxes)
+	if len(fresh) > 0 {
+		b.Queue(makeSlotsSQL, fresh, makeMax)
+	}
 	b.Queue(acquireSQL, endpoints, maxes, ns, owner, ttl.Microseconds())
 	results := s.pool.SendBatch(ctx, &b)
 	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, unavailable("make endpoint slots", err)
+	if len(fresh) > 0 {
+		if _, err := results.Exec(); err != nil {
+			return nil, unavailable("make endpoint slots", err)
+		}
+		for i, ep := range fresh {
+			s.slotsMade.Store(ep, makeMax[i])
+		}
 	}
 	rows, err := results.Query()
 	return collectSlots(rows, err, "acquire endpoint slots")

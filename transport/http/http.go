@@ -134,7 +134,7 @@ type Transport struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	endpoints map[string]*binding  // by endpoint name
+	endpoints map[string]*binding   // by endpoint name
 	pools     map[clientKey]*client // by settings, shared
 	lookups   *list.List            // names of the resolved endpoints in endpoints, most recently used first
 	allow     []netip.Prefix        // the global allowlist in force
