@@ -450,6 +450,11 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 		e.slots.claimed(name, full)
 	}
 	left := int(free)
+	// Each ready lane's share of the free capacity: a route may take more
+	// only when fewer are ready than there is capacity, so that one round
+	// reaches many routes with a few messages each rather than asking a few
+	// for more than they have.
+	share := max(1, left/max(1, e.lanes.readyCount()))
 	for left > 0 {
 		names := e.lanes.take(now, left)
 		if len(names) == 0 {
@@ -490,7 +495,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 					e.lanes.hold(r.Name, hold{until: now.Add(lookupRecheck)})
 					continue
 				}
-				q = min(q, left)
+				q = min(q, left, share)
 				left -= q
 				quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
 				lease = max(lease, lookupTimeout(r))
@@ -501,7 +506,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 				e.lanes.hold(r.Name, h)
 				continue
 			}
-			q = min(q, left)
+			q = min(q, left, share)
 			left -= q
 			quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
 			lease = max(lease, e.routeTimeout(t, r))
@@ -523,7 +528,9 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 		got[m.Route]++
 		e.dispatch(ctx, rd, m)
 	}
+	asked := 0
 	for _, q := range quotas {
+		asked += q.Limit
 		full := got[q.Route] >= q.Limit
 		more = more || full
 		e.lanes.claimed(q.Route, full)
@@ -535,7 +542,8 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			}
 		}
 	}
-	return more || left > 0 && e.lanes.pending(), rd.wakeAt, nil
+	// Capacity left, or asked for and not used: other lanes may be ready.
+	return more || (left > 0 || len(msgs) < asked) && e.lanes.pending(), rd.wakeAt, nil
 }
 
 // lookupRecheck is how long a lookup route whose attempts fill its

@@ -284,6 +284,13 @@ func (ls *lanes) nextAt() time.Time {
 	return ls.timed[0].at
 }
 
+// readyCount is about how many lanes are ready (stale entries counted).
+func (ls *lanes) readyCount() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.ready) - ls.head
+}
+
 // pending reports whether a lane is ready.
 func (ls *lanes) pending() bool {
 	ls.mu.Lock()
