@@ -187,6 +187,21 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// recheck lets a lane just parked under endpoints go again if one of them
+// has a slot free by now: an attempt that ended between the round's look at
+// its slots and the parking found no lane to release.
+func (e *Engine) recheck(rd *round, h hold) {
+	for _, name := range h.endpoints {
+		ep := rd.t.Endpoints[name]
+		if ep == nil {
+			continue
+		}
+		if ok, _ := rd.sendable(name); ok && e.slots.free(ep) > 0 && !e.paced(rd, ep) {
+			e.lanes.release(name)
+		}
+	}
+}
+
 // routeCapacity is how many more attempts a route's endpoints can take now:
 // endpoints that are suspended or off take none (their messages stay queued,
 // unclaimed); a probe takes one; for single and failover routes the first

@@ -163,6 +163,7 @@ func New(o Options) *Engine {
 func (e *Engine) SetTopology(t *courier.Topology) {
 	e.topology.Store(t)
 	e.lanes.forget(func(route string) bool { return t.Route(route) != nil })
+	e.lanes.releaseAll() // their endpoints, or what holds them, may have changed
 	if err := e.suspendRemovedRoutes(context.Background()); err != nil {
 		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)
 	}
@@ -410,7 +411,6 @@ func (e *Engine) sweep(ctx context.Context) error {
 			e.lanes.due(d.Route, d.At, now)
 		}
 	}
-	e.lanes.releaseAll()
 	return nil
 }
 
@@ -504,6 +504,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			q, h := e.routeCapacity(ctx, rd, r)
 			if q <= 0 {
 				e.lanes.hold(r.Name, h)
+				e.recheck(rd, h)
 				continue
 			}
 			q = min(q, left, share)
