@@ -234,6 +234,9 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 				total++
 			} else {
 				h.endpoints = append(h.endpoints, name)
+				if e.opts.Limits != nil {
+					until(rd.now.Add(slotRetry)) // see below
+				}
 			}
 			continue
 		}

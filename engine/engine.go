@@ -411,6 +411,9 @@ func (e *Engine) sweep(ctx context.Context) error {
 			e.lanes.due(d.Route, d.At, now)
 		}
 	}
+	// Held lanes are looked at again once per sweep, whatever holds them:
+	// a release that was missed delays them by a sweep at most.
+	e.lanes.releaseAll()
 	return nil
 }
 
