@@ -38,7 +38,9 @@ type Options struct {
 	// soon after.
 	LeaseSlack time.Duration
 	// PollInterval is the longest the claimer sleeps without a wake-up
-	// (default 1s): it finds retries that came due and other nodes' work.
+	// (default 1s), and how often the store is swept for due work that no
+	// notice named, such as other nodes' retries (a sweep that takes long
+	// spaces the next ones further).
 	PollInterval time.Duration
 	// RescueInterval is how often lapsed leases are looked for (default 5s).
 	RescueInterval time.Duration

@@ -16,11 +16,13 @@ type claimWatch struct {
 	mu     sync.Mutex
 	routes map[string]int // claims that asked for the route
 	claims int
+	most   int // routes in the largest claim
 }
 
 func (w *claimWatch) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Message, error) {
 	w.mu.Lock()
 	w.claims++
+	w.most = max(w.most, len(c.Routes))
 	for _, q := range c.Routes {
 		w.routes[q.Route]++
 	}
@@ -130,5 +132,45 @@ func TestDeepBacklogDoesNotStarveAnotherRoute(t *testing.T) {
 	h.waitState("small-1", courier.StateDelivered)
 	if n := h.sink.Count("/deep"); n > backlog/2 {
 		t.Errorf("the small route's message came after %d of the deep route's %d", n, backlog)
+	}
+}
+
+// maxRoutes is the most routes one claim asked for.
+func (w *claimWatch) maxRoutes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.most
+}
+
+// Many routes with a few messages each are claimed many at a time: each
+// ready lane gets a share of the free workers, not what its endpoint could
+// take, which would leave a round asking a few routes for more than they
+// have.
+func TestManySmallRoutesClaimedTogether(t *testing.T) {
+	watch := &claimWatch{routes: map[string]int{}}
+	const routes = 300
+	h := newHarness(t, func(h *harness) {
+		var msgs []*courier.Message
+		for i := 0; i < routes; i++ {
+			name := fmt.Sprintf("r-%03d", i)
+			h.top.Endpoints[name] = h.httpEndpoint(name, "/"+name)
+			h.route(name, name)
+			for j := 0; j < 2; j++ {
+				m := &courier.Message{ID: fmt.Sprintf("m-%03d-%d", i, j), Type: "t", Route: name, Payload: []byte(`{}`), ContentType: "application/json"}
+				courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+				msgs = append(msgs, m)
+			}
+		}
+		if _, err := h.store.Ingest(context.Background(), msgs); err != nil {
+			t.Fatal(err)
+		}
+		h.wrap = func(s courier.Store) courier.Store { watch.Store = s; return watch }
+	})
+	for i := 0; i < routes; i++ {
+		h.waitState(fmt.Sprintf("m-%03d-1", i), courier.StateDelivered)
+	}
+	// 256 workers over 300 ready routes: one each, all in one claim.
+	if most := watch.maxRoutes(); most < 200 {
+		t.Errorf("the most routes one claim asked for: %d, want about 256", most)
 	}
 }

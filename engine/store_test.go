@@ -77,6 +77,7 @@ func TestOnPostgres(t *testing.T) {
 		{"LookupFollowsAMove", TestLookupFollowsAMove},
 		{"HeldRoutesAreNeverClaimed", TestHeldRoutesAreNeverClaimed},
 		{"DeepBacklogDoesNotStarveAnotherRoute", TestDeepBacklogDoesNotStarveAnotherRoute},
+		{"ManySmallRoutesClaimedTogether", TestManySmallRoutesClaimedTogether},
 	} {
 		t.Run(tt.name, tt.fn)
 	}
