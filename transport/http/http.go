@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/courier-gw/courier"
@@ -39,6 +40,7 @@ const (
 	DefaultIdleConnTimeout = 60 * time.Second
 	DefaultMaxDrain        = 64 << 10 // bytes read past the excerpt so a connection can be reused
 	DefaultMaxLookupPools  = 4096     // pools of resolved endpoints kept at once
+	DefaultMaxConns        = 512      // connections open at once where the open-file limit is unknown
 )
 
 // maxResponseHead bounds a response's status line and header.
@@ -90,6 +92,17 @@ type Options struct {
 	// the configuration and so are not bounded by it: past the bound, the
 	// least recently used pool goes.
 	MaxLookupPools int
+
+	// MaxConns bounds the connections open at once across all pools: each
+	// pool keeps its idle connections until IdleConnTimeout, so thousands
+	// of endpoints on as many receivers would otherwise run the process
+	// out of file descriptors. A dial that would pass the bound first
+	// closes the idle connections of the least recently used other pools;
+	// when none is idle it goes ahead all the same (the engine bounds the
+	// attempts in flight), so the bound is on what is kept, never a wait
+	// or a refusal. The default is half the process's soft open-file
+	// limit, at most 4096, or DefaultMaxConns where the limit is unknown.
+	MaxConns int
 }
 
 // withDefaults returns o with every unset field set.
@@ -121,6 +134,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxLookupPools <= 0 {
 		o.MaxLookupPools = DefaultMaxLookupPools
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = defaultMaxConns()
+	}
 	return o
 }
 
@@ -128,7 +144,9 @@ func (o Options) withDefaults() Options {
 // per origin and settings (clientKey), shared by the endpoints that have
 // them alike, so that attempts reuse kept-alive connections and a thousand
 // endpoints on one receiver hold the connections their attempts need, not
-// a thousand pools' worth; it is safe for concurrent use.
+// a thousand pools' worth. The pools together keep at most MaxConns
+// connections open, closing the idle ones of the least recently used to
+// make room. It is safe for concurrent use.
 type Transport struct {
 	opts Options
 	log  *slog.Logger
@@ -138,6 +156,9 @@ type Transport struct {
 	pools     map[clientKey]*client // by settings, shared
 	lookups   *list.List            // names of the resolved endpoints in endpoints, most recently used first
 	allow     []netip.Prefix        // the global allowlist in force
+	recent    *list.List            // pools that may hold connections, most recently used first
+
+	open atomic.Int64 // connections of all pools open or being opened
 }
 
 // binding is the pool an endpoint uses, for as long as the settings in its
@@ -154,7 +175,7 @@ var _ courier.Sender = (*Transport)(nil)
 func New(o Options) *Transport {
 	o = o.withDefaults()
 	return &Transport{opts: o, log: o.Logger, endpoints: map[string]*binding{}, pools: map[clientKey]*client{},
-		lookups: list.New(), allow: o.AllowNetworks}
+		lookups: list.New(), allow: o.AllowNetworks, recent: list.New()}
 }
 
 // SetAllowNetworks replaces the global allowlist, as on reload; the pools
@@ -172,17 +193,23 @@ func (t *Transport) Close() {
 	defer t.mu.Unlock()
 	for key, c := range t.pools {
 		c.fast.CloseIdleConnections()
+		c.users, c.recent = 0, nil
 		delete(t.pools, key)
 	}
 	clear(t.endpoints)
 	t.lookups.Init()
+	t.recent.Init()
 }
 
 // client is one connection pool, and how many endpoints use it.
 type client struct {
-	key   clientKey
-	fast  *fasthttp.Client
-	users int
+	key    clientKey
+	fast   *fasthttp.Client
+	users  int           // t.mu held
+	recent *list.Element // its place in Transport.recent, t.mu held; nil when out of it
+
+	open  atomic.Int64  // its connections open or being opened
+	total *atomic.Int64 // Transport.open
 }
 
 // clientKey is what of an endpoint's settings shapes its pool: endpoints
@@ -222,6 +249,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		if b.lookup != nil {
 			t.lookups.MoveToFront(b.lookup)
 		}
+		t.touch(b.c)
 		return b.c, nil
 	}
 	c := t.pools[key]
@@ -239,6 +267,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		t.drop(e.Name, b)
 	}
 	c.users++
+	t.touch(c)
 	b = &binding{key: key, c: c}
 	t.endpoints[e.Name] = b
 	if strings.HasPrefix(e.Name, courier.ResolvedEndpointPrefix) {
@@ -262,6 +291,7 @@ func (t *Transport) drop(name string, b *binding) {
 	if b.c.users--; b.c.users <= 0 {
 		b.c.fast.CloseIdleConnections()
 		delete(t.pools, b.key)
+		t.forget(b.c)
 	}
 }
 
@@ -311,11 +341,14 @@ func fileProblem(err error) string {
 }
 
 func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tls.Config) *client {
+	c := &client{key: key, total: &t.open}
 	d := &dialer{
 		net: net.Dialer{Resolver: t.opts.Resolver, KeepAlive: 30 * time.Second,
 			Control: guard{allow: allow}.check},
 		connectTimeout: key.connectTimeout,
 		tls:            tlsConfig,
+		t:              t,
+		pool:           c,
 	}
 	// fasthttp rather than net/http's client: an attempt costs a fraction
 	// of the CPU (no goroutines of its own per connection, pooled requests
@@ -323,7 +356,7 @@ func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tl
 	// Deliveries go straight to the receiver over HTTP/1.1: no environment
 	// proxy (it would bypass the endpoint's network rules and blur the
 	// error classes), no HTTP/2, no compression.
-	fc := &fasthttp.Client{
+	c.fast = &fasthttp.Client{
 		// The header of §8 names the User-Agent; names go as written and
 		// paths as configured.
 		NoDefaultUserAgentHeader:      true,
@@ -350,7 +383,7 @@ func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tl
 			return nil
 		},
 	}
-	return &client{key: key, fast: fc}
+	return c
 }
 
 // Send makes one attempt to deliver d.Message to d.Endpoint. It never
@@ -644,6 +677,8 @@ type dialer struct {
 	net            net.Dialer
 	connectTimeout time.Duration
 	tls            *tls.Config
+	t              *Transport // counts the connections against MaxConns
+	pool           *client    // the pool the connections are for
 }
 
 // connState is what one connection of a pool met: when it was opened, the
@@ -654,6 +689,8 @@ type dialer struct {
 type connState struct {
 	openedAt time.Time
 	tcp      net.Conn // closed when the connection is retired
+	pool     *client  // where the connection is counted; nil when it is not
+	released atomic.Bool
 
 	mu      sync.Mutex
 	judged  sync.Cond // signalled when an answer is judged
@@ -663,8 +700,8 @@ type connState struct {
 	retired bool // an answer ended the connection's use for HTTP
 }
 
-func newConnState(tcp net.Conn) *connState {
-	st := &connState{openedAt: time.Now(), tcp: tcp}
+func newConnState(tcp net.Conn, pool *client) *connState {
+	st := &connState{openedAt: time.Now(), tcp: tcp, pool: pool}
 	st.judged.L = &st.mu
 	return st
 }
@@ -713,8 +750,16 @@ func (st *connState) judge(reuse bool) {
 	if !reuse && !st.retired {
 		st.retired = true
 		st.tcp.Close()
+		st.release()
 	}
 	st.judged.Broadcast()
+}
+
+// release uncounts the connection, once however often it is closed.
+func (st *connState) release() {
+	if st.pool != nil && st.released.CompareAndSwap(false, true) {
+		st.pool.uncount()
+	}
 }
 
 func (st *connState) isRetired() bool {
@@ -758,6 +803,11 @@ func (c *trackedConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read
 
 func (c *trackedConn) Write(p []byte) (int, error) { return c.st.write(p, c.Conn.Write) }
 
+func (c *trackedConn) Close() error {
+	defer c.st.release()
+	return c.Conn.Close()
+}
+
 // trackedTLSConn keeps the Handshake method by which the client knows a
 // connection is TLS already.
 type trackedTLSConn struct {
@@ -797,13 +847,15 @@ var errConnectTimeout = errors.New("connect timeout")
 
 // dial opens a TCP connection; left is what remains of the attempt.
 func (d *dialer) dial(addr string, left time.Duration) (net.Conn, error) {
+	d.t.count(d.pool)
 	ctx, cancel, limit := d.context(left)
 	defer cancel()
 	conn, err := d.dialTCP(ctx, addr, limit)
 	if err != nil {
+		d.pool.uncount()
 		return nil, err
 	}
-	return &trackedConn{Conn: conn, st: newConnState(conn)}, nil
+	return &trackedConn{Conn: conn, st: newConnState(conn, d.pool)}, nil
 }
 
 // context bounds a connect and handshake by the connect timeout and by
@@ -829,13 +881,14 @@ func (d *dialer) dialTCP(ctx context.Context, addr string, limit time.Duration) 
 // dialTLS opens a TCP connection and makes the TLS handshake on it; the
 // pool takes a handshaken connection as it is.
 func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
+	d.t.count(d.pool)
 	ctx, cancel, limit := d.context(left)
 	defer cancel()
 	conn, err := d.dialTCP(ctx, addr, limit)
 	if err != nil {
+		d.pool.uncount()
 		return nil, err
 	}
-	st := newConnState(conn)
 	cfg := d.tls.Clone()
 	if cfg.ServerName == "" {
 		host, _, err := net.SplitHostPort(addr)
@@ -848,8 +901,10 @@ func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
+		d.pool.uncount()
 		return nil, &handshakeError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
+	st := newConnState(conn, d.pool)
 	return &trackedTLSConn{trackedConn: trackedConn{Conn: tc, st: st}, tls: tc}, nil
 }
 

@@ -39,7 +39,7 @@ func TestRequestWaitsForTheJudgementOfTheLastAnswer(t *testing.T) {
 	} {
 		client, peer := net.Pipe()
 		t.Cleanup(func() { client.Close(); peer.Close() })
-		c := &trackedConn{Conn: client, st: newConnState(client)}
+		c := &trackedConn{Conn: client, st: newConnState(client, nil)}
 		exchange(t, c, peer, tc.answer)
 
 		wrote := make(chan error, 1)
