@@ -10,11 +10,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -52,6 +53,8 @@ type deliverResult struct {
 	Mode          string  `json:"mode"`
 	Messages      int     `json:"messages"`
 	Backlog       int     `json:"backlog"`
+	Delivered     int64   `json:"delivered"` // arrivals counted by the receiver: to the endpoints that are neither dead nor off
+	Seconds       float64 `json:"delivery_seconds"`
 	IngestPerSec  float64 `json:"ingest_per_sec"`
 	DeliverPerSec float64 `json:"deliveries_per_sec"`
 	OfferedRate   int     `json:"offered_rate,omitempty"`
@@ -63,26 +66,34 @@ type deliverResult struct {
 	// the receiver's.
 	CourierCPUus  float64 `json:"courier_cpu_us_per_message,omitempty"`
 	ReceiverCPUus float64 `json:"receiver_cpu_us_per_message,omitempty"`
-	HeldQueued    int     `json:"held_queued,omitempty"`
+	HeldQueued    int     `json:"held_queued"` // with --held: still queued for the endpoints that are off at the end
 }
 
 func newBenchDeliverCmd(g *globals) *cobra.Command {
 	b := benchDeliver{}
 	cmd := &cobra.Command{
 		Use:   "deliver",
-		Short: "Measure delivery: ingest, deliver to a local receiver answering 204, report rates and latency",
-		Long: `Measure delivery end to end in this process: the API, the engine, a temporary
-SQLite store and a receiver on loopback that answers 204.
+		Short: "Measure delivery: ingest, deliver to a local receiver answering 204, report rates, latency and CPU",
+		Long: `Measure delivery end to end: the API, the engine and a temporary SQLite store
+(or a fresh PostgreSQL schema) in this process, and a receiver on loopback that
+answers 204 in a process of its own (this executable as "bench sink"), as a
+user deploys them; --in-process-receiver runs it in this process instead.
 
 Without --rate (drain): --messages are ingested in batches through the API,
-then the engine delivers them; the ingest and delivery rates are printed.
-With --backlog, that many older messages are queued first on the same route,
-so the run shows whether claiming costs more with a deep queue.
+then the engine delivers them; the ingest and delivery rates are printed, and
+the CPU time (user and system) this process and the receiver's spent per
+delivered message during the delivery. With --backlog, that many older
+messages are queued first on the same routes, so the run shows whether
+claiming costs more with a deep queue. With --held, that many endpoints are
+switched off before the delivery and --held-share of the messages go to them:
+the rates count the others, and the messages left queued for those that are
+off are counted at the end.
 
 With --rate: messages are offered at that rate for --duration while the engine
 delivers, and the time from ingest to arrival at the receiver is reported.`,
 		Example: `  courier bench deliver --messages 200000
   courier bench deliver --messages 200000 --backlog 1000000
+  courier bench deliver --messages 100000 --endpoints 10000 --held 10
   courier bench deliver --rate 10000 --duration 10s
   courier bench deliver --messages 100000 --ordering-keys 200`,
 		Args: cobra.NoArgs,
@@ -90,8 +101,15 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			if err := g.check(); err != nil {
 				return err
 			}
+			if err := b.validate(); err != nil {
+				return err
+			}
 			tuneRuntime()
-			res, err := b.run(cmd.Context(), g)
+			// An interrupt ends the run the way an error does: the receiver
+			// process is stopped and the temporary store removed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := b.run(ctx, g)
 			if err != nil {
 				return err
 			}
@@ -118,7 +136,8 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			if res.OfferedRate > 0 {
 				fmt.Fprintf(g.stdout, "  offered %d msgs/s, ingested %.0f/s, delivered %.0f/s\n", res.OfferedRate, res.IngestPerSec, res.DeliverPerSec)
 			} else {
-				fmt.Fprintf(g.stdout, "  ingest %.0f msgs/s (batches of 1000), delivery %.0f msgs/s\n", res.IngestPerSec, res.DeliverPerSec)
+				fmt.Fprintf(g.stdout, "  ingest %.0f msgs/s (batches of 1000), delivery %.0f msgs/s (%d delivered in %.2fs)\n",
+					res.IngestPerSec, res.DeliverPerSec, res.Delivered, res.Seconds)
 			}
 			fmt.Fprintf(g.stdout, "  ingest to delivered: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50ms, res.P99ms, res.MaxMs)
 			if res.CourierCPUus > 0 {
@@ -156,30 +175,6 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	return cmd
 }
 
-// benchSink answers 204 and notes, per arrival, the time since the message
-// was sent (from the X-Bench-Sent header).
-type benchSink struct {
-	count   atomic.Int64
-	mu      sync.Mutex
-	latency []time.Duration
-}
-
-func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/hole" {
-		<-r.Context().Done() // never answers: the sender's timeout ends it
-		return
-	}
-	io.Copy(io.Discard, r.Body)
-	if sent, err := strconv.ParseInt(r.Header.Get("X-Bench-Sent"), 10, 64); err == nil {
-		d := time.Since(time.Unix(0, sent))
-		rc.mu.Lock()
-		rc.latency = append(rc.latency, d)
-		rc.mu.Unlock()
-	}
-	w.WriteHeader(http.StatusNoContent)
-	rc.count.Add(1)
-}
-
 func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
 	stores, limits, cleanup, err := b.openStores(ctx)
 	if err != nil {
@@ -188,12 +183,6 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	defer cleanup()
 	store := stores[0]
 
-	if b.endpoints < 1 || b.dead && b.endpoints < 3 {
-		return nil, fmt.Errorf("--endpoints must be at least 1, and at least 3 with --dead")
-	}
-	if b.held < 0 || b.held > 0 && (b.held >= b.endpoints || b.dead || b.heldShare < 0 || b.heldShare >= 1) {
-		return nil, fmt.Errorf("--held must leave at least one endpoint on, goes without --dead, and --held-share is from 0 to below 1")
-	}
 	var rcv benchReceiver
 	if b.inProcess {
 		rcv, err = startLocalReceiver()
@@ -307,7 +296,11 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	if err != nil {
 		return nil, err
 	}
-	before, err := rcv.Stats(ctx)
+	if err := rcv.Reset(ctx, target); err != nil {
+		stopProfile()
+		return nil, err
+	}
+	before, err := rcv.Stats(ctx, false)
 	if err != nil {
 		stopProfile()
 		return nil, err
@@ -319,17 +312,32 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		return nil, err
 	}
 	stopProgress := progress(g, rcv)
-	after, err := waitDelivered(ctx, rcv, target, 0)
+	_, err = waitDelivered(ctx, rcv, target, 0)
+	courierCPU := processCPU() - cpu
+	elapsed := time.Since(start)
 	stopProgress()
 	stopProfile()
 	if err != nil {
 		eng.Stop(context.Background())
 		return nil, err
 	}
-	res.DeliverPerSec = float64(target) / time.Since(start).Seconds()
-	res.CourierCPUus = float64((processCPU() - cpu).Microseconds()) / float64(target)
-	res.ReceiverCPUus = float64(after.CPUus-before.CPUus) / float64(target)
-	eng.Stop(context.Background())
+	after, err := rcv.Stats(ctx, true)
+	if err != nil {
+		eng.Stop(context.Background())
+		return nil, err
+	}
+	if after.ReachedAt > start.UnixNano() {
+		elapsed = time.Duration(after.ReachedAt - start.UnixNano()) // exact, not rounded up to the next poll
+	}
+	res.Delivered, res.Seconds = after.Count, elapsed.Seconds()
+	if target > 0 {
+		res.DeliverPerSec = float64(target) / elapsed.Seconds()
+		res.CourierCPUus = float64(courierCPU.Nanoseconds()) / 1e3 / float64(target)
+		res.ReceiverCPUus = float64(after.CPUus-before.CPUus) / float64(target)
+	}
+	if err := eng.Stop(context.Background()); err != nil {
+		return nil, fmt.Errorf("stop the engine: %w", err)
+	}
 	res.P50ms, res.P99ms, res.MaxMs = after.P50ms, after.P99ms, after.MaxMs
 	if b.held > 0 {
 		var routes []string
@@ -343,13 +351,27 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	return res, nil
 }
 
+// validate checks the settings before anything is opened or started.
+func (b benchDeliver) validate() error {
+	if b.messages < 0 || b.backlog < 0 || b.rate < 0 || b.size < 0 || b.workers < 1 {
+		return fmt.Errorf("--messages, --backlog, --rate and --size cannot be negative, and --workers must be at least 1")
+	}
+	if b.endpoints < 1 || b.dead && b.endpoints < 3 {
+		return fmt.Errorf("--endpoints must be at least 1, and at least 3 with --dead")
+	}
+	if b.held < 0 || b.held > 0 && (b.held >= b.endpoints || b.dead || b.heldShare < 0 || b.heldShare >= 1) {
+		return fmt.Errorf("--held must leave at least one endpoint on, goes without --dead, and --held-share is from 0 to below 1")
+	}
+	return nil
+}
+
 // waitDelivered waits until the receiver got n messages, asking it every
-// 20 ms, and returns its counts then; with a positive limit, it gives up
+// 20 ms, and returns its count then; with a positive limit, it gives up
 // once that long passed without an arrival.
 func waitDelivered(ctx context.Context, rcv benchReceiver, n int64, limit time.Duration) (sinkStats, error) {
 	last, lastAt := int64(-1), time.Now()
 	for {
-		st, err := rcv.Stats(ctx)
+		st, err := rcv.Stats(ctx, false)
 		if err != nil {
 			return st, err
 		}
@@ -363,7 +385,7 @@ func waitDelivered(ctx context.Context, rcv benchReceiver, n int64, limit time.D
 		}
 		select {
 		case <-ctx.Done():
-			return st, ctx.Err()
+			return st, context.Cause(ctx)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -376,6 +398,9 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
 	target := int64(b.healthy(total) + b.healthy(b.backlog))
+	if err := rcv.Reset(ctx, target); err != nil {
+		return nil, err
+	}
 	stopProfile, err := startCPUProfile(b.cpuProfile)
 	if err != nil {
 		return nil, err
@@ -406,11 +431,19 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 	}
 	wg.Wait()
 	res.IngestPerSec = float64(total) / time.Since(start).Seconds()
-	after, err := waitDelivered(ctx, rcv, target, time.Minute)
+	if _, err := waitDelivered(ctx, rcv, target, time.Minute); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(start)
+	after, err := rcv.Stats(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	res.DeliverPerSec = float64(total) / time.Since(start).Seconds()
+	if after.ReachedAt > start.UnixNano() {
+		elapsed = time.Duration(after.ReachedAt - start.UnixNano())
+	}
+	res.Delivered, res.Seconds = after.Count, elapsed.Seconds()
+	res.DeliverPerSec = float64(target) / elapsed.Seconds()
 	res.P50ms, res.P99ms, res.MaxMs = after.P50ms, after.P99ms, after.MaxMs
 	return res, nil
 }
@@ -479,7 +512,7 @@ func progress(g *globals, rcv benchReceiver) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				st, err := rcv.Stats(context.Background())
+				st, err := rcv.Stats(context.Background(), false)
 				if err != nil {
 					continue
 				}
@@ -492,25 +525,20 @@ func progress(g *globals, rcv benchReceiver) (stop func()) {
 	return func() { close(done) }
 }
 
-// latencies returns the percentiles of what the receiver noted.
-func (rc *benchSink) latencies() (p50, p99, maxMs float64) {
-	rc.mu.Lock()
-	l := slices.Clone(rc.latency)
-	rc.mu.Unlock()
-	return percentiles(l)
-}
-
 // routeOf is the endpoint (and route) of message i: round robin over the
 // endpoints, or with --held, the held share of the messages round robin
-// over the endpoints that are off and the rest over the others.
+// over the endpoints that are off and the rest round robin over the others.
+// Each side counts its own messages, so that every endpoint of it gets its
+// part whatever the numbers.
 func (b benchDeliver) routeOf(i int) int {
 	if b.held <= 0 {
 		return i % b.endpoints
 	}
-	if float64(i%100) < 100*b.heldShare {
-		return i % b.held
+	heldBefore := int(float64(i) * b.heldShare) // of messages 0 to i-1, how many are held
+	if int(float64(i+1)*b.heldShare) > heldBefore {
+		return heldBefore % b.held
 	}
-	return b.held + i%(b.endpoints-b.held)
+	return b.held + (i-heldBefore)%(b.endpoints-b.held)
 }
 
 // healthy is how many of n messages go to endpoints that can take them.

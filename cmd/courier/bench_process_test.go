@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // benchDeliverJSON runs `courier bench deliver` with args as a process and
@@ -11,9 +17,11 @@ import (
 func benchDeliverJSON(t *testing.T, args ...string) deliverResult {
 	t.Helper()
 	cmd := exec.Command(courierBin, append([]string{"bench", "deliver", "--output", "json"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("bench deliver %v: %v\n%s", args, err, out)
+		t.Fatalf("bench deliver %v: %v\n%s%s", args, err, out, stderr.String())
 	}
 	var res deliverResult
 	if err := json.Unmarshal(out, &res); err != nil {
@@ -23,22 +31,114 @@ func benchDeliverJSON(t *testing.T, args ...string) deliverResult {
 }
 
 // The delivery benchmark runs its receiver in a process of its own, counts
-// every message there, and tells the CPU each process spent per message.
+// every message there, and tells the CPU each process spent per message;
+// with the receiver in this process, its CPU is in courier's.
 func TestBenchDeliverWithReceiverProcess(t *testing.T) {
+	t.Parallel()
 	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3")
-	if res.Messages != 2000 || res.DeliverPerSec <= 0 {
-		t.Fatalf("measured %+v", res)
+	if res.Messages != 2000 || res.Delivered != 2000 || res.DeliverPerSec <= 0 {
+		t.Fatalf("measured %+v; want 2000 messages, all delivered", res)
 	}
 	if res.CourierCPUus <= 0 || res.ReceiverCPUus <= 0 {
 		t.Errorf("CPU per message: courier %v µs, receiver %v µs; want both measured", res.CourierCPUus, res.ReceiverCPUus)
 	}
+
+	res = benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--in-process-receiver")
+	if res.Delivered != 2000 || res.CourierCPUus <= 0 || res.ReceiverCPUus != 0 {
+		t.Errorf("with the receiver in process, measured %+v; want 2000 delivered and only courier's CPU", res)
+	}
 }
 
-// With endpoints switched off, the others are delivered and the messages of
-// those that are off stay queued, every one.
+// With an endpoint switched off, the others are delivered and the messages
+// of the one that is off stay queued, every one.
 func TestBenchDeliverHeld(t *testing.T) {
-	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "10", "--held", "2", "--held-share", "0.5")
-	if res.HeldQueued != 1000 {
-		t.Fatalf("%d messages left queued for the endpoints that are off, want 1000", res.HeldQueued)
+	t.Parallel()
+	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--held", "1") // 90% on the one held
+	if got, want := res.HeldQueued, 1800; got != want {
+		t.Errorf("%d messages left queued for the endpoint that is off, want %d", got, want)
+	}
+	if got, want := res.Delivered, int64(200); got != want {
+		t.Errorf("%d messages delivered, want %d (those of the endpoints that are on)", got, want)
+	}
+}
+
+// The receiver process says where it listens, answers 204, counts, resets,
+// and ends when its standard input closes.
+func TestBenchSink(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(courierBin, "bench", "sink")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("bench sink printed no address: %v", err)
+	}
+	base := "http://" + strings.TrimSpace(line)
+
+	mustDo := func(method, path string, header map[string]string, want int) []byte {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s: HTTP %d, want %d", method, path, resp.StatusCode, want)
+		}
+		return body
+	}
+	stats := func(path string) sinkStats {
+		t.Helper()
+		var st sinkStats
+		if err := json.Unmarshal(mustDo(http.MethodGet, path, nil, http.StatusOK), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	mustDo(http.MethodPost, sinkResetPath+"?target=2", nil, http.StatusNoContent)
+	sent := map[string]string{"X-Bench-Sent": strconv.FormatInt(time.Now().Add(-time.Second).UnixNano(), 10)}
+	mustDo(http.MethodPost, "/in/00", sent, http.StatusNoContent)
+	if st := stats(sinkStatsPath); st.Count != 1 || st.ReachedAt != 0 {
+		t.Fatalf("after one of two: %+v", st)
+	}
+	mustDo(http.MethodPost, "/in/01", sent, http.StatusNoContent)
+	st := stats(sinkStatsPath + "?latency=1")
+	if st.Count != 2 || st.ReachedAt == 0 || st.MaxMs < 1000 || st.CPUus <= 0 {
+		t.Fatalf("after two of two: %+v; want the target reached, latencies and CPU time", st)
+	}
+	mustDo(http.MethodPost, sinkResetPath, nil, http.StatusNoContent)
+	if st := stats(sinkStatsPath); st.Count != 0 || st.ReachedAt != 0 {
+		t.Fatalf("after a reset: %+v", st)
+	}
+
+	stdin.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("bench sink ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bench sink still runs 10 s after its standard input closed")
 	}
 }
