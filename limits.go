@@ -13,16 +13,19 @@ import (
 // still agree.
 type SharedLimits interface {
 	// AcquireSlots takes, for owner, up to N more free slots of each
-	// endpoint asked for (an endpoint has Max slots), held for ttl unless
-	// renewed, and returns every slot owner holds on those endpoints now.
-	AcquireSlots(ctx context.Context, owner string, want []SlotRequest, ttl time.Duration) (map[string][]int, error)
+	// endpoint asked for (an endpoint has Max slots, less those other
+	// owners hold), held for ttl unless renewed, and returns how many owner
+	// holds of each of those endpoints now (one left out: none).
+	AcquireSlots(ctx context.Context, owner string, want []SlotRequest, ttl time.Duration) (map[string]int, error)
 
-	// RenewSlots extends every slot owner holds by ttl and returns them: a
-	// slot missing from the answer lapsed and may be another node's now.
-	RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string][]int, error)
+	// RenewSlots extends every hold of owner by ttl and returns how many
+	// slots of each endpoint it holds: a hold missing from the answer
+	// lapsed, or was about to, and may be another owner's now.
+	RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string]int, error)
 
-	// ReleaseSlots frees slots owner holds.
-	ReleaseSlots(ctx context.Context, owner string, slots map[string][]int) error
+	// ReleaseSlots gives back, of each endpoint, that many of the slots
+	// owner holds.
+	ReleaseSlots(ctx context.Context, owner string, slots map[string]int) error
 
 	// BookStart books the start of the next attempt on a paced endpoint:
 	// now, or the start booked for it before if that is later but no more

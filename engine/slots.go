@@ -13,8 +13,10 @@ import (
 // take only what an endpoint may receive and no endpoint ever has more than
 // max_concurrency requests open. On a store that several nodes share, a node
 // may use only the slots it holds in the store (shared != nil): it takes
-// more while its claims come back full, and gives back those it has not used
-// for a while, so the limit holds across every node.
+// what is free of an endpoint when it has work for it and its claims come
+// back full, and gives back, once a window, what it held beyond the most it
+// used in that window, so the limit holds across every node and a node
+// keeps no more than it needs.
 type endpointSlots struct {
 	mu      sync.Mutex
 	freed   *sync.Cond // signalled when a slot is released
@@ -22,19 +24,21 @@ type endpointSlots struct {
 	waiting map[string]int // attempts waiting for a slot
 
 	shared   courier.SharedLimits
-	held     map[string][]int     // shared: the slot numbers this node holds
-	busyAt   map[string]time.Time // shared: when a slot was last taken
+	held     map[string]int       // shared: the slots this node holds
+	peak     map[string]int       // shared: the most in use at once in this window
+	windowAt time.Time            // shared: when this window began
 	hungry   map[string]bool      // shared: a claim for the endpoint came back full
 	retryAt  map[string]time.Time // shared: no asking for more before then
 	renewdAt time.Time
 }
 
-// Slot leases in a shared store: how long a held slot outlives its node,
-// how often they are renewed, and how long an unused one is kept.
+// Slot holds in a shared store: how long a hold outlives its node, how
+// often holds are renewed, and the window over which a node's use of an
+// endpoint is measured before what it did not use goes back.
 const (
-	slotTTL   = 30 * time.Second
-	slotRenew = 5 * time.Second
-	slotIdle  = time.Second
+	slotTTL    = 30 * time.Second
+	slotRenew  = 5 * time.Second
+	slotWindow = time.Second
 	// slotRetry is how soon a node asks again for slots that other nodes
 	// held when it asked.
 	slotRetry = 200 * time.Millisecond
@@ -42,7 +46,7 @@ const (
 
 func newEndpointSlots(shared courier.SharedLimits) *endpointSlots {
 	s := &endpointSlots{running: map[string]int{}, waiting: map[string]int{}, shared: shared,
-		held: map[string][]int{}, busyAt: map[string]time.Time{}, hungry: map[string]bool{}, retryAt: map[string]time.Time{}}
+		held: map[string]int{}, peak: map[string]int{}, hungry: map[string]bool{}, retryAt: map[string]time.Time{}}
 	s.freed = sync.NewCond(&s.mu)
 	return s
 }
@@ -50,7 +54,7 @@ func newEndpointSlots(shared courier.SharedLimits) *endpointSlots {
 // limit is how many attempts e may have running on this node; s.mu is held.
 func (s *endpointSlots) limit(e *courier.Endpoint) int {
 	if s.shared != nil {
-		return len(s.held[e.Name])
+		return s.held[e.Name]
 	}
 	return max(e.MaxConcurrency, 1)
 }
@@ -69,7 +73,7 @@ func (s *endpointSlots) take(e *courier.Endpoint) bool {
 		return false
 	}
 	s.running[e.Name]++
-	s.busyAt[e.Name] = time.Now()
+	s.used(e.Name)
 	return true
 }
 
@@ -79,12 +83,20 @@ func (s *endpointSlots) wait(e *courier.Endpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waiting[e.Name]++
+	s.used(e.Name)
 	for s.running[e.Name] >= s.limit(e) {
 		s.freed.Wait()
 	}
 	s.waiting[e.Name]--
 	s.running[e.Name]++
-	s.busyAt[e.Name] = time.Now()
+}
+
+// used notes the slots of name in use now towards the window's peak; s.mu
+// is held.
+func (s *endpointSlots) used(name string) {
+	if s.shared != nil {
+		s.peak[name] = max(s.peak[name], s.running[name]+s.waiting[name])
+	}
 }
 
 func (s *endpointSlots) release(name string) {
@@ -109,52 +121,54 @@ func (s *endpointSlots) claimed(endpoint string, full bool) {
 
 // refresh brings the slots held in a shared store in line with this node's
 // need before a claim: for each endpoint that may send in this round, it
-// asks for more when every held slot is in use and the claims want more (or
-// it holds none, to learn whether there is work); of every endpoint it holds
-// slots of (configured ones in known, or those given), it gives back the
-// slots unused for a while; and it renews the rest now and then. One store
-// round trip each.
+// asks for every slot it lacks when every held slot is in use and the
+// claims want more (or it holds none, to learn whether there is work); once
+// a window, it gives back what it held beyond the most it used in the
+// window, of every endpoint it holds slots of (configured ones in known,
+// or those given); and it renews its holds now and then. One store round
+// trip each, whatever the number of endpoints and slots.
 func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*courier.Endpoint, known map[string]*courier.Endpoint, now time.Time) error {
 	if s.shared == nil {
 		return nil
 	}
 	s.mu.Lock()
 	var want []courier.SlotRequest
-	release := map[string][]int{}
-	maxOf := func(name string) int {
-		if e := known[name]; e != nil {
-			return max(e.MaxConcurrency, 1)
-		}
-		return 0
+	maxOf := make(map[string]int, len(endpoints))
+	for _, e := range endpoints {
+		maxOf[e.Name] = max(e.MaxConcurrency, 1)
 	}
 	for _, e := range endpoints {
 		held, used := s.held[e.Name], s.running[e.Name]+s.waiting[e.Name]
-		maxSlots := max(e.MaxConcurrency, 1)
-		if len(held) < maxSlots && used >= len(held) && (len(held) == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]) {
-			// Ask for as many again as held (at least one): a node with
-			// work grows quickly, one without asks for a single slot.
-			want = append(want, courier.SlotRequest{Endpoint: e.Name, Max: maxSlots, N: min(max(len(held), 1), maxSlots-len(held))})
+		maxSlots := maxOf[e.Name]
+		if held < maxSlots && used >= held && (held == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]) {
+			want = append(want, courier.SlotRequest{Endpoint: e.Name, Max: maxSlots, N: maxSlots - held})
 		}
 	}
+	release := map[string]int{}
+	windowEnds := now.Sub(s.windowAt) >= slotWindow
 	for name, held := range s.held {
-		used := s.running[name] + s.waiting[name]
-		maxSlots := maxOf(name)
-		if maxSlots == 0 {
-			for _, e := range endpoints {
-				if e.Name == name {
-					maxSlots = max(e.MaxConcurrency, 1)
-				}
+		maxSlots, ok := maxOf[name]
+		if !ok {
+			if e := known[name]; e != nil {
+				maxSlots = max(e.MaxConcurrency, 1)
+			} else {
+				maxSlots = held // not known here: keep what is held until the window ends
 			}
 		}
-		if maxSlots == 0 {
-			maxSlots = len(held) // not known here: keep what is in use
+		keep := maxSlots
+		if windowEnds {
+			keep = min(keep, max(s.peak[name], s.running[name]+s.waiting[name]))
 		}
-		if len(held) > maxSlots || len(held) > used && now.Sub(s.busyAt[name]) > slotIdle {
-			keep := min(max(used, 0), maxSlots)
-			if keep < len(held) {
-				release[name] = append([]int(nil), held[keep:]...)
-			}
+		if keep < held {
+			release[name] = held - keep
 		}
+	}
+	if windowEnds {
+		clear(s.peak)
+		for name, n := range s.running {
+			s.peak[name] = n + s.waiting[name]
+		}
+		s.windowAt = now
 	}
 	renew := now.Sub(s.renewdAt) >= slotRenew
 	s.mu.Unlock()
@@ -164,9 +178,8 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 			return err
 		}
 		s.mu.Lock()
-		for name, gone := range release {
-			s.held[name] = s.held[name][:len(s.held[name])-len(gone)]
-			if len(s.held[name]) == 0 {
+		for name, n := range release {
+			if s.held[name] -= n; s.held[name] <= 0 {
 				delete(s.held, name)
 			}
 		}
@@ -178,7 +191,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 			return err
 		}
 		s.mu.Lock()
-		// A slot that lapsed (this node could not renew it in time) may be
+		// A hold that lapsed (this node could not renew it in time) may be
 		// another node's now: it is no longer used here.
 		s.held = got
 		s.renewdAt = now
@@ -191,12 +204,16 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		}
 		s.mu.Lock()
 		for _, w := range want {
-			if len(got[w.Endpoint]) <= len(s.held[w.Endpoint]) {
+			n := got[w.Endpoint]
+			if n <= s.held[w.Endpoint] {
 				// Other nodes hold the rest; ask again a little later.
 				s.retryAt[w.Endpoint] = now.Add(slotRetry)
 			}
-			s.held[w.Endpoint] = got[w.Endpoint]
-			s.busyAt[w.Endpoint] = now // a new slot gets its chance before it counts as idle
+			if n > 0 {
+				s.held[w.Endpoint] = n
+			} else {
+				delete(s.held, w.Endpoint)
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -211,7 +228,7 @@ func (s *endpointSlots) releaseAll(ctx context.Context, owner string) error {
 	}
 	s.mu.Lock()
 	held := maps.Clone(s.held)
-	s.held = map[string][]int{}
+	s.held = map[string]int{}
 	s.mu.Unlock()
 	return s.shared.ReleaseSlots(ctx, owner, held)
 }

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -10,121 +12,149 @@ import (
 
 var _ courier.SharedLimits = (*Store)(nil)
 
-// makeSlotsSQL makes the slot rows of endpoints $1[i] with $2[i] slots.
-const makeSlotsSQL = `INSERT INTO endpoint_slots (endpoint, slot)
-	SELECT w.endpoint, g.slot FROM unnest($1::text[], $2::int[]) AS w(endpoint, max)
-	CROSS JOIN LATERAL generate_series(0, w.max - 1) AS g(slot)
-	ON CONFLICT DO NOTHING`
+// A node's share of an endpoint's max_concurrency is one row of
+// endpoint_holds: how many slots it holds, until when. Nodes take slots of
+// an endpoint one at a time, under the endpoint's transaction-scoped
+// advisory lock (class slotLockClass, of the ordering keys' two-key space);
+// the statement that counts and takes runs after the lock is held, so its
+// snapshot sees every count written before.
 
-// acquireSQL takes up to $3[i] more free slots below $2[i] of endpoint
-// $1[i] for owner $4, held for $5 microseconds, and returns every slot the
-// owner holds on those endpoints. Free slots are taken with SKIP LOCKED, so
-// that nodes never wait for each other. Each endpoint's slots are read
-// through the primary key, a range each: with ten thousand endpoints a
-// join would read every slot of every endpoint.
-const acquireSQL = `WITH want AS (
-	SELECT * FROM unnest($1::text[], $2::int[], $3::int[]) AS w(endpoint, max, n)
-), free AS (
-	SELECT f.endpoint, f.slot FROM want CROSS JOIN LATERAL (
-		SELECT endpoint, slot FROM endpoint_slots
-		WHERE endpoint = want.endpoint AND slot < want.max
-			AND (owner IS NULL OR until < clock_timestamp())
-		ORDER BY slot LIMIT want.n
-		FOR UPDATE SKIP LOCKED
-	) f
-), taken AS (
-	UPDATE endpoint_slots s SET owner = $4, until = clock_timestamp() + $5 * interval '1 microsecond'
-	FROM free WHERE s.endpoint = free.endpoint AND s.slot = free.slot
-	RETURNING s.endpoint, s.slot
+// slotLockClass is the advisory lock class of endpoint slots.
+const slotLockClass = "1668248442"
+
+// holdGrace is how long before it lapses a hold can no longer be renewed:
+// a node that counts other nodes' holds may read one as it was before a
+// renewal committed, and this margin keeps such a read from taking a hold
+// as lapsed while its renewal is under way.
+const holdGrace = "interval '1 second'"
+
+// acquireChunk bounds the endpoints of one transaction, so that the
+// advisory locks it takes stay well within the server's lock table.
+const acquireChunk = 256
+
+// lockSlotsSQL takes the advisory locks of endpoints $1, in the order of
+// their lock numbers so that two nodes never wait on each other in turn.
+const lockSlotsSQL = `SELECT pg_advisory_xact_lock(` + slotLockClass + `, h)
+	FROM (SELECT DISTINCT hashtext(e) AS h FROM unnest($1::text[]) AS e ORDER BY 1) k`
+
+// takeSlotsSQL raises owner $4's hold of endpoint $1[i] by up to $3[i],
+// within $2[i] slots less the live holds of other owners, held for $5
+// microseconds; it returns the holds owner has of those endpoints now. A
+// hold that would be none is deleted instead.
+const takeSlotsSQL = `WITH want AS (
+	SELECT w.endpoint,
+		least(w.max - COALESCE((SELECT sum(o.n) FROM endpoint_holds o
+				WHERE o.endpoint = w.endpoint AND o.owner <> $4 AND o.until >= clock_timestamp()), 0),
+			COALESCE((SELECT m.n FROM endpoint_holds m
+				WHERE m.endpoint = w.endpoint AND m.owner = $4 AND m.until >= clock_timestamp() + ` + holdGrace + `), 0) + w.n) AS n
+	FROM unnest($1::text[], $2::int[], $3::int[]) AS w(endpoint, max, n)
+), gone AS (
+	DELETE FROM endpoint_holds h USING want
+	WHERE h.endpoint = want.endpoint AND h.owner = $4 AND want.n <= 0
 )
-SELECT endpoint, slot FROM taken
-UNION
-SELECT h.endpoint, h.slot FROM want CROSS JOIN LATERAL (
-	SELECT endpoint, slot FROM endpoint_slots
-	WHERE endpoint = want.endpoint AND owner = $4 AND until >= clock_timestamp()
-) h`
+INSERT INTO endpoint_holds AS h (endpoint, owner, n, until)
+SELECT endpoint, $4, n, clock_timestamp() + $5 * interval '1 microsecond' FROM want WHERE n > 0
+ON CONFLICT (endpoint, owner) DO UPDATE SET n = EXCLUDED.n, until = EXCLUDED.until
+RETURNING endpoint, n`
 
 // AcquireSlots takes free slots of the endpoints for owner.
-func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration) (map[string][]int, error) {
-	endpoints := make([]string, len(want))
-	maxes, ns := make([]int32, len(want)), make([]int32, len(want))
-	for i, w := range want {
-		endpoints[i], maxes[i], ns[i] = w.Endpoint, int32(max(w.Max, 1)), int32(max(w.N, 0))
-	}
-	// Slot rows are made on first use, in a statement of their own: the
-	// acquiring statement would not see rows made by itself. Rows made
-	// once stay, so each endpoint's are made once per store.
-	var fresh []string
-	var makeMax []int32
-	for i, ep := range endpoints {
-		if made, ok := s.slotsMade.Load(ep); !ok || made.(int32) < maxes[i] {
-			fresh, makeMax = append(fresh, ep), append(makeMax, maxes[i])
+func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration) (map[string]int, error) {
+	want = slices.Clone(want)
+	slices.SortFunc(want, func(a, b courier.SlotRequest) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	want = slices.CompactFunc(want, func(a, b courier.SlotRequest) bool { return a.Endpoint == b.Endpoint })
+	out := make(map[string]int, len(want))
+	for chunk := range slices.Chunk(want, acquireChunk) {
+		endpoints := make([]string, len(chunk))
+		maxes, ns := make([]int32, len(chunk)), make([]int32, len(chunk))
+		for i, w := range chunk {
+			endpoints[i], maxes[i], ns[i] = w.Endpoint, int32(max(w.Max, 1)), int32(max(w.N, 0))
+		}
+		// One batch is one transaction: the locks are held until the
+		// counts are written.
+		var b pgx.Batch
+		b.Queue(lockSlotsSQL, endpoints)
+		b.Queue(takeSlotsSQL, endpoints, maxes, ns, owner, ttl.Microseconds())
+		results := s.pool.SendBatch(ctx, &b)
+		if _, err := results.Exec(); err != nil {
+			results.Close()
+			return nil, unavailable("lock endpoint slots", err)
+		}
+		rows, err := results.Query()
+		err = collectHolds(rows, err, out)
+		if cerr := results.Close(); err == nil && cerr != nil {
+			err = unavailable("acquire endpoint slots", cerr)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
+	return out, nil
+}
+
+// RenewSlots extends the holds owner still has, and deletes every hold
+// that lapsed: its owner stopped renewing it, and no count includes it.
+func (s *Store) RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string]int, error) {
 	var b pgx.Batch
-	if len(fresh) > 0 {
-		b.Queue(makeSlotsSQL, fresh, makeMax)
-	}
-	b.Queue(acquireSQL, endpoints, maxes, ns, owner, ttl.Microseconds())
+	b.Queue(`DELETE FROM endpoint_holds WHERE until < clock_timestamp()`)
+	b.Queue(`UPDATE endpoint_holds SET until = clock_timestamp() + $2 * interval '1 microsecond'
+		WHERE owner = $1 AND until >= clock_timestamp() + `+holdGrace+` RETURNING endpoint, n`, owner, ttl.Microseconds())
 	results := s.pool.SendBatch(ctx, &b)
 	defer results.Close()
-	if len(fresh) > 0 {
-		if _, err := results.Exec(); err != nil {
-			return nil, unavailable("make endpoint slots", err)
-		}
-		for i, ep := range fresh {
-			s.slotsMade.Store(ep, makeMax[i])
-		}
+	if _, err := results.Exec(); err != nil {
+		return nil, unavailable("forget lapsed endpoint slots", err)
 	}
+	out := map[string]int{}
 	rows, err := results.Query()
-	return collectSlots(rows, err, "acquire endpoint slots")
+	if err := collectHolds(rows, err, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// RenewSlots extends the slots owner still holds.
-func (s *Store) RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string][]int, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE endpoint_slots SET until = clock_timestamp() + $2 * interval '1 microsecond'
-		WHERE owner = $1 AND until >= clock_timestamp() RETURNING endpoint, slot`, owner, ttl.Microseconds())
-	return collectSlots(rows, err, "renew endpoint slots")
-}
-
-// ReleaseSlots frees slots owner holds.
-func (s *Store) ReleaseSlots(ctx context.Context, owner string, slots map[string][]int) error {
+// ReleaseSlots gives back n slots of each endpoint owner holds; a hold that
+// comes to none is deleted.
+func (s *Store) ReleaseSlots(ctx context.Context, owner string, slots map[string]int) error {
 	var endpoints []string
-	var nums []int32
-	for ep, list := range slots {
-		for _, n := range list {
-			endpoints, nums = append(endpoints, ep), append(nums, int32(n))
+	var ns []int32
+	for ep, n := range slots {
+		if n > 0 {
+			endpoints, ns = append(endpoints, ep), append(ns, int32(n))
 		}
 	}
 	if len(endpoints) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE endpoint_slots s SET owner = NULL, until = NULL
-		FROM unnest($2::text[], $3::int[]) AS r(endpoint, slot)
-		WHERE s.endpoint = r.endpoint AND s.slot = r.slot AND s.owner = $1`, owner, endpoints, nums); err != nil {
+	if _, err := s.pool.Exec(ctx, `WITH r AS (
+		SELECT * FROM unnest($2::text[], $3::int[]) AS r(endpoint, n)
+	), fewer AS (
+		UPDATE endpoint_holds h SET n = h.n - r.n FROM r
+		WHERE h.endpoint = r.endpoint AND h.owner = $1 AND h.n > r.n
+	)
+	DELETE FROM endpoint_holds h USING r WHERE h.endpoint = r.endpoint AND h.owner = $1 AND h.n <= r.n`,
+		owner, endpoints, ns); err != nil {
 		return unavailable("release endpoint slots", err)
 	}
 	return nil
 }
 
-func collectSlots(rows pgx.Rows, err error, what string) (map[string][]int, error) {
+// collectHolds adds the (endpoint, n) rows to out.
+func collectHolds(rows pgx.Rows, err error, out map[string]int) error {
 	if err != nil {
-		return nil, unavailable(what, err)
+		return unavailable("endpoint slots", err)
 	}
 	defer rows.Close()
-	out := map[string][]int{}
 	for rows.Next() {
 		var ep string
-		var slot int
-		if err := rows.Scan(&ep, &slot); err != nil {
-			return nil, unavailable(what, err)
+		var n int32
+		if err := rows.Scan(&ep, &n); err != nil {
+			return unavailable("endpoint slots", err)
 		}
-		out[ep] = append(out[ep], slot)
+		out[ep] = int(n)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, unavailable(what, err)
+		return unavailable("endpoint slots", err)
 	}
-	return out, nil
+	return nil
 }
 
 // bookSQL books the next start of endpoint $1 ($2 the interval, $3 the

@@ -47,16 +47,15 @@ type Store struct {
 	channel string // LISTEN/NOTIFY channel of new due messages
 	id      string // this store's payload in its notifications, to skip its own
 
-	notify    chan struct{} // a nudge for the notifier
-	dueMu     sync.Mutex
-	dueSoon   map[string]struct{} // routes to tell other nodes of
-	dueAll    bool                // tell them to look at every route
-	quit      chan struct{}       // closed by Close
-	bg        sync.WaitGroup
-	closeMu   sync.Once
-	slotsMade sync.Map // endpoint → the slots whose rows are made, so that they are made once
-	listenMu  sync.Mutex
-	listened  bool
+	notify   chan struct{} // a nudge for the notifier
+	dueMu    sync.Mutex
+	dueSoon  map[string]struct{} // routes to tell other nodes of
+	dueAll   bool                // tell them to look at every route
+	quit     chan struct{}       // closed by Close
+	bg       sync.WaitGroup
+	closeMu  sync.Once
+	listenMu sync.Mutex
+	listened bool
 }
 
 // Open connects to the database at dsn, applies the migrations it lacks

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func RunLimits(t *testing.T, open func(t *testing.T) courier.SharedLimits) {
 	}{
 		{"SlotsNeverExceedMax", testSlotsNeverExceedMax},
 		{"SlotsReleaseAndLapse", testSlotsReleaseAndLapse},
+		{"SlotsManyEndpoints", testSlotsManyEndpoints},
 		{"BookStartSpacesStarts", testBookStart},
 	}
 	for _, tt := range tests {
@@ -25,44 +27,44 @@ func RunLimits(t *testing.T, open func(t *testing.T) courier.SharedLimits) {
 	}
 }
 
-func count(slots map[string][]int, endpoint string) int { return len(slots[endpoint]) }
-
 // testSlotsNeverExceedMax: owners asking at once together never hold more
 // than the endpoint's slots, and asking again returns what one holds.
 func testSlotsNeverExceedMax(t *testing.T, l courier.SharedLimits) {
 	ctx := context.Background()
 	owners := []string{"node-a", "node-b", "node-c", "node-d"}
-	got := make([]map[string][]int, len(owners))
+	got := make([]map[string]int, len(owners))
 	var wg sync.WaitGroup
 	for i, o := range owners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 2}, {Endpoint: "other", Max: 1, N: 1}}, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
 			got[i] = s
-		}()
+		})
 	}
 	wg.Wait()
-	held, other := map[int]string{}, 0
+	ep, other := 0, 0
 	for i, s := range got {
-		for _, slot := range s["ep"] {
-			if prev, ok := held[slot]; ok {
-				t.Errorf("slot %d held by %s and %s", slot, prev, owners[i])
-			}
-			held[slot] = owners[i]
+		if s["ep"] > 2 {
+			t.Errorf("%s holds %d slots of ep; it asked for 2", owners[i], s["ep"])
 		}
-		other += count(s, "other")
+		ep += s["ep"]
+		other += s["other"]
 	}
-	if len(held) != 3 || other != 1 {
-		t.Fatalf("held %d slots of ep (want 3) and %d of other (want 1): %v", len(held), other, got)
+	if ep != 3 || other != 1 {
+		t.Fatalf("held %d slots of ep (want 3) and %d of other (want 1): %v", ep, other, got)
 	}
 	// Asking again for none returns what the owner holds.
 	again, err := l.AcquireSlots(ctx, owners[0], []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 0}}, time.Minute)
-	if err != nil || count(again, "ep") != count(got[0], "ep") {
-		t.Fatalf("node-a holds %v, %v; want %v", again, err, got[0]["ep"])
+	if err != nil || again["ep"] != got[0]["ep"] {
+		t.Fatalf("node-a holds %v, %v; want %d of ep", again, err, got[0]["ep"])
+	}
+	// With every slot held, nobody gets more.
+	for i, o := range owners {
+		if more, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 3}}, time.Minute); err != nil || more["ep"] != got[i]["ep"] {
+			t.Fatalf("%s asking for more while all are held: %v, %v; want what it held", o, more, err)
+		}
 	}
 }
 
@@ -72,31 +74,66 @@ func testSlotsReleaseAndLapse(t *testing.T, l courier.SharedLimits) {
 	ctx := context.Background()
 	want := []courier.SlotRequest{{Endpoint: "ep", Max: 2, N: 2}}
 	a, err := l.AcquireSlots(ctx, "a", want, time.Minute)
-	if err != nil || count(a, "ep") != 2 {
+	if err != nil || a["ep"] != 2 {
 		t.Fatalf("a: %v, %v; want 2 slots", a, err)
 	}
-	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || count(b, "ep") != 0 {
+	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || b["ep"] != 0 {
 		t.Fatalf("b while a holds both: %v, %v; want none", b, err)
 	}
-	if err := l.ReleaseSlots(ctx, "a", map[string][]int{"ep": a["ep"][:1]}); err != nil {
+	if err := l.ReleaseSlots(ctx, "a", map[string]int{"ep": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || count(b, "ep") != 1 {
+	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || b["ep"] != 1 {
 		t.Fatalf("b after a released one: %v, %v; want 1", b, err)
+	}
+	if renewed, err := l.RenewSlots(ctx, "a", time.Minute); err != nil || renewed["ep"] != 1 || len(renewed) != 1 {
+		t.Fatalf("a renews: %v, %v; want its one slot of ep", renewed, err)
 	}
 	// a stops renewing: its slot lapses and d takes it.
 	if _, err := l.RenewSlots(ctx, "a", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if renewed, err := l.RenewSlots(ctx, "a", time.Minute); err != nil || count(renewed, "ep") != 0 {
+	if renewed, err := l.RenewSlots(ctx, "a", time.Minute); err != nil || renewed["ep"] != 0 {
 		t.Fatalf("renew after the slot lapsed: %v, %v; want nothing held", renewed, err)
 	}
-	if d, err := l.AcquireSlots(ctx, "d", want, time.Minute); err != nil || count(d, "ep") != 1 {
+	if d, err := l.AcquireSlots(ctx, "d", want, time.Minute); err != nil || d["ep"] != 1 {
 		t.Fatalf("d after a's slot lapsed: %v, %v; want 1", d, err)
 	}
-	if renewed, err := l.RenewSlots(ctx, "d", time.Minute); err != nil || count(renewed, "ep") != 1 {
+	if renewed, err := l.RenewSlots(ctx, "d", time.Minute); err != nil || renewed["ep"] != 1 {
 		t.Fatalf("d renews: %v, %v; want its slot", renewed, err)
+	}
+	// Giving back every slot leaves none held; they are free for others.
+	if err := l.ReleaseSlots(ctx, "d", map[string]int{"ep": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if renewed, err := l.RenewSlots(ctx, "d", time.Minute); err != nil || len(renewed) != 0 {
+		t.Fatalf("d renews after giving back all: %v, %v; want nothing held", renewed, err)
+	}
+	if a, err := l.AcquireSlots(ctx, "a", want, time.Minute); err != nil || a["ep"] != 1 {
+		t.Fatalf("a after d gave back its slot: %v, %v; want 1 (b holds the other)", a, err)
+	}
+}
+
+// testSlotsManyEndpoints: one request for more endpoints than one
+// transaction takes at once gets the slots of every one.
+func testSlotsManyEndpoints(t *testing.T, l courier.SharedLimits) {
+	ctx := context.Background()
+	var want []courier.SlotRequest
+	for i := range 700 {
+		want = append(want, courier.SlotRequest{Endpoint: fmt.Sprintf("ep-%04d", i), Max: 16, N: 16})
+	}
+	got, err := l.AcquireSlots(ctx, "a", want, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if got[w.Endpoint] != 16 {
+			t.Fatalf("%s: %d slots, want 16", w.Endpoint, got[w.Endpoint])
+		}
+	}
+	if other, err := l.AcquireSlots(ctx, "b", want[:10], time.Minute); err != nil || len(other) != 0 {
+		t.Fatalf("b while a holds every slot: %v, %v; want none", other, err)
 	}
 }
 

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/pgtest"
+)
+
+// A node on a shared store takes every free slot of an endpoint it has
+// work for in one go, and gives back, at the end of each window, what it
+// held beyond the most it used in that window: another node then gets them.
+func TestSlotsGoBackWhenUnused(t *testing.T) {
+	store := pgtest.Open(t)
+	ctx := context.Background()
+	ep := &courier.Endpoint{Name: "ep", MaxConcurrency: 4}
+	known := map[string]*courier.Endpoint{"ep": ep}
+	other := func() int {
+		t.Helper()
+		got, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: "ep", Max: 4, N: 4}}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got["ep"]
+	}
+
+	s := newEndpointSlots(store)
+	t0 := time.Now()
+	if err := s.refresh(ctx, "node", []*courier.Endpoint{ep}, known, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.free(ep); got != 4 {
+		t.Fatalf("after the first refresh %d slots free, want all 4 taken at once", got)
+	}
+	// Two attempts run and end within the window.
+	s.take(ep)
+	s.take(ep)
+	s.release("ep")
+	s.release("ep")
+	if err := s.refresh(ctx, "node", nil, known, t0.Add(slotWindow/2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := other(); got != 0 {
+		t.Fatalf("another node got %d slots while the window runs, want none", got)
+	}
+	if err := s.refresh(ctx, "node", nil, known, t0.Add(slotWindow)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.free(ep); got != 2 {
+		t.Fatalf("after a window that used 2, %d slots held, want 2", got)
+	}
+	if got := other(); got != 2 {
+		t.Fatalf("another node got %d slots after the window, want the 2 given back", got)
+	}
+	// A window without use gives back the rest.
+	if err := s.refresh(ctx, "node", nil, known, t0.Add(2*slotWindow)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.free(ep); got != 0 {
+		t.Fatalf("after an unused window, %d slots held, want none", got)
+	}
+	if got := other(); got != 4 {
+		t.Fatalf("another node holds %d slots, want all 4", got)
+	}
+}
