@@ -24,8 +24,8 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "recipient %q is not valid: 1 to %d characters without spaces or control characters", clip(m.Recipient), MaxRecipientLen)
 	case t.Routes[m.Route].Lookup != nil && m.Recipient == "":
 		return Errorf(CodeInvalidArgument, "route %q looks up each message's endpoint by its recipient: recipient is required", m.Route)
-	case m.Priority < 0 || m.Priority > 9:
-		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to 9", m.Priority)
+	case m.Priority < 0 || m.Priority > MaxPriority:
+		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to %d", m.Priority, MaxPriority)
 	case len(m.OrderingKey) > MaxIDLen:
 		return Errorf(CodeInvalidArgument, "ordering_key is longer than %d bytes", MaxIDLen)
 	case !m.ExpiresAt.IsZero() && !m.DeliverAfter.IsZero() && !m.ExpiresAt.After(m.DeliverAfter):

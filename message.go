@@ -78,7 +78,7 @@ type Message struct {
 	ContentType  string
 	Headers      map[string]string
 	OrderingKey  string
-	Priority     int
+	Priority     int       // 0 to MaxPriority; higher is claimed first
 	DeliverAfter time.Time // zero: at once
 	ExpiresAt    time.Time // zero: never (the policy's max_age still applies)
 	// Sender names the API key that ingested the message; empty when the
@@ -206,6 +206,9 @@ const (
 	MaxIDLen   = 256
 	MaxNameLen = 128
 )
+
+// MaxPriority is the highest priority a message may have (the lowest is 0).
+const MaxPriority = 9
 
 // ValidType reports whether s may be a message type: letters, digits,
 // '.', '_' and '-', 1 to 128 characters.

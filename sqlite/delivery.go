@@ -15,25 +15,28 @@ import (
 )
 
 // dueSQL lists the due messages of several routes in one statement: ?1 is
-// a JSON array of the routes, ?2 now, ?3 the most any of them may take. For
-// each route it answers the seqs of its due messages, highest priority
-// first and the longest due first within a priority, comma-separated. Each
-// arm of the union is a range of the messages_queued index holding only due
-// messages of one route and one priority, so nothing of other routes, of
-// the future or beyond the limit is read, and a claim over many routes
-// costs one statement, not one per route.
+// a JSON array of the routes, ?2 now, ?3 the most any of them may take, ?4
+// the set of priorities to look at (a prioritySet). For each route it
+// answers the seqs of its due messages, highest priority first and the
+// longest due first within a priority, comma-separated. Each arm of the
+// union is a range of the messages_queued index holding only due messages
+// of one route and one priority, so nothing of other routes, of the future
+// or beyond the limit is read, and a claim over many routes costs one
+// statement, not one per route. An arm's test of ?4 depends on no row, so
+// SQLite decides it once, before the arm's loop: a priority no message has
+// costs no seek.
 //
 // The limit is written +?3: SQLite recompiles a statement at every new
 // binding of a parameter it used in planning (a LIMIT, or a value it
 // compared with a partial index's condition), which for this statement
 // cost more than running it. A unary plus keeps the parameter out of the
-// planning and leaves the plan as it is.
+// planning and leaves the plan as it is; so for ?4.
 var dueSQL = func() string {
 	var arms []string
-	for p := 9; p >= 0; p-- {
+	for p := courier.MaxPriority; p >= 0; p-- {
 		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT seq, priority, next_attempt_at FROM messages INDEXED BY messages_queued
-			WHERE `+queuedDue+` AND route = q.value AND priority = %d AND next_attempt_at <= ?2
-			ORDER BY next_attempt_at LIMIT +?3)`, p))
+			WHERE (+?4 & %d) != 0 AND `+queuedDue+` AND route = q.value AND priority = %d AND next_attempt_at <= ?2
+			ORDER BY next_attempt_at LIMIT +?3)`, 1<<p, p))
 	}
 	return `SELECT q.key, (SELECT group_concat(seq, ',' ORDER BY priority DESC, next_attempt_at) FROM (
 			SELECT * FROM (` + strings.Join(arms, "\nUNION ALL ") + `)
@@ -94,7 +97,7 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 			return nil
 		}
 		list, _ := json.Marshal(routes)
-		rows, err := tx.Stmt(s.dueStmt).Query(string(list), micros(c.Now), limit)
+		rows, err := tx.Stmt(s.dueStmt).Query(string(list), micros(c.Now), limit, int64(s.priorities.set()))
 		if err != nil {
 			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
 		}
@@ -192,7 +195,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 			for _, n := range c.Notices {
 				// A notice whose id exists was sent by this same decision before.
-				if _, err := execInsert(insert, body, n); err != nil {
+				if _, err := s.execInsert(tx, insert, body, n); err != nil {
 					return err
 				}
 			}

@@ -48,7 +48,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			if err := s.admit(tx, m); err != nil {
 				return err
 			}
-			created, err := execInsert(insert, body, m)
+			created, err := s.execInsert(tx, insert, body, m)
 			if err != nil {
 				return err
 			}
@@ -514,9 +514,12 @@ func orNow(t, def time.Time) time.Time {
 	return t
 }
 
-// execInsert inserts a message and its payload unless its id exists, and
-// reports whether it did.
-func execInsert(insert, body *sql.Stmt, m *courier.Message) (bool, error) {
+// execInsert inserts a message and its payload in tx unless its id
+// exists, and reports whether it did.
+func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Message) (bool, error) {
+	if err := s.priorities.note(tx, m.Priority); err != nil {
+		return false, err
+	}
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
 		return false, err

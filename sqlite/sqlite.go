@@ -79,6 +79,8 @@ type Store struct {
 	waitStmt    *sql.Stmt
 	afterStmt   *sql.Stmt
 
+	priorities priorities // of the messages stored
+
 	ops      chan *op
 	maxGroup int
 	wal      *os.File     // the write-ahead log, which the syncer fsyncs
@@ -178,6 +180,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break
 		}
+	}
+	if err == nil {
+		err = s.priorities.load(wdb)
 	}
 	if err != nil {
 		rdb.Close()

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,22 +18,23 @@ import (
 //
 //   - key k: m1 suspended (it holds the key), m2 and m3 waiting behind it;
 //   - key j: a1 in flight (leased, token 1), a2 waiting;
-//   - key q: q1 due, q2 waiting.
+//   - key q: q1 due, q2 waiting, both of priority 4 (a store that claims
+//     only the priorities it knows of must learn them from the old rows).
 var UpgradeSQL = []string{
-	insertOld("m1"),
+	insertOld("m1", 0),
 	`UPDATE messages SET ordering_key = ordering_key, state = 'suspended', reason = 'rejected',
 		last_error = 'HTTP 400', next_attempt_at = NULL, finished_at = $1, updated_at = $1 WHERE id = 'm1'`,
-	insertOld("m2"), insertOld("m3"),
-	insertOld("a1"),
+	insertOld("m2", 0), insertOld("m3", 0),
+	insertOld("a1", 0),
 	`UPDATE messages SET state = 'inflight', lease_until = $1, lease_owner = 'old-node', total_attempts = 1, updated_at = $1 WHERE id = 'a1'`,
-	insertOld("a2"),
-	insertOld("q1"), insertOld("q2"),
+	insertOld("a2", 0),
+	insertOld("q1", 4), insertOld("q2", 4),
 }
 
-func insertOld(id string) string {
+func insertOld(id string, priority int) string {
 	return `INSERT INTO messages (id, type, route, size, content_type, ordering_key, priority, hash, state,
 		next_attempt_at, round_started_at, created_at, updated_at)
-		VALUES ('` + id + `', 't', 'acme', 1, 'text/plain', '` + id[:1] + `', 0, 'h-` + id + `', 'queued', $1, $1, $1, $1)`
+		VALUES ('` + id + `', 't', 'acme', 1, 'text/plain', '` + id[:1] + `', ` + strconv.Itoa(priority) + `, 'h-` + id + `', 'queued', $1, $1, $1, $1)`
 }
 
 // UpgradeWaiting are the messages that UpgradeSQL leaves waiting.
