@@ -12,8 +12,8 @@ import (
 // claimSQL leases due messages of several routes in one statement: $1 the
 // routes and $2 their quotas, in the order to serve them, $3 now, $4 the
 // total limit, $5 the lease's end and $6 its owner. For each route and each
-// priority it reads one range of the messages_queued index (due messages
-// only, oldest first) and locks what it reads with SKIP LOCKED, so that
+// priority that stored messages have (table priorities) it reads one range
+// of the messages_queued index (due messages only, oldest first) and locks what it reads with SKIP LOCKED, so that
 // nodes claiming at once take disjoint messages and never wait for each
 // other; then it keeps each route's quota, highest priority first, and the
 // total limit, in route order.
@@ -21,7 +21,7 @@ var claimSQL = `WITH quota AS (
 	SELECT * FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS q(route, lim, ord)
 ), candidate AS (
 	SELECT quota.ord, quota.lim, p.prio, d.seq, d.next_attempt_at
-	FROM quota CROSS JOIN generate_series(9, 0, -1) AS p(prio)
+	FROM quota CROSS JOIN unnest(ARRAY(SELECT priority FROM priorities)) AS p(prio)
 	CROSS JOIN LATERAL (
 		SELECT seq, next_attempt_at FROM messages
 		WHERE ` + queuedDue + ` AND route = quota.route AND priority = p.prio
@@ -270,7 +270,7 @@ func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]*cou
 // dueRoutesSQL lists the routes with claimable messages, each with its
 // earliest due time: it skips from route to route through messages_queued
 // (one index descent each, whatever a route holds) and finds each route's
-// earliest due time with one descent per priority.
+// earliest due time with one descent per priority in use.
 const dueRoutesSQL = `WITH RECURSIVE r(route) AS (
 	(SELECT route FROM messages WHERE ` + queuedDue + ` ORDER BY route LIMIT 1)
 	UNION ALL
@@ -278,7 +278,7 @@ const dueRoutesSQL = `WITH RECURSIVE r(route) AS (
 		AND m.route > r.route ORDER BY m.route LIMIT 1)
 	FROM r WHERE r.route IS NOT NULL
 )
-SELECT r.route, (SELECT min(d.next_attempt_at) FROM generate_series(0, 9) AS p(prio)
+SELECT r.route, (SELECT min(d.next_attempt_at) FROM unnest(ARRAY(SELECT priority FROM priorities)) AS p(prio)
 	CROSS JOIN LATERAL (SELECT next_attempt_at FROM messages
 		WHERE ` + queuedDue + ` AND route = r.route AND priority = p.prio
 		ORDER BY next_attempt_at LIMIT 1) d)

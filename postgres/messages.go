@@ -37,7 +37,9 @@ var messageColumns = columns("")
 // array per column, and returns the ids it created. Rows are inserted in
 // input order, so of two items with the same id the first is stored; an id
 // that exists already is left alone (ON CONFLICT DO NOTHING also waits for a
-// concurrent insert of the same id, and then leaves it alone too).
+// concurrent insert of the same id, and then leaves it alone too). The
+// priorities of the messages go into table priorities in the same
+// statement, which claims read for the priorities to look at.
 const ingestSQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
@@ -56,6 +58,8 @@ const ingestSQL = `WITH input AS (
 	FROM input ORDER BY ord
 	ON CONFLICT (id) DO NOTHING
 	RETURNING seq, id
+), priorities_used AS (
+	INSERT INTO priorities (priority) SELECT DISTINCT priority FROM input ON CONFLICT DO NOTHING
 ), payloads AS (
 	INSERT INTO bodies (seq, payload)
 	SELECT DISTINCT ON (input.id) created.seq, input.payload
