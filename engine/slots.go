@@ -133,37 +133,37 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 	}
 	s.mu.Lock()
 	var want []courier.SlotRequest
-	maxOf := make(map[string]int, len(endpoints))
-	for _, e := range endpoints {
-		maxOf[e.Name] = max(e.MaxConcurrency, 1)
-	}
+	release := map[string]int{}
 	for _, e := range endpoints {
 		held, used := s.held[e.Name], s.running[e.Name]+s.waiting[e.Name]
-		maxSlots := maxOf[e.Name]
-		if held < maxSlots && used >= held && (held == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]) {
+		maxSlots := max(e.MaxConcurrency, 1)
+		switch {
+		case held > maxSlots:
+			release[e.Name] = held - maxSlots // its limit was lowered
+		case held < maxSlots && used >= held && (held == 0 || s.hungry[e.Name]) && !now.Before(s.retryAt[e.Name]):
 			want = append(want, courier.SlotRequest{Endpoint: e.Name, Max: maxSlots, N: maxSlots - held})
 		}
 	}
-	release := map[string]int{}
-	windowEnds := now.Sub(s.windowAt) >= slotWindow
-	for name, held := range s.held {
-		maxSlots, ok := maxOf[name]
-		if !ok {
-			if e := known[name]; e != nil {
-				maxSlots = max(e.MaxConcurrency, 1)
-			} else {
-				maxSlots = held // not known here: keep what is held until the window ends
+	// Once a window, and only then, every held endpoint is looked at: a
+	// round costs what it claims for, not what the node holds.
+	if now.Sub(s.windowAt) >= slotWindow {
+		maxOf := make(map[string]int, len(endpoints))
+		for _, e := range endpoints {
+			maxOf[e.Name] = max(e.MaxConcurrency, 1)
+		}
+		for name, held := range s.held {
+			maxSlots, ok := maxOf[name]
+			if !ok {
+				if e := known[name]; e != nil {
+					maxSlots = max(e.MaxConcurrency, 1)
+				} else {
+					maxSlots = held // not known here (a resolved endpoint): its use decides
+				}
+			}
+			if keep := min(maxSlots, max(s.peak[name], s.running[name]+s.waiting[name])); keep < held {
+				release[name] = held - keep
 			}
 		}
-		keep := maxSlots
-		if windowEnds {
-			keep = min(keep, max(s.peak[name], s.running[name]+s.waiting[name]))
-		}
-		if keep < held {
-			release[name] = held - keep
-		}
-	}
-	if windowEnds {
 		clear(s.peak)
 		for name, n := range s.running {
 			s.peak[name] = n + s.waiting[name]
