@@ -165,6 +165,12 @@ func (e *Engine) updateHealth(batch []outcome) {
 			for _, r := range results {
 				h = ep.AfterOutcome(h, r.r, r.probe, now)
 			}
+			// This node's rounds go by the new health from before it is
+			// committed: once others can read it, no attempt of this node
+			// may still go by the old (a suspension let one more through).
+			// Should the write fail, the next read of the store corrects it.
+			e.steady.wrote(h)
+			e.health.put(h)
 			return h
 		}, nil)
 		if err != nil {
