@@ -66,6 +66,9 @@ type deliverResult struct {
 	// the receiver's.
 	CourierCPUus  float64 `json:"courier_cpu_us_per_message,omitempty"`
 	ReceiverCPUus float64 `json:"receiver_cpu_us_per_message,omitempty"`
+	// DatabaseCPUus is what PostgreSQL's processes spent per delivered
+	// message, when the database runs on this machine.
+	DatabaseCPUus float64 `json:"database_cpu_us_per_message,omitempty"`
 	HeldQueued    int     `json:"held_queued"` // with --held: still queued for the endpoints that are off at the end
 }
 
@@ -82,7 +85,9 @@ user deploys them; --in-process-receiver runs it in this process instead.
 Without --rate (drain): --messages are ingested in batches through the API,
 then the engine delivers them; the ingest and delivery rates are printed, and
 the CPU time (user and system) this process and the receiver's spent per
-delivered message during the delivery. With --backlog, that many older
+delivered message during the delivery; with --postgres on this machine, also
+PostgreSQL's (its processes' CPU, from /proc: a server nothing else uses
+gives the true figure). With --backlog, that many older
 messages are queued first on the same routes, so the run shows whether
 claiming costs more with a deep queue. With --held, that many endpoints are
 switched off before the delivery and --held-share of the messages go to them:
@@ -146,6 +151,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 					fmt.Fprintf(g.stdout, ", receiver (its own process) %.1f µs", res.ReceiverCPUus)
 				} else {
 					fmt.Fprintf(g.stdout, " (with the receiver, in this process)")
+				}
+				if res.DatabaseCPUus > 0 {
+					fmt.Fprintf(g.stdout, ", PostgreSQL %.1f µs", res.DatabaseCPUus)
 				}
 				fmt.Fprintln(g.stdout)
 			}
@@ -306,6 +314,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		return nil, err
 	}
 	cpu := processCPU()
+	dbCPU, dbKnown := b.databaseCPU()
 	start = time.Now()
 	if err := eng.Start(ctx); err != nil {
 		stopProfile()
@@ -314,6 +323,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	stopProgress := progress(g, rcv)
 	_, err = waitDelivered(ctx, rcv, target, 0)
 	courierCPU := processCPU() - cpu
+	dbAfter, dbStill := b.databaseCPU()
 	elapsed := time.Since(start)
 	stopProgress()
 	stopProfile()
@@ -334,6 +344,9 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		res.DeliverPerSec = float64(target) / elapsed.Seconds()
 		res.CourierCPUus = float64(courierCPU.Nanoseconds()) / 1e3 / float64(target)
 		res.ReceiverCPUus = float64(after.CPUus-before.CPUus) / float64(target)
+		if dbKnown && dbStill && dbAfter >= dbCPU {
+			res.DatabaseCPUus = float64((dbAfter - dbCPU).Nanoseconds()) / 1e3 / float64(target)
+		}
 	}
 	if err := eng.Stop(context.Background()); err != nil {
 		return nil, fmt.Errorf("stop the engine: %w", err)
@@ -349,6 +362,15 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		}
 	}
 	return res, nil
+}
+
+// databaseCPU is the CPU time PostgreSQL's processes have used, when the
+// run's database is on this machine.
+func (b benchDeliver) databaseCPU() (time.Duration, bool) {
+	if b.postgres == "" || !localDatabase(b.postgres) {
+		return 0, false
+	}
+	return databaseCPU()
 }
 
 // validate checks the settings before anything is opened or started.

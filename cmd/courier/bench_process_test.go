@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/pgtest"
 )
 
 // benchDeliverJSON runs `courier bench deliver` with args as a process and
@@ -46,6 +48,20 @@ func TestBenchDeliverWithReceiverProcess(t *testing.T) {
 	res = benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--in-process-receiver")
 	if res.Delivered != 2000 || res.CourierCPUus <= 0 || res.ReceiverCPUus != 0 {
 		t.Errorf("with the receiver in process, measured %+v; want 2000 delivered and only courier's CPU", res)
+	}
+}
+
+// On PostgreSQL on this machine, the benchmark tells the database's CPU
+// per delivered message as well.
+func TestBenchDeliverOnPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--postgres", dsn)
+	if res.Delivered != 2000 {
+		t.Fatalf("measured %+v; want 2000 delivered", res)
+	}
+	if localDatabase(dsn) && res.DatabaseCPUus <= 0 {
+		t.Errorf("database CPU per message %v µs; want it measured for a database on this machine", res.DatabaseCPUus)
 	}
 }
 
