@@ -111,7 +111,8 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Ingest stores the messages in one statement: one commit, however many.
+// Ingest stores the messages in one statement: one commit, however many,
+// shared with the ingests of other callers waiting at the time (group.go).
 // Messages with ordering keys are ingested under the keys' locks, taken
 // first in key order, so that of two nodes ingesting for one key each sees
 // the other's messages before it decides whether its own wait.
@@ -120,7 +121,8 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	var due []string
 	var err error
 	if keys := orderingKeys(msgs); len(keys) == 0 {
-		results, due, err = ingest(ctx, s.pool, msgs)
+		// Its group tells the other nodes of the due routes.
+		results, err = s.groupIngest(ctx, msgs)
 	} else {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
@@ -143,7 +145,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	if err != nil {
 		return nil, err
 	}
-	s.dueNow(due...)
+	if len(due) > 0 {
+		s.dueNow(due...)
+	}
 	return results, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -47,7 +48,9 @@ type Store struct {
 	channel string // LISTEN/NOTIFY channel of new due messages
 	id      string // this store's payload in its notifications, to skip its own
 
-	notify   chan struct{} // a nudge for the notifier
+	ingests  chan *ingestCall // ingests waiting for a committer (group.go)
+	grouped  atomic.Int64     // statements that served more than one ingest
+	notify   chan struct{}    // a nudge for the notifier
 	dueMu    sync.Mutex
 	dueSoon  map[string]struct{} // routes to tell other nodes of
 	dueAll   bool                // tell them to look at every route
@@ -106,11 +109,15 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		logger:  opts.Logger,
 		channel: channel,
 		id:      strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.Itoa(rand.IntN(1<<30)),
+		ingests: make(chan *ingestCall, 4*ingestCommitters),
 		notify:  make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 	}
-	s.bg.Add(1)
+	s.bg.Add(1 + ingestCommitters)
 	go s.notifyLoop()
+	for range ingestCommitters {
+		go s.ingestLoop()
+	}
 	return s, nil
 }
 

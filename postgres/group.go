@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Ingests without ordering keys are committed in groups: a few committers
+// each take every call waiting at the time and store their messages in one
+// statement, so that many senders of one message each share commits instead
+// of paying one each (a commit waits for the WAL to reach the disk). A
+// group whose statement fails is tried again call by call, so that a
+// message the database refuses fails only its own call.
+
+const (
+	ingestCommitters = 4    // statements in flight at once
+	maxGroupMessages = 2000 // messages a group takes at most, beside its first call
+	groupTimeout     = 30 * time.Second
+)
+
+// ingestCall is one Ingest waiting for its group.
+type ingestCall struct {
+	ctx  context.Context
+	msgs []*courier.Message
+	done chan ingestDone // buffered: the committer never waits for the caller
+}
+
+type ingestDone struct {
+	results []courier.IngestResult
+	err     error
+}
+
+var errStoreClosed = errors.New("postgres store is closed")
+
+// groupIngest stores msgs, which have no ordering keys, in the next group.
+func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	c := &ingestCall{ctx: ctx, msgs: msgs, done: make(chan ingestDone, 1)}
+	select {
+	case s.ingests <- c:
+	case <-ctx.Done():
+		return nil, unavailable("ingest", context.Cause(ctx))
+	case <-s.quit:
+		return nil, unavailable("ingest", errStoreClosed)
+	}
+	select {
+	case d := <-c.done:
+		return d.results, d.err
+	case <-ctx.Done():
+		// The group may still commit the messages: a sender that gave up
+		// sends again, and learns that they exist.
+		return nil, unavailable("ingest", context.Cause(ctx))
+	}
+}
+
+// ingestLoop is one committer.
+func (s *Store) ingestLoop() {
+	defer s.bg.Done()
+	for {
+		var first *ingestCall
+		select {
+		case <-s.quit:
+			return
+		case first = <-s.ingests:
+		}
+		group, n := []*ingestCall{first}, len(first.msgs)
+	gather:
+		for n < maxGroupMessages {
+			select {
+			case c := <-s.ingests:
+				group, n = append(group, c), n+len(c.msgs)
+			default:
+				break gather
+			}
+		}
+		s.commitGroup(group)
+	}
+}
+
+// commitGroup stores the messages of the calls in one statement and
+// answers each call with its own results.
+func (s *Store) commitGroup(group []*ingestCall) {
+	live := group[:0]
+	for _, c := range group {
+		if c.ctx.Err() != nil {
+			c.done <- ingestDone{err: unavailable("ingest", context.Cause(c.ctx))}
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		s.commitAlone(live[0])
+		return
+	}
+	var all []*courier.Message
+	for _, c := range live {
+		all = append(all, c.msgs...)
+	}
+	// The statement serves every call: it runs to its end even when one
+	// caller stops waiting, bounded by a timeout of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), groupTimeout)
+	results, due, err := ingest(ctx, s.pool, all)
+	cancel()
+	if err != nil {
+		for _, c := range live {
+			s.commitAlone(c)
+		}
+		return
+	}
+	if len(due) > 0 {
+		s.dueNow(due...)
+	}
+	s.grouped.Add(1)
+	for _, c := range live {
+		c.done <- ingestDone{results: results[:len(c.msgs):len(c.msgs)]}
+		results = results[len(c.msgs):]
+	}
+}
+
+// commitAlone stores one call's messages in a statement of their own.
+func (s *Store) commitAlone(c *ingestCall) {
+	results, due, err := ingest(c.ctx, s.pool, c.msgs)
+	if err == nil && len(due) > 0 {
+		s.dueNow(due...)
+	}
+	c.done <- ingestDone{results: results, err: err}
+}
