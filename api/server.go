@@ -43,9 +43,13 @@ type Options struct {
 	// at once after they were stored (ingested, resubmitted, or let go by a
 	// discard of the message ahead of them in their key), so that the
 	// delivery engine claims them; with no routes when it cannot name them
-	// (an endpoint switched on). Messages scheduled for later are found by
-	// the engine's poll.
+	// (an endpoint switched on). Messages scheduled for later go to
+	// ScheduledFunc.
 	DueFunc func(routes []string)
+	// ScheduledFunc, if set, is called with the route of a message stored
+	// to come due later (deliver_after) and that time, so that the engine
+	// claims it then rather than when its poll next finds it.
+	ScheduledFunc func(route string, at time.Time)
 	// Bulk runs bulk resubmits and discards; without it they answer 503.
 	Bulk BulkRunner
 	// ActivityFunc, if set, tells an endpoint's attempts under way and
@@ -99,6 +103,7 @@ type Server struct {
 	maxPayload    int64
 	maxBatchBytes int64
 	due           func(routes []string)
+	scheduled     func(route string, at time.Time)
 	bulk          BulkRunner
 	activity      func(endpoint string) courier.EndpointActivity
 	reload        func(ctx context.Context) error
@@ -120,6 +125,7 @@ func NewServer(o Options) *Server {
 		maxPayload:    o.MaxPayload,
 		maxBatchBytes: o.MaxBatchBytes,
 		due:           o.DueFunc,
+		scheduled:     o.ScheduledFunc,
 		bulk:          o.Bulk,
 		activity:      o.ActivityFunc,
 		reload:        o.ReloadFunc,
@@ -147,6 +153,9 @@ func NewServer(o Options) *Server {
 	}
 	if s.due == nil {
 		s.due = func([]string) {}
+	}
+	if s.scheduled == nil {
+		s.scheduled = func(string, time.Time) {}
 	}
 	if s.activity == nil {
 		s.activity = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
@@ -403,7 +412,9 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	switch res[0].Status {
 	case courier.IngestCreated:
 		s.observer.Ingested(m)
-		if !m.NextAttemptAt.After(now) {
+		if m.NextAttemptAt.After(now) {
+			s.scheduled(m.Route, m.NextAttemptAt)
+		} else {
 			s.due([]string{m.Route})
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
@@ -601,14 +612,21 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var due []string
+		later := map[string]time.Time{} // the earliest of each route's messages due later
 		for j, ir := range res {
 			i := index[j]
 			switch ir.Status {
 			case courier.IngestCreated:
 				s.observer.Ingested(msgs[j])
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
-				if r := msgs[j].Route; !msgs[j].NextAttemptAt.After(now) && !slices.Contains(due, r) {
-					due = append(due, r)
+				r, at := msgs[j].Route, msgs[j].NextAttemptAt
+				switch {
+				case !at.After(now):
+					if !slices.Contains(due, r) {
+						due = append(due, r)
+					}
+				case later[r].IsZero() || at.Before(later[r]):
+					later[r] = at
 				}
 			case courier.IngestExists:
 				if ir.Message.Sender != msgs[j].Sender {
@@ -624,6 +642,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(due) > 0 {
 			s.due(due)
+		}
+		for r, at := range later {
+			s.scheduled(r, at)
 		}
 	}
 	writeJSON(w, http.StatusOK, BatchResponse{Results: results})

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -692,4 +693,52 @@ func TestGetPayloadAsStored(t *testing.T) {
 	}
 	status, body, _ = ts.call(t, "GET", "/v1/messages/j1?payload=hex", "")
 	wantError(t, status, body, 422, courier.CodeInvalidArgument, "base64")
+}
+
+// A message stored to come due later is announced with its route and time,
+// a batch's earliest per route; one due now goes to DueFunc as before.
+func TestScheduledMessagesAreAnnounced(t *testing.T) {
+	type call struct {
+		route string
+		at    time.Time
+	}
+	var mu sync.Mutex
+	var scheduled []call
+	var due [][]string
+	ts := newTestServer(t, func(o *api.Options) {
+		o.DueFunc = func(routes []string) { mu.Lock(); due = append(due, routes); mu.Unlock() }
+		o.ScheduledFunc = func(route string, at time.Time) {
+			mu.Lock()
+			scheduled = append(scheduled, call{route, at})
+			mu.Unlock()
+		}
+	})
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	body := fmt.Sprintf(`{"type":"invoice","route":"acme","payload":{},"deliver_after":%q}`, later.Format(time.RFC3339))
+	if status, b, _ := ts.call(t, "PUT", "/v1/messages/later-1", body); status != 201 {
+		t.Fatalf("%d %s", status, b)
+	}
+	mu.Lock()
+	if len(scheduled) != 1 || scheduled[0].route != "acme" || !scheduled[0].at.Equal(later) || len(due) != 0 {
+		t.Fatalf("after a PUT due in an hour: scheduled %v, due %v; want acme at %v only", scheduled, due, later)
+	}
+	scheduled = nil
+	mu.Unlock()
+
+	batch := fmt.Sprintf(`{"messages":[
+		{"id":"b-1","type":"invoice","route":"acme","payload":{},"deliver_after":%q},
+		{"id":"b-2","type":"invoice","route":"acme","payload":{},"deliver_after":%q},
+		{"id":"b-3","type":"invoice","route":"acme","payload":{}}]}`,
+		later.Add(time.Minute).Format(time.RFC3339), later.Format(time.RFC3339))
+	if status, b, _ := ts.call(t, "POST", "/v1/messages/batch", batch); status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(scheduled) != 1 || scheduled[0].route != "acme" || !scheduled[0].at.Equal(later) {
+		t.Errorf("after a batch: scheduled %v; want acme once, at the earlier %v", scheduled, later)
+	}
+	if len(due) != 1 || len(due[0]) != 1 || due[0][0] != "acme" {
+		t.Errorf("after a batch with a message due now: due %v; want [[acme]]", due)
+	}
 }

@@ -198,6 +198,13 @@ func (e *Engine) Due(routes []string) {
 	e.nudge()
 }
 
+// Scheduled notes that route has a message coming due at the time, so that
+// its lane is claimed then, not when a sweep next finds it.
+func (e *Engine) Scheduled(route string, at time.Time) {
+	e.lanes.due(route, at, e.clock.Now())
+	e.nudge() // the claimer sleeps until the earliest lane's time: this may be earlier
+}
+
 // nudge wakes the claimer to look at its lanes.
 func (e *Engine) nudge() {
 	select {

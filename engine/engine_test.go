@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,9 @@ type harness struct {
 	// resolver resolves lookup routes' recipients, when a test sets it in
 	// its build function.
 	resolver courier.Resolver
+	// poll, when a test's build function sets it, is the engine's poll
+	// interval (and so the spacing of its sweeps) instead of 20 ms.
+	poll time.Duration
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -81,7 +85,7 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 			courier.TransportAMQP: amqpSender,
 			courier.TransportNATS: natsSender,
 		},
-		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
+		PollInterval: cmp.Or(h.poll, 20*time.Millisecond), TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver,
 	})
 	if err := e.Start(context.Background()); err != nil {

@@ -314,3 +314,27 @@ func TestDeliverAfterHolds(t *testing.T) {
 			first["now"], first["later"], first["behind"])
 	}
 }
+
+// A message scheduled for later that the engine is told of goes at its time,
+// not when a sweep next finds it: with sweeps a minute apart, it is
+// delivered all the same.
+func TestScheduledGoesAtItsTime(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.top.Endpoints["shop"] = h.httpEndpoint("shop", "/shop")
+		h.route("shop", "shop")
+		h.poll = time.Minute
+	})
+	time.Sleep(100 * time.Millisecond) // the sweep at start has run: the next is a minute away
+	at := time.Now().Add(300 * time.Millisecond)
+	m := h.message("later", "order", "shop", "", 0)
+	m.DeliverAfter = at
+	courier.Accept(m, h.top.Policy("order"), true, time.Now())
+	if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.Scheduled("shop", m.NextAttemptAt)
+	h.waitState("later", courier.StateDelivered)
+	if a := h.sink.All(); len(a) != 1 || a[0].Time.Before(at) {
+		t.Fatalf("arrivals %v; want one, at or after %v", a, at)
+	}
+}

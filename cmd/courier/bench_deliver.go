@@ -241,7 +241,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i]}))
 	}
 	eng := &nodes{engines}
-	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, DueFunc: eng.Due}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled}), ReadHeaderTimeout: 10 * time.Second}
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -640,5 +640,11 @@ func (n *nodes) Stop(ctx context.Context) error {
 func (n *nodes) Due(routes []string) {
 	for _, e := range n.engines {
 		e.Due(routes)
+	}
+}
+
+func (n *nodes) Scheduled(route string, at time.Time) {
+	for _, e := range n.engines {
+		e.Scheduled(route, at)
 	}
 }

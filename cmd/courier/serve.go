@@ -152,7 +152,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	handler := api.NewServer(api.Options{
 		Store: store, Topology: cfg.Topology, Logger: logger,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
-		DueFunc: eng.Due, Bulk: bulk, ActivityFunc: eng.Activity,
+		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
