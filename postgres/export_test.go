@@ -1,5 +1,35 @@
 package postgres
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
 // GroupedStatements counts the ingest statements that served more than one
 // call, for the tests of group commit.
 func (s *Store) GroupedStatements() int64 { return s.grouped.Load() }
+
+// IngestQueueFull reports whether the queue of ingest calls waiting for a
+// committer is full.
+func (s *Store) IngestQueueFull() bool { return len(s.ingests) == cap(s.ingests) }
+
+// HoldConnections takes every connection of the pool, so that statements
+// wait, until release is called.
+func (s *Store) HoldConnections(ctx context.Context) (release func(), err error) {
+	var held []*pgxpool.Conn
+	release = func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}
+	for range s.pool.Stat().MaxConns() {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, c)
+	}
+	return release, nil
+}

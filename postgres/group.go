@@ -12,8 +12,8 @@ import (
 // each take every call waiting at the time and store their messages in one
 // statement, so that many senders of one message each share commits instead
 // of paying one each (a commit waits for the WAL to reach the disk). A
-// group whose statement fails is tried again call by call, so that a
-// message the database refuses fails only its own call.
+// group whose statement fails is tried again in halves, down to single
+// calls, so that a message the database refuses fails only its own call.
 
 const (
 	ingestCommitters = 4    // statements in flight at once
@@ -107,9 +107,12 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	results, due, err := ingest(ctx, s.pool, all)
 	cancel()
 	if err != nil {
-		for _, c := range live {
-			s.commitAlone(c)
-		}
+		// One call's messages may be what failed: each half goes again on
+		// its own, down to single calls, so that one refused message costs
+		// a few statements and fails only its own call.
+		mid := len(live) / 2
+		s.commitGroup(live[:mid])
+		s.commitGroup(live[mid:])
 		return
 	}
 	if len(due) > 0 {

@@ -32,6 +32,12 @@ func TestConcurrentIngestsShareCommits(t *testing.T) {
 		err    error
 	}
 	answers := make([]answer, calls)
+	// While every connection is taken, the calls queue up; the committers
+	// then find them waiting and group them, however fast the machine.
+	release, err := s.HoldConnections(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Go(func() {
@@ -53,6 +59,10 @@ func TestConcurrentIngestsShareCommits(t *testing.T) {
 			answers[i].err = err
 		})
 	}
+	for deadline := time.Now().Add(10 * time.Second); !s.IngestQueueFull() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	release()
 	wg.Wait()
 	for i, a := range answers {
 		var want courier.IngestStatus
