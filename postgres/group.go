@@ -3,17 +3,20 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Ingests without ordering keys are committed in groups: a few committers
 // each take every call waiting at the time and store their messages in one
 // statement, so that many senders of one message each share commits instead
 // of paying one each (a commit waits for the WAL to reach the disk). A
-// group whose statement fails is tried again in halves, down to single
-// calls, so that a message the database refuses fails only its own call.
+// group whose statement the database refuses for its data is tried again
+// in halves, down to single calls, so that a message it refuses fails only
+// its own call; any other failure fails the whole group at once.
 
 const (
 	ingestCommitters = 4    // statements in flight at once
@@ -106,13 +109,21 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), groupTimeout)
 	results, due, err := ingest(ctx, s.pool, all)
 	cancel()
-	if err != nil {
-		// One call's messages may be what failed: each half goes again on
-		// its own, down to single calls, so that one refused message costs
-		// a few statements and fails only its own call.
+	if err != nil && refused(err) {
+		// One call's messages may be what the database refused: each half
+		// goes again on its own, down to single calls, so that one refused
+		// message costs a few statements and fails only its own call.
 		mid := len(live) / 2
 		s.commitGroup(live[:mid])
 		s.commitGroup(live[mid:])
+		return
+	}
+	if err != nil {
+		// The database is out of reach, or failed as a whole: every call
+		// hears so at once, rather than after a statement each.
+		for _, c := range live {
+			c.done <- ingestDone{err: err}
+		}
 		return
 	}
 	if len(due) > 0 {
@@ -123,6 +134,14 @@ func (s *Store) commitGroup(group []*ingestCall) {
 		c.done <- ingestDone{results: results[:len(c.msgs):len(c.msgs)]}
 		results = results[len(c.msgs):]
 	}
+}
+
+// refused reports whether the database refused the statement for its data
+// (a data exception or an integrity violation), which the messages of one
+// call may cause, rather than failing whatever it was sent.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
 }
 
 // commitAlone stores one call's messages in a statement of their own.
