@@ -247,9 +247,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	if err != nil {
 		return nil, unavailable("apply", err)
 	}
-	if len(due) > 0 {
-		s.dueNow(due...)
-	}
+	s.dueNow(due...)
 	return applied, nil
 }
 

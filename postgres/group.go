@@ -126,9 +126,7 @@ func (s *Store) commitGroup(group []*ingestCall) {
 		}
 		return
 	}
-	if len(due) > 0 {
-		s.dueNow(due...)
-	}
+	s.dueNow(due...)
 	s.grouped.Add(1)
 	for _, c := range live {
 		c.done <- ingestDone{results: results[:len(c.msgs):len(c.msgs)]}
@@ -147,7 +145,7 @@ func refused(err error) bool {
 // commitAlone stores one call's messages in a statement of their own.
 func (s *Store) commitAlone(c *ingestCall) {
 	results, due, err := ingest(c.ctx, s.pool, c.msgs)
-	if err == nil && len(due) > 0 {
+	if err == nil {
 		s.dueNow(due...)
 	}
 	c.done <- ingestDone{results: results, err: err}

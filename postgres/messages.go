@@ -145,9 +145,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	if err != nil {
 		return nil, err
 	}
-	if len(due) > 0 {
-		s.dueNow(due...)
-	}
+	s.dueNow(due...)
 	return results, nil
 }
 

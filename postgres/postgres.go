@@ -303,6 +303,9 @@ const (
 // coalesced: at most one burst is in the air at a time, so ingest never
 // waits on them and a burst of ingests costs a few NOTIFYs.
 func (s *Store) dueNow(routes ...string) {
+	if len(routes) == 0 {
+		return // nothing to tell: "" asks the others to look at every route
+	}
 	s.dueMu.Lock()
 	for _, r := range routes {
 		if s.dueAll {
