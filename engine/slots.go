@@ -134,9 +134,11 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 	s.mu.Lock()
 	var want []courier.SlotRequest
 	release := map[string]int{}
+	maxOf := make(map[string]int, len(endpoints))
 	for _, e := range endpoints {
 		held, used := s.held[e.Name], s.running[e.Name]+s.waiting[e.Name]
 		maxSlots := max(e.MaxConcurrency, 1)
+		maxOf[e.Name] = maxSlots
 		switch {
 		case held > maxSlots:
 			release[e.Name] = held - maxSlots // its limit was lowered
@@ -147,10 +149,6 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 	// Once a window, and only then, every held endpoint is looked at: a
 	// round costs what it claims for, not what the node holds.
 	if now.Sub(s.windowAt) >= slotWindow {
-		maxOf := make(map[string]int, len(endpoints))
-		for _, e := range endpoints {
-			maxOf[e.Name] = max(e.MaxConcurrency, 1)
-		}
 		for name, held := range s.held {
 			maxSlots, ok := maxOf[name]
 			if !ok {

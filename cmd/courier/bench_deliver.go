@@ -87,9 +87,9 @@ then the engine delivers them; the ingest and delivery rates are printed, and
 the CPU time (user and system) this process and the receiver's spent per
 delivered message during the delivery; with --postgres on this machine, also
 PostgreSQL's (its processes' CPU, from /proc: a server nothing else uses
-gives the true figure). With --backlog, that many older
-messages are queued first on the same routes, so the run shows whether
-claiming costs more with a deep queue. With --held, that many endpoints are
+gives the true figure). With --backlog, that many older messages are queued
+first on the same routes, so the run shows whether claiming costs more with
+a deep queue. With --held, that many endpoints are
 switched off before the delivery and --held-share of the messages go to them:
 the rates count the others, and the messages left queued for those that are
 off are counted at the end.
