@@ -31,6 +31,11 @@ type Config struct {
 	Store Store
 	// Retention is how long terminal messages are kept before the purge.
 	Retention time.Duration
+	// ShutdownTimeout bounds a stop: requests, receive locations, bulk
+	// operations and attempts under way get this long to finish; what is
+	// still under way then is cut off, as at a crash (leases lapse and
+	// the messages are taken up again).
+	ShutdownTimeout time.Duration
 	// MaxPayload is the largest payload one message may carry, in bytes.
 	MaxPayload int64
 	// MaxBatchBytes is the largest body of a batch ingest request, in bytes.

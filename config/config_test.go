@@ -80,6 +80,9 @@ func TestParseExample(t *testing.T) {
 	if got, want := c.Retention, 168*time.Hour; got != want {
 		t.Errorf("Retention = %v, want %v", got, want)
 	}
+	if got, want := c.ShutdownTimeout, 20*time.Second; got != want {
+		t.Errorf("ShutdownTimeout = %v, want %v", got, want)
+	}
 	if got, want := c.MaxPayload, int64(1<<20); got != want {
 		t.Errorf("MaxPayload = %d, want %d", got, want)
 	}
@@ -616,6 +619,8 @@ func TestApplyEnvErrors(t *testing.T) {
 			[]string{`COURIER_RETENTION: duration -1h must not be negative`}},
 		{"zero retention", "", map[string]string{"COURIER_RETENTION": "0s"},
 			[]string{`COURIER_RETENTION: retention: must be greater than 0`}},
+		{"zero shutdown timeout", "", map[string]string{"COURIER_SHUTDOWN_TIMEOUT": "0s"},
+			[]string{`COURIER_SHUTDOWN_TIMEOUT: shutdown_timeout: must be greater than 0`}},
 		{"bad size", "", map[string]string{"COURIER_MAX_PAYLOAD": "1 megabyte"},
 			[]string{`COURIER_MAX_PAYLOAD: "1 megabyte" is not a size: the unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB or TB`}},
 		{"payload over batch", "", map[string]string{"COURIER_MAX_PAYLOAD": "64MiB"},

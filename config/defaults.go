@@ -9,19 +9,24 @@ import (
 // Every default of the configuration is here, so that the documentation, the
 // no-file case and the parser cannot disagree.
 
+// DefaultShutdownTimeout ends a stop inside the grace period that
+// orchestrators give a process before they kill it (30 s in Kubernetes).
+const DefaultShutdownTimeout = 20 * time.Second
+
 // Default returns the configuration of a courier started without a file: a
 // loopback listener, an embedded SQLite store in ./courier-data and an empty
 // topology that has only the built-in default policy.
 func Default() *Config {
 	return &Config{
-		Listen:        "127.0.0.1:8425",
-		Store:         Store{Driver: DriverSQLite, Path: "./courier-data/courier.db"},
-		Retention:     7 * 24 * time.Hour,
-		MaxPayload:    1 << 20,
-		MaxBatchBytes: 32 << 20,
-		Log:           Log{Format: "text", Level: "info"},
-		Keys:          map[string]Key{},
-		Receivers:     map[string]*courier.Receiver{},
+		Listen:          "127.0.0.1:8425",
+		Store:           Store{Driver: DriverSQLite, Path: "./courier-data/courier.db"},
+		Retention:       7 * 24 * time.Hour,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		MaxPayload:      1 << 20,
+		MaxBatchBytes:   32 << 20,
+		Log:             Log{Format: "text", Level: "info"},
+		Keys:            map[string]Key{},
+		Receivers:       map[string]*courier.Receiver{},
 		Topology: &courier.Topology{
 			Endpoints: map[string]*courier.Endpoint{},
 			Routes:    map[string]*courier.Route{},

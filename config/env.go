@@ -84,6 +84,13 @@ var envOverrides = []envOverride{
 		}
 		return err
 	}},
+	{"COURIER_SHUTDOWN_TIMEOUT", "shutdown_timeout", func(c *Config, v string) error {
+		d, err := parseDuration(v)
+		if err == nil {
+			c.ShutdownTimeout = d
+		}
+		return err
+	}},
 	{"COURIER_MAX_PAYLOAD", "max_payload", func(c *Config, v string) error {
 		n, err := ParseSize(v)
 		if err == nil {

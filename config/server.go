@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var topFields = []string{"listen", "tls", "store", "retention", "max_payload", "max_batch_bytes",
+var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
 	"log", "public_url", "keys", "outbound", "endpoints", "routes", "policies", "receivers"}
 
 // config reads the top-level mapping into c. The server fields are only
@@ -36,6 +36,7 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		s.str("dsn", &c.Store.DSN)
 	}
 	o.duration("retention", &c.Retention)
+	o.duration("shutdown_timeout", &c.ShutdownTimeout)
 	o.size("max_payload", &c.MaxPayload)
 	o.size("max_batch_bytes", &c.MaxBatchBytes)
 	if l := o.sub("log", []string{"format", "level"}); l != nil {
@@ -197,6 +198,9 @@ func (c *Config) checkServer() Errors {
 	}
 	if c.Retention <= 0 {
 		bad([]string{"retention"}, "must be greater than 0")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad([]string{"shutdown_timeout"}, "must be greater than 0")
 	}
 	if c.MaxPayload <= 0 {
 		bad([]string{"max_payload"}, "must be greater than 0")

@@ -23,8 +23,10 @@ type Bulk struct {
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // closed when the operation is done
-	ctx     context.Context
+	ctx     context.Context          // ends at a stop: no batch is begun after it
 	cancel  context.CancelFunc
+	life    context.Context // ends when a stop runs out of time: the batch under way is cut off
+	kill    context.CancelFunc
 	wg      sync.WaitGroup
 }
 
@@ -46,7 +48,10 @@ func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake
 	if acted == nil {
 		acted = func(courier.ActionKind, int) {}
 	}
-	return &Bulk{store: store, clock: clock, logger: logger, wake: wake, acted: acted, running: map[string]chan struct{}{}}
+	b := &Bulk{store: store, clock: clock, logger: logger, wake: wake, acted: acted, running: map[string]chan struct{}{}}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.life, b.kill = context.WithCancel(context.Background())
+	return b
 }
 
 // tell reports n messages acted on by a batch.
@@ -60,6 +65,7 @@ func (b *Bulk) tell(kind courier.ActionKind, n int) {
 func (b *Bulk) Start(ctx context.Context) error {
 	b.mu.Lock()
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.life, b.kill = context.WithCancel(context.WithoutCancel(ctx))
 	b.mu.Unlock()
 	pending, err := b.store.PendingBulks(ctx)
 	if err != nil {
@@ -72,21 +78,21 @@ func (b *Bulk) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the operations after their current batch; they resume at the
-// next Start.
+// Stop ends the operations after their current batch, or cuts that batch
+// off when ctx ends first (its transaction is rolled back); they resume at
+// the next Start.
 func (b *Bulk) Stop(ctx context.Context) error {
 	b.mu.Lock()
-	cancel := b.cancel
+	cancel, kill := b.cancel, b.kill
 	b.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	cancel()
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		kill()
 		return ctx.Err()
 	}
 }
@@ -119,12 +125,8 @@ func (b *Bulk) launch(id string, count int) chan struct{} {
 	}
 	ch := make(chan struct{})
 	b.running[id] = ch
-	ctx := b.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	b.wg.Add(1)
-	go b.work(ctx, id, count, ch)
+	go b.work(b.ctx, b.life, id, count, ch)
 	return ch
 }
 
@@ -132,7 +134,7 @@ func (b *Bulk) launch(id string, count int) chan struct{} {
 // messages are told to the acted func: what the operation's count grew by
 // since the last batch, at most a batch (should another node work on the
 // same operation, resumed at its start, its batches are not taken as ours).
-func (b *Bulk) work(ctx context.Context, id string, count int, done chan struct{}) {
+func (b *Bulk) work(ctx, life context.Context, id string, count int, done chan struct{}) {
 	defer b.wg.Done()
 	defer func() {
 		b.mu.Lock()
@@ -143,14 +145,15 @@ func (b *Bulk) work(ctx context.Context, id string, count int, done chan struct{
 	pause := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		// A batch under way when Stop comes is finished and told: only
-		// between batches does the stop take effect.
-		op, err := b.store.RunBulk(context.WithoutCancel(ctx), id, bulkBatch, b.clock.Now())
+		// between batches does the stop take effect, unless it runs out
+		// of time.
+		op, err := b.store.RunBulk(life, id, bulkBatch, b.clock.Now())
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			b.logger.Warn("bulk operation batch failed; will try again", "operation", id, "err", err)
-			time.Sleep(pause)
+			sleep(ctx, pause)
 			pause = min(pause*2, 5*time.Second)
 			continue
 		}

@@ -82,23 +82,29 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 }
 
 // applyRetrying writes changes, trying again with a growing pause while the
-// store fails, for up to about ten minutes; past that the outcomes are
-// given up and the leases will lapse (the messages are delivered again).
+// store fails, for up to about ten minutes, or until a stop cuts it off;
+// then the outcomes are given up and the leases will lapse (the messages
+// are delivered again).
 func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 	pause := 50 * time.Millisecond
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := e.clock.Now().Add(10 * time.Minute)
 	for {
-		applied, err := e.store.Apply(context.Background(), changes)
+		applied, err := e.store.Apply(e.life, changes)
 		if err == nil {
 			return applied
 		}
-		if time.Now().After(deadline) {
+		if e.life.Err() != nil {
+			e.logger.Warn("outcomes not written at stop; their messages will be delivered again when the leases lapse",
+				"count", len(changes), "err", err)
+			return nil
+		}
+		if e.clock.Now().After(deadline) {
 			e.logger.Error("outcomes could not be written; their messages will be delivered again when the leases lapse",
 				"count", len(changes), "err", err)
 			return nil
 		}
 		e.logger.Warn("writing outcomes failed; will try again", "count", len(changes), "err", err, "in", pause)
-		time.Sleep(pause)
+		sleep(e.life, pause)
 		pause = min(pause*2, 5*time.Second)
 	}
 }
@@ -115,7 +121,7 @@ func (e *Engine) logChange(c courier.Change, applied bool) {
 	case m.State == courier.StateDelivered:
 		// One line per delivery is for debugging only; the check spares the
 		// delivery path building the line's arguments.
-		if e.logger.Enabled(context.Background(), slog.LevelDebug) {
+		if e.logger.Enabled(e.life, slog.LevelDebug) {
 			e.logger.Debug("message delivered", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
 		}
 	case m.State == courier.StateSuspended:

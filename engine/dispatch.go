@@ -370,7 +370,7 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 		e.lookups.start(r.Name)
 		e.inflight.Add(1)
 		e.attempts.Add(1)
-		e.workers.run(func() { e.attemptLookup(ctx, rd, r, m) })
+		e.workers.run(func() { e.attemptLookup(rd, r, m) })
 		return
 	}
 	var ep *courier.Endpoint
@@ -380,26 +380,26 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
-	e.workers.run(func() { e.attempt(ctx, rd.t, m, ep, reserved, probe) })
+	e.workers.run(func() { e.attempt(rd.t, m, ep, reserved, probe) })
 }
 
 // attempt delivers one message and hands the outcome to the completer.
-func (e *Engine) attempt(ctx context.Context, t *courier.Topology, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
+func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
 	defer e.attempts.Done()
 	if ep != nil && !reserved {
 		// Claims are sized to free slots; this happens only when routes
 		// sharing an endpoint together claimed more than it takes.
 		e.slots.wait(ep)
 	}
-	if ep != nil {
-		e.waitPace(ep)
-	}
+	paced := ep == nil || e.waitPace(ep)
 	started := e.clock.Now()
 	var res courier.Result
-	if ep == nil {
+	switch {
+	case !paced:
+	case ep == nil:
 		res = courier.Result{Class: courier.ClassTransport, Error: "the route " + m.Route + " has no endpoint"}
-	} else {
-		res = e.send(ctx, t, m, ep)
+	default:
+		res = e.send(t, m, ep)
 	}
 	duration := e.clock.Now().Sub(started)
 	// The receiver is done with it: free the slot at once, so that the next
@@ -414,8 +414,14 @@ func (e *Engine) attempt(ctx context.Context, t *courier.Topology, m *courier.Me
 
 // finished hands an ended attempt (or a message put back) to the
 // completer: its endpoint's activity and the observer hear of it, and the
-// worker it held is free.
+// worker it held is free. After a stop cut the work off, it is dropped.
 func (e *Engine) finished(o outcome) {
+	if e.life.Err() != nil {
+		// Cut off by a stop that ran out of time: what the attempt got is
+		// no verdict of the receiver's. Its lease lapses, as at a crash.
+		e.inflight.Add(-1)
+		return
+	}
 	if o.endpoint != nil {
 		e.activity.record(o.endpoint.Name, o.result, e.clock.Now())
 		e.opts.Observer.AttemptDone(o.endpoint.Name, o.result, o.duration)
@@ -428,14 +434,15 @@ func (e *Engine) finished(o outcome) {
 
 // send makes one attempt of m on ep with ep's transport, under the
 // topology it was claimed under.
-func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Message, ep *courier.Endpoint) courier.Result {
+func (e *Engine) send(t *courier.Topology, m *courier.Message, ep *courier.Endpoint) courier.Result {
 	sender := e.senderFor(ep)
 	if sender == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
 	}
-	// The lease outlives the endpoint timeout; a stop does not cut an
-	// attempt short, so that its outcome is known and written.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(ep)+5*time.Second)
+	// The lease outlives the endpoint timeout. A stop does not cut an
+	// attempt short, so that its outcome is known and written, unless it
+	// runs out of time.
+	actx, cancel := context.WithTimeout(e.life, timeoutOf(ep)+5*time.Second)
 	defer cancel()
 	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m)})
 }
@@ -450,57 +457,70 @@ func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {
 // waitPace waits until a paced endpoint may start this attempt: its booked
 // time, and the interval since the latest actual start. Claims take a paced
 // endpoint's messages at most one interval (and 50 ms) ahead, so the wait is
-// short.
-func (e *Engine) waitPace(ep *courier.Endpoint) {
+// short. It reports false when a stop cut the wait off.
+func (e *Engine) waitPace(ep *courier.Endpoint) bool {
 	if e.opts.Limits != nil {
-		e.bookShared(ep)
+		if !e.bookShared(ep) {
+			return false
+		}
 	} else {
 		for {
 			now := e.clock.Now()
 			at, ok := e.pace.start(ep, now)
 			if ok {
-				if wait := at.Sub(now); wait > 0 {
-					time.Sleep(wait)
+				if !sleep(e.life, at.Sub(now)) {
+					return false
 				}
 				break
 			}
-			time.Sleep(max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond))
+			if !sleep(e.life, max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond)) {
+				return false
+			}
 		}
 	}
 	for {
 		wait := e.pace.begin(ep, e.clock.Now())
 		if wait <= 0 {
-			return
+			return true
 		}
-		time.Sleep(wait)
+		if !sleep(e.life, wait) {
+			return false
+		}
 	}
 }
 
 // bookShared books this attempt's start in the store that nodes share, so
 // that the spacing holds across all of them, and waits for it. What the
 // store answers also tells this node's claimer when the endpoint is free
-// again, so that it does not claim for it before then.
-func (e *Engine) bookShared(ep *courier.Endpoint) {
+// again, so that it does not claim for it before then. It reports false
+// when a stop cut the wait off.
+func (e *Engine) bookShared(ep *courier.Endpoint) bool {
 	if interval(ep) <= 0 {
-		return
+		return true
 	}
 	for failures := 0; ; {
-		wait, ok, err := e.opts.Limits.BookStart(context.Background(), ep.Name, interval(ep), lead(ep))
+		wait, ok, err := e.opts.Limits.BookStart(e.life, ep.Name, interval(ep), lead(ep))
 		if err != nil {
+			if e.life.Err() != nil {
+				return false
+			}
 			// Without a booking the spacing cannot be known: wait for the
 			// store rather than send (the lease lapses if it stays away).
 			failures++
 			e.logger.Warn("could not book the next start of a paced endpoint; trying again", "endpoint", ep.Name, "err", err)
-			time.Sleep(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
+			if !sleep(e.life, min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)) {
+				return false
+			}
 			continue
 		}
 		now := e.clock.Now()
 		if ok {
 			e.pace.booked(ep, now.Add(wait))
-			time.Sleep(wait)
-			return
+			return sleep(e.life, wait)
 		}
 		e.pace.booked(ep, now.Add(wait+lead(ep)-interval(ep)))
-		time.Sleep(max(wait, time.Millisecond))
+		if !sleep(e.life, max(wait, time.Millisecond)) {
+			return false
+		}
 	}
 }

@@ -89,10 +89,16 @@ type Engine struct {
 	steady   steadyEndpoints // endpoints whose health deliveries leave as it is
 
 	mu       sync.Mutex
-	cancel   context.CancelFunc
-	loops    sync.WaitGroup // claimer, sweeper, rescuer, timers
-	attempts sync.WaitGroup // running attempts
-	done     chan struct{}  // closed when the completer has flushed
+	cancel   context.CancelFunc // ends the loops: no new claims
+	loops    sync.WaitGroup     // claimer, sweeper, rescuer, timers
+	attempts sync.WaitGroup     // running attempts
+	done     chan struct{}      // closed when the completer has flushed
+	// life is the context of what outlives the loops at a stop: attempts
+	// under way, their pacing, and the writing of outcomes and health. It
+	// ends when a stop runs out of time (kill), cutting all of that off as a
+	// crash would: the leases lapse and the messages are taken up again.
+	life context.Context
+	kill context.CancelFunc
 }
 
 // outcome is one finished attempt on its way to the store.
@@ -155,6 +161,7 @@ func New(o Options) *Engine {
 		lanes:    newLanes(),
 		workers:  newWorkers(2 * o.Workers),
 	}
+	e.life, e.kill = context.WithCancel(context.Background())
 	e.topology.Store(o.Topology)
 	return e
 }
@@ -166,7 +173,7 @@ func (e *Engine) SetTopology(t *courier.Topology) {
 	e.topology.Store(t)
 	e.lanes.forget(func(route string) bool { return t.Route(route) != nil })
 	e.lanes.releaseAll() // their endpoints, or what holds them, may have changed
-	if err := e.suspendRemovedRoutes(context.Background()); err != nil {
+	if err := e.suspendRemovedRoutes(e.life); err != nil {
 		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)
 	}
 	e.Wake()
@@ -241,7 +248,7 @@ func (e *Engine) noteChanges(changes []courier.Change, applied []bool) {
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cancel != nil {
+	if e.cancel != nil || e.done != nil {
 		return errors.New("engine already started")
 	}
 	if e.opts.RescueAllOnStart {
@@ -251,6 +258,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
+	e.life, e.kill = context.WithCancel(context.WithoutCancel(ctx))
 	go e.complete()
 	e.loops.Add(5)
 	go e.every(ctx, 5*time.Minute, e.suspendRemovedRoutes)
@@ -261,39 +269,65 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops claiming, lets the attempts under way finish (or ctx end), and
-// writes their outcomes. Messages still leased when ctx ends are taken up
-// again when their leases lapse.
+// Stop stops claiming, lets the attempts under way finish and writes their
+// outcomes, until ctx ends. Then whatever is still under way is cut off, as
+// at a crash: attempts are abandoned and outcomes not yet written are
+// dropped, and their messages are taken up again when the leases lapse.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	cancel, done := e.cancel, e.done
+	cancel, done, kill := e.cancel, e.done, e.kill
+	e.cancel = nil
 	e.mu.Unlock()
 	if cancel == nil {
 		return nil
 	}
+	defer kill()
 	cancel()
-	e.loops.Wait()
 	finished := make(chan struct{})
 	go func() {
+		e.loops.Wait()
 		e.attempts.Wait()
 		e.workers.stop()
 		close(e.outcomes)
+		<-done
 		close(finished)
 	}()
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		return fmt.Errorf("attempts still under way at stop: %w", ctx.Err())
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("outcomes not yet written at stop: %w", ctx.Err())
+		kill()
+		// Cut off, everything winds down at once; a transport that does not
+		// heed its context is not waited for.
+		select {
+		case <-finished:
+		case <-time.After(cutOffGrace):
+		}
+		return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", ctx.Err())
 	}
 	if err := e.slots.releaseAll(ctx, e.opts.Owner); err != nil {
 		e.logger.Warn("could not give back the endpoint slots this node held; they lapse by themselves", "err", err)
 	}
 	return nil
+}
+
+// cutOffGrace is how long a stop that ran out of time waits for the work
+// it cut off to wind down.
+const cutOffGrace = 500 * time.Millisecond
+
+// sleep waits for d, or until ctx ends; it reports whether the whole time
+// passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // every runs fn now and then every interval until ctx ends; a failure is
@@ -377,15 +411,15 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.sweepNow:
-			if wait := minSweep - time.Since(last); wait > 0 {
+			if wait := minSweep - e.clock.Now().Sub(last); wait > 0 {
 				resetTimer(timer, wait) // woken again right after a sweep: the next comes soon
 				continue
 			}
 		case <-timer.C:
 		}
-		last = time.Now()
+		last = e.clock.Now()
 		err := e.sweep(ctx)
-		took := time.Since(last)
+		took := e.clock.Now().Sub(last)
 		switch {
 		case ctx.Err() != nil:
 			return

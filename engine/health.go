@@ -123,7 +123,7 @@ func (e *Engine) releaseProbes(rd *round) {
 // releaseProbe gives back a probe reserved until the time, unless another
 // reservation took its place.
 func (e *Engine) releaseProbe(endpoint string, until time.Time) {
-	e.store.UpdateHealth(context.Background(), endpoint, func(h courier.EndpointHealth) courier.EndpointHealth {
+	e.store.UpdateHealth(e.life, endpoint, func(h courier.EndpointHealth) courier.EndpointHealth {
 		if h.ProbeUntil.Equal(until) {
 			h.ProbeUntil = time.Time{}
 		}
@@ -160,7 +160,7 @@ func (e *Engine) updateHealth(batch []outcome) {
 		}
 		ep := endpoints[name]
 		var before courier.EndpointHealth
-		after, err := e.store.UpdateHealth(context.Background(), name, func(h courier.EndpointHealth) courier.EndpointHealth {
+		after, err := e.store.UpdateHealth(e.life, name, func(h courier.EndpointHealth) courier.EndpointHealth {
 			before = h
 			for _, r := range results {
 				h = ep.AfterOutcome(h, r.r, r.probe, now)

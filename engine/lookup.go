@@ -134,7 +134,7 @@ func lookupTimeout(r *courier.Route) time.Duration {
 
 // attemptLookup resolves the message's endpoint and, when that endpoint can
 // take it now, delivers it; otherwise the message is put back until it can.
-func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route, m *courier.Message) {
+func (e *Engine) attemptLookup(rd *round, r *courier.Route, m *courier.Message) {
 	defer e.attempts.Done()
 	defer e.lookups.end(r.Name)
 	started := e.clock.Now()
@@ -152,7 +152,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 		finish(nil, courier.Result{Class: courier.ClassLookup, Error: "this courier has no registry client for lookup routes"}, false, time.Time{})
 		return
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Lookup.RequestTimeout())
+	lctx, cancel := context.WithTimeout(e.life, r.Lookup.RequestTimeout())
 	res, err := e.opts.Resolver.Resolve(lctx, r, m.Recipient, m.Type)
 	cancel()
 	if err != nil {
@@ -168,7 +168,7 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 	var probeUntil time.Time
 	if probe {
 		var got courier.EndpointHealth
-		got, probe, _ = e.reserveProbe(context.Background(), ep, now)
+		got, probe, _ = e.reserveProbe(e.life, ep, now)
 		probeUntil, sendable = got.ProbeUntil, probe
 	}
 	putBack := func(until time.Time) {
@@ -210,9 +210,13 @@ func (e *Engine) attemptLookup(ctx context.Context, rd *round, r *courier.Route,
 			return
 		}
 	}
-	e.waitPace(ep)
+	if !e.waitPace(ep) {
+		e.slots.release(ep.Name)
+		finish(nil, courier.Result{}, false, time.Time{}) // cut off by a stop: dropped
+		return
+	}
 	started = e.clock.Now()
-	result := e.send(ctx, rd.t, m, ep)
+	result := e.send(rd.t, m, ep)
 	e.slots.release(ep.Name)
 	if !result.Delivered() {
 		// The recipient may have moved: the next attempt asks again.

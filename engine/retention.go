@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,15 +53,16 @@ func NewRetention(store courier.Store, period time.Duration, o RetentionOptions)
 }
 
 // Start begins sweeping in the background.
-func (r *Retention) Start(ctx context.Context) {
+func (r *Retention) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cancel != nil {
-		return
+		return errors.New("retention already started")
 	}
 	ctx, r.cancel = context.WithCancel(ctx)
 	r.done = make(chan struct{})
 	go r.run(ctx)
+	return nil
 }
 
 // Stop ends the sweeping and waits for a sweep under way to finish its batch.

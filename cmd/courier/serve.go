@@ -134,18 +134,9 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer:         stats,
 		Resolver:         resolver,
 	})
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
-	if st.listen != nil {
-		st.listen(ctx, eng.Due)
-	}
 	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
 	bulk := engine.NewBulk(store, nil, logger, eng.Wake, stats.Acted)
-	if err := bulk.Start(ctx); err != nil {
-		return fmt.Errorf("resume bulk operations: %w", err)
-	}
 	// Reloads, by SIGHUP or through the API, are done one at a time by the
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
@@ -194,22 +185,38 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		// one is taken in by a reload without a restart.
 		srv.TLSConfig = &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
 	}
+	apiService := &httpService{srv: srv, ln: ln, tls: certs != nil}
 	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
-	retention.Start(ctx)
-	stats.Start(ctx)
-	// Receive locations start last: what they take in is delivered at once.
-	receivers.Start(ctx)
 
+	// The parts start in this order and stop in the reverse one, all
+	// within shutdown_timeout: the engine first, so that what the API and
+	// the receive locations take in is delivered at once; the receive
+	// locations last.
+	all := parts{
+		{"the engine", eng, "attempts still under way were cut off; their messages are taken up again when the leases lapse"},
+		{"store notifications", untilStopped(func(ctx context.Context) {
+			if st.listen != nil {
+				st.listen(ctx, eng.Due)
+			}
+		}), ""},
+		{"bulk operations", bulk, "they resume at the next start"},
+		{"retention", retention, "the purge goes on at the next start"},
+		{"metrics", funcs{start: func(ctx context.Context) error { stats.Start(ctx); return nil }, stop: stats.Stop}, ""},
+		{"the API", apiService, "requests still under way were cut off"},
+		{"receive locations", receivers, "what they had not acknowledged is read again at the next start"},
+	}
+	stopCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	}
+	started, err := all.start(ctx)
+	if err != nil {
+		sctx, cancel := stopCtx()
+		defer cancel()
+		started.stop(sctx, logger)
+		return err
+	}
 	scheme := "http"
-	serveErr := make(chan error, 1)
-	go func() {
-		if certs != nil {
-			serveErr <- srv.ServeTLS(ln, "", "")
-		} else {
-			serveErr <- srv.Serve(ln)
-		}
-	}()
-	if cfg.TLS.Cert != "" {
+	if certs != nil {
 		scheme = "https"
 	}
 	// SIGHUP is caught before the banner says courier is up: its default
@@ -247,6 +254,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		httpSender.Close()
 		return nil
 	}
+	var failed error
 wait:
 	for {
 		select {
@@ -254,39 +262,22 @@ wait:
 			apply(reload(cfg, logger))
 		case done := <-reloads:
 			done <- apply(reload(cfg, logger))
-		case err := <-serveErr:
-			receivers.Stop(context.Background())
-			stats.Stop(context.Background())
-			retention.Stop(context.Background())
-			bulk.Stop(context.Background())
-			eng.Stop(context.Background())
-			return fmt.Errorf("serve: %w", err)
+		case err := <-apiService.failed:
+			failed = fmt.Errorf("serve: %w", err)
+			break wait
 		case <-ctx.Done():
 			break wait
 		}
 	}
-	logger.Info("shutting down: finishing requests under way")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := stopCtx()
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("requests still under way at shutdown were cut off", "err", err)
-	}
-	if err := receivers.Stop(shutdownCtx); err != nil {
-		logger.Warn("receive locations did not stop in time; what they had not acknowledged is read again at the next start", "err", err)
-	}
-	if err := bulk.Stop(shutdownCtx); err != nil {
-		logger.Warn("bulk operations did not stop in time; they resume at the next start", "err", err)
-	}
-	logger.Info("shutting down: letting attempts under way finish")
-	if err := eng.Stop(shutdownCtx); err != nil {
-		logger.Warn("the engine did not stop in time; leased messages are taken up again at the next start", "err", err)
-	}
-	if err := retention.Stop(shutdownCtx); err != nil {
-		logger.Warn("retention did not stop in time", "err", err)
-	}
-	stats.Stop(shutdownCtx)
+	all.stop(sctx, logger)
 	if err := store.Close(); err != nil {
 		return fmt.Errorf("close the store: %w", err)
+	}
+	if failed != nil {
+		return failed
 	}
 	logger.Info("stopped")
 	return nil

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/tcpproxy"
+)
+
+// stopSlack is what a process may take beyond its shutdown_timeout to
+// exit: closing the store and the runtime's own exit. The tests below
+// would take minutes without the timeout, so a generous slack still tells.
+const stopSlack = 8 * time.Second
+
+// stopWithin sends SIGTERM and fails unless the process exits within
+// shutdown_timeout and the slack; it returns how long the exit took.
+func stopWithin(t *testing.T, p *process, shutdownTimeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(shutdownTimeout + stopSlack):
+		t.Fatalf("still running %v after SIGTERM with shutdown_timeout %v\n%s", shutdownTimeout+stopSlack, shutdownTimeout, p.log())
+	}
+	took := time.Since(start)
+	t.Logf("exited %v after SIGTERM (shutdown_timeout %v)", took.Round(time.Millisecond), shutdownTimeout)
+	return took
+}
+
+// TestStopWhileStoreIsGone: PostgreSQL goes away (the proxy courier reaches
+// it through is cut) while attempts are under way, so that their outcomes
+// cannot be written; SIGTERM then ends the process within shutdown_timeout
+// instead of retrying the writes for minutes. A node started afterwards
+// delivers every acknowledged message.
+func TestStopWhileStoreIsGone(t *testing.T) {
+	const timeout = 2 * time.Second
+	c := newCluster(t, func(sinkURL string) string {
+		return fmt.Sprintf("shutdown_timeout: %v\nendpoints:\n  ep: {transport: http, url: \"%s/ep\", timeout: 3s}\nroutes:\n  r: {endpoints: [ep]}\n",
+			timeout, sinkURL)
+	})
+	direct := c.dsn
+	u, err := url.Parse(c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.Start("127.0.0.1:0", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr()
+	c.dsn = u.String()
+	// Slow answers keep attempts under way when the store goes.
+	c.sink.Script("/ep", sink.Delay(time.Second, http.StatusNoContent), sink.Repeat)
+	p := c.start()
+	ids := messageIDs(200)
+	c.ingest(ids, func(int) string { return "r" })
+	waitUntil(t, p, 30*time.Second, "attempts under way", func() bool { return c.sink.Count("/ep") > 0 })
+
+	proxy.Close()
+	stopWithin(t, p, timeout)
+
+	c.dsn = direct
+	c.sink.Script("/ep", sink.Respond(http.StatusNoContent), sink.Repeat)
+	c.start()
+	seen := c.arrivals(len(ids), 2*time.Minute)
+	for _, id := range ids {
+		if seen[id] == 0 {
+			t.Errorf("%s was acknowledged but never delivered", id)
+		}
+	}
+}
+
+// TestStopWhileAttemptsHang: every attempt hangs at the receiver, far
+// longer than shutdown_timeout; SIGTERM cuts them off in time, and after a
+// restart every message is delivered.
+func TestStopWhileAttemptsHang(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test; runs without -short")
+	}
+	const timeout = 2 * time.Second
+	sk, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.Close()
+	sk.Script("/ep", sink.BlackHole(), sink.Repeat)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "courier.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: %s
+store: {driver: sqlite, path: %s}
+shutdown_timeout: %v
+outbound: {allow_networks: [127.0.0.0/8]}
+endpoints:
+  ep: {transport: http, url: "%s/ep", timeout: 5m}
+routes:
+  r: {endpoints: [ep]}
+`, freeAddr(t), filepath.Join(dir, "courier.db"), timeout, sk.URL())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServerWith(t, cfg)
+	const n = 12 // fewer than max_concurrency: every one hangs at once
+	for i := range n {
+		req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("%s/v1/messages/h-%02d", p.url, i),
+			strings.NewReader(`{"type":"order","route":"r","payload":{"n":1}}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("ingest: %s", resp.Status)
+		}
+	}
+	waitUntil(t, p, 30*time.Second, "every attempt hanging at the receiver", func() bool { return sk.Count("/ep") >= n })
+
+	stopWithin(t, p, timeout)
+	if !strings.Contains(p.log(), "cut off") {
+		t.Errorf("the log does not say that attempts were cut off:\n%s", p.log())
+	}
+
+	sk.Script("/ep", sink.Respond(http.StatusNoContent), sink.Repeat)
+	p = startServerWith(t, cfg)
+	waitUntil(t, p, time.Minute, "every message delivered after the restart", func() bool {
+		return sk.StatusCount(http.StatusNoContent) >= n
+	})
+	delivered := map[string]bool{}
+	for _, a := range sk.Arrivals("/ep") {
+		if a.Status == http.StatusNoContent {
+			delivered[a.Header.Get("webhook-id")] = true
+		}
+	}
+	for i := range n {
+		if id := fmt.Sprintf("h-%02d", i); !delivered[id] {
+			t.Errorf("%s was not delivered after the restart", id)
+		}
+	}
+}
