@@ -4,21 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/sqlite"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
 func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
@@ -47,7 +40,7 @@ func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
 	}
 	ingest("waiting")
 
-	clock := &fakeClock{now: start.Add(7*24*time.Hour + time.Second)}
+	clock := clocktest.New(start.Add(7*24*time.Hour + time.Second))
 	r := engine.NewRetention(store, 7*24*time.Hour, engine.RetentionOptions{Batch: 5, Clock: clock})
 	if n := r.Sweep(ctx); n != 23 {
 		t.Fatalf("swept %d, want the 23 old terminal messages in batches of 5", n)
@@ -59,10 +52,10 @@ func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
 	}
 
 	// As a service: Start sweeps at once, Stop returns.
-	clock.mu.Lock()
-	clock.now = start.Add(14 * 24 * time.Hour)
-	clock.mu.Unlock()
-	r.Start(ctx)
+	clock.Set(start.Add(14 * 24 * time.Hour))
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := store.Message(ctx, "young"); courier.ErrorCode(err) == courier.CodeNotFound {

@@ -17,23 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/testcert"
-
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testcert"
 	"github.com/courier-gw/courier/lookup"
 )
 
 var start = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// fakeClock is a courier.Clock moved by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
 // registry is a test registry on loopback that counts its requests.
 type registry struct {
@@ -84,7 +74,7 @@ func route(g *registry, l courier.Lookup) *courier.Route {
 	return &courier.Route{Name: "peppol", Lookup: &l}
 }
 
-func newResolver(clock *fakeClock) *lookup.Registry {
+func newResolver(clock *clocktest.Clock) *lookup.Registry {
 	return lookup.New(lookup.Options{Clock: clock})
 }
 
@@ -131,7 +121,7 @@ func TestResolveCachesWithinTTL(t *testing.T) {
 		"expires_at":  expires.Format(time.RFC3339),
 		"transport":   "peppol-as4", // unknown fields are fine
 	})))
-	clock := &fakeClock{now: start}
+	clock := clocktest.New(start)
 	res := newResolver(clock)
 	r := route(g, courier.Lookup{CacheTTL: 5 * time.Minute})
 
@@ -158,7 +148,7 @@ func TestResolveCachesWithinTTL(t *testing.T) {
 func TestNotRegisteredIsCachedForNegativeTTL(t *testing.T) {
 	t.Parallel()
 	g := newRegistry(t, answering(404, `{"error":"unknown participant"}`))
-	clock := &fakeClock{now: start}
+	clock := clocktest.New(start)
 	res := newResolver(clock)
 	r := route(g, courier.Lookup{NegativeTTL: time.Minute})
 
@@ -216,7 +206,7 @@ func TestCacheExpiry(t *testing.T) {
 				a["expires_at"] = tt.expiresAt.Format(time.RFC3339)
 			}
 			g := newRegistry(t, answering(200, answerJSON(t, a)))
-			clock := &fakeClock{now: start}
+			clock := clocktest.New(start)
 			res := newResolver(clock)
 			r := route(g, courier.Lookup{CacheTTL: tt.cacheTTL})
 
@@ -259,7 +249,7 @@ func TestFailuresAreNotCached(t *testing.T) {
 			if tt.handler == nil {
 				g.Close() // nothing listens at its address any more
 			}
-			res := newResolver(&fakeClock{now: start})
+			res := newResolver(clocktest.New(start))
 
 			for i := range 2 {
 				_, err := res.Resolve(context.Background(), r, "0088:579800", "invoice")
@@ -315,7 +305,7 @@ func TestMalformedAnswers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := newRegistry(t, answering(200, tt.body))
-			res := newResolver(&fakeClock{now: start})
+			res := newResolver(clocktest.New(start))
 			r := route(g, courier.Lookup{})
 
 			for i := range 2 {
@@ -353,7 +343,7 @@ func TestWellFormedAnswers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := newRegistry(t, answering(200, tt.body))
-			res := newResolver(&fakeClock{now: start.Add(-time.Hour)})
+			res := newResolver(clocktest.New(start.Add(-time.Hour)))
 			got := mustResolve(t, res, route(g, courier.Lookup{}), "0088:579800", "invoice")
 			if got.URL != tt.want.URL || got.Certificate != tt.want.Certificate || !got.ExpiresAt.Equal(tt.want.ExpiresAt) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
@@ -365,7 +355,7 @@ func TestWellFormedAnswers(t *testing.T) {
 func TestInvalidateForcesNewRequest(t *testing.T) {
 	t.Parallel()
 	g := newRegistry(t, answering(200, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	r := route(g, courier.Lookup{})
 
 	mustResolve(t, res, r, "0088:579800", "invoice")
@@ -387,7 +377,7 @@ func TestInvalidateDuringRequestDropsItsAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://old.example.test/as4"}`))
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	r := route(g, courier.Lookup{})
 
 	done := make(chan error, 1)
@@ -414,7 +404,7 @@ func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	r := route(g, courier.Lookup{})
 
 	const n = 50
@@ -449,7 +439,7 @@ func TestCancelledCallerLeavesRequestToOthers(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	r := route(g, courier.Lookup{})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -504,7 +494,7 @@ func TestPlaceholdersAreQueryEscaped(t *testing.T) {
 				fmt.Fprint(w, `{"url": "https://ap.example.test/as4"}`)
 			})
 			r := &courier.Route{Name: "peppol", Lookup: &courier.Lookup{URL: g.URL + tt.template}}
-			mustResolve(t, newResolver(&fakeClock{now: start}), r, tt.recipient, tt.msgType)
+			mustResolve(t, newResolver(clocktest.New(start)), r, tt.recipient, tt.msgType)
 			if got := gotURI.Load(); got != tt.wantURI {
 				t.Errorf("request URI: got %v, want %s", got, tt.wantURI)
 			}
@@ -517,7 +507,7 @@ func TestCacheKey(t *testing.T) {
 	g := newRegistry(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"url": "https://ap.example.test/%s"}`, r.URL.Query().Get("participant"))
 	})
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	a := route(g, courier.Lookup{})
 	b := route(g, courier.Lookup{})
 	b.Name = "other"
@@ -547,7 +537,7 @@ func TestCacheKey(t *testing.T) {
 func TestCacheIsBounded(t *testing.T) {
 	t.Parallel()
 	g := newRegistry(t, answering(200, `{"url": "https://ap.example.test/as4"}`))
-	res := lookup.New(lookup.Options{Clock: &fakeClock{now: start}, MaxEntries: 3})
+	res := lookup.New(lookup.Options{Clock: clocktest.New(start), MaxEntries: 3})
 	r := route(g, courier.Lookup{})
 
 	for i := range 5 {
@@ -567,7 +557,7 @@ func TestCacheIsBounded(t *testing.T) {
 
 func TestRouteWithoutLookup(t *testing.T) {
 	t.Parallel()
-	res := newResolver(&fakeClock{now: start})
+	res := newResolver(clocktest.New(start))
 	if _, err := res.Resolve(context.Background(), &courier.Route{Name: "plain"}, "0088:1", "invoice"); err == nil {
 		t.Error("Resolve on a route without lookup: got no error")
 	}

@@ -13,27 +13,9 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/web"
 )
-
-// manualClock is a clock the test moves; the server reads it from its own
-// goroutines.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // logBuffer keeps what a logger writes, for many goroutines.
 type logBuffer struct {
@@ -140,7 +122,7 @@ func TestLogoutRevokes(t *testing.T) {
 // TestSessionExpires: a session ends after an hour unused, and after 12
 // hours however busy; the browser's cookie lifetime decides neither.
 func TestSessionExpires(t *testing.T) {
-	clock := &manualClock{t: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
 	d := newDashboardWith(t, true, func(o *web.Options) { o.Clock = clock })
 	for _, tt := range []struct {
 		name  string
@@ -157,7 +139,7 @@ func TestSessionExpires(t *testing.T) {
 			b.login("ops")
 			var a answer
 			for _, pause := range tt.steps {
-				clock.add(pause)
+				clock.Advance(pause)
 				a = b.get("/ui/endpoints")
 			}
 			ended := a.status == http.StatusSeeOther && strings.HasPrefix(a.location, "/ui/login")
@@ -180,7 +162,7 @@ func repeat(d time.Duration, n int) []time.Duration {
 // each further one, even with the right key; the log has a line per
 // address per minute, not per wrong key.
 func TestLoginThrottle(t *testing.T) {
-	clock := &manualClock{t: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
 	logs := &logBuffer{}
 	d := newDashboardWith(t, true, func(o *web.Options) {
 		o.Clock, o.Logger = clock, slog.New(slog.NewTextHandler(logs, nil))
@@ -205,7 +187,7 @@ func TestLoginThrottle(t *testing.T) {
 		t.Fatalf("the right key after five wrong ones: %d, Retry-After %q, cookie %q", a.status, a.header.Get("Retry-After"), a.header.Get("Set-Cookie"))
 	}
 
-	clock.add(61 * time.Second)
+	clock.Advance(61 * time.Second)
 	if a := try("guess"); a.status != http.StatusUnauthorized {
 		t.Fatalf("a wrong key after the wait: %d", a.status)
 	}
@@ -217,7 +199,7 @@ func TestLoginThrottle(t *testing.T) {
 	if a := try(secrets["ops"]); a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") != "120" {
 		t.Fatalf("the right key after six wrong ones: %d, Retry-After %q", a.status, a.header.Get("Retry-After"))
 	}
-	clock.add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	b.login("ops")
 	// A valid key starts the count anew.
 	if a := try("guess"); a.status != http.StatusUnauthorized {
