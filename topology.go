@@ -295,6 +295,11 @@ func DefaultPolicy() *Policy {
 	}
 }
 
+// DefaultTimeout is the attempt timeout of an endpoint that sets none
+// (DESIGN §4); the transports and the engine fall back on it for an
+// endpoint made without NewEndpoint.
+const DefaultTimeout = 30 * time.Second
+
 // NewEndpoint returns an endpoint with the defaults of DESIGN §4: a 30 s
 // timeout, 16 attempts at once, the default timeout_on and suspend_on lists,
 // 3 retries before suspension and suspensions of 30 s doubling up to 1 h.
@@ -302,7 +307,7 @@ func NewEndpoint(name string, t Transport) *Endpoint {
 	return &Endpoint{
 		Name:                    name,
 		Transport:               t,
-		Timeout:                 30 * time.Second,
+		Timeout:                 DefaultTimeout,
 		MaxConcurrency:          16,
 		TimeoutOn:               []ErrorClass{ClassTimeout, ClassConnectTimeout, ClassConnectionClosed, ClassHTTP5xx},
 		SuspendOn:               []ErrorClass{ClassDNS, ClassConnectRefused, ClassTLS, ClassHTTP429},

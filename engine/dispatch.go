@@ -310,7 +310,7 @@ func timeoutOf(ep *courier.Endpoint) time.Duration {
 	if ep.Timeout > 0 {
 		return ep.Timeout
 	}
-	return 30 * time.Second
+	return courier.DefaultTimeout
 }
 
 // chooseEndpoint picks the endpoint of this attempt by the route's strategy

@@ -129,7 +129,7 @@ func lookupTimeout(r *courier.Route) time.Duration {
 	if t := r.EndpointTemplate; t != nil {
 		return d + timeoutOf(t) + 4*interval(t)
 	}
-	return d + 30*time.Second
+	return d + courier.DefaultTimeout
 }
 
 // attemptLookup resolves the message's endpoint and, when that endpoint can
