@@ -21,6 +21,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/cpustat"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -313,7 +314,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		stopProfile()
 		return nil, err
 	}
-	cpu := processCPU()
+	cpu := cpustat.Process()
 	dbCPU, dbKnown := b.databaseCPU()
 	start = time.Now()
 	if err := eng.Start(ctx); err != nil {
@@ -322,7 +323,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	}
 	stopProgress := progress(g, rcv)
 	_, err = waitDelivered(ctx, rcv, target, 0)
-	courierCPU := processCPU() - cpu
+	courierCPU := cpustat.Process() - cpu
 	dbAfter, dbStill := b.databaseCPU()
 	elapsed := time.Since(start)
 	stopProgress()
@@ -367,10 +368,10 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 // databaseCPU is the CPU time PostgreSQL's processes have used, when the
 // run's database is on this machine.
 func (b benchDeliver) databaseCPU() (time.Duration, bool) {
-	if b.postgres == "" || !localDatabase(b.postgres) {
+	if b.postgres == "" || !cpustat.LocalDatabase(b.postgres) {
 		return 0, false
 	}
-	return databaseCPU()
+	return cpustat.Database()
 }
 
 // validate checks the settings before anything is opened or started.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-gw/courier/internal/cpustat"
 	"github.com/courier-gw/courier/internal/pgtest"
 )
 
@@ -60,7 +61,7 @@ func TestBenchDeliverOnPostgres(t *testing.T) {
 	if res.Delivered != 2000 {
 		t.Fatalf("measured %+v; want 2000 delivered", res)
 	}
-	if localDatabase(dsn) && res.DatabaseCPUus <= 0 {
+	if cpustat.LocalDatabase(dsn) && res.DatabaseCPUus <= 0 {
 		t.Errorf("database CPU per message %v µs; want it measured for a database on this machine", res.DatabaseCPUus)
 	}
 }

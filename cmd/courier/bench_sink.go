@@ -15,9 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/courier-gw/courier/internal/cpustat"
 	"github.com/spf13/cobra"
 )
 
@@ -66,7 +66,7 @@ closes. bench deliver starts one by itself; run it by hand only to watch it.`,
 			rc := &benchSink{}
 			mux := http.NewServeMux()
 			mux.HandleFunc("GET "+sinkStatsPath, func(w http.ResponseWriter, r *http.Request) {
-				cpu := processCPU() // before the sorting of the latencies, which is no receiving
+				cpu := cpustat.Process() // before the sorting of the latencies, which is no receiving
 				st := rc.stats(r.URL.Query().Get("latency") != "")
 				st.CPUus = cpu.Microseconds()
 				w.Header().Set("Content-Type", "application/json")
@@ -144,15 +144,6 @@ func (rc *benchSink) stats(latency bool) sinkStats {
 		st.P50ms, st.P99ms, st.MaxMs = percentiles(l)
 	}
 	return st
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchReceiver is where bench deliver's endpoints point: in this process, or

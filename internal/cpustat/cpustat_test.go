@@ -1,4 +1,4 @@
-package main
+package cpustat
 
 import "testing"
 
@@ -29,8 +29,8 @@ func TestLocalDatabase(t *testing.T) {
 		"postgres://postgres@db.example.org:5432/test": false,
 		"postgres://postgres@10.1.2.3/test":            false,
 	} {
-		if got := localDatabase(dsn); got != want {
-			t.Errorf("localDatabase(%q) = %v, want %v", dsn, got, want)
+		if got := LocalDatabase(dsn); got != want {
+			t.Errorf("LocalDatabase(%q) = %v, want %v", dsn, got, want)
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// Package cpustat tells the CPU time that a measured run cost: this
+// process's, and that of a PostgreSQL server on the same machine, so that
+// the benchmarks can say what one delivered message costs each of them.
+package cpustat
 
 import (
 	"bytes"
@@ -7,10 +10,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// Process is the user and system CPU time this process has used.
+func Process() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // The CPU of the database, for `bench deliver --postgres` when PostgreSQL
 // runs on this machine: read from /proc, the sum over its processes of
@@ -23,9 +36,9 @@ import (
 // every Linux that courier runs on.
 const clockTicks = 100
 
-// localDatabase reports whether the DSN names a server on this machine: a
+// LocalDatabase reports whether the DSN names a server on this machine: a
 // Unix socket or a loopback address.
-func localDatabase(dsn string) bool {
+func LocalDatabase(dsn string) bool {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return false
@@ -37,9 +50,9 @@ func localDatabase(dsn string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// databaseCPU returns the CPU time the processes named postgres have used,
+// Database returns the CPU time the processes named postgres have used,
 // and whether any was found.
-func databaseCPU() (time.Duration, bool) {
+func Database() (time.Duration, bool) {
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return 0, false
