@@ -116,7 +116,11 @@ func (s *endpointSlots) claimed(endpoint string, full bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hungry[endpoint] = full
+	if full {
+		s.hungry[endpoint] = true
+	} else {
+		delete(s.hungry, endpoint) // so that the map holds only endpoints that want more
+	}
 }
 
 // refresh brings the slots held in a shared store in line with this node's
@@ -166,6 +170,9 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		for name, n := range s.running {
 			s.peak[name] = n + s.waiting[name]
 		}
+		// Pauses that ended are forgotten, so that the map does not keep
+		// every endpoint ever resolved on a lookup route.
+		maps.DeleteFunc(s.retryAt, func(_ string, at time.Time) bool { return !now.Before(at) })
 		s.windowAt = now
 	}
 	renew := now.Sub(s.renewdAt) >= slotRenew
