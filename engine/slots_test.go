@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,5 +64,43 @@ func TestSlotsGoBackWhenUnused(t *testing.T) {
 	}
 	if got := other(); got != 4 {
 		t.Fatalf("another node holds %d slots, want all 4", got)
+	}
+}
+
+// The node's bookkeeping holds only the endpoints in use: after many
+// endpoints (as a lookup route resolves) asked for slots that another node
+// held, and their work ended, a window later nothing of them is left.
+func TestSlotsForgetEndpointsNoLongerUsed(t *testing.T) {
+	store := pgtest.Open(t)
+	ctx := context.Background()
+	var eps []*courier.Endpoint
+	for i := range 50 {
+		ep := &courier.Endpoint{Name: fmt.Sprintf("ep-%d", i), MaxConcurrency: 1}
+		eps = append(eps, ep)
+		if _, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: ep.Name, Max: 1, N: 1}}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newEndpointSlots(store)
+	t0 := time.Now()
+	if err := s.refresh(ctx, "node", eps, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range eps {
+		s.claimed(ep.Name, false)
+	}
+	s.mu.Lock()
+	paused := len(s.retryAt)
+	s.mu.Unlock()
+	if paused != len(eps) {
+		t.Fatalf("%d endpoints wait to ask again, want all %d (another node holds their slots)", paused, len(eps))
+	}
+	if err := s.refresh(ctx, "node", nil, nil, t0.Add(slotWindow)); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.retryAt) != 0 || len(s.hungry) != 0 || len(s.held) != 0 {
+		t.Errorf("after a window without work: %d paused, %d hungry, %d held endpoints; want none", len(s.retryAt), len(s.hungry), len(s.held))
 	}
 }
