@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"time"
@@ -139,16 +137,7 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		if err != nil {
 			return nil, malformed("payload_base64 is not valid base64: %v", err)
 		}
-		m.Payload = p
-		if m.ContentType == "" {
-			m.ContentType = "application/octet-stream"
-		}
-	}
-	if int64(len(m.Payload)) > s.maxPayload {
-		return nil, courier.Errorf(courier.CodePayloadTooLarge, "the payload is %d bytes; the limit is %d", len(m.Payload), s.maxPayload)
-	}
-	if _, _, err := mime.ParseMediaType(m.ContentType); err != nil {
-		return nil, courier.Errorf(courier.CodeInvalidArgument, "content_type %q is not a valid media type", m.ContentType)
+		m.Payload = p // with no content type, Admit makes it application/octet-stream
 	}
 	if req.Priority != nil {
 		m.Priority = *req.Priority
@@ -157,25 +146,27 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		m.DeliverAfter = *req.DeliverAfter
 	}
 	if req.ExpiresAt != nil {
-		m.ExpiresAt = *req.ExpiresAt
-		if !m.ExpiresAt.After(now) {
-			return nil, courier.Errorf(courier.CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
+		if req.ExpiresAt.IsZero() {
+			// A message's zero expiry means none; given, it is a time long past.
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "expires_at %s is in the past", req.ExpiresAt.Format(time.RFC3339))
 		}
+		m.ExpiresAt = *req.ExpiresAt
 	}
-	t := s.topology.Load()
-	if err := t.Validate(m); err != nil {
+	in := courier.Intake{MaxPayload: s.maxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
+	if err := s.topology.Load().Admit(m, in, now); err != nil {
 		return nil, err
 	}
-	if m.ID == "" {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("new message id: %w", err)
-		}
-		m.ID = id.String()
-	}
-	courier.Accept(m, t.Policy(m.Type), req.Priority != nil, now)
-	t.StartWorkflow(m)
 	return m, nil
+}
+
+// newMessageID names a message sent without an id: a UUIDv7, so that ids
+// sort by the time they were given.
+func newMessageID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
 }
 
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
