@@ -157,38 +157,40 @@ func NewServer(o Options) *Server {
 	}
 	s.topology.Store(t)
 
+	lookupParams := []string{"route", "recipient", "type"}
 	for _, rt := range []struct {
 		pattern string
 		access  access
+		params  []string // the query parameters it takes; any other is refused
 		handler http.HandlerFunc
 	}{
-		{"PUT /v1/messages/{id}", accessIngest, s.handlePut},
-		{"POST /v1/messages", accessIngest, s.handlePost},
-		{"POST /v1/messages/batch", accessIngest, s.handleBatch},
-		{"GET /v1/messages", accessRead, s.handleList},
-		{"GET /v1/messages/{id}", accessRead, s.handleGet},
-		{"GET /v1/messages/{id}/attempts", accessRead, s.handleAttempts},
-		{"POST /v1/messages/{id}/resubmit", accessOperate, s.handleResubmit},
-		{"POST /v1/messages/{id}/discard", accessOperate, s.handleDiscard},
-		{"POST /v1/messages/resubmit", accessOperate, s.handleBulk(courier.ActionResubmit)},
-		{"POST /v1/messages/discard", accessOperate, s.handleBulk(courier.ActionDiscard)},
-		{"GET /v1/operations/{id}", accessOperate, s.handleOperation},
-		{"GET /v1/endpoints", accessOperate, s.handleEndpoints},
-		{"GET /v1/endpoints/{name}", accessOperate, s.handleEndpoint},
-		{"POST /v1/endpoints/{name}/off", accessOperate, s.handleSwitch(false)},
-		{"POST /v1/endpoints/{name}/on", accessOperate, s.handleSwitch(true)},
-		{"GET /v1/lookup", accessOperate, s.handleLookup},
-		{"GET /v1/receivers", accessOperate, s.handleReceivers},
-		{"POST /v1/receivers/{name}/stop", accessOperate, s.handleReceiverSwitch(false)},
-		{"POST /v1/receivers/{name}/start", accessOperate, s.handleReceiverSwitch(true)},
-		{"POST /v1/reload", accessAdmin, s.handleReload},
-		{"GET /v1/stats", accessOperate, s.handleStats},
-		{"GET /v1/routes", accessOperate, s.handleRoutes},
-		{"GET /metrics", accessOperate, s.handleMetrics(o.Metrics)},
-		{"GET /healthz", accessPublic, s.handleHealthz},
-		{"GET /readyz", accessPublic, s.handleReadyz},
+		{"PUT /v1/messages/{id}", accessIngest, nil, s.handlePut},
+		{"POST /v1/messages", accessIngest, nil, s.handlePost},
+		{"POST /v1/messages/batch", accessIngest, nil, s.handleBatch},
+		{"GET /v1/messages", accessRead, filterParams, s.handleList},
+		{"GET /v1/messages/{id}", accessRead, []string{"payload"}, s.handleGet},
+		{"GET /v1/messages/{id}/attempts", accessRead, nil, s.handleAttempts},
+		{"POST /v1/messages/{id}/resubmit", accessOperate, nil, s.handleResubmit},
+		{"POST /v1/messages/{id}/discard", accessOperate, nil, s.handleDiscard},
+		{"POST /v1/messages/resubmit", accessOperate, nil, s.handleBulk(courier.ActionResubmit)},
+		{"POST /v1/messages/discard", accessOperate, nil, s.handleBulk(courier.ActionDiscard)},
+		{"GET /v1/operations/{id}", accessOperate, nil, s.handleOperation},
+		{"GET /v1/endpoints", accessOperate, nil, s.handleEndpoints},
+		{"GET /v1/endpoints/{name}", accessOperate, nil, s.handleEndpoint},
+		{"POST /v1/endpoints/{name}/off", accessOperate, nil, s.handleSwitch(false)},
+		{"POST /v1/endpoints/{name}/on", accessOperate, nil, s.handleSwitch(true)},
+		{"GET /v1/lookup", accessOperate, lookupParams, s.handleLookup},
+		{"GET /v1/receivers", accessOperate, nil, s.handleReceivers},
+		{"POST /v1/receivers/{name}/stop", accessOperate, nil, s.handleReceiverSwitch(false)},
+		{"POST /v1/receivers/{name}/start", accessOperate, nil, s.handleReceiverSwitch(true)},
+		{"POST /v1/reload", accessAdmin, nil, s.handleReload},
+		{"GET /v1/stats", accessOperate, nil, s.handleStats},
+		{"GET /v1/routes", accessOperate, nil, s.handleRoutes},
+		{"GET /metrics", accessOperate, anyQuery, s.handleMetrics(o.Metrics)},
+		{"GET /healthz", accessPublic, anyQuery, s.handleHealthz},
+		{"GET /readyz", accessPublic, anyQuery, s.handleReadyz},
 	} {
-		s.mux.Handle(rt.pattern, s.guard(rt.access, rt.handler))
+		s.mux.Handle(rt.pattern, s.guard(rt.access, rt.params, rt.handler))
 	}
 	return s
 }
@@ -219,10 +221,15 @@ func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
 }
 
-// guard lets a request through to h when its key may do a.
-func (s *Server) guard(a access, h http.HandlerFunc) http.Handler {
+// guard lets a request through to h when its key may do a and its query
+// names only params, each once.
+func (s *Server) guard(a access, params []string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := authorize(r, a); err != nil {
+		err := authorize(r, a)
+		if err == nil {
+			err = checkQuery(r, params)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
