@@ -22,11 +22,11 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		if s.bulk == nil {
+		if s.opts.Bulk == nil {
 			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "bulk operations are not available on this server"))
 			return
 		}
-		done, err := s.bulk.Run(r.Context(), op)
+		done, err := s.opts.Bulk.Run(r.Context(), op)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -66,11 +66,11 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 		}
 		id = u.String()
 	}
-	return courier.BulkOp{ID: id, Kind: kind, Filter: f, Route: req.Route, Who: actor(r), CreatedAt: s.clock.Now()}, nil
+	return courier.BulkOp{ID: id, Kind: kind, Filter: f, Route: req.Route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
 }
 
 func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
-	op, err := s.store.Bulk(r.Context(), r.PathValue("id"))
+	op, err := s.opts.Store.Bulk(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

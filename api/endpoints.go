@@ -11,7 +11,7 @@ import (
 
 // healthOf returns the stored health of every endpoint, by name.
 func (s *Server) healthOf(ctx context.Context) (map[string]courier.EndpointHealth, error) {
-	all, err := s.store.Health(ctx)
+	all, err := s.opts.Store.Health(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -79,11 +79,11 @@ func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *couri
 			routes = append(routes, name)
 		}
 	}
-	queued, err := s.store.CountQueued(ctx, routes)
+	queued, err := s.opts.Store.CountQueued(ctx, routes)
 	if err != nil {
 		return v, err
 	}
-	a := s.activity(e.Name)
+	a := s.opts.ActivityFunc(e.Name)
 	v.Queued, v.InFlight, v.LastHour = queued, a.InFlight, a.LastHour
 	if v.LastHour == nil {
 		v.LastHour = map[string]int{}
@@ -109,18 +109,18 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			a.Kind = courier.ActionEndpointOn
 			next = func(h courier.EndpointHealth) courier.EndpointHealth { before = h; return h.SwitchedOn(a.At) }
 		}
-		h, err := s.store.UpdateHealth(r.Context(), name, next, &a)
+		h, err := s.opts.Store.UpdateHealth(r.Context(), name, next, &a)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		s.logger.Info("endpoint switched "+map[bool]string{true: "on", false: "off"}[on], "endpoint", name, "by", a.Who)
-		s.observer.Acted(a.Kind, 1)
-		if ho, ok := s.observer.(HealthObserver); ok {
+		s.opts.Logger.Info("endpoint switched "+map[bool]string{true: "on", false: "off"}[on], "endpoint", name, "by", a.Who)
+		s.opts.Observer.Acted(a.Kind, 1)
+		if ho, ok := s.opts.Observer.(HealthObserver); ok {
 			ho.HealthChanged(name, before, h)
 		}
 		if on {
-			s.due(nil) // its held messages may go now
+			s.opts.DueFunc(nil) // its held messages may go now
 		}
 		v, err := s.endpointView(r.Context(), s.topology.Load(), e, h)
 		if err != nil {

@@ -18,29 +18,29 @@ func malformed(format string, args ...any) error {
 	return malformedError{courier.Errorf(courier.CodeInvalidArgument, format, args...)}
 }
 
+// statuses are the HTTP statuses of the error codes but invalid_argument,
+// which is 400 or 422 by how the request was wrong.
+var statuses = map[courier.Code]int{
+	courier.CodeNotFound:         http.StatusNotFound,
+	courier.CodeConflict:         http.StatusConflict,
+	courier.CodeUnauthenticated:  http.StatusUnauthorized,
+	courier.CodePermissionDenied: http.StatusForbidden,
+	courier.CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
+	courier.CodeRateLimited:      http.StatusTooManyRequests,
+	courier.CodeUnavailable:      http.StatusServiceUnavailable,
+}
+
 // StatusOf maps an error to its HTTP status: the one place where codes
 // become statuses (the dashboard shows errors with them too).
 func StatusOf(err error) int {
-	switch courier.ErrorCode(err) {
-	case courier.CodeInvalidArgument:
-		if errors.As(err, new(malformedError)) {
-			return http.StatusBadRequest
-		}
+	code := courier.ErrorCode(err)
+	switch {
+	case code == courier.CodeInvalidArgument && errors.As(err, new(malformedError)):
+		return http.StatusBadRequest
+	case code == courier.CodeInvalidArgument:
 		return http.StatusUnprocessableEntity
-	case courier.CodeNotFound:
-		return http.StatusNotFound
-	case courier.CodeConflict:
-		return http.StatusConflict
-	case courier.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case courier.CodePermissionDenied:
-		return http.StatusForbidden
-	case courier.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case courier.CodeRateLimited:
-		return http.StatusTooManyRequests
-	case courier.CodeUnavailable:
-		return http.StatusServiceUnavailable
+	case statuses[code] != 0:
+		return statuses[code]
 	default:
 		return http.StatusInternalServerError
 	}
@@ -55,12 +55,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The caller went away; nobody reads this answer. A write it asked
 		// for may still have been committed: repeating it with the same id
 		// is answered 200.
-		s.logger.Debug("request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
+		s.opts.Logger.Debug("request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
 		return
 	}
 	status := StatusOf(err)
 	if status >= 500 {
-		s.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.opts.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	if v := retryAfter(err); v != "" {
 		w.Header().Set("Retry-After", v)

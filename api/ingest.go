@@ -16,7 +16,7 @@ import (
 
 // singleLimit bounds the body of a one-message ingest: the payload may be
 // base64 (4/3 larger) or escaped JSON, plus the other fields.
-func (s *Server) singleLimit() int64 { return s.maxPayload*2 + 64<<10 }
+func (s *Server) singleLimit() int64 { return s.opts.MaxPayload*2 + 64<<10 }
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	s.ingestOne(w, r, r.PathValue("id"))
@@ -28,7 +28,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
 	k := keyOf(r)
-	now := s.clock.Now()
+	now := s.opts.Clock.Now()
 	if err := s.limits.take(k, now, 1); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -46,7 +46,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.store.Ingest(r.Context(), []*courier.Message{m})
+	res, err := s.opts.Store.Ingest(r.Context(), []*courier.Message{m})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -56,11 +56,11 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	}
 	switch res[0].Status {
 	case courier.IngestCreated:
-		s.observer.Ingested(m)
+		s.opts.Observer.Ingested(m)
 		if m.NextAttemptAt.After(now) {
-			s.scheduled(m.Route, m.NextAttemptAt)
+			s.opts.ScheduledFunc(m.Route, m.NextAttemptAt)
 		} else {
-			s.due([]string{m.Route})
+			s.opts.DueFunc([]string{m.Route})
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
 		// As a read would show it: due, or waiting for its key.
@@ -152,7 +152,7 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		}
 		m.ExpiresAt = *req.ExpiresAt
 	}
-	in := courier.Intake{MaxPayload: s.maxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
+	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
 	if err := s.topology.Load().Admit(m, in, now); err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func newMessageID() (string, error) {
 }
 
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r, w, s.maxBatchBytes)
+	body, err := readBody(r, w, s.opts.MaxBatchBytes)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -191,7 +191,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := keyOf(r)
-	now := s.clock.Now()
+	now := s.opts.Clock.Now()
 	if err := s.limits.take(k, now, len(req.Messages)); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -222,7 +222,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		index = append(index, i)
 	}
 	if len(msgs) > 0 {
-		res, err := s.store.Ingest(r.Context(), msgs)
+		res, err := s.opts.Store.Ingest(r.Context(), msgs)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -233,7 +233,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			i := index[j]
 			switch ir.Status {
 			case courier.IngestCreated:
-				s.observer.Ingested(msgs[j])
+				s.opts.Observer.Ingested(msgs[j])
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
 				r, at := msgs[j].Route, msgs[j].NextAttemptAt
 				switch {
@@ -257,10 +257,10 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if len(due) > 0 {
-			s.due(due)
+			s.opts.DueFunc(due)
 		}
 		for r, at := range later {
-			s.scheduled(r, at)
+			s.opts.ScheduledFunc(r, at)
 		}
 	}
 	writeJSON(w, http.StatusOK, BatchResponse{Results: results})

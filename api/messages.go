@@ -41,7 +41,7 @@ func (s *Server) waitingFor(r *http.Request, m *courier.Message) *KeyHolder {
 	if !m.Waiting() {
 		return nil
 	}
-	h, err := s.store.KeyHolder(r.Context(), m.Route, m.OrderingKey)
+	h, err := s.opts.Store.KeyHolder(r.Context(), m.Route, m.OrderingKey)
 	if err != nil || !ownsMessage(r, h) {
 		return nil
 	}
@@ -52,7 +52,7 @@ func (s *Server) waitingFor(r *http.Request, m *courier.Message) *KeyHolder {
 // is not found, exactly as a missing one, so that a sender cannot probe for
 // the ids of others.
 func (s *Server) ownMessage(r *http.Request, id string) (*courier.Message, error) {
-	m, err := s.store.Message(r.Context(), id)
+	m, err := s.opts.Store.Message(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	attempts, err := s.store.Attempts(r.Context(), r.PathValue("id"))
+	attempts, err := s.opts.Store.Attempts(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -94,7 +94,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Sender = k.Name
 	}
-	page, err := s.store.Messages(r.Context(), f)
+	page, err := s.opts.Store.Messages(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -160,14 +160,14 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
+	m, err := s.opts.Store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
-	s.observer.Acted(courier.ActionResubmit, 1)
-	s.due([]string{m.Route})
+	s.opts.Logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionResubmit, 1)
+	s.opts.DueFunc([]string{m.Route})
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }
 
@@ -189,15 +189,15 @@ func (s *Server) checkResubmitRoute(route string) error {
 }
 
 func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
-	m, err := s.store.Discard(r.Context(), r.PathValue("id"), s.action(r))
+	m, err := s.opts.Store.Discard(r.Context(), r.PathValue("id"), s.action(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
-	s.observer.Acted(courier.ActionDiscard, 1)
+	s.opts.Logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionDiscard, 1)
 	if m.OrderingKey != "" {
-		s.due([]string{m.Route}) // the next message of its key may go now
+		s.opts.DueFunc([]string{m.Route}) // the next message of its key may go now
 	}
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }

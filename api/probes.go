@@ -15,7 +15,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
+	if err := s.opts.Store.Ping(ctx); err != nil {
 		s.writeError(w, r, courier.Unavailable("the store", err))
 		return
 	}

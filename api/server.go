@@ -87,75 +87,49 @@ type HealthObserver interface {
 
 // Server serves the API. It is an http.Handler.
 type Server struct {
-	store         courier.Store
-	topology      atomic.Pointer[courier.Topology]
-	clock         courier.Clock
-	logger        *slog.Logger
-	maxPayload    int64
-	maxBatchBytes int64
-	due           func(routes []string)
-	scheduled     func(route string, at time.Time)
-	bulk          BulkRunner
-	activity      func(endpoint string) courier.EndpointActivity
-	reload        func(ctx context.Context) error
-	keys          atomic.Pointer[keyring]
-	limits        limiter
-	mux           *http.ServeMux
-	observer      Observer
-	stats         func(ctx context.Context) (courier.Stats, error)
-	receivers     courier.Receivers
-	resolver      courier.Resolver
+	// opts are the options with their defaults filled in; the topology
+	// and the keys in force are kept apart, as reloads replace them.
+	opts     Options
+	topology atomic.Pointer[courier.Topology]
+	keys     atomic.Pointer[keyring]
+	limits   limiter
+	mux      *http.ServeMux
 }
 
 // NewServer returns a Server for the options.
 func NewServer(o Options) *Server {
-	s := &Server{
-		store:         o.Store,
-		clock:         o.Clock,
-		logger:        o.Logger,
-		maxPayload:    o.MaxPayload,
-		maxBatchBytes: o.MaxBatchBytes,
-		due:           o.DueFunc,
-		scheduled:     o.ScheduledFunc,
-		bulk:          o.Bulk,
-		activity:      o.ActivityFunc,
-		reload:        o.ReloadFunc,
-		mux:           http.NewServeMux(),
-		observer:      o.Observer,
-		stats:         o.StatsFunc,
-		receivers:     o.Receivers,
-		resolver:      o.Resolver,
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
-	if s.observer == nil {
-		s.observer = nopObserver{}
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.DueFunc == nil {
+		o.DueFunc = func([]string) {}
+	}
+	if o.ScheduledFunc == nil {
+		o.ScheduledFunc = func(string, time.Time) {}
+	}
+	if o.ActivityFunc == nil {
+		o.ActivityFunc = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
+	}
+	if o.Topology == nil {
+		o.Topology = &courier.Topology{}
+	}
+	s := &Server{mux: http.NewServeMux()}
+	s.topology.Store(o.Topology)
 	s.SetKeys(o.Keys)
-	if s.clock == nil {
-		s.clock = courier.SystemClock{}
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
-	if s.maxPayload <= 0 {
-		s.maxPayload = DefaultMaxPayload
-	}
-	if s.maxBatchBytes <= 0 {
-		s.maxBatchBytes = DefaultMaxBatchBytes
-	}
-	if s.due == nil {
-		s.due = func([]string) {}
-	}
-	if s.scheduled == nil {
-		s.scheduled = func(string, time.Time) {}
-	}
-	if s.activity == nil {
-		s.activity = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
-	}
-	t := o.Topology
-	if t == nil {
-		t = &courier.Topology{}
-	}
-	s.topology.Store(t)
+	o.Topology, o.Keys = nil, nil
+	s.opts = o
 
 	lookupParams := []string{"route", "recipient", "type"}
 	for _, rt := range []struct {
@@ -209,15 +183,15 @@ func (s *Server) SetKeys(keys []Key) {
 }
 
 func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
-	if s.reload == nil {
+	if s.opts.ReloadFunc == nil {
 		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no configuration file to reload"))
 		return
 	}
-	if err := s.reload(r.Context()); err != nil {
+	if err := s.opts.ReloadFunc(r.Context()); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.logger.Info("configuration reloaded through the API", "by", actor(r))
+	s.opts.Logger.Info("configuration reloaded through the API", "by", actor(r))
 	writeJSON(w, http.StatusOK, map[string]string{"status": "reloaded"})
 }
 
@@ -291,5 +265,5 @@ func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
 // action starts the record of an operator action made by this request.
 func (s *Server) action(r *http.Request) courier.Action {
-	return courier.Action{At: s.clock.Now(), Who: actor(r)}
+	return courier.Action{At: s.opts.Clock.Now(), Who: actor(r)}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -55,23 +54,11 @@ func newTestServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
 	return ts
 }
 
-// call sends a request and returns the status and body.
+// call sends a request without a key and returns the status, body and
+// headers of the answer.
 func (ts *testServer) call(t *testing.T, method, path, body string) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, data, resp.Header
+	return ts.callAs(t, "", method, path, body)
 }
 
 // wantError checks an error answer: its status and the DESIGN error body.

@@ -3,9 +3,6 @@ package receiver_test
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -24,38 +21,12 @@ type sent struct {
 	body                             []byte
 }
 
-// ingest sends it through the API and returns the answer's status and
-// error (nil for a success).
-func (s sent) ingest(t *testing.T, url string) (int, *api.ErrorInfo) {
-	t.Helper()
-	req := map[string]any{"id": s.id, "type": s.typ, "route": s.route, "payload_base64": base64.StdEncoding.EncodeToString(s.body)}
-	if s.key != "" {
-		req["ordering_key"] = s.key
-	}
-	if s.contentType != "" {
-		req["content_type"] = s.contentType
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(url+"/v1/messages", "application/json", strings.NewReader(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode < 300 {
-		return resp.StatusCode, nil
-	}
-	var eb api.ErrorBody
-	if err := json.Unmarshal(answer, &eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
-		t.Fatalf("answer %d %s is not an error body: %v", resp.StatusCode, answer, err)
-	}
-	return resp.StatusCode, &eb.Error
+// ingest sends it through the API.
+func (s sent) ingest(c *api.Client) error {
+	payload := base64.StdEncoding.EncodeToString(s.body)
+	_, _, err := c.Ingest(context.Background(), api.IngestRequest{ID: s.id, Type: s.typ, Route: s.route, PayloadBase64: &payload,
+		ContentType: s.contentType, OrderingKey: s.key})
+	return err
 }
 
 // item is it as a receive location gets it from a broker.
@@ -80,19 +51,19 @@ func TestSameVerdictAtBothDoors(t *testing.T) {
 	tests := []struct {
 		name   string
 		sent   sent
-		status int            // the API's answer
-		reason courier.Reason // the suspended message's; "" when taken in
+		code   courier.Code   // of the API's answer; "" when taken in
+		reason courier.Reason // of the suspended message
 	}{
-		{"usable", good, http.StatusCreated, ""},
-		{"no content type", with(func(s *sent) { s.contentType = "" }), http.StatusCreated, ""},
-		{"bad id", with(func(s *sent) { s.id = "a b" }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
-		{"no type", with(func(s *sent) { s.typ = "" }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
-		{"bad type", with(func(s *sent) { s.typ = "in voice" }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
-		{"no route", with(func(s *sent) { s.route = "" }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
-		{"unknown route", with(func(s *sent) { s.route = "globex" }), http.StatusUnprocessableEntity, courier.ReasonNoRoute},
-		{"payload too large", with(func(s *sent) { s.body = make([]byte, maxPayload+1) }), http.StatusRequestEntityTooLarge, courier.ReasonInvalid},
-		{"bad content type", with(func(s *sent) { s.contentType = "not a type" }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
-		{"long ordering key", with(func(s *sent) { s.key = strings.Repeat("k", courier.MaxIDLen+1) }), http.StatusUnprocessableEntity, courier.ReasonInvalid},
+		{"usable", good, "", ""},
+		{"no content type", with(func(s *sent) { s.contentType = "" }), "", ""},
+		{"bad id", with(func(s *sent) { s.id = "a b" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"no type", with(func(s *sent) { s.typ = "" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"bad type", with(func(s *sent) { s.typ = "in voice" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"no route", with(func(s *sent) { s.route = "" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"unknown route", with(func(s *sent) { s.route = "globex" }), courier.CodeInvalidArgument, courier.ReasonNoRoute},
+		{"payload too large", with(func(s *sent) { s.body = make([]byte, maxPayload+1) }), courier.CodePayloadTooLarge, courier.ReasonInvalid},
+		{"bad content type", with(func(s *sent) { s.contentType = "not a type" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"long ordering key", with(func(s *sent) { s.key = strings.Repeat("k", courier.MaxIDLen+1) }), courier.CodeInvalidArgument, courier.ReasonInvalid},
 	}
 	for _, tt := range tests {
 		for _, onError := range []courier.OnError{courier.OnErrorSuspend, courier.OnErrorStop} {
@@ -102,33 +73,34 @@ func TestSameVerdictAtBothDoors(t *testing.T) {
 				r := &courier.Receiver{Name: "erp", Transport: courier.ReceiveAMQP, TypeHeader: "x-type", RouteHeader: "x-route",
 					IDHeader: "message-id", OrderingKeyHeader: "x-key", OnError: onError}
 				h := newHarness(t, r, q, nil)
-				status, refusal := tt.sent.ingest(t, newAPI(t, h.top, maxPayload))
-				if status != tt.status {
-					t.Fatalf("the API answered %d %+v, want %d", status, refusal, tt.status)
+				err := tt.sent.ingest(newAPI(t, h.top, maxPayload))
+				if code := courier.ErrorCode(err); code != tt.code {
+					t.Fatalf("the API answered %v, want code %q", err, tt.code)
 				}
+				refusal := courier.ErrorMessage(err)
 
 				q.put(tt.sent.item())
-				if tt.reason == "" || onError == courier.OnErrorSuspend {
+				if tt.code == "" || onError == courier.OnErrorSuspend {
 					h.waitFor("the item acknowledged", func() bool { _, _, acked := q.state(); return acked == 1 })
 					page, err := h.store.Messages(context.Background(), courier.MessageFilter{})
 					if err != nil || len(page.Messages) != 1 {
 						t.Fatalf("stored %d messages, %v; want the item", len(page.Messages), err)
 					}
 					m := page.Messages[0]
-					if tt.reason == "" {
+					if tt.code == "" {
 						if m.State != courier.StateQueued || m.ID != tt.sent.id || m.LastError != "" {
 							t.Fatalf("the API took it in; the receive location stored it as %s %s %q", m.ID, m.State, m.LastError)
 						}
 						return
 					}
-					if m.State != courier.StateSuspended || m.Reason != tt.reason || m.LastError != "receiver erp: "+refusal.Message {
-						t.Fatalf("the API answered %q; the receive location kept it %s (%s) with %q", refusal.Message, m.State, m.Reason, m.LastError)
+					if m.State != courier.StateSuspended || m.Reason != tt.reason || m.LastError != "receiver erp: "+refusal {
+						t.Fatalf("the API answered %q; the receive location kept it %s (%s) with %q", refusal, m.State, m.Reason, m.LastError)
 					}
 					return
 				}
 				h.waitFor("the receiver stopped", func() bool { return h.svc.Statuses()[0].State == courier.ReceiverStopped })
-				if st := h.svc.Statuses()[0]; !strings.HasSuffix(st.StopReason, " cannot be taken: "+refusal.Message) || st.LastError != refusal.Message {
-					t.Fatalf("the API answered %q; the receiver stopped with %q, last error %q", refusal.Message, st.StopReason, st.LastError)
+				if st := h.svc.Statuses()[0]; !strings.HasSuffix(st.StopReason, " cannot be taken: "+refusal) || st.LastError != refusal {
+					t.Fatalf("the API answered %q; the receiver stopped with %q, last error %q", refusal, st.StopReason, st.LastError)
 				}
 				if ready, out, acked := q.state(); ready != 1 || out != 0 || acked != 0 {
 					t.Fatalf("source: %d ready, %d out, %d acked; want the item back", ready, out, acked)
@@ -140,7 +112,7 @@ func TestSameVerdictAtBothDoors(t *testing.T) {
 
 // newAPI serves the API on a store of its own, with the topology and
 // max_payload of the receive location it is compared with.
-func newAPI(t *testing.T, top *courier.Topology, maxPayload int64) string {
+func newAPI(t *testing.T, top *courier.Topology, maxPayload int64) *api.Client {
 	t.Helper()
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "api.db"), sqlite.Options{})
 	if err != nil {
@@ -148,5 +120,5 @@ func newAPI(t *testing.T, top *courier.Topology, maxPayload int64) string {
 	}
 	srv := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, MaxPayload: maxPayload}))
 	t.Cleanup(func() { srv.Close(); store.Close() })
-	return srv.URL
+	return api.NewClient(srv.URL, "")
 }
