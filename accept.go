@@ -32,7 +32,8 @@ type Intake struct {
 // Store.Ingest: Accept with its type's policy, and on the first step of a
 // workflow route. A refusal is an *Error that names the field, with
 // CodePayloadTooLarge for a payload over the limit and CodeInvalidArgument
-// for anything else; the message is then left as it was given.
+// for anything else; the message is then left as it was given, but for an
+// empty content type.
 func (t *Topology) Admit(m *Message, in Intake, now time.Time) error {
 	if m.ContentType == "" {
 		m.ContentType = "application/octet-stream"
