@@ -1,13 +1,97 @@
 package courier
 
 import (
+	"errors"
+	"fmt"
+	"mime"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
+
+// Intake is what Admit needs to know of the door a message comes in by.
+type Intake struct {
+	// MaxPayload is the largest payload taken in, in bytes (max_payload);
+	// 0 takes any.
+	MaxPayload int64
+	// PriorityGiven is set when the sender chose the priority; otherwise
+	// the policy of the message's type gives it.
+	PriorityGiven bool
+	// NewIDFunc names a message that comes without an id: the API gives
+	// it a fresh one, a receive location one derived from the item, so
+	// that a redelivered item is the same message.
+	NewIDFunc func() (string, error)
+}
+
+// Admit is the one way in for a message handed over by a sender, through
+// the API or a receive location, so that the same message gets the same
+// verdict at either door. It checks the payload's size, the content type
+// (an empty one becomes application/octet-stream), the expiry and what the
+// topology requires (names, an existing route, a priority of 0 to 9, header
+// names); names a message that has no id; and makes it ready for
+// Store.Ingest: Accept with its type's policy, and on the first step of a
+// workflow route. A refusal is an *Error that names the field, with
+// CodePayloadTooLarge for a payload over the limit and CodeInvalidArgument
+// for anything else; the message is then left as it was given, but for an
+// empty content type.
+func (t *Topology) Admit(m *Message, in Intake, now time.Time) error {
+	if m.ContentType == "" {
+		m.ContentType = "application/octet-stream"
+	}
+	switch {
+	case in.MaxPayload > 0 && int64(len(m.Payload)) > in.MaxPayload:
+		return Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", len(m.Payload), in.MaxPayload)
+	case !validContentType(m.ContentType):
+		return Errorf(CodeInvalidArgument, "content_type %q is not a valid media type", clip(m.ContentType))
+	case !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now):
+		return Errorf(CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
+	}
+	if err := t.Validate(m); err != nil {
+		return err
+	}
+	if m.ID == "" {
+		id, err := in.NewIDFunc()
+		if err != nil {
+			return fmt.Errorf("new message id: %w", err)
+		}
+		m.ID = id
+	}
+	Accept(m, t.Policy(m.Type), in.PriorityGiven, now)
+	t.StartWorkflow(m)
+	return nil
+}
+
+// unknownRouteError is the refusal of a message whose route is not
+// configured. A receive location keeps such an item with reason no_route
+// rather than invalid: it can be delivered as it is once the route exists.
+type unknownRouteError struct{ err *Error }
+
+func (e unknownRouteError) Error() string { return e.err.Error() }
+func (e unknownRouteError) Unwrap() error { return e.err }
+
+// refusalReason is the reason a message refused by Admit is kept with when
+// it came from a receive location.
+func refusalReason(err error) Reason {
+	if errors.As(err, new(unknownRouteError)) {
+		return ReasonNoRoute
+	}
+	return ReasonInvalid
+}
+
+// validContentType reports whether s is a media type that can be sent as a
+// header value.
+func validContentType(s string) bool {
+	if !utf8.ValidString(s) || !ValidHeaderValue(s) {
+		return false
+	}
+	_, _, err := mime.ParseMediaType(s)
+	return err == nil
+}
 
 // Validate checks what a sender gave against the contract and the topology:
 // names, an existing route, a priority of 0 to 9, header names. It returns an
-// *Error with CodeInvalidArgument that names the field.
+// *Error with CodeInvalidArgument that names the field. Admit checks every
+// message taken in with it.
 func (t *Topology) Validate(m *Message) error {
 	switch {
 	case m.ID != "" && !ValidID(m.ID):
@@ -19,7 +103,7 @@ func (t *Topology) Validate(m *Message) error {
 	case m.Route == "":
 		return Errorf(CodeInvalidArgument, "route is required")
 	case t.Routes[m.Route] == nil:
-		return Errorf(CodeInvalidArgument, "route %q is not configured", clip(m.Route))
+		return unknownRouteError{Errorf(CodeInvalidArgument, "route %q is not configured", clip(m.Route))}
 	case m.Recipient != "" && !ValidRecipient(m.Recipient):
 		return Errorf(CodeInvalidArgument, "recipient %q is not valid: 1 to %d characters without spaces or control characters", clip(m.Recipient), MaxRecipientLen)
 	case t.Routes[m.Route].Lookup != nil && m.Recipient == "":

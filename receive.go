@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // ReceiverTransport says where a receive location reads from.
@@ -157,21 +156,19 @@ func (it *InboundItem) Header(name string) (v string, ok bool, err error) {
 }
 
 // Admit turns an inbound item into a message for Store.Ingest. A usable
-// item becomes a queued message, prepared by Accept. An item that cannot be
-// delivered as it is becomes a suspended message with reason invalid (or
-// no_route when it names a route that is not configured) and says why in
-// LastError; problem is then that reason's text, so that a receiver with
-// on_error: stop can refuse the item instead. Nothing about the item is
-// dropped: its body is kept whole, also when it is over maxPayload.
+// item becomes a queued message, taken in by Topology.Admit as a message
+// sent through the API is. An item that cannot be delivered as it is
+// becomes a suspended message with reason invalid (or no_route when it
+// names a route that is not configured) and says why in LastError, with the
+// message the API would answer; problem is then that refusal, so that a
+// receiver with on_error: stop can refuse the item instead. Nothing about
+// the item is dropped: its body is kept whole, also when it is over
+// maxPayload.
 func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now time.Time) (m *Message, problem error) {
 	m = &Message{Payload: it.Body, ContentType: it.ContentType, Type: r.Type, Route: r.Route}
-	if m.ContentType == "" {
-		m.ContentType = "application/octet-stream"
-	}
-	reason := ReasonInvalid
 	fail := func(format string, args ...any) {
 		if problem == nil {
-			problem = fmt.Errorf(format, args...)
+			problem = Errorf(CodeInvalidArgument, format, args...)
 		}
 	}
 	// read takes a field from a header; what names a field the message
@@ -194,36 +191,22 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 	read(r.RouteHeader, &m.Route, "route")
 	read(r.OrderingKeyHeader, &m.OrderingKey, "")
 	read(r.RecipientHeader, &m.Recipient, "")
-	var id string
-	read(r.IDHeader, &id, "")
-	switch {
-	case id != "" && !ValidID(id):
-		fail("id %q from header %s is not valid: use 1 to %d letters, digits, '.', '_', '-' or ':'", clip(id), r.IDHeader, MaxIDLen)
-		id = ""
-	case int64(len(it.Body)) > maxPayload && maxPayload > 0:
-		fail("the payload of %d bytes is over max_payload (%d bytes)", len(it.Body), maxPayload)
-	case !utf8.ValidString(m.ContentType) || !ValidHeaderValue(m.ContentType):
-		fail("the content type is not text")
-		m.ContentType = "application/octet-stream"
-	}
-	if id == "" {
-		id = r.derivedID(it)
-	}
-	m.ID = id
+	read(r.IDHeader, &m.ID, "")
 	if problem == nil {
-		if err := t.Validate(m); err != nil {
-			problem = err
-			if m.Route != "" && ValidType(m.Type) && t.Routes[m.Route] == nil {
-				reason = ReasonNoRoute
-			}
+		derived := func() (string, error) { return r.derivedID(it), nil }
+		if problem = t.Admit(m, Intake{MaxPayload: maxPayload, NewIDFunc: derived}, now); problem == nil {
+			return m, nil
 		}
 	}
-	if problem == nil {
-		Accept(m, t.Policy(m.Type), false, now)
-		t.StartWorkflow(m)
-		return m, nil
+	// Kept under an id and a content type that can be stored and sent; the
+	// refusal names what came.
+	if !ValidID(m.ID) {
+		m.ID = r.derivedID(it)
 	}
-	Unusable(m, reason, fmt.Sprintf("receiver %s: %s", r.Name, problem), now)
+	if !validContentType(m.ContentType) {
+		m.ContentType = "application/octet-stream"
+	}
+	Unusable(m, refusalReason(problem), fmt.Sprintf("receiver %s: %s", r.Name, ErrorMessage(problem)), now)
 	return m, problem
 }
 

@@ -1,6 +1,7 @@
 package courier_test
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +30,13 @@ func TestAdmit(t *testing.T) {
 		typ       string
 		route     string
 		key       string
+		// contentType is the message's, "" for application/octet-stream:
+		// an item's that cannot be sent is not kept.
+		contentType string
 	}{
 		{name: "fixed type and route, id and key from headers", r: fixed,
 			it:        courier.InboundItem{Body: body, ContentType: "application/json", Headers: map[string]string{"Message-Id": "inv-1", "x-customer": "c-42"}},
-			wantState: courier.StateQueued, id: "inv-1", typ: "invoice", route: "acme", key: "c-42"},
+			wantState: courier.StateQueued, id: "inv-1", typ: "invoice", route: "acme", key: "c-42", contentType: "application/json"},
 		{name: "no id header: derived from the body", r: fixed, it: courier.InboundItem{Body: body},
 			wantState: courier.StateQueued, typ: "invoice", route: "acme"},
 		{name: "type and route from headers", r: fromHeaders,
@@ -48,9 +52,11 @@ func TestAdmit(t *testing.T) {
 			it:        courier.InboundItem{Body: body, Headers: map[string]string{"x-type": "order"}, Unreadable: []string{"X-Route"}},
 			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: "header x-route is not text", typ: "order"},
 		{name: "oversize body kept whole", r: fixed, it: courier.InboundItem{Body: body}, maxSize: 4,
-			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: "over max_payload (4 bytes)", typ: "invoice", route: "acme"},
+			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: "over max_payload: the limit is 4 bytes", typ: "invoice", route: "acme"},
+		{name: "content type not a media type", r: fixed, it: courier.InboundItem{Body: body, ContentType: "not a type"},
+			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: `content_type "not a type" is not a valid media type`, typ: "invoice", route: "acme"},
 		{name: "bad id", r: fixed, it: courier.InboundItem{Body: body, Headers: map[string]string{"message-id": "a b"}},
-			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: `id "a b" from header message-id is not valid`, typ: "invoice", route: "acme"},
+			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: `id "a b" is not valid`, typ: "invoice", route: "acme"},
 		{name: "invalid with an ordering key leaves the key's order", r: fixed,
 			it:        courier.InboundItem{Body: body, Headers: map[string]string{"x-customer": "c-1"}, Unreadable: []string{"message-id"}},
 			wantState: courier.StateSuspended, reason: courier.ReasonInvalid, problem: "header message-id is not text", typ: "invoice", route: "acme", key: "c-1"},
@@ -66,6 +72,9 @@ func TestAdmit(t *testing.T) {
 			}
 			if m.Reason != tt.reason || m.Type != tt.typ || m.Route != tt.route || m.OrderingKey != tt.key {
 				t.Fatalf("got reason %q type %q route %q key %q", m.Reason, m.Type, m.Route, m.OrderingKey)
+			}
+			if want := cmp.Or(tt.contentType, "application/octet-stream"); m.ContentType != want {
+				t.Fatalf("content type %q, want %q", m.ContentType, want)
 			}
 			if string(m.Payload) != string(tt.it.Body) || m.Size != len(tt.it.Body) || m.Hash == "" {
 				t.Fatalf("payload %q size %d hash %q: the body must be kept whole", m.Payload, m.Size, m.Hash)

@@ -69,28 +69,20 @@ func (c *Client) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]Batch
 
 // Message returns one message with its payload.
 func (c *Client) Message(ctx context.Context, id string) (*Message, error) {
-	m := new(Message)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return request[Message](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil)
 }
 
 // StoredMessage is Message, but with the payload as stored, in
 // PayloadBase64: the JSON form of a JSON payload is encoded anew (compacted,
 // with <, > and & escaped), which a preview must not show for the payload.
 func (c *Client) StoredMessage(ctx context.Context, id string) (*Message, error) {
-	m := new(Message)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"?payload=base64", nil, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return request[Message](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"?payload=base64", nil)
 }
 
 // Attempts returns the attempts of a message, oldest first.
 func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
-	var out AttemptList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/attempts", nil, &out); err != nil {
+	out, err := request[AttemptList](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/attempts", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Attempts, nil
@@ -123,30 +115,18 @@ func (c *Client) Messages(ctx context.Context, f courier.MessageFilter) (*Messag
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out MessageList
-	if _, err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return request[MessageList](ctx, c, http.MethodGet, path, nil)
 }
 
 // Resubmit puts a suspended message back in the queue, optionally on
 // another route.
 func (c *Client) Resubmit(ctx context.Context, id, route string) (*Message, error) {
-	m := new(Message)
-	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/resubmit", ResubmitRequest{Route: route}, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return request[Message](ctx, c, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/resubmit", ResubmitRequest{Route: route})
 }
 
 // Discard gives a queued or suspended message up.
 func (c *Client) Discard(ctx context.Context, id string) (*Message, error) {
-	m := new(Message)
-	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/discard", nil, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return request[Message](ctx, c, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/discard", nil)
 }
 
 // Ready reports whether the server and its store answer.
@@ -200,31 +180,33 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	return resp.StatusCode, nil
 }
 
+// request sends a request and returns its 2xx answer as a T; any other
+// answer is a *courier.Error.
+func request[T any](ctx context.Context, c *Client, method, path string, in any) (*T, error) {
+	out := new(T)
+	if _, err := c.do(ctx, method, path, in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Bulk resubmits (kind ActionResubmit) or discards (ActionDiscard) every
 // message matching the request's filter, and returns the operation when it
 // is done. With an OperationID the request may be repeated, and progress can
 // be watched with Operation meanwhile.
 func (c *Client) Bulk(ctx context.Context, kind courier.ActionKind, req BulkRequest) (*Operation, error) {
-	op := new(Operation)
-	if _, err := c.do(ctx, http.MethodPost, "/v1/messages/"+string(kind), req, op); err != nil {
-		return nil, err
-	}
-	return op, nil
+	return request[Operation](ctx, c, http.MethodPost, "/v1/messages/"+string(kind), req)
 }
 
 // Operation returns a bulk operation and how far it got.
 func (c *Client) Operation(ctx context.Context, id string) (*Operation, error) {
-	op := new(Operation)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/operations/"+url.PathEscape(id), nil, op); err != nil {
-		return nil, err
-	}
-	return op, nil
+	return request[Operation](ctx, c, http.MethodGet, "/v1/operations/"+url.PathEscape(id), nil)
 }
 
 // Endpoints returns every configured endpoint with its health.
 func (c *Client) Endpoints(ctx context.Context) ([]Endpoint, error) {
-	var out EndpointList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/endpoints", nil, &out); err != nil {
+	out, err := request[EndpointList](ctx, c, http.MethodGet, "/v1/endpoints", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Endpoints, nil
@@ -232,11 +214,7 @@ func (c *Client) Endpoints(ctx context.Context) ([]Endpoint, error) {
 
 // Endpoint returns one endpoint with its health and operator actions.
 func (c *Client) Endpoint(ctx context.Context, name string) (*Endpoint, error) {
-	e := new(Endpoint)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/endpoints/"+url.PathEscape(name), nil, e); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return request[Endpoint](ctx, c, http.MethodGet, "/v1/endpoints/"+url.PathEscape(name), nil)
 }
 
 // SwitchEndpoint switches an endpoint on or off.
@@ -245,11 +223,7 @@ func (c *Client) SwitchEndpoint(ctx context.Context, name string, on bool) (*End
 	if on {
 		verb = "on"
 	}
-	e := new(Endpoint)
-	if _, err := c.do(ctx, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/"+verb, nil, e); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return request[Endpoint](ctx, c, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/"+verb, nil)
 }
 
 // NewClientWith returns a client that sends its requests with hc: another
@@ -262,19 +236,11 @@ func NewClientWith(base, token string, hc *http.Client) *Client {
 
 // Stats returns the messages by state and this node's delivery rates.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
-	s := new(Stats)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return request[Stats](ctx, c, http.MethodGet, "/v1/stats", nil)
 }
 
 // Routes returns the routes, endpoints and policies in force, secrets
 // redacted.
 func (c *Client) Routes(ctx context.Context) (*Config, error) {
-	cfg := new(Config)
-	if _, err := c.do(ctx, http.MethodGet, "/v1/routes", nil, cfg); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return request[Config](ctx, c, http.MethodGet, "/v1/routes", nil)
 }

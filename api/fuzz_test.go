@@ -49,7 +49,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		if !courier.ValidID(m.ID) || !courier.ValidType(m.Type) || m.Hash == "" || m.State != courier.StateQueued {
 			t.Fatalf("accepted an invalid message: %+v", m)
 		}
-		if int64(len(m.Payload)) > s.maxPayload {
+		if int64(len(m.Payload)) > s.opts.MaxPayload {
 			t.Fatalf("accepted a payload of %d bytes", len(m.Payload))
 		}
 	})

@@ -102,7 +102,7 @@ func (s *Server) checkSuspended(ctx context.Context, k *Key) error {
 	if k == nil || k.MaxSuspended <= 0 {
 		return nil
 	}
-	n, err := s.store.CountSuspended(ctx, k.Name, k.MaxSuspended)
+	n, err := s.opts.Store.CountSuspended(ctx, k.Name, k.MaxSuspended)
 	if err != nil {
 		return err
 	}

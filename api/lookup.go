@@ -57,15 +57,15 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	case !courier.ValidType(typ):
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "type %q is not valid", typ))
 		return
-	case s.resolver == nil:
+	case s.opts.Resolver == nil:
 		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no registry client"))
 		return
 	}
 	a := LookupAnswer{Route: route, Recipient: recipient, Type: typ, Registry: courier.RedactURL(rt.Lookup.LookupURL(recipient, typ))}
-	if c, ok := s.resolver.(courier.LookupCache); ok {
+	if c, ok := s.opts.Resolver.(courier.LookupCache); ok {
 		a.Cached, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
 	}
-	res, err := s.resolver.Resolve(r.Context(), rt, recipient, typ)
+	res, err := s.opts.Resolver.Resolve(r.Context(), rt, recipient, typ)
 	switch {
 	case errors.Is(err, courier.ErrNotRegistered):
 		a.NotRegistered, a.Error = true, err.Error()
@@ -77,7 +77,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 			sum := sha256.Sum256(b.Bytes)
 			a.CertificateSHA256 = hex.EncodeToString(sum[:])
 		}
-		if c, ok := s.resolver.(courier.LookupCache); ok && !a.Cached {
+		if c, ok := s.opts.Resolver.(courier.LookupCache); ok && !a.Cached {
 			_, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
 		}
 		ep := courier.ResolvedEndpoint(rt, res)
@@ -99,10 +99,6 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 // Lookup asks the server what it resolves for a recipient on a lookup
 // route.
 func (c *Client) Lookup(ctx context.Context, route, recipient, msgType string) (*LookupAnswer, error) {
-	a := new(LookupAnswer)
 	q := url.Values{"route": {route}, "recipient": {recipient}, "type": {msgType}}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/lookup?"+q.Encode(), nil, a); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return request[LookupAnswer](ctx, c, http.MethodGet, "/v1/lookup?"+q.Encode(), nil)
 }

@@ -110,17 +110,17 @@ func toStats(s courier.Stats, now time.Time) Stats {
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	var st courier.Stats
 	var err error
-	if s.stats != nil {
-		st, err = s.stats(r.Context())
+	if s.opts.StatsFunc != nil {
+		st, err = s.opts.StatsFunc(r.Context())
 	} else {
-		st.CountedAt = s.clock.Now()
-		st.Live, err = s.store.CountLive(r.Context())
+		st.CountedAt = s.opts.Clock.Now()
+		st.Live, err = s.opts.Store.CountLive(r.Context())
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toStats(st, s.clock.Now()))
+	writeJSON(w, http.StatusOK, toStats(st, s.opts.Clock.Now()))
 }
 
 // handleMetrics serves the metrics handler, or 404 when there is none.
@@ -136,7 +136,7 @@ func (s *Server) handleMetrics(h http.Handler) http.HandlerFunc {
 
 // actionViews returns the operator actions on a message or endpoint.
 func (s *Server) actionViews(ctx context.Context, subject string) ([]ActionView, error) {
-	actions, err := s.store.Actions(ctx, subject)
+	actions, err := s.opts.Store.Actions(ctx, subject)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,8 @@ type ReceiverList struct {
 
 func (s *Server) handleReceivers(w http.ResponseWriter, r *http.Request) {
 	list := ReceiverList{Receivers: []courier.ReceiverStatus{}}
-	if s.receivers != nil {
-		list.Receivers = append(list.Receivers, s.receivers.Statuses()...)
+	if s.opts.Receivers != nil {
+		list.Receivers = append(list.Receivers, s.opts.Receivers.Statuses()...)
 	}
 	writeJSON(w, http.StatusOK, list)
 }
@@ -25,22 +25,22 @@ func (s *Server) handleReceivers(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReceiverSwitch(start bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if s.receivers == nil {
+		if s.opts.Receivers == nil {
 			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "receiver %q is not configured", name))
 			return
 		}
 		who := actor(r)
 		var err error
 		if start {
-			err = s.receivers.StartReceiver(name, who)
+			err = s.opts.Receivers.StartReceiver(name, who)
 		} else {
-			err = s.receivers.StopReceiver(name, who)
+			err = s.opts.Receivers.StopReceiver(name, who)
 		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		st, err := s.receivers.Status(name)
+		st, err := s.opts.Receivers.Status(name)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -51,8 +51,8 @@ func (s *Server) handleReceiverSwitch(start bool) http.HandlerFunc {
 
 // Receivers lists the receive locations of the server's node.
 func (c *Client) Receivers(ctx context.Context) ([]courier.ReceiverStatus, error) {
-	var out ReceiverList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/receivers", nil, &out); err != nil {
+	out, err := request[ReceiverList](ctx, c, http.MethodGet, "/v1/receivers", nil)
+	if err != nil {
 		return nil, err
 	}
 	return out.Receivers, nil
@@ -64,9 +64,5 @@ func (c *Client) SwitchReceiver(ctx context.Context, name string, start bool) (*
 	if start {
 		verb = "start"
 	}
-	st := new(courier.ReceiverStatus)
-	if _, err := c.do(ctx, http.MethodPost, "/v1/receivers/"+url.PathEscape(name)+"/"+verb, nil, st); err != nil {
-		return nil, err
-	}
-	return st, nil
+	return request[courier.ReceiverStatus](ctx, c, http.MethodPost, "/v1/receivers/"+url.PathEscape(name)+"/"+verb, nil)
 }

@@ -452,8 +452,9 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 	w.mu.Unlock()
 	if stopAt >= 0 {
 		it := items[stopAt]
-		why := fmt.Sprintf("on_error: stop: item %s cannot be taken: %v", describe(it, w.r), stopErr)
-		w.stop(why, stopErr.Error())
+		// In the words the API answers the same message with.
+		problem := courier.ErrorMessage(stopErr)
+		w.stop(fmt.Sprintf("on_error: stop: item %s cannot be taken: %s", describe(it, w.r), problem), problem)
 		w.closeSource()
 		w.logger.Warn("receiver stopped at an item it cannot take; start it again once that is fixed", "item", describe(it, w.r), "err", stopErr)
 	}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/google/uuid"
+)
+
+// handleBulk starts (or finds) a bulk operation and answers when it is done;
+// if the caller goes away first, it goes on.
+func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req BulkRequest
+		if err := s.decodeSmall(w, r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		op, err := s.bulkOp(kind, &req, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if s.opts.Bulk == nil {
+			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "bulk operations are not available on this server"))
+			return
+		}
+		done, err := s.opts.Bulk.Run(r.Context(), op)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		// The messages are counted by the runner as its batches are applied,
+		// not here: a request may be repeated, or end before the operation
+		// does.
+		writeJSON(w, http.StatusOK, toOperation(done))
+	}
+}
+
+// bulkOp checks a bulk request and makes the operation of it.
+func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
+	f := req.Filter.MessageFilter()
+	routeErr := s.checkResubmitRoute(req.Route) // nil without a route
+	switch {
+	case f.State != "" && !f.State.Valid():
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.state %q is not a state", f.State)
+	case kind == courier.ActionResubmit && f.State != "" && f.State != courier.StateSuspended:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "only suspended messages can be resubmitted, not %s ones", f.State)
+	case kind == courier.ActionDiscard && f.State != "" && f.State != courier.StateSuspended && f.State != courier.StateQueued:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "only queued or suspended messages can be discarded, not %s ones", f.State)
+	case f.Reason != "" && !f.Reason.Valid():
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.reason %q is not a suspension reason", f.Reason)
+	case req.Route != "" && kind != courier.ActionResubmit:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "route applies only to a resubmit")
+	case routeErr != nil:
+		return courier.BulkOp{}, routeErr
+	case req.OperationID != "" && !courier.ValidID(req.OperationID):
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
+	}
+	id := req.OperationID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
+		}
+		id = u.String()
+	}
+	return courier.BulkOp{ID: id, Kind: kind, Filter: f, Route: req.Route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
+}
+
+func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
+	op, err := s.opts.Store.Bulk(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toOperation(op))
+}

@@ -1,0 +1,279 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+)
+
+// singleLimit bounds the body of a one-message ingest: the payload may be
+// base64 (4/3 larger) or escaped JSON, plus the other fields.
+func (s *Server) singleLimit() int64 { return s.opts.MaxPayload*2 + 64<<10 }
+
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
+	s.ingestOne(w, r, r.PathValue("id"))
+}
+
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
+	s.ingestOne(w, r, "")
+}
+
+func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
+	k := keyOf(r)
+	now := s.opts.Clock.Now()
+	if err := s.limits.take(k, now, 1); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(r, w, s.singleLimit())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	m, err := s.decodeMessage(body, pathID, now)
+	if err == nil {
+		err = s.admit(r.Context(), k, m)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.opts.Store.Ingest(r.Context(), []*courier.Message{m})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if res[0].Status == courier.IngestExists && res[0].Message.Sender != m.Sender {
+		res[0].Status = courier.IngestConflict // another key's message: not to be shown
+	}
+	switch res[0].Status {
+	case courier.IngestCreated:
+		s.opts.Observer.Ingested(m)
+		if m.NextAttemptAt.After(now) {
+			s.opts.ScheduledFunc(m.Route, m.NextAttemptAt)
+		} else {
+			s.opts.DueFunc([]string{m.Route})
+		}
+		w.Header().Set("Location", "/v1/messages/"+m.ID)
+		// As a read would show it: due, or waiting for its key.
+		v := toMessage(m, s.topology.Load(), false)
+		v.WaitingFor = s.waitingFor(r, m)
+		writeJSON(w, http.StatusCreated, v)
+	case courier.IngestExists:
+		writeJSON(w, http.StatusOK, toMessage(res[0].Message, s.topology.Load(), false))
+	default:
+		s.writeError(w, r, conflictError(m.ID))
+	}
+}
+
+// admit checks what the sending key may do with a decoded message and marks
+// the message as the key's. The suspended cap is checked here, after the
+// cheap checks, as it costs a query.
+func (s *Server) admit(ctx context.Context, k *Key, m *courier.Message) error {
+	if k == nil {
+		return nil
+	}
+	if err := checkRoute(k, m.Route); err != nil {
+		return err
+	}
+	m.Sender = k.Name
+	return s.checkSuspended(ctx, k)
+}
+
+// decodeMessage reads one ingest body and returns the message ready for
+// Store.Ingest, or the error to answer.
+func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) (*courier.Message, error) {
+	var req IngestRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, malformed("the body is not a valid ingest request: %v", jsonError(err))
+	}
+	if dec.More() {
+		return nil, malformed("the body has data after the JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed("the body has data after the JSON object")
+	}
+	return s.requestToMessage(&req, pathID, now)
+}
+
+func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Time) (*courier.Message, error) {
+	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
+	hasB64 := req.PayloadBase64 != nil
+	if hasJSON == hasB64 {
+		return nil, malformed("give exactly one of payload and payload_base64")
+	}
+	m := &courier.Message{
+		ID:          req.ID,
+		Type:        req.Type,
+		Route:       req.Route,
+		ContentType: req.ContentType,
+		Headers:     req.Headers,
+		OrderingKey: req.OrderingKey,
+		Recipient:   req.Recipient,
+	}
+	if pathID != "" {
+		if req.ID != "" && req.ID != pathID {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "the id in the body (%q) differs from the id in the path (%q)", req.ID, pathID)
+		}
+		m.ID = pathID
+	}
+	if hasJSON {
+		m.Payload = []byte(req.Payload)
+		if m.ContentType == "" {
+			m.ContentType = "application/json"
+		}
+	} else {
+		p, err := base64.StdEncoding.DecodeString(*req.PayloadBase64)
+		if err != nil {
+			return nil, malformed("payload_base64 is not valid base64: %v", err)
+		}
+		m.Payload = p // with no content type, Admit makes it application/octet-stream
+	}
+	if req.Priority != nil {
+		m.Priority = *req.Priority
+	}
+	if req.DeliverAfter != nil {
+		m.DeliverAfter = *req.DeliverAfter
+	}
+	if req.ExpiresAt != nil {
+		if req.ExpiresAt.IsZero() {
+			// A message's zero expiry means none; given, it is a time long past.
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "expires_at %s is in the past", req.ExpiresAt.Format(time.RFC3339))
+		}
+		m.ExpiresAt = *req.ExpiresAt
+	}
+	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
+	if err := s.topology.Load().Admit(m, in, now); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// newMessageID names a message sent without an id: a UUIDv7, so that ids
+// sort by the time they were given.
+func newMessageID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, w, s.opts.MaxBatchBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req BatchRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, r, malformed("the body is not a valid batch request: %v", jsonError(err)))
+		return
+	}
+	if req.Messages == nil {
+		s.writeError(w, r, malformed(`the body needs a "messages" list`))
+		return
+	}
+	if len(req.Messages) > MaxBatchItems {
+		s.writeError(w, r, courier.Errorf(courier.CodePayloadTooLarge, "a batch holds at most %d messages, not %d", MaxBatchItems, len(req.Messages)))
+		return
+	}
+	k := keyOf(r)
+	now := s.opts.Clock.Now()
+	if err := s.limits.take(k, now, len(req.Messages)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkSuspended(r.Context(), k); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	results := make([]BatchResult, len(req.Messages))
+	var msgs []*courier.Message
+	var index []int // index[i] is the position of msgs[i] in the batch
+	for i, raw := range req.Messages {
+		m, err := s.decodeMessage(raw, "", now)
+		if err == nil && k != nil {
+			if err = checkRoute(k, m.Route); err == nil {
+				m.Sender = k.Name
+			}
+		}
+		if err != nil {
+			if courier.ErrorCode(err) == courier.CodeInternal {
+				s.writeError(w, r, err)
+				return
+			}
+			results[i] = BatchResult{ID: itemID(raw), Status: StatusOf(err), Error: errorInfo(err)}
+			continue
+		}
+		msgs = append(msgs, m)
+		index = append(index, i)
+	}
+	if len(msgs) > 0 {
+		res, err := s.opts.Store.Ingest(r.Context(), msgs)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var due []string
+		later := map[string]time.Time{} // the earliest of each route's messages due later
+		for j, ir := range res {
+			i := index[j]
+			switch ir.Status {
+			case courier.IngestCreated:
+				s.opts.Observer.Ingested(msgs[j])
+				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
+				r, at := msgs[j].Route, msgs[j].NextAttemptAt
+				switch {
+				case !at.After(now):
+					if !slices.Contains(due, r) {
+						due = append(due, r)
+					}
+				case later[r].IsZero() || at.Before(later[r]):
+					later[r] = at
+				}
+			case courier.IngestExists:
+				if ir.Message.Sender != msgs[j].Sender {
+					err := conflictError(msgs[j].ID)
+					results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
+					break
+				}
+				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
+			default:
+				err := conflictError(msgs[j].ID)
+				results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
+			}
+		}
+		if len(due) > 0 {
+			s.opts.DueFunc(due)
+		}
+		for r, at := range later {
+			s.opts.ScheduledFunc(r, at)
+		}
+	}
+	writeJSON(w, http.StatusOK, BatchResponse{Results: results})
+}
+
+// itemID recovers the id of a batch item that failed to decode, so that its
+// result can name it.
+func itemID(raw json.RawMessage) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &v) == nil && courier.ValidID(v.ID) {
+		return v.ID
+	}
+	return ""
+}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	m, err := s.ownMessage(r, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v := toMessage(m, s.topology.Load(), true)
+	switch r.URL.Query().Get("payload") {
+	case "":
+	case "base64":
+		// The bytes as stored, whatever they hold: a JSON payload as a JSON
+		// value is encoded anew (compacted, with <, > and & escaped), which
+		// a preview or a byte count must not take for the payload.
+		v.Payload, v.PayloadBase64 = nil, base64.StdEncoding.EncodeToString(m.Payload)
+	default:
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "payload=%q: the only form to ask for is base64", r.URL.Query().Get("payload")))
+		return
+	}
+	if v.Actions, err = s.actionViews(r.Context(), m.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v.WaitingFor = s.waitingFor(r, m)
+	writeJSON(w, http.StatusOK, v)
+}
+
+// waitingFor returns what a waiting message's key waits for, if the caller
+// may see it: a best effort, as the holder may change at any moment.
+func (s *Server) waitingFor(r *http.Request, m *courier.Message) *KeyHolder {
+	if !m.Waiting() {
+		return nil
+	}
+	h, err := s.opts.Store.KeyHolder(r.Context(), m.Route, m.OrderingKey)
+	if err != nil || !ownsMessage(r, h) {
+		return nil
+	}
+	return &KeyHolder{ID: h.ID, State: h.State, Reason: h.Reason, LastError: h.LastError}
+}
+
+// ownMessage returns a message the request may see. Another key's message
+// is not found, exactly as a missing one, so that a sender cannot probe for
+// the ids of others.
+func (s *Server) ownMessage(r *http.Request, id string) (*courier.Message, error) {
+	m, err := s.opts.Store.Message(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if !ownsMessage(r, m) {
+		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+	}
+	return m, nil
+}
+
+func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
+	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
+		if _, err := s.ownMessage(r, r.PathValue("id")); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	attempts, err := s.opts.Store.Attempts(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := AttemptList{Attempts: make([]Attempt, len(attempts))}
+	for i, a := range attempts {
+		out.Attempts[i] = toAttempt(a)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
+		if f.Sender != "" && f.Sender != k.Name {
+			s.writeError(w, r, courier.Errorf(courier.CodePermissionDenied, "key %q may list only its own messages", k.Name))
+			return
+		}
+		f.Sender = k.Name
+	}
+	page, err := s.opts.Store.Messages(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := MessageList{Messages: make([]Message, len(page.Messages)), NextCursor: page.Next}
+	t := s.topology.Load()
+	for i, m := range page.Messages {
+		out.Messages[i] = toMessage(m, t, false)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// filterParams are the query parameters of a listing.
+var filterParams = []string{"state", "type", "route", "endpoint", "reason", "sender", "limit", "cursor", "created_after", "created_before"}
+
+// parseFilter reads the query of a listing, which names only filterParams.
+func parseFilter(r *http.Request) (courier.MessageFilter, error) {
+	q := r.URL.Query()
+	f := courier.MessageFilter{
+		State:    courier.State(q.Get("state")),
+		Type:     q.Get("type"),
+		Route:    q.Get("route"),
+		Endpoint: q.Get("endpoint"),
+		Reason:   courier.Reason(q.Get("reason")),
+		Sender:   q.Get("sender"),
+		Cursor:   q.Get("cursor"),
+	}
+	if f.State != "" && !f.State.Valid() {
+		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not one of queued, inflight, delivered, suspended, discarded", f.State)
+	}
+	if f.Reason != "" && !f.Reason.Valid() {
+		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason", f.Reason)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > courier.MaxListLimit {
+			return f, courier.Errorf(courier.CodeInvalidArgument, "limit must be a whole number from 1 to %d", courier.MaxListLimit)
+		}
+		f.Limit = n
+	}
+	for _, tf := range []struct {
+		key string
+		dst *time.Time
+	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
+		if v := q.Get(tf.key); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return f, courier.Errorf(courier.CodeInvalidArgument, "%s must be an RFC 3339 time", tf.key)
+			}
+			*tf.dst = t
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
+	var req ResubmitRequest
+	if err := s.decodeSmall(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.checkResubmitRoute(req.Route); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	m, err := s.opts.Store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.opts.Logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionResubmit, 1)
+	s.opts.DueFunc([]string{m.Route})
+	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+}
+
+// checkResubmitRoute checks the route a resubmit sends messages to: one
+// that is configured and not a workflow route (messages enter a workflow
+// at ingest, at its first step).
+func (s *Server) checkResubmitRoute(route string) error {
+	if route == "" {
+		return nil
+	}
+	rt := s.topology.Load().Routes[route]
+	switch {
+	case rt == nil:
+		return courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", route)
+	case rt.Workflow != nil:
+		return courier.Errorf(courier.CodeInvalidArgument, "route %q is a workflow route: messages enter it when they are sent, at its first step", route)
+	}
+	return nil
+}
+
+func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
+	m, err := s.opts.Store.Discard(r.Context(), r.PathValue("id"), s.action(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.opts.Logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionDiscard, 1)
+	if m.OrderingKey != "" {
+		s.opts.DueFunc([]string{m.Route}) // the next message of its key may go now
+	}
+	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+}

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// anyQuery is what the probes and /metrics take: load balancers and
+// scrapers ask them with queries of their own, which are not for courier to
+// refuse.
+var anyQuery = []string{"*"}
+
+// checkQuery refuses a query that a route would not read whole, rather
+// than answer as if it had been read: one that cannot be parsed (400; the
+// pairs url.ParseQuery cannot read are dropped without a word by
+// Request.URL.Query), a parameter the route does not take, or one given
+// twice (422). params are the parameters the route takes.
+func checkQuery(r *http.Request, params []string) error {
+	if slices.Equal(params, anyQuery) {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return malformed("the query string cannot be read: %v", err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(params, key):
+			return courier.Errorf(courier.CodeInvalidArgument, "unknown query parameter %q", key)
+		case len(q[key]) > 1:
+			return courier.Errorf(courier.CodeInvalidArgument, "query parameter %q is given %d times; it takes one value", key, len(q[key]))
+		}
+	}
+	return nil
+}
