@@ -9,6 +9,13 @@ import (
 	"unicode/utf8"
 )
 
+// The ingest limits when the configuration sets none (max_payload and
+// max_batch_bytes): the configuration's defaults and the API's.
+const (
+	DefaultMaxPayload    = 1 << 20
+	DefaultMaxBatchBytes = 32 << 20
+)
+
 // Intake is what Admit needs to know of the door a message comes in by.
 type Intake struct {
 	// MaxPayload is the largest payload taken in, in bytes (max_payload);

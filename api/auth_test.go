@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/clocktest"
 )
 
 // The secrets of the test keys, by key name.
@@ -251,26 +251,8 @@ func TestActionsRecordTheKey(t *testing.T) {
 	}
 }
 
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestRateLimit(t *testing.T) {
-	clock := &manualClock{now: time.Now()}
+	clock := clocktest.New(time.Now())
 	ts := newKeyedServer(t, func(o *api.Options) {
 		o.Clock = clock
 		for i := range o.Keys {
@@ -293,12 +275,12 @@ func TestRateLimit(t *testing.T) {
 	if status, _, _ := ts.callAs(t, "shop", "POST", "/v1/messages", invoiceBody); status != 201 {
 		t.Errorf("shop while erp is limited: %d", status)
 	}
-	clock.add(20 * time.Second)
+	clock.Advance(20 * time.Second)
 	if status, body, _ := ts.callAs(t, "erp", "POST", "/v1/messages", invoiceBody); status != 201 {
 		t.Fatalf("after the wait: %d %s", status, body)
 	}
 	// A batch takes a token per message.
-	clock.add(time.Minute)
+	clock.Advance(time.Minute)
 	batch := `{"messages":[` + invoiceBody + `,` + invoiceBody + `,` + invoiceBody + `,` + invoiceBody + `]}`
 	if status, body, _ := ts.callAs(t, "erp", "POST", "/v1/messages/batch", batch); status != 200 {
 		t.Fatalf("batch: %d %s", status, body)

@@ -17,9 +17,6 @@ import (
 const (
 	// MaxBatchItems bounds the messages of one batch request.
 	MaxBatchItems = 10000
-	// DefaultMaxPayload and DefaultMaxBatchBytes apply when Options leave them 0.
-	DefaultMaxPayload    = 1 << 20
-	DefaultMaxBatchBytes = 32 << 20
 )
 
 // Options configure a Server.
@@ -108,10 +105,10 @@ func NewServer(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MaxPayload <= 0 {
-		o.MaxPayload = DefaultMaxPayload
+		o.MaxPayload = courier.DefaultMaxPayload
 	}
 	if o.MaxBatchBytes <= 0 {
-		o.MaxBatchBytes = DefaultMaxBatchBytes
+		o.MaxBatchBytes = courier.DefaultMaxBatchBytes
 	}
 	if o.DueFunc == nil {
 		o.DueFunc = func([]string) {}
