@@ -95,6 +95,15 @@ func closedEarly(err error) bool {
 	return errors.Is(err, fasthttp.ErrConnectionClosed) || netclass.Closed(err)
 }
 
+// isTimeout reports whether err says the attempt's time ran out.
+func isTimeout(err error) bool {
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // cause returns the part of err's message worth showing, without the
 // addresses a net.OpError repeats. A connection closed before any answer
 // is an EOF, whatever advice the HTTP client words around it.
