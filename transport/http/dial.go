@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/courier-gw/courier/internal/netclass"
 )
 
 // dialer opens the connections of one endpoint's pool within the connect
@@ -51,7 +53,7 @@ func (d *dialer) context(left time.Duration) (ctx context.Context, cancel contex
 func (d *dialer) dialTCP(ctx context.Context, addr string, limit time.Duration) (net.Conn, error) {
 	conn, err := d.net.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, &connectError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
+		return nil, &dialError{stage: netclass.Connecting, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
 	return conn, nil
 }
@@ -80,30 +82,27 @@ func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
 		d.pool.uncount()
-		return nil, &handshakeError{addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
+		return nil, &dialError{stage: netclass.Handshaking, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
 	st := newConnState(conn, d.pool)
 	return &trackedTLSConn{trackedConn: trackedConn{Conn: tc, st: st}, tls: tc}, nil
 }
 
-// connectError is a failed TCP connect (including the name lookup).
-type connectError struct {
+// dialError is a failed TCP connect (including the name lookup), or a
+// failed TLS handshake on a connected socket: stage tells which.
+type dialError struct {
+	stage    netclass.Stage // netclass.Connecting or netclass.Handshaking
 	addr     string
 	err      error
 	timedOut bool
 	limit    time.Duration // the time it had: the connect timeout or what was left of the attempt
 }
 
-func (e *connectError) Error() string { return "connect to " + e.addr + ": " + e.err.Error() }
-func (e *connectError) Unwrap() error { return e.err }
-
-// handshakeError is a failed TLS handshake on a connected socket.
-type handshakeError struct {
-	addr     string
-	err      error
-	timedOut bool
-	limit    time.Duration // the time it had: the connect timeout or what was left of the attempt
+func (e *dialError) Error() string {
+	if e.stage == netclass.Handshaking {
+		return "TLS handshake with " + e.addr + ": " + e.err.Error()
+	}
+	return "connect to " + e.addr + ": " + e.err.Error()
 }
 
-func (e *handshakeError) Error() string { return "TLS handshake with " + e.addr + ": " + e.err.Error() }
-func (e *handshakeError) Unwrap() error { return e.err }
+func (e *dialError) Unwrap() error { return e.err }
