@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -264,7 +265,7 @@ func TestSignatureVerifiesPerStandardWebhooks(t *testing.T) {
 func TestSignatureMatchesTheSpecVector(t *testing.T) {
 	t.Parallel()
 	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{Clock: fixedClock{time.Unix(1614265330, 0)}})
+	tr := newTransport(t, httptransport.Options{Clock: clocktest.Fixed(time.Unix(1614265330, 0))})
 	e := endpoint("vector", s.URL()+"/vector")
 	e.HTTP.Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 	m := &courier.Message{ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Type: "t", Payload: []byte(`{"test": 2432232314}`), ContentType: "application/json"}

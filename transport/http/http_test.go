@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
@@ -25,17 +26,13 @@ import (
 // and the reference point of Retry-After dates.
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 func newTransport(t *testing.T, o httptransport.Options) *httptransport.Transport {
 	t.Helper()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
-		o.Clock = fixedClock{now}
+		o.Clock = clocktest.Fixed(now)
 	}
 	if o.AllowNetworks == nil {
 		// The receivers of these tests are on loopback, which the SSRF

@@ -24,15 +24,12 @@ import (
 	"github.com/courier-gw/courier/internal/testcert"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/mailsink"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
 
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 type serverOptions = mailsink.Options
 
@@ -51,7 +48,7 @@ func newTransport(t *testing.T, o smtptransport.Options) *smtptransport.Transpor
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Clock = fixedClock{now}
+	o.Clock = clocktest.Fixed(now)
 	o.Hostname = "courier.test"
 	tr := smtptransport.New(o)
 	t.Cleanup(tr.Close)
