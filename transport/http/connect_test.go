@@ -171,8 +171,7 @@ func TestTLS(t *testing.T) {
 		wantError(t, res, "not valid for localhost")
 	})
 	t.Run("plain http behind an https url", func(t *testing.T) {
-		s := mustSink(t)
-		tr := newTransport(t, httptransport.Options{})
+		s, tr := sinkAndTransport(t)
 		res := send(t, tr, endpoint("tls", "https://"+s.Addr()+"/in"), message())
 		wantClass(t, res, courier.ClassTLS)
 		wantError(t, res, "does not speak TLS")

@@ -27,47 +27,36 @@ var errConnectTimeout = errors.New("connect timeout")
 
 // dial opens a TCP connection; left is what remains of the attempt.
 func (d *dialer) dial(addr string, left time.Duration) (net.Conn, error) {
-	d.t.count(d.pool)
-	ctx, cancel, limit := d.context(left)
-	defer cancel()
-	conn, err := d.dialTCP(ctx, addr, limit)
-	if err != nil {
-		d.pool.uncount()
-		return nil, err
-	}
-	return &trackedConn{Conn: conn, st: newConnState(conn, d.pool)}, nil
-}
-
-// context bounds a connect and handshake by the connect timeout and by
-// what is left of the attempt; limit is the bound it applied.
-func (d *dialer) context(left time.Duration) (ctx context.Context, cancel context.CancelFunc, limit time.Duration) {
-	limit = d.connectTimeout
-	if left > 0 {
-		limit = min(limit, left)
-	}
-	ctx, cancel = context.WithTimeoutCause(context.Background(), limit, errConnectTimeout)
-	return ctx, cancel, limit
-}
-
-// dialTCP connects to addr. limit is the context's bound, for the message.
-func (d *dialer) dialTCP(ctx context.Context, addr string, limit time.Duration) (net.Conn, error) {
-	conn, err := d.net.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, &dialError{stage: netclass.Connecting, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
-	}
-	return conn, nil
+	return d.open(addr, left, false)
 }
 
 // dialTLS opens a TCP connection and makes the TLS handshake on it; the
 // pool takes a handshaken connection as it is.
 func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
+	return d.open(addr, left, true)
+}
+
+// open counts a connection against MaxConns and opens it, with the TLS
+// handshake when withTLS, bounded by the connect timeout and by what is
+// left of the attempt. A connection that does not open is uncounted.
+func (d *dialer) open(addr string, left time.Duration, withTLS bool) (net.Conn, error) {
 	d.t.count(d.pool)
-	ctx, cancel, limit := d.context(left)
+	limit := d.connectTimeout
+	if left > 0 {
+		limit = min(limit, left)
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), limit, errConnectTimeout)
 	defer cancel()
-	conn, err := d.dialTCP(ctx, addr, limit)
-	if err != nil {
+	fail := func(stage netclass.Stage, err error) error {
 		d.pool.uncount()
-		return nil, err
+		return &dialError{stage: stage, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
+	}
+	conn, err := d.net.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fail(netclass.Connecting, err)
+	}
+	if !withTLS {
+		return &trackedConn{Conn: conn, st: newConnState(conn, d.pool)}, nil
 	}
 	cfg := d.tls.Clone()
 	if cfg.ServerName == "" {
@@ -81,8 +70,7 @@ func (d *dialer) dialTLS(addr string, left time.Duration) (net.Conn, error) {
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
-		d.pool.uncount()
-		return nil, &dialError{stage: netclass.Handshaking, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
+		return nil, fail(netclass.Handshaking, err)
 	}
 	st := newConnState(conn, d.pool)
 	return &trackedTLSConn{trackedConn: trackedConn{Conn: tc, st: st}, tls: tc}, nil

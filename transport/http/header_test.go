@@ -47,8 +47,7 @@ func headServer(t *testing.T) (addr string, heads <-chan string) {
 
 func TestRequestCarriesTheHeadersOfDesign8(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	m := message()
 	m.Headers = map[string]string{
 		"X-Tenant":          "acme",
@@ -168,8 +167,7 @@ func TestRequestHeadOrder(t *testing.T) {
 
 func TestMessageMaySetUserAgent(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	m := message()
 	m.Headers = map[string]string{"user-agent": "erp/7"}
 	m.ContentType = ""
@@ -229,8 +227,7 @@ func verifyStandardWebhook(secret string, h http.Header, body []byte, at time.Ti
 
 func TestSignatureVerifiesPerStandardWebhooks(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	raw := "a plain shared secret"
 	e := endpoint("signed", s.URL()+"/signed")

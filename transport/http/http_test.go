@@ -56,6 +56,13 @@ func mustSink(t *testing.T) *sink.Sink {
 	return s
 }
 
+// sinkAndTransport gives a test a receiver and a transport with the
+// options of these tests.
+func sinkAndTransport(t *testing.T) (*sink.Sink, *httptransport.Transport) {
+	t.Helper()
+	return mustSink(t), newTransport(t, httptransport.Options{})
+}
+
 func endpoint(name, url string) *courier.Endpoint {
 	return &courier.Endpoint{
 		Name: name, Transport: courier.TransportHTTP, Timeout: 5 * time.Second,
@@ -142,8 +149,7 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 
 func TestDelivered2xxKeepsStatusAndExcerpt(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	for _, code := range []int{200, 201, 202, 204, 299} {
 		path := fmt.Sprintf("/ok%d", code)
 		step := sink.Respond(code)
@@ -163,8 +169,7 @@ func TestDelivered2xxKeepsStatusAndExcerpt(t *testing.T) {
 
 func TestStatusClasses(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	date := now.Add(90 * time.Second).Format(http.TimeFormat)
 	for _, tc := range []struct {
 		step       sink.Step
@@ -210,8 +215,7 @@ func TestStatusClasses(t *testing.T) {
 
 func TestExcerptIsCutAtOneKiBOnARuneBoundary(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	// "é" is two bytes; an odd prefix puts one across the 1 KiB mark.
 	body := "x" + strings.Repeat("é", 3000)
 	s.Script("/long", sink.Respond(200).WithBody(body))
@@ -234,8 +238,7 @@ func TestExcerptIsCutAtOneKiBOnARuneBoundary(t *testing.T) {
 
 func TestBinaryResponseIsSummarised(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	bin := string([]byte{0x89, 'P', 'N', 'G', 0, 0, 0, 0x0d, 0xff, 0xfe})
 	s.Script("/bin", sink.Respond(200).WithBody(bin).WithHeader("Content-Type", "image/png"))
 	res := send(t, tr, endpoint("bin", s.URL()+"/bin"), message())
@@ -367,8 +370,7 @@ func TestRedirectIsNotFollowedByDefault(t *testing.T) {
 
 func TestFollowRedirects(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	follow := func(name, path string) courier.Result {
 		e := endpoint(name, s.URL()+path)
 		e.HTTP.FollowRedirects = true
@@ -474,8 +476,7 @@ func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
 // that what the receiver did is known).
 func TestCanceledContextSendsNothing(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := tr.Send(ctx, courier.Delivery{Message: message(), Endpoint: endpoint("cancel", s.URL()+"/in"), Attempt: 1})
@@ -488,8 +489,7 @@ func TestCanceledContextSendsNothing(t *testing.T) {
 
 func TestUnsendableMessagesAndEndpoints(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 
 	m := message()
 	m.Headers = map[string]string{"X-Injected": "a\r\nX-Evil: 1"}

@@ -51,8 +51,7 @@ func TestConnectionReuse(t *testing.T) {
 
 func TestChangedEndpointGetsAFreshPool(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	e := endpoint("reload", s.URL()+"/in")
 	send(t, tr, e, message())
 	send(t, tr, e, message())
@@ -68,28 +67,56 @@ func TestChangedEndpointGetsAFreshPool(t *testing.T) {
 	}
 }
 
-func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
-	t.Parallel()
+// seen is what a countingServer saw.
+type seen struct{ conns, requests, onFirst int }
+
+// countingServer is a receiver that counts the connections and requests it
+// sees, and answers each request with what answer gives for it: n is its
+// number among all requests and i among those of its connection, both from
+// 1, and first says whether it came on the first connection. An empty
+// answer closes the connection. counts tells what it saw so far.
+func countingServer(t *testing.T, answer func(n, i int, first bool) string) (addr string, counts func() seen) {
+	t.Helper()
 	var mu sync.Mutex
-	conns, requests := 0, 0
-	addr := rawServer(t, func(c net.Conn) {
+	var saw seen
+	addr = rawServer(t, func(c net.Conn) {
 		mu.Lock()
-		conns++
-		first := conns == 1
+		saw.conns++
+		first := saw.conns == 1
 		mu.Unlock()
 		br := bufio.NewReader(c)
-		for i := 0; ; i++ {
+		for i := 1; ; i++ {
 			if _, _, err := readRequest(br); err != nil {
 				return
 			}
 			mu.Lock()
-			requests++
-			mu.Unlock()
-			if first && i == 1 {
-				return // the keep-alive race: closed as the request arrived
+			saw.requests++
+			n := saw.requests
+			if first {
+				saw.onFirst++
 			}
-			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+			mu.Unlock()
+			a := answer(n, i, first)
+			if a == "" {
+				return
+			}
+			io.WriteString(c, a)
 		}
+	})
+	return addr, func() seen {
+		mu.Lock()
+		defer mu.Unlock()
+		return saw
+	}
+}
+
+func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
+	t.Parallel()
+	addr, counts := countingServer(t, func(_, i int, first bool) string {
+		if first && i == 2 {
+			return "" // the keep-alive race: closed as the request arrived
+		}
+		return "HTTP/1.1 204 No Content\r\n\r\n"
 	})
 	tr := newTransport(t, httptransport.Options{})
 	e := endpoint("stale", "http://"+addr+"/in")
@@ -98,10 +125,8 @@ func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
 			t.Fatalf("send %d: %+v", i, res)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if conns != 2 || requests != 3 {
-		t.Fatalf("server saw %d connections and %d requests, want 2 and 3", conns, requests)
+	if got := counts(); got.conns != 2 || got.requests != 3 {
+		t.Fatalf("server saw %d connections and %d requests, want 2 and 3", got.conns, got.requests)
 	}
 }
 
@@ -109,31 +134,11 @@ func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
 // the next attempt goes out on a new one, as with net/http's client.
 func TestConnectionThatAnswered101IsNotReused(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	conns, requests, onFirst := 0, 0, 0
-	addr := rawServer(t, func(c net.Conn) {
-		mu.Lock()
-		conns++
-		first := conns == 1
-		mu.Unlock()
-		br := bufio.NewReader(c)
-		for {
-			if _, _, err := readRequest(br); err != nil {
-				return
-			}
-			mu.Lock()
-			requests++
-			n := requests
-			if first {
-				onFirst++
-			}
-			mu.Unlock()
-			if n == 1 {
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
-				continue
-			}
-			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	addr, counts := countingServer(t, func(n, _ int, _ bool) string {
+		if n == 1 {
+			return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"
 		}
+		return "HTTP/1.1 204 No Content\r\n\r\n"
 	})
 	tr := newTransport(t, httptransport.Options{})
 	e := endpoint("upgrade", "http://"+addr+"/in")
@@ -143,9 +148,7 @@ func TestConnectionThatAnswered101IsNotReused(t *testing.T) {
 	if res := send(t, tr, e, message()); !res.Delivered() {
 		t.Fatalf("the send after the 101: %+v", res)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if conns != 2 || requests != 2 || onFirst != 1 {
-		t.Fatalf("server saw %d connections and %d requests, %d on the first; want 2, 2 and 1", conns, requests, onFirst)
+	if got := counts(); got.conns != 2 || got.requests != 2 || got.onFirst != 1 {
+		t.Fatalf("server saw %d connections and %d requests, %d on the first; want 2, 2 and 1", got.conns, got.requests, got.onFirst)
 	}
 }
