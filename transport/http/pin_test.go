@@ -104,7 +104,7 @@ func TestPinnedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	signed := newPinnedServer(t, pair)
-	caFile := writeFile(t, dir, "network-ca.pem", ca.PEM())
+	caFile := testcert.WriteFile(t, dir, "network-ca.pem", ca.PEM())
 
 	tests := []struct {
 		name    string
