@@ -24,13 +24,14 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/conncache"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // Defaults of Options.
 const (
-	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
-	DefaultConnectTimeout = 10 * time.Second // connect, TLS and AMQP handshake
-	DefaultMaxChannels    = 16               // channels kept per endpoint when its max_concurrency is unset
+	DefaultTimeout        = sendopts.DefaultTimeout        // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = sendopts.DefaultConnectTimeout // connect, TLS and AMQP handshake
+	DefaultMaxChannels    = 16                             // channels kept per endpoint when its max_concurrency is unset
 	DefaultHeartbeat      = 10 * time.Second
 )
 
@@ -61,18 +62,7 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
@@ -226,10 +216,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = t.opts.DefaultTimeout
-	}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

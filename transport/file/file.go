@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // DefaultMode is the permission of the files written (before the umask):
@@ -61,12 +62,7 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock}.SetDefaults()
 	if o.Mode == 0 {
 		o.Mode = DefaultMode
 	}

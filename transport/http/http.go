@@ -26,14 +26,15 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sendopts"
 	"github.com/valyala/fasthttp"
 )
 
 // Defaults of Options.
 const (
 	DefaultUserAgent       = "courier/1"
-	DefaultTimeout         = 30 * time.Second // the attempt timeout of an endpoint that sets none
-	DefaultConnectTimeout  = 10 * time.Second // the most a connect and TLS handshake may take
+	DefaultTimeout         = sendopts.DefaultTimeout        // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout  = sendopts.DefaultConnectTimeout // the most a connect and TLS handshake may take
 	DefaultIdleConnTimeout = 60 * time.Second
 	DefaultMaxDrain        = 64 << 10 // bytes read past the excerpt so a connection can be reused
 	DefaultMaxLookupPools  = 4096     // pools of resolved endpoints kept at once
@@ -104,21 +105,10 @@ type Options struct {
 
 // withDefaults returns o with every unset field set.
 func (o Options) withDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
 	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	if o.IdleConnTimeout <= 0 {
 		o.IdleConnTimeout = DefaultIdleConnTimeout
 	}
@@ -186,10 +176,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if method == "" {
 		method = http.MethodPost
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = t.opts.DefaultTimeout
-	}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	if e.HTTP.PinnedCertificate != "" && target.Scheme != "https" {
 		// Plain HTTP shows no certificate: sending would skip the very
 		// check the registry asked for.
