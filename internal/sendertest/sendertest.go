@@ -5,6 +5,7 @@
 package sendertest
 
 import (
+	"fmt"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -87,10 +88,22 @@ func Stalled(t testing.TB, upstream string, ids [2]string, send SendFunc) {
 	}
 }
 
-// Throughput makes b.N attempts with send, inflight of them at once, and
-// reports the deliveries per second as msgs/s. An attempt that does not
-// deliver fails the benchmark.
-func Throughput(b *testing.B, inflight int, send func() courier.Result) {
+// Throughput measures the attempts a transport delivers per second, with
+// one attempt in flight and with 16 at once (the default max_concurrency
+// of an endpoint), each in a sub-benchmark. prepare readies a target for
+// inflight attempts at once and returns the function that makes one; an
+// attempt that does not deliver fails the benchmark.
+func Throughput(b *testing.B, prepare func(b *testing.B, inflight int) (send func() courier.Result)) {
+	for _, inflight := range []int{1, 16} {
+		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
+			run(b, inflight, prepare(b, inflight))
+		})
+	}
+}
+
+// run makes b.N attempts with send, inflight of them at once, and reports
+// the deliveries per second as msgs/s.
+func run(b *testing.B, inflight int, send func() courier.Result) {
 	b.Helper()
 	var next, failed atomic.Int64
 	done := make(chan struct{})

@@ -155,17 +155,28 @@ func TestLoginRefused(t *testing.T) {
 	}
 }
 
+// queueSender gives an outage test a queue of its own and the sender
+// that publishes to it through the broker at the URL it is given, with
+// the attempt timeout timeout.
+func queueSender(t *testing.T, timeout time.Duration) (*amqptest.Admin, string, sendertest.SendFunc) {
+	t.Helper()
+	a := amqptest.NewAdmin(t)
+	tr := newTransport(t)
+	q := a.Queue(nil)
+	return a, q, func(url, id string, attempt int) courier.Result {
+		e := endpoint("erp-mq", url, "", q)
+		e.Timeout = timeout
+		return send(t, tr, e, message(id), attempt)
+	}
+}
+
 // TestBrokerAwayAndBack takes the broker away and brings it back: each
 // failure is transient, and the next attempt after the broker is back
 // delivers on a new connection.
 func TestBrokerAwayAndBack(t *testing.T) {
 	t.Parallel()
-	a := amqptest.NewAdmin(t)
-	tr := newTransport(t)
-	q := a.Queue(nil)
-	sendertest.AwayAndBack(t, a.URL, [2]string{"inv-1", "inv-2"}, func(url, id string, attempt int) courier.Result {
-		return send(t, tr, endpoint("erp-mq", url, "", q), message(id), attempt)
-	})
+	a, q, publish := queueSender(t, 5*time.Second)
+	sendertest.AwayAndBack(t, a.URL, [2]string{"inv-1", "inv-2"}, publish)
 	for _, want := range []string{"inv-1", "inv-2"} {
 		if d := a.Get(q); d.MessageId != want {
 			t.Errorf("got %s, want %s", d.MessageId, want)
@@ -220,14 +231,8 @@ func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
 // again an attempt delivers.
 func TestStalledBroker(t *testing.T) {
 	t.Parallel()
-	a := amqptest.NewAdmin(t)
-	tr := newTransport(t)
-	q := a.Queue(nil)
-	sendertest.Stalled(t, a.URL, [2]string{"inv-1", "inv-2"}, func(url, id string, attempt int) courier.Result {
-		e := endpoint("erp-mq", url, "", q)
-		e.Timeout = 300 * time.Millisecond
-		return send(t, tr, e, message(id), attempt)
-	})
+	a, q, publish := queueSender(t, 300*time.Millisecond)
+	sendertest.Stalled(t, a.URL, [2]string{"inv-1", "inv-2"}, publish)
 	// inv-2 may be there more than once: a publish held in the stall can
 	// reach the broker once bytes flow (at least once, deduplicated by id).
 	seen := map[string]bool{}
