@@ -135,7 +135,7 @@ func (e *existsError) Error() string { return "exists with other content" }
 // message twice); another file there is an *existsError.
 func (t *Transport) write(dir, path string, payload []byte) (written bool, err error) {
 	if err := compare(path, payload); !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+		return false, err // nil when the same bytes are there already
 	}
 
 	tmp, err := t.writeTemp(dir, payload)
