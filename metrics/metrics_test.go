@@ -10,6 +10,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/promtest"
 	"github.com/courier-gw/courier/metrics"
 	"github.com/courier-gw/courier/sqlite"
@@ -17,10 +18,6 @@ import (
 )
 
 var now = time.Date(2026, 11, 21, 10, 30, 15, 0, time.UTC)
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 func topology() *courier.Topology {
 	return &courier.Topology{Endpoints: map[string]*courier.Endpoint{
@@ -70,7 +67,7 @@ func TestScrape(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(metrics.Options{Source: store, TopologyFunc: topology, Clock: fixedClock{now},
+	m := metrics.New(metrics.Options{Source: store, TopologyFunc: topology, Clock: clocktest.New(now),
 		InFlightFunc: func(ep string) int { return map[string]int{"acme": 2}[ep] }})
 
 	fams := scrape(t, m)
@@ -206,7 +203,7 @@ func (s racingSource) Health(ctx context.Context) ([]courier.EndpointHealth, err
 func TestRefreshKeepsNewerHealth(t *testing.T) {
 	store := openStore(t)
 	src := &racingSource{Store: store}
-	m := metrics.New(metrics.Options{Source: src, TopologyFunc: topology, Clock: fixedClock{now}})
+	m := metrics.New(metrics.Options{Source: src, TopologyFunc: topology, Clock: clocktest.New(now)})
 	off := courier.EndpointHealth{Endpoint: "acme", State: courier.HealthOff}
 	src.during = func() {
 		if _, err := store.UpdateHealth(context.Background(), "acme", func(h courier.EndpointHealth) courier.EndpointHealth {

@@ -15,15 +15,6 @@ import (
 	"github.com/courier-gw/courier/internal/testcert"
 )
 
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // selfSigned returns a PEM certificate and its PEM key.
 func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 	t.Helper()
@@ -57,7 +48,7 @@ func TestRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := bytes.Repeat([]byte{'x'}, tc.size)
-			p := writeFile(t, dir, tc.name, want)
+			p := testcert.WriteFile(t, dir, tc.name, want)
 			got, err := Read(p)
 			if !tc.ok {
 				wantTooLarge(t, err, p)
@@ -100,8 +91,8 @@ func TestLoadKeyPair(t *testing.T) {
 	dir := t.TempDir()
 	certPEM, keyPEM := selfSigned(t)
 	_, otherKeyPEM := selfSigned(t)
-	certFile := writeFile(t, dir, "a.crt", certPEM)
-	keyFile := writeFile(t, dir, "a.key", keyPEM)
+	certFile := testcert.WriteFile(t, dir, "a.crt", certPEM)
+	keyFile := testcert.WriteFile(t, dir, "a.key", keyPEM)
 
 	cert, err := LoadKeyPair(certFile, keyFile)
 	if err != nil || cert.Leaf == nil || cert.Leaf.Subject.CommonName != "courier test" {
@@ -110,10 +101,10 @@ func TestLoadKeyPair(t *testing.T) {
 
 	// A certificate file padded with text outside the PEM blocks, as
 	// bundles have, beyond the limit.
-	bigCert := writeFile(t, dir, "big.crt", append(bytes.Repeat([]byte("# comment\n"), MaxSize/10+1), certPEM...))
+	bigCert := testcert.WriteFile(t, dir, "big.crt", append(bytes.Repeat([]byte("# comment\n"), MaxSize/10+1), certPEM...))
 	_, err = LoadKeyPair(bigCert, keyFile)
 	wantTooLarge(t, err, bigCert)
-	bigKey := writeFile(t, dir, "big.key", append(keyPEM, bytes.Repeat([]byte{'\n'}, MaxSize)...))
+	bigKey := testcert.WriteFile(t, dir, "big.key", append(keyPEM, bytes.Repeat([]byte{'\n'}, MaxSize)...))
 	_, err = LoadKeyPair(certFile, bigKey)
 	wantTooLarge(t, err, bigKey)
 
@@ -121,7 +112,7 @@ func TestLoadKeyPair(t *testing.T) {
 	if _, err := LoadKeyPair(certFile, missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing key: %v", err)
 	}
-	if _, err := LoadKeyPair(certFile, writeFile(t, dir, "other.key", otherKeyPEM)); err == nil || !strings.Contains(err.Error(), "does not match") {
+	if _, err := LoadKeyPair(certFile, testcert.WriteFile(t, dir, "other.key", otherKeyPEM)); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Errorf("key of another certificate: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
-// Package clocktest is the one clock that tests move by hand: a
-// courier.Clock that stands still until the test sets or advances it, and
-// that the code under test may read from any goroutine.
+// Package clocktest is the one clock of the tests: a courier.Clock that
+// stands still until the test sets or advances it (so that output carrying
+// the time, such as a webhook's timestamp, a mail's Date header or a
+// metric's minute, can be checked), and that the code under test may read
+// from any goroutine.
 package clocktest
 
 import (

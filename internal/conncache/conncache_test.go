@@ -43,13 +43,30 @@ func live(url string) func(*conn) bool {
 	return func(c *conn) bool { return c.url == url && !c.isClosed() }
 }
 
-func mustGet(t *testing.T, cache *Cache[*conn], key string, fresh func(*conn) bool, dial func() (*conn, error)) *conn {
+// fixture is a Cache of the tests with the dialer that fills it.
+type fixture struct {
+	*Cache[*conn]
+	dialer
+}
+
+func newFixture() *fixture { return &fixture{Cache: New(closeConn)} }
+
+// mustGet returns the connection of key as Get does, and fails the test
+// when Get fails.
+func (f *fixture) mustGet(t *testing.T, key string, fresh func(*conn) bool, dial func() (*conn, error)) *conn {
 	t.Helper()
-	c, err := cache.Get(key, fresh, dial)
+	c, err := f.Get(key, fresh, dial)
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
 	}
 	return c
+}
+
+// get returns the connection of key, fit while it is open and to url, and
+// dials url when there is none.
+func (f *fixture) get(t *testing.T, key, url string) *conn {
+	t.Helper()
+	return f.mustGet(t, key, live(url), f.dial(url))
 }
 
 // waitClosed fails unless c gets closed soon: the cache closes the
@@ -65,29 +82,27 @@ func waitClosed(t *testing.T, c *conn) {
 
 func TestGetKeepsOneConnectionPerKey(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
-	a := mustGet(t, cache, "a", live("u1"), d.dial("u1"))
-	if got := mustGet(t, cache, "a", live("u1"), d.dial("u1")); got != a {
+	f := newFixture()
+	a := f.get(t, "a", "u1")
+	if got := f.get(t, "a", "u1"); got != a {
 		t.Fatalf("second get dialled anew: %d, want %d", got.id, a.id)
 	}
-	b := mustGet(t, cache, "b", live("u1"), d.dial("u1"))
+	b := f.get(t, "b", "u1")
 	if b == a {
 		t.Fatal("two keys share a connection")
 	}
-	if got := d.dials.Load(); got != 2 {
+	if got := f.dials.Load(); got != 2 {
 		t.Fatalf("%d dials, want 2", got)
 	}
 }
 
 func TestGetReplacesAConnectionThatIsNotFresh(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
-	old := mustGet(t, cache, "a", live("u1"), d.dial("u1"))
+	f := newFixture()
+	old := f.get(t, "a", "u1")
 
 	// The endpoint's URL changed.
-	next := mustGet(t, cache, "a", live("u2"), d.dial("u2"))
+	next := f.get(t, "a", "u2")
 	if next == old || next.url != "u2" {
 		t.Fatalf("got connection %d to %s, want a new one to u2", next.id, next.url)
 	}
@@ -95,62 +110,59 @@ func TestGetReplacesAConnectionThatIsNotFresh(t *testing.T) {
 
 	// The connection died.
 	closeConn(next)
-	if got := mustGet(t, cache, "a", live("u2"), d.dial("u2")); got == next {
+	if got := f.get(t, "a", "u2"); got == next {
 		t.Fatal("a closed connection was handed out")
 	}
 }
 
 func TestGetKeepsNothingWhenTheDialFails(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
-	old := mustGet(t, cache, "a", live("u1"), d.dial("u1"))
+	f := newFixture()
+	old := f.get(t, "a", "u1")
 	refused := errors.New("connection refused")
-	c, err := cache.Get("a", live("u2"), func() (*conn, error) { return &conn{}, refused })
+	c, err := f.Get("a", live("u2"), func() (*conn, error) { return &conn{}, refused })
 	if c != nil || !errors.Is(err, refused) {
 		t.Fatalf("got %v, %v; want nil and the dial's error", c, err)
 	}
 	waitClosed(t, old)
-	if got := mustGet(t, cache, "a", live("u2"), d.dial("u2")); got.url != "u2" {
+	if got := f.get(t, "a", "u2"); got.url != "u2" {
 		t.Fatalf("after a failed dial: connection to %s", got.url)
 	}
 }
 
 func TestDrop(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
-	kept := mustGet(t, cache, "a", live("u1"), d.dial("u1"))
+	f := newFixture()
+	kept := f.get(t, "a", "u1")
 
 	// A connection that is no longer the one kept is closed, and the kept
 	// one stays.
 	stale := &conn{id: -1, closed: make(chan struct{})}
-	cache.Drop("a", stale)
+	f.Drop("a", stale)
 	waitClosed(t, stale)
-	if got := mustGet(t, cache, "a", live("u1"), d.dial("u1")); got != kept {
+	if got := f.get(t, "a", "u1"); got != kept {
 		t.Fatal("dropping another connection lost the kept one")
 	}
 
-	cache.Drop("a", kept)
+	f.Drop("a", kept)
 	waitClosed(t, kept)
-	if got := mustGet(t, cache, "a", func(*conn) bool { return true }, d.dial("u1")); got == kept {
+	if got := f.mustGet(t, "a", func(*conn) bool { return true }, f.dial("u1")); got == kept {
 		t.Fatal("a dropped connection was handed out again")
 	}
 }
 
 func TestClose(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
-	a := mustGet(t, cache, "a", live("u1"), d.dial("u1"))
-	b := mustGet(t, cache, "b", live("u1"), d.dial("u1"))
-	cache.Close()
+	f := newFixture()
+	a := f.get(t, "a", "u1")
+	b := f.get(t, "b", "u1")
+	f.Close()
 	if !a.isClosed() || !b.isClosed() {
 		t.Fatal("Close returned before closing every connection")
 	}
 	// The Cache stays usable, and never hands out what it closed, even to
 	// a fresh func that would take it.
-	if got := mustGet(t, cache, "a", func(*conn) bool { return true }, d.dial("u1")); got == a || got.isClosed() {
+	if got := f.mustGet(t, "a", func(*conn) bool { return true }, f.dial("u1")); got == a || got.isClosed() {
 		t.Fatal("Get after Close handed out a closed connection")
 	}
 }
@@ -159,26 +171,25 @@ func TestClose(t *testing.T) {
 // share one dial, and a slow dial holds up its own endpoint only.
 func TestDialsOfAKeyWaitForEachOther(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
+	f := newFixture()
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	slow := func() (*conn, error) {
 		close(entered)
 		<-release
-		return d.dial("u1")()
+		return f.dial("u1")()
 	}
 	const n = 20
 	got := make(chan *conn, n)
 	go func() {
-		c, _ := cache.Get("slow", live("u1"), slow)
+		c, _ := f.Get("slow", live("u1"), slow)
 		got <- c
 	}()
 	<-entered
 	var wg sync.WaitGroup
 	for range n - 1 {
 		wg.Go(func() {
-			c, _ := cache.Get("slow", live("u1"), d.dial("u1"))
+			c, _ := f.Get("slow", live("u1"), f.dial("u1"))
 			got <- c
 		})
 	}
@@ -186,7 +197,7 @@ func TestDialsOfAKeyWaitForEachOther(t *testing.T) {
 	// Another endpoint is not held up by the slow one.
 	done := make(chan struct{})
 	go func() {
-		mustGet(t, cache, "quick", live("u1"), d.dial("u1"))
+		f.get(t, "quick", "u1")
 		close(done)
 	}()
 	select {
@@ -203,7 +214,7 @@ func TestDialsOfAKeyWaitForEachOther(t *testing.T) {
 			t.Fatalf("connections %d and %d for one endpoint", first.id, c.id)
 		}
 	}
-	if got := d.dials.Load(); got != 2 {
+	if got := f.dials.Load(); got != 2 {
 		t.Fatalf("%d dials, want 2 (one per endpoint)", got)
 	}
 }
@@ -212,23 +223,22 @@ func TestDialsOfAKeyWaitForEachOther(t *testing.T) {
 // too, not left open in a slot the Cache has forgotten.
 func TestCloseWaitsForADial(t *testing.T) {
 	t.Parallel()
-	cache := New(closeConn)
-	var d dialer
+	f := newFixture()
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	dialled := make(chan *conn, 1)
 	go func() {
-		c, _ := cache.Get("a", live("u1"), func() (*conn, error) {
+		c, _ := f.Get("a", live("u1"), func() (*conn, error) {
 			close(entered)
 			<-release
-			return d.dial("u1")()
+			return f.dial("u1")()
 		})
 		dialled <- c
 	}()
 	<-entered
 	closed := make(chan struct{})
 	go func() {
-		cache.Close()
+		f.Close()
 		close(closed)
 	}()
 	select {
@@ -249,11 +259,10 @@ func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var all []*conn
-	cache := New(closeConn)
-	var d dialer
+	f := newFixture()
 	dial := func(url string) func() (*conn, error) {
 		return func() (*conn, error) {
-			c, err := d.dial(url)()
+			c, err := f.dial(url)()
 			mu.Lock()
 			all = append(all, c)
 			mu.Unlock()
@@ -266,22 +275,22 @@ func TestConcurrentUse(t *testing.T) {
 			for i := range 200 {
 				key := fmt.Sprint("e", i%3)
 				url := fmt.Sprint("u", (g+i)%2)
-				c, err := cache.Get(key, live(url), dial(url))
+				c, err := f.Get(key, live(url), dial(url))
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				switch i % 17 {
 				case 0:
-					cache.Drop(key, c)
+					f.Drop(key, c)
 				case 16:
-					cache.Close()
+					f.Close()
 				}
 			}
 		})
 	}
 	wg.Wait()
-	cache.Close()
+	f.Close()
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range all {

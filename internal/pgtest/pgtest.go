@@ -18,7 +18,7 @@ import (
 // test skips without it (fails in CI).
 func DSN(t testing.TB) string {
 	t.Helper()
-	return testenv.Service(t, "COURIER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	return testenv.Postgres.URL(t)
 }
 
 // Schema makes a fresh schema for the test, dropped (with everything in it)

@@ -177,12 +177,7 @@ func (s *Sink) FailRandomly(p float64, status int) {
 
 // Count returns the number of requests that arrived at path.
 func (s *Sink) Count(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ps, ok := s.paths[path]; ok {
-		return ps.count
-	}
-	return 0
+	return s.pathCount(path, func(ps *pathState) int { return ps.count })
 }
 
 // Total returns the number of requests that arrived at any path.
@@ -203,21 +198,22 @@ func (s *Sink) StatusCount(status int) int {
 // Concurrent returns the number of requests to path open right now: arrived
 // and not yet answered, reset or given up by the client.
 func (s *Sink) Concurrent(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ps, ok := s.paths[path]; ok {
-		return ps.open
-	}
-	return 0
+	return s.pathCount(path, func(ps *pathState) int { return ps.open })
 }
 
 // MaxConcurrent returns the largest number of requests to path that were
 // ever open at once: what a concurrency limit must keep down.
 func (s *Sink) MaxConcurrent(path string) int {
+	return s.pathCount(path, func(ps *pathState) int { return ps.maxOpen })
+}
+
+// pathCount reads one count of path's state under the lock; a path that no
+// request reached has every count at 0.
+func (s *Sink) pathCount(path string, count func(*pathState) int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ps, ok := s.paths[path]; ok {
-		return ps.maxOpen
+		return count(ps)
 	}
 	return 0
 }

@@ -6,7 +6,9 @@ package tcpproxy
 
 import (
 	"net"
+	"net/url"
 	"sync"
+	"testing"
 )
 
 // Proxy forwards connections on one listening address to upstream.
@@ -51,6 +53,32 @@ func (p *Proxy) Close() {
 	p.mu.Unlock()
 	p.Thaw() // a frozen pipe finds its connections closed and ends
 	p.wg.Wait()
+}
+
+// MustStart starts a proxy as Start does, failing the test when it cannot,
+// and closes it when the test ends.
+func MustStart(t testing.TB, addr, upstream string) *Proxy {
+	t.Helper()
+	p, err := Start(addr, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Via starts a proxy in front of the server of a URL, a broker's say, and
+// returns it with the URL that leads through it.
+func Via(t testing.TB, rawURL string) (*Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := MustStart(t, "127.0.0.1:0", u.Host)
+	via := *u
+	via.Host = p.Addr()
+	return p, via.String()
 }
 
 func (p *Proxy) serve() {

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -82,4 +83,15 @@ func (c *Cert) Write(t testing.TB, certFile, keyFile string) {
 	if err := os.WriteFile(keyFile, c.KeyPEM(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WriteFile writes data to the file name in dir, as the certificate, key
+// or CA bundle of a test that reads them from files, and returns its path.
+func WriteFile(t testing.TB, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -25,6 +25,23 @@ func Service(t testing.TB, name, example string) string {
 	return ""
 }
 
+// ServiceVar is the environment variable that names a service, with an
+// example value for the message of a test that skips without it.
+type ServiceVar struct{ Name, Example string }
+
+// The services of courier's tests.
+var (
+	AMQP     = ServiceVar{"COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/"}
+	NATS     = ServiceVar{"COURIER_TEST_NATS", "nats://127.0.0.1:4222"}
+	Postgres = ServiceVar{"COURIER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"}
+)
+
+// URL returns the service's address, as Service does.
+func (v ServiceVar) URL(t testing.TB) string {
+	t.Helper()
+	return Service(t, v.Name, v.Example)
+}
+
 // Chromium returns the path of a Chromium (or Chrome) binary for browser
 // tests. Without one the test skips, saying how to install it, or fails
 // when the variable CI is set.

@@ -24,13 +24,14 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/conncache"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // Defaults of Options.
 const (
-	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
-	DefaultConnectTimeout = 10 * time.Second // connect, TLS and AMQP handshake
-	DefaultMaxChannels    = 16               // channels kept per endpoint when its max_concurrency is unset
+	DefaultTimeout        = sendopts.DefaultTimeout        // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = sendopts.DefaultConnectTimeout // connect, TLS and AMQP handshake
+	DefaultMaxChannels    = 16                             // channels kept per endpoint when its max_concurrency is unset
 	DefaultHeartbeat      = 10 * time.Second
 )
 
@@ -61,18 +62,7 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
@@ -182,29 +172,42 @@ func (c *conn) channel() (*channel, error) {
 // the connection is given up (a broker that does not open a channel will
 // not confirm a publish either) and a channel that opens late is put back.
 func (t *Transport) channel(ctx context.Context, name string, c *conn) (*channel, error) {
-	type opened struct {
-		ch  *channel
+	ch, answered, err := await(ctx, c.channel, func(ch *channel, _ error) {
+		if ch != nil {
+			c.release(ch)
+		}
+	})
+	if err != nil && (!answered || c.amqp.IsClosed()) {
+		t.conns.Drop(name, c)
+	}
+	return ch, err
+}
+
+// await runs f and waits for its results or for ctx to end, whichever
+// comes first: the client's calls wait for the broker's answer without a
+// deadline of their own. answered is false when ctx ended first; err is
+// then ctx's, and late, when not nil, gets f's results once they come.
+func await[T any](ctx context.Context, f func() (T, error), late func(T, error)) (v T, answered bool, err error) {
+	type result struct {
+		v   T
 		err error
 	}
-	done := make(chan opened, 1)
+	done := make(chan result, 1)
 	go func() {
-		ch, err := c.channel()
-		done <- opened{ch, err}
+		v, err := f()
+		done <- result{v, err}
 	}()
 	select {
-	case o := <-done:
-		if o.err != nil && c.amqp.IsClosed() {
-			t.conns.Drop(name, c)
-		}
-		return o.ch, o.err
+	case r := <-done:
+		return r.v, true, r.err
 	case <-ctx.Done():
-		t.conns.Drop(name, c)
-		go func() {
-			if o := <-done; o.ch != nil {
-				c.release(o.ch)
-			}
-		}()
-		return nil, ctx.Err()
+		if late != nil {
+			go func() {
+				r := <-done
+				late(r.v, r.err)
+			}()
+		}
+		return v, false, ctx.Err()
 	}
 }
 
@@ -226,10 +229,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = t.opts.DefaultTimeout
-	}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

@@ -3,8 +3,6 @@ package amqp_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/url"
@@ -15,96 +13,18 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/internal/amqptest"
+	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/sendertest"
 	"github.com/courier-gw/courier/internal/testenv"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 )
 
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
-func brokerURL(t testing.TB) string {
-	t.Helper()
-	return testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-}
-
-// admin is a connection of the test's own to declare and consume with.
-type admin struct {
-	t  testing.TB
-	ch *amqp.Channel
-}
-
-func newAdmin(t testing.TB) *admin {
-	t.Helper()
-	c, err := amqp.Dial(brokerURL(t))
-	if err != nil {
-		t.Fatalf("connect to the broker: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &admin{t: t, ch: ch}
-}
-
-func unique(prefix string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return prefix + "." + hex.EncodeToString(b[:])
-}
-
-// queue declares a queue that goes away with the test, bound to exchange
-// with key when exchange is not the default one.
-func (a *admin) queue(exchange, key string, args amqp.Table) string {
-	a.t.Helper()
-	q, err := a.ch.QueueDeclare(unique("courier.test"), false, true, false, false, args)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	if exchange != "" {
-		if err := a.ch.QueueBind(q.Name, key, exchange, false, nil); err != nil {
-			a.t.Fatal(err)
-		}
-	}
-	return q.Name
-}
-
-func (a *admin) exchange(kind string) string {
-	a.t.Helper()
-	name := unique("courier.test")
-	if err := a.ch.ExchangeDeclare(name, kind, false, true, false, false, nil); err != nil {
-		a.t.Fatal(err)
-	}
-	a.t.Cleanup(func() { a.ch.ExchangeDelete(name, false, false) })
-	return name
-}
-
-// get takes the next message from queue, waiting for it a while.
-func (a *admin) get(queue string) amqp.Delivery {
-	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, ok, err := a.ch.Get(queue, true)
-		if err != nil {
-			a.t.Fatal(err)
-		}
-		if ok {
-			return d
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("nothing arrived on %s", queue)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func newTransport(t testing.TB) *amqptransport.Transport {
 	t.Helper()
-	tr := amqptransport.New(amqptransport.Options{Logger: slog.New(slog.DiscardHandler), Clock: fixedClock{now},
+	tr := amqptransport.New(amqptransport.Options{Logger: slog.New(slog.DiscardHandler), Clock: clocktest.New(now),
 		ConnectTimeout: 2 * time.Second})
 	t.Cleanup(tr.Close)
 	return tr
@@ -129,29 +49,31 @@ func send(t testing.TB, tr *amqptransport.Transport, e *courier.Endpoint, m *cou
 
 func TestPublishArrivesWithItsProperties(t *testing.T) {
 	t.Parallel()
-	a := newAdmin(t)
+	a := amqptest.NewAdmin(t)
 	tr := newTransport(t)
 	for _, tc := range []struct {
 		name     string
 		exchange func() string
 	}{
 		{"default exchange", func() string { return "" }},
-		{"direct exchange", func() string { return a.exchange("direct") }},
-		{"topic exchange", func() string { return a.exchange("topic") }},
+		{"direct exchange", func() string { return a.Exchange("direct") }},
+		{"topic exchange", func() string { return a.Exchange("topic") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex := tc.exchange()
 			key := "erp.in"
-			q := a.queue(ex, key, nil)
+			q := a.Queue(nil)
 			if ex == "" {
 				key = q // the default exchange routes by queue name
+			} else {
+				a.Bind(q, ex, key)
 			}
-			e := endpoint("erp-mq", brokerURL(t), ex, key)
+			e := endpoint("erp-mq", a.URL, ex, key)
 			m := message("inv-1")
 			if res := send(t, tr, e, m, 2); !res.Delivered() {
 				t.Fatalf("result %+v", res)
 			}
-			d := a.get(q)
+			d := a.Get(q)
 			if !bytes.Equal(d.Body, m.Payload) {
 				t.Errorf("body %q, want %q", d.Body, m.Payload)
 			}
@@ -172,20 +94,21 @@ func TestPublishArrivesWithItsProperties(t *testing.T) {
 
 func TestUnroutableIsRejected(t *testing.T) {
 	t.Parallel()
-	a := newAdmin(t)
+	a := amqptest.NewAdmin(t)
 	tr := newTransport(t)
-	ex := a.exchange("direct") // no queue bound
-	e := endpoint("erp-mq", brokerURL(t), ex, "nobody.listens")
+	ex := a.Exchange("direct") // no queue bound
+	e := endpoint("erp-mq", a.URL, ex, "nobody.listens")
 	res := send(t, tr, e, message("inv-1"), 1)
 	if res.Class != courier.ClassRejected || res.Status != 312 || !strings.Contains(res.Error, "NO_ROUTE") {
 		t.Fatalf("%+v, want rejected 312 NO_ROUTE", res)
 	}
 	// The channel stays fit: the next message with a queue goes through.
-	q := a.queue(ex, "nobody.listens", nil)
+	q := a.Queue(nil)
+	a.Bind(q, ex, "nobody.listens")
 	if res := send(t, tr, e, message("inv-2"), 1); !res.Delivered() {
 		t.Fatalf("after a return: %+v", res)
 	}
-	if d := a.get(q); d.MessageId != "inv-2" {
+	if d := a.Get(q); d.MessageId != "inv-2" {
 		t.Errorf("got %s", d.MessageId)
 	}
 }
@@ -193,7 +116,7 @@ func TestUnroutableIsRejected(t *testing.T) {
 func TestMissingExchangeIsRejected(t *testing.T) {
 	t.Parallel()
 	tr := newTransport(t)
-	e := endpoint("erp-mq", brokerURL(t), unique("courier.test.missing"), "k")
+	e := endpoint("erp-mq", testenv.AMQP.URL(t), amqptest.Unique("courier.test.missing"), "k")
 	res := send(t, tr, e, message("inv-1"), 1)
 	if res.Class != courier.ClassRejected || res.Status != 404 || !strings.Contains(res.Error, "no exchange") {
 		t.Fatalf("%+v, want rejected 404", res)
@@ -204,10 +127,10 @@ func TestMissingExchangeIsRejected(t *testing.T) {
 // full (x-overflow: reject-publish, at most one): the broker nacks.
 func TestNackIsTransport(t *testing.T) {
 	t.Parallel()
-	a := newAdmin(t)
+	a := amqptest.NewAdmin(t)
 	tr := newTransport(t)
-	q := a.queue("", "", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
-	e := endpoint("erp-mq", brokerURL(t), "", q)
+	q := a.Queue(amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	e := endpoint("erp-mq", a.URL, "", q)
 	if res := send(t, tr, e, message("inv-1"), 1); !res.Delivered() {
 		t.Fatalf("first: %+v", res)
 	}
@@ -216,7 +139,7 @@ func TestNackIsTransport(t *testing.T) {
 		t.Fatalf("second: %+v, want transport: nacked", res)
 	}
 	// Once there is room, it goes through: the nack was for that message only.
-	a.get(q)
+	a.Get(q)
 	if res := send(t, tr, e, message("inv-2"), 2); !res.Delivered() {
 		t.Fatalf("after room: %+v", res)
 	}
@@ -224,7 +147,7 @@ func TestNackIsTransport(t *testing.T) {
 
 func TestLoginRefused(t *testing.T) {
 	t.Parallel()
-	u, _ := url.Parse(brokerURL(t))
+	u, _ := url.Parse(testenv.AMQP.URL(t))
 	u.User = url.UserPassword("courier-nobody", "wrong")
 	res := send(t, newTransport(t), endpoint("erp-mq", u.String(), "", "q"), message("inv-1"), 1)
 	if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "refused the connection") {
@@ -232,63 +155,33 @@ func TestLoginRefused(t *testing.T) {
 	}
 }
 
-// TestBrokerAwayAndBack points the endpoint at a proxy in front of the
-// broker: with the proxy down the broker is unreachable, as a stopped
-// broker is; cutting the proxy's connections is a broker that restarts.
-// Each failure is transient, and the next attempt after the broker is back
-// delivers on a new connection.
-func TestBrokerAwayAndBack(t *testing.T) {
-	t.Parallel()
-	a := newAdmin(t)
+// queueSender gives an outage test a queue of its own and the sender
+// that publishes to it through the broker at the URL it is given, with
+// the attempt timeout timeout.
+func queueSender(t *testing.T, timeout time.Duration) (*amqptest.Admin, string, sendertest.SendFunc) {
+	t.Helper()
+	a := amqptest.NewAdmin(t)
 	tr := newTransport(t)
-	upstream, _ := url.Parse(brokerURL(t))
-	addr, err := tcpproxy.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	viaProxy := *upstream
-	viaProxy.Host = addr
-	q := a.queue("", "", nil)
-	e := endpoint("erp-mq", viaProxy.String(), "", q)
-
-	// Stopped: nothing listens.
-	res := send(t, tr, e, message("inv-1"), 1)
-	if res.Class != courier.ClassConnectRefused || res.Class.PermanentByDefault() {
-		t.Fatalf("broker away: %+v, want connect_refused", res)
-	}
-	// Back: the retry delivers.
-	proxy := mustProxy(t, addr, upstream.Host)
-	if res := send(t, tr, e, message("inv-1"), 2); !res.Delivered() {
-		t.Fatalf("broker back: %+v", res)
-	}
-	// Goes down again, cutting the open connection.
-	proxy.Close()
-	res = send(t, tr, e, message("inv-2"), 1)
-	switch res.Class {
-	case courier.ClassConnectRefused, courier.ClassConnectionClosed:
-	default:
-		t.Fatalf("broker gone: %+v, want connect_refused or connection_closed", res)
-	}
-	// And back: the transport connects anew.
-	mustProxy(t, addr, upstream.Host)
-	if res := send(t, tr, e, message("inv-2"), 2); !res.Delivered() {
-		t.Fatalf("broker back again: %+v", res)
-	}
-	for _, want := range []string{"inv-1", "inv-2"} {
-		if d := a.get(q); d.MessageId != want {
-			t.Errorf("got %s, want %s", d.MessageId, want)
-		}
+	q := a.Queue(nil)
+	return a, q, func(url, id string, attempt int) courier.Result {
+		e := endpoint("erp-mq", url, "", q)
+		e.Timeout = timeout
+		return send(t, tr, e, message(id), attempt)
 	}
 }
 
-func mustProxy(t testing.TB, addr, upstream string) *tcpproxy.Proxy {
-	t.Helper()
-	p, err := tcpproxy.Start(addr, upstream)
-	if err != nil {
-		t.Fatal(err)
+// TestBrokerAwayAndBack takes the broker away and brings it back: each
+// failure is transient, and the next attempt after the broker is back
+// delivers on a new connection.
+func TestBrokerAwayAndBack(t *testing.T) {
+	t.Parallel()
+	a, q, publish := queueSender(t, 5*time.Second)
+	sendertest.AwayAndBack(t, a.URL, [2]string{"inv-1", "inv-2"}, publish)
+	for _, want := range []string{"inv-1", "inv-2"} {
+		if d := a.Get(q); d.MessageId != want {
+			t.Errorf("got %s, want %s", d.MessageId, want)
+		}
 	}
-	t.Cleanup(p.Close)
-	return p
 }
 
 // TestSilentBrokerHoldsUpOnlyItsEndpoint connects one endpoint to a port
@@ -296,7 +189,7 @@ func mustProxy(t testing.TB, addr, upstream string) *tcpproxy.Proxy {
 // broker's greeting, another endpoint publishes all the same.
 func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
 	t.Parallel()
-	a := newAdmin(t)
+	a := amqptest.NewAdmin(t)
 	tr := amqptransport.New(amqptransport.Options{Logger: slog.New(slog.DiscardHandler), ConnectTimeout: time.Minute})
 	t.Cleanup(tr.Close)
 
@@ -317,8 +210,8 @@ func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
 	}()
 	conn := <-accepted // the silent endpoint is dialling now
 
-	q := a.queue("", "", nil)
-	if res := send(t, tr, endpoint("erp-mq", brokerURL(t), "", q), message("inv-2"), 1); !res.Delivered() {
+	q := a.Queue(nil)
+	if res := send(t, tr, endpoint("erp-mq", a.URL, "", q), message("inv-2"), 1); !res.Delivered() {
 		t.Fatalf("other endpoint: %+v", res)
 	}
 	select {
@@ -333,39 +226,18 @@ func TestSilentBrokerHoldsUpOnlyItsEndpoint(t *testing.T) {
 	}
 }
 
-// TestStalledBroker freezes the connection to the broker (a proxy holds
-// every byte): the attempt ends at the endpoint's timeout, as does the next
-// one, and once bytes flow again an attempt delivers.
+// TestStalledBroker freezes the connection to the broker: the attempt ends
+// at the endpoint's timeout, as does the next one, and once bytes flow
+// again an attempt delivers.
 func TestStalledBroker(t *testing.T) {
 	t.Parallel()
-	a := newAdmin(t)
-	tr := newTransport(t)
-	upstream, _ := url.Parse(brokerURL(t))
-	proxy := mustProxy(t, "127.0.0.1:0", upstream.Host)
-	viaProxy := *upstream
-	viaProxy.Host = proxy.Addr()
-	q := a.queue("", "", nil)
-	e := endpoint("erp-mq", viaProxy.String(), "", q)
-	e.Timeout = 300 * time.Millisecond
-
-	if res := send(t, tr, e, message("inv-1"), 1); !res.Delivered() {
-		t.Fatalf("before the stall: %+v", res)
-	}
-	proxy.Freeze()
-	for i := range 2 {
-		if res := send(t, tr, e, message("inv-2"), i+1); res.Class != courier.ClassTimeout {
-			t.Fatalf("stalled, attempt %d: %+v, want timeout", i+1, res)
-		}
-	}
-	proxy.Thaw()
-	if res := send(t, tr, e, message("inv-2"), 3); !res.Delivered() {
-		t.Fatalf("after the stall: %+v", res)
-	}
+	a, q, publish := queueSender(t, 300*time.Millisecond)
+	sendertest.Stalled(t, a.URL, [2]string{"inv-1", "inv-2"}, publish)
 	// inv-2 may be there more than once: a publish held in the stall can
 	// reach the broker once bytes flow (at least once, deduplicated by id).
 	seen := map[string]bool{}
 	for !seen["inv-2"] {
-		seen[a.get(q).MessageId] = true
+		seen[a.Get(q).MessageId] = true
 	}
 	if !seen["inv-1"] {
 		t.Errorf("got %v", seen)

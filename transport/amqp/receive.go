@@ -282,24 +282,8 @@ func headerText(v any) (text string, ok bool) {
 		return string(v), true
 	case bool:
 		return strconv.FormatBool(v), true
-	case int8:
-		return strconv.FormatInt(int64(v), 10), true
-	case int16:
-		return strconv.FormatInt(int64(v), 10), true
-	case int32:
-		return strconv.FormatInt(int64(v), 10), true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case int:
-		return strconv.Itoa(v), true
-	case uint8:
-		return strconv.FormatUint(uint64(v), 10), true
-	case uint16:
-		return strconv.FormatUint(uint64(v), 10), true
-	case uint32:
-		return strconv.FormatUint(uint64(v), 10), true
-	case uint64:
-		return strconv.FormatUint(v, 10), true
+	case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(v), true // in decimal, as strconv writes them
 	case float32:
 		return strconv.FormatFloat(float64(v), 'g', -1, 32), true
 	case float64:
@@ -403,26 +387,13 @@ func (s *Source) settle(items []*courier.InboundItem, what string, send func(tag
 // those delivered and unacked), from a passive declare on a channel of its
 // own; -1 with an error when the broker does not tell.
 func (s *Source) Pending(ctx context.Context) (int64, error) {
-	type answer struct {
-		n   int64
-		err error
+	// A declare that ctx gave up on returns when its answer comes or
+	// Close closes the connection.
+	n, _, err := await(ctx, s.count, nil)
+	if err != nil {
+		return -1, fmt.Errorf("count the messages of queue %q: %w", s.queue, err)
 	}
-	done := make(chan answer, 1)
-	go func() {
-		n, err := s.count()
-		done <- answer{n, err}
-	}()
-	select {
-	case a := <-done:
-		if a.err != nil {
-			return -1, fmt.Errorf("count the messages of queue %q: %w", s.queue, a.err)
-		}
-		return a.n, nil
-	case <-ctx.Done():
-		// The declare returns when its answer comes or Close closes the
-		// connection.
-		return -1, fmt.Errorf("count the messages of queue %q: %w", s.queue, ctx.Err())
-	}
+	return n, nil
 }
 
 // count asks the broker for the queue's ready messages.

@@ -2,10 +2,7 @@ package amqp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,83 +11,25 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/amqptest"
 	"github.com/courier-gw/courier/internal/sourcetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
 )
 
-func receiveBroker(t testing.TB) string {
+// sourceOn declares a queue holding one message per body and opens a
+// source on it, with a batch of 10.
+func sourceOn(t testing.TB, bodies ...string) (*amqptest.Admin, string, *Source) {
 	t.Helper()
-	return testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-}
-
-// queueAdmin is the test's own connection, to declare, publish and look.
-type queueAdmin struct {
-	t    testing.TB
-	conn *amqp.Connection
-	ch   *amqp.Channel
-}
-
-func newQueueAdmin(t testing.TB) *queueAdmin {
-	t.Helper()
-	conn, err := amqp.Dial(receiveBroker(t))
-	if err != nil {
-		t.Fatalf("connect to the broker: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &queueAdmin{t: t, conn: conn, ch: ch}
-}
-
-func uniqueQueue(what string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "courier.test.receive." + what + "." + hex.EncodeToString(b[:])
-}
-
-// queue declares a durable queue that is deleted when the test ends.
-func (a *queueAdmin) queue() string {
-	a.t.Helper()
-	name := uniqueQueue("q")
-	if _, err := a.ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
-		a.t.Fatal(err)
-	}
-	a.t.Cleanup(func() {
-		// A channel of its own: the test may have closed a.ch.
-		ch, err := a.conn.Channel()
-		if err != nil {
-			a.t.Errorf("delete queue %s: %v", name, err)
-			return
-		}
-		defer ch.Close()
-		if _, err := ch.QueueDelete(name, false, false, false); err != nil {
-			a.t.Errorf("delete queue %s: %v", name, err)
-		}
-	})
-	return name
-}
-
-func (a *queueAdmin) publish(queue string, p amqp.Publishing) {
-	a.t.Helper()
-	if err := a.ch.PublishWithContext(context.Background(), "", queue, true, false, p); err != nil {
-		a.t.Fatal(err)
-	}
-}
-
-// publishBodies publishes one message per body, in order.
-func (a *queueAdmin) publishBodies(queue string, bodies ...string) {
-	a.t.Helper()
-	for _, b := range bodies {
-		a.publish(queue, amqp.Publishing{Body: []byte(b)})
-	}
+	a := amqptest.NewAdmin(t)
+	q := a.Queue(nil)
+	a.PublishBodies(q, bodies...)
+	return a, q, mustOpenSource(t, q, 10)
 }
 
 func mustOpenSource(t testing.TB, queue string, batch int) *Source {
 	t.Helper()
-	return mustOpenSourceAt(t, receiveBroker(t), queue, batch)
+	return mustOpenSourceAt(t, testenv.AMQP.URL(t), queue, batch)
 }
 
 func mustOpenSourceAt(t testing.TB, url, queue string, batch int) *Source {
@@ -129,10 +68,10 @@ func mustPending(t testing.TB, s *Source, want int64) {
 
 func TestSourceReadsHeadersAndProperties(t *testing.T) {
 	t.Parallel()
-	a := newQueueAdmin(t)
-	q := a.queue()
+	a := amqptest.NewAdmin(t)
+	q := a.Queue(nil)
 	stamp := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	a.publish(q, amqp.Publishing{
+	a.Publish(q, amqp.Publishing{
 		Headers: amqp.Table{
 			"x-text":    "hello",
 			"x-int":     int32(42),
@@ -154,9 +93,9 @@ func TestSourceReadsHeadersAndProperties(t *testing.T) {
 		Body:          []byte(`{"n":0}`),
 	})
 	// A header of a property's name is the sender's: it stays.
-	a.publish(q, amqp.Publishing{Headers: amqp.Table{"Message-ID": "from-header", "type": "from-header"},
+	a.Publish(q, amqp.Publishing{Headers: amqp.Table{"Message-ID": "from-header", "type": "from-header"},
 		MessageId: "m-1", Type: "t-1", ContentType: "text/plain", Body: []byte("one")})
-	a.publish(q, amqp.Publishing{Body: []byte("two")})
+	a.Publish(q, amqp.Publishing{Body: []byte("two")})
 
 	s := mustOpenSource(t, q, 10)
 	items := sourcetest.FetchN(t, s, 3)
@@ -220,10 +159,7 @@ func TestSourceReleaseRedelivers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a := newQueueAdmin(t)
-			q := a.queue()
-			a.publishBodies(q, "0", "1", "2")
-			s := mustOpenSource(t, q, 10)
+			_, q, s := sourceOn(t, "0", "1", "2")
 			items := sourcetest.FetchN(t, s, 3)
 
 			var release, ack []*courier.InboundItem
@@ -292,10 +228,7 @@ func contains(s []int, v int) bool {
 
 func TestSourceRefusesToSettleTwice(t *testing.T) {
 	t.Parallel()
-	a := newQueueAdmin(t)
-	q := a.queue()
-	a.publishBodies(q, "0", "1")
-	s := mustOpenSource(t, q, 10)
+	a, q, s := sourceOn(t, "0", "1")
 	items := sourcetest.FetchN(t, s, 2)
 	if err := s.Ack(context.Background(), items[:1]); err != nil {
 		t.Fatalf("ack: %v", err)
@@ -314,7 +247,7 @@ func TestSourceRefusesToSettleTwice(t *testing.T) {
 	if err := s.Ack(context.Background(), items[1:]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	a.publishBodies(q, "2")
+	a.PublishBodies(q, "2")
 	if got := sourcetest.Bodies(sourcetest.FetchN(t, s, 1)); !reflect.DeepEqual(got, []string{"2"}) {
 		t.Errorf("fetched %q, want [2]", got)
 	}
@@ -322,10 +255,7 @@ func TestSourceRefusesToSettleTwice(t *testing.T) {
 
 func TestSourceCloseReturnsUnacked(t *testing.T) {
 	t.Parallel()
-	a := newQueueAdmin(t)
-	q := a.queue()
-	a.publishBodies(q, "0", "1")
-	s := mustOpenSource(t, q, 10)
+	_, q, s := sourceOn(t, "0", "1")
 	sourcetest.FetchN(t, s, 2)
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -340,9 +270,9 @@ func TestSourceCloseReturnsUnacked(t *testing.T) {
 
 func TestSourcePendingCountsReady(t *testing.T) {
 	t.Parallel()
-	a := newQueueAdmin(t)
-	q := a.queue()
-	a.publishBodies(q, "0", "1", "2", "3", "4")
+	a := amqptest.NewAdmin(t)
+	q := a.Queue(nil)
+	a.PublishBodies(q, "0", "1", "2", "3", "4")
 	// Batch 1: a prefetch of 2, so three of the five wait in the queue.
 	s := mustOpenSource(t, q, 1)
 	mustPending(t, s, 3)
@@ -359,7 +289,7 @@ func TestSourcePendingCountsReady(t *testing.T) {
 	mustPending(t, s, int64(3-len(items)))
 
 	// Without its queue, the source cannot tell.
-	if _, err := a.ch.QueueDelete(q, false, false, false); err != nil {
+	if _, err := a.Ch.QueueDelete(q, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.Pending(context.Background()); err == nil || n != -1 {
@@ -369,17 +299,16 @@ func TestSourcePendingCountsReady(t *testing.T) {
 
 func TestSourceEmptyQueue(t *testing.T) {
 	t.Parallel()
-	a := newQueueAdmin(t)
-	s := mustOpenSource(t, a.queue(), 10)
+	_, _, s := sourceOn(t)
 	sourcetest.FetchNone(t, s)
 	mustPending(t, s, 0)
 }
 
 func TestOpenMissingQueue(t *testing.T) {
 	t.Parallel()
-	q := uniqueQueue("missing")
+	q := amqptest.Unique("courier.test.missing")
 	r := &courier.Receiver{Name: "test", Transport: courier.ReceiveAMQP,
-		AMQP: courier.AMQPSource{URL: receiveBroker(t), Queue: q}}
+		AMQP: courier.AMQPSource{URL: testenv.AMQP.URL(t), Queue: q}}
 	s, err := Open(context.Background(), r)
 	if err == nil {
 		s.Close()
@@ -404,7 +333,7 @@ func TestOpenCanceled(t *testing.T) {
 
 // lossCase is what a test of a lost consumer has at hand to lose it.
 type lossCase struct {
-	admin *queueAdmin
+	admin *amqptest.Admin
 	src   *Source
 	queue string
 	proxy *tcpproxy.Proxy // between the source and the broker
@@ -417,7 +346,7 @@ func TestFetchFailsWhenConsumerLost(t *testing.T) {
 		lose func(t *testing.T, c lossCase)
 	}{
 		{"queue deleted", func(t *testing.T, c lossCase) {
-			if _, err := c.admin.ch.QueueDelete(c.queue, false, false, false); err != nil {
+			if _, err := c.admin.Ch.QueueDelete(c.queue, false, false, false); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -437,23 +366,13 @@ func TestFetchFailsWhenConsumerLost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a := newQueueAdmin(t)
-			q := a.queue()
-			upstream, err := url.Parse(receiveBroker(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy, err := tcpproxy.Start("127.0.0.1:0", upstream.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(proxy.Close)
-			viaProxy := *upstream
-			viaProxy.Host = proxy.Addr()
-			s := mustOpenSourceAt(t, viaProxy.String(), q, 10)
+			a := amqptest.NewAdmin(t)
+			q := a.Queue(nil)
+			proxy, viaProxy := tcpproxy.Via(t, a.URL)
+			s := mustOpenSourceAt(t, viaProxy, q, 10)
 
 			tt.lose(t, lossCase{admin: a, src: s, queue: q, proxy: proxy})
-			err = nil
+			var err error
 			for try := 0; err == nil && try < 10; try++ {
 				_, err = s.Fetch(context.Background(), 10)
 			}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // DefaultMode is the permission of the files written (before the umask):
@@ -61,12 +62,7 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock}.SetDefaults()
 	if o.Mode == 0 {
 		o.Mode = DefaultMode
 	}
@@ -129,6 +125,7 @@ func FileName(template string, m *courier.Message, now time.Time) (string, error
 }
 
 // existsError says that the target file holds other bytes than the message.
+// size is that file's, or -1 when it is no regular file.
 type existsError struct{ size int64 }
 
 func (e *existsError) Error() string { return "exists with other content" }
@@ -137,13 +134,8 @@ func (e *existsError) Error() string { return "exists with other content" }
 // false when that file holds the same bytes (an earlier attempt, or the same
 // message twice); another file there is an *existsError.
 func (t *Transport) write(dir, path string, payload []byte) (written bool, err error) {
-	if same, err := sameContent(path, payload); err == nil {
-		if !same.equal {
-			return false, &existsError{size: same.size}
-		}
-		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+	if err := compare(path, payload); !errors.Is(err, fs.ErrNotExist) {
+		return false, err // nil when the same bytes are there already
 	}
 
 	tmp, err := t.writeTemp(dir, payload)
@@ -158,27 +150,13 @@ func (t *Transport) write(dir, path string, payload []byte) (written bool, err e
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrExist):
-		same, serr := sameContent(path, payload)
-		if serr != nil {
-			return false, serr
-		}
-		if !same.equal {
-			return false, &existsError{size: same.size}
-		}
-		return false, nil
+		return false, compare(path, payload)
 	case linkUnsupported(err):
 		// Some shares (SMB, some FUSE file systems) have no hard links:
 		// rename is atomic there too, with a short window in which a file
 		// made by someone else in between would be replaced.
 		if _, serr := os.Lstat(path); serr == nil {
-			same, serr := sameContent(path, payload)
-			if serr != nil {
-				return false, serr
-			}
-			if !same.equal {
-				return false, &existsError{size: same.size}
-			}
-			return false, nil
+			return false, compare(path, payload)
 		}
 		if err := os.Rename(tmp, path); err != nil {
 			return false, err
@@ -223,44 +201,42 @@ func (t *Transport) writeTemp(dir string, payload []byte) (string, error) {
 	return f.Name(), nil
 }
 
-// comparison is what sameContent found.
-type comparison struct {
-	equal bool
-	size  int64
-}
-
-// sameContent compares the file at path with payload. A missing file is an
-// error that matches fs.ErrNotExist. Anything there but a regular file (a
-// directory, a symbolic link, a FIFO that would block a reader) is not the
-// same and is not opened.
-func sameContent(path string, payload []byte) (comparison, error) {
+// compare judges the file at path against payload: nil when it holds the
+// same bytes, an *existsError when anything else is there, and an error
+// that matches fs.ErrNotExist when nothing is. Anything there but a regular
+// file (a directory, a symbolic link, a FIFO that would block a reader) is
+// not the same and is not opened.
+func compare(path string, payload []byte) error {
 	info, err := os.Lstat(path)
 	if err != nil {
-		return comparison{}, err
+		return err
 	}
 	if !info.Mode().IsRegular() {
-		return comparison{size: -1}, nil
+		return &existsError{size: -1}
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return comparison{}, err
+		return err
 	}
 	defer f.Close()
 	info, err = f.Stat()
 	if err != nil {
-		return comparison{}, err
+		return err
 	}
 	if !info.Mode().IsRegular() {
-		return comparison{size: -1}, nil
+		return &existsError{size: -1}
 	}
 	if info.Size() != int64(len(payload)) {
-		return comparison{size: info.Size()}, nil
+		return &existsError{size: info.Size()}
 	}
 	got, err := io.ReadAll(io.LimitReader(f, int64(len(payload))+1))
 	if err != nil {
-		return comparison{}, err
+		return err
 	}
-	return comparison{equal: bytes.Equal(got, payload), size: int64(len(got))}, nil
+	if !bytes.Equal(got, payload) {
+		return &existsError{size: int64(len(got))}
+	}
+	return nil
 }
 
 // syncDir makes the directory entry of a new file durable.

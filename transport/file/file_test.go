@@ -87,7 +87,7 @@ func TestWritesTheFileAndNothingElse(t *testing.T) {
 	if err != nil || string(got) != "<Invoice>1</Invoice>" {
 		t.Fatalf("file: %q, %v", got, err)
 	}
-	if names := list(t, dir); len(names) != 1 {
+	if names := dirNames(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v, want only the file (no temporary left behind)", names)
 	}
 	info, _ := os.Stat(filepath.Join(dir, "invoice-inv-1.xml"))
@@ -126,7 +126,7 @@ func TestNeverOverwrites(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "inv-1.xml")); string(got) != "<a/>" {
 		t.Errorf("file now %q", got)
 	}
-	if names := list(t, dir); len(names) != 1 {
+	if names := dirNames(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v", names)
 	}
 }
@@ -155,7 +155,7 @@ func TestConcurrentSameMessage(t *testing.T) {
 	if wrote.Load() != 1 {
 		t.Errorf("%d attempts wrote the file, want 1", wrote.Load())
 	}
-	if names := list(t, dir); len(names) != 1 {
+	if names := dirNames(t, dir); len(names) != 1 {
 		t.Errorf("directory holds %v", names)
 	}
 }
@@ -313,21 +313,8 @@ func TestNoPartialFileIsEverVisible(t *testing.T) {
 	if got := checked.Load(); got != int64(n) {
 		t.Errorf("reader checked %d files, want %d", got, n)
 	}
-	if names := list(t, dir); len(names) != n {
+	if names := dirNames(t, dir); len(names) != n {
 		t.Errorf("%d entries in the directory, want %d (temporary files left behind?)", len(names), n)
 	}
 	t.Logf("%d files, %d polls of the directory", n, polls.Load())
-}
-
-func list(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }

@@ -28,13 +28,9 @@ type attemptState struct {
 // The connect and the handshake go by netclass, as in every TCP transport;
 // what fails after them is about the response, and is worded here.
 func classify(err error, st attemptState) (courier.ErrorClass, string) {
-	var ce *connectError
-	if errors.As(err, &ce) {
-		return classifyConnect(ce)
-	}
-	var he *handshakeError
-	if errors.As(err, &he) {
-		return classifyHandshake(he)
+	var de *dialError
+	if errors.As(err, &de) {
+		return classifyDial(de)
 	}
 	if errors.Is(err, errNoConnection) {
 		return courier.ClassConnectTimeout, fmt.Sprintf("no connection to %s within %s", st.host, st.timeout)
@@ -68,31 +64,34 @@ func classify(err error, st attemptState) (courier.ErrorClass, string) {
 	return courier.ClassProtocol, fmt.Sprintf("malformed response from %s: %s", st.host, parseProblem(cause(err)))
 }
 
-// classifyConnect classifies a failed TCP connect. Its limit may be what
-// was left of the attempt, which messages give to the millisecond.
-func classifyConnect(e *connectError) (courier.ErrorClass, string) {
+// classifyDial classifies a failed TCP connect or TLS handshake. Its limit
+// may be what was left of the attempt, which messages give to the
+// millisecond.
+func classifyDial(e *dialError) (courier.ErrorClass, string) {
 	var blocked *blockedError
 	if errors.As(e.err, &blocked) {
 		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
 	}
-	op := netclass.Op{Addr: e.addr, Stage: netclass.Connecting, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
+	op := netclass.Op{Addr: e.addr, Stage: e.stage, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
 	if class, msg, ok := op.Classify(e.err); ok {
-		return class, msg
+		return class, msg // always ok while handshaking
 	}
 	return courier.ClassTransport, fmt.Sprintf("cannot connect to %s: %s", e.addr, cause(e.err))
-}
-
-// classifyHandshake classifies a failed TLS handshake.
-func classifyHandshake(e *handshakeError) (courier.ErrorClass, string) {
-	op := netclass.Op{Addr: e.addr, Stage: netclass.Handshaking, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
-	class, msg, _ := op.Classify(e.err) // always ok while handshaking
-	return class, msg
 }
 
 // closedEarly reports whether err says the receiver closed or reset the
 // connection before its answer was complete.
 func closedEarly(err error) bool {
 	return errors.Is(err, fasthttp.ErrConnectionClosed) || netclass.Closed(err)
+}
+
+// isTimeout reports whether err says the attempt's time ran out.
+func isTimeout(err error) bool {
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // cause returns the part of err's message worth showing, without the

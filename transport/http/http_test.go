@@ -3,19 +3,11 @@ package http_test
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -25,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
@@ -33,17 +26,13 @@ import (
 // and the reference point of Retry-After dates.
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 func newTransport(t *testing.T, o httptransport.Options) *httptransport.Transport {
 	t.Helper()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
-		o.Clock = fixedClock{now}
+		o.Clock = clocktest.New(now)
 	}
 	if o.AllowNetworks == nil {
 		// The receivers of these tests are on loopback, which the SSRF
@@ -65,6 +54,13 @@ func mustSink(t *testing.T) *sink.Sink {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// sinkAndTransport gives a test a receiver and a transport with the
+// options of these tests.
+func sinkAndTransport(t *testing.T) (*sink.Sink, *httptransport.Transport) {
+	t.Helper()
+	return mustSink(t), newTransport(t, httptransport.Options{})
 }
 
 func endpoint(name, url string) *courier.Endpoint {
@@ -105,30 +101,6 @@ func wantError(t *testing.T, res courier.Result, substr string) {
 
 // rawServer accepts connections on loopback and hands each to serve, for
 // receivers that misbehave in ways no HTTP server library would.
-// headServer is a receiver that answers 204 to one request on each
-// connection and hands over the request's head, as it came on the wire.
-func headServer(t *testing.T) (addr string, heads <-chan string) {
-	t.Helper()
-	got := make(chan string, 1)
-	addr = rawServer(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		var head strings.Builder
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" {
-				break
-			}
-		}
-		got <- head.String()
-		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-	})
-	return addr, got
-}
-
 func rawServer(t *testing.T, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -175,246 +147,9 @@ func readRequest(br *bufio.Reader) (*http.Request, []byte, error) {
 	return req, body, err
 }
 
-func TestRequestCarriesTheHeadersOfDesign8(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
-	m := message()
-	m.Headers = map[string]string{
-		"X-Tenant":          "acme",
-		"webhook-id":        "forged",      // the transport's own: left out
-		"Courier-Type":      "forged",      // likewise
-		"content-type":      "text/forged", // the message's ContentType decides
-		"Courier-Something": "forged",
-	}
-	e := endpoint("headers", s.URL()+"/in")
-	res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 3})
-	if !res.Delivered() || res.Status != 204 {
-		t.Fatalf("result = %+v, want delivered with 204", res)
-	}
-
-	arr := s.Arrivals("/in")
-	if len(arr) != 1 {
-		t.Fatalf("%d arrivals, want 1", len(arr))
-	}
-	a := arr[0]
-	if a.Method != "POST" {
-		t.Errorf("method = %s, want POST", a.Method)
-	}
-	if string(a.Body) != string(m.Payload) {
-		t.Errorf("body = %q, want %q", a.Body, m.Payload)
-	}
-	want := map[string]string{
-		"Content-Type":      "application/json",
-		"Webhook-Id":        "msg-1",
-		"Webhook-Timestamp": strconv.FormatInt(now.Unix(), 10),
-		"Courier-Attempt":   "3",
-		"Courier-Type":      "invoice",
-		"X-Tenant":          "acme",
-		"User-Agent":        "courier/1",
-	}
-	for k, v := range want {
-		if got := a.Header.Values(k); len(got) != 1 || got[0] != v {
-			t.Errorf("%s = %q, want exactly %q", k, got, v)
-		}
-	}
-	for _, k := range []string{"Webhook-Signature", "Courier-Something", "Accept-Encoding"} {
-		if got := a.Header.Values(k); len(got) != 0 {
-			t.Errorf("%s = %q, want none", k, got)
-		}
-	}
-}
-
-func TestHeaderNamesOnTheWire(t *testing.T) {
-	t.Parallel()
-	addr, got := headServer(t)
-	tr := newTransport(t, httptransport.Options{UserAgent: "courier-test/9"})
-	e := endpoint("wire", "http://"+addr+"/in")
-	e.HTTP.Method = "put"
-	e.HTTP.Secrets = []string{"s3cret"}
-	res := tr.Send(context.Background(), courier.Delivery{Message: message(), Endpoint: e, Attempt: 2})
-	if !res.Delivered() {
-		t.Fatalf("result = %+v", res)
-	}
-	head := <-got
-	for _, line := range []string{
-		"PUT /in HTTP/1.1\r\n",
-		"webhook-id: msg-1\r\n",
-		"webhook-timestamp: " + strconv.FormatInt(now.Unix(), 10) + "\r\n",
-		"webhook-signature: v1,",
-		"Courier-Attempt: 2\r\n",
-		"Courier-Type: invoice\r\n",
-		"Content-Type: application/json\r\n",
-		"User-Agent: courier-test/9\r\n",
-		"X-Tenant: acme\r\n",
-	} {
-		if !strings.Contains(head, line) {
-			t.Errorf("request head lacks %q:\n%s", line, head)
-		}
-	}
-}
-
-// The request head is the same for the same message, line for line: names
-// that differ only in case go in the order of their spellings, and a message
-// whose first User-Agent is empty gets the transport's.
-func TestRequestHeadOrder(t *testing.T) {
-	t.Parallel()
-	addr, got := headServer(t)
-	tr := newTransport(t, httptransport.Options{})
-	m := message()
-	m.Headers = map[string]string{"x-b": "1", "X-B": "2", "X-a": "3", "User-Agent": "", "user-agent": "erp/7", "Accept": "*/*"}
-	e := endpoint("order", "http://"+addr+"/in")
-	e.HTTP.Secrets = []string{"s3cret"}
-	step := &courier.StepContext{Step: 3, Steps: 12, Responses: map[int]string{2: `"two"`, 10: `"ten"`}}
-	res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1, Step: step})
-	if !res.Delivered() {
-		t.Fatalf("result = %+v", res)
-	}
-	head := <-got
-	want := strings.Join([]string{
-		"POST /in HTTP/1.1",
-		"User-Agent: courier/1",
-		"Host: " + addr,
-		"Content-Type: application/json",
-		"Content-Length: 12",
-		"Accept: */*",
-		"Courier-Attempt: 1",
-		"Courier-Step: 3/12",
-		`Courier-Step-10-Response: "ten"`,
-		`Courier-Step-2-Response: "two"`,
-		"Courier-Type: invoice",
-		"X-A: 3",
-		"X-B: 2",
-		"X-B: 1",
-		"webhook-id: msg-1.3",
-		"webhook-signature: v1,Di8sZ5MYqiVpQdda2GRpPQs7oEg22H0f6p/0AGUECEU=",
-		"webhook-timestamp: " + strconv.FormatInt(now.Unix(), 10),
-		"", "",
-	}, "\r\n")
-	if head != want {
-		t.Fatalf("request head:\n%s\nwant:\n%s", head, want)
-	}
-}
-
-func TestMessageMaySetUserAgent(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
-	m := message()
-	m.Headers = map[string]string{"user-agent": "erp/7"}
-	m.ContentType = ""
-	if res := send(t, tr, endpoint("ua", s.URL()+"/ua"), m); !res.Delivered() {
-		t.Fatalf("result = %+v", res)
-	}
-	a := s.Arrivals("/ua")[0]
-	if got := a.Header.Values("User-Agent"); len(got) != 1 || got[0] != "erp/7" {
-		t.Errorf("User-Agent = %q, want erp/7", got)
-	}
-	if got := a.Header.Get("Content-Type"); got != "application/octet-stream" {
-		t.Errorf("Content-Type without one on the message = %q", got)
-	}
-}
-
-// verifyStandardWebhook checks a request the way a receiver following the
-// Standard Webhooks spec does, written from the spec and sharing no code
-// with the transport: recompute HMAC-SHA256 over "id.timestamp.body" with
-// the secret's key, compare in constant time with every v1 entry, and
-// refuse timestamps outside the tolerance.
-func verifyStandardWebhook(secret string, h http.Header, body []byte, at time.Time, tolerance time.Duration) error {
-	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
-	if id == "" || ts == "" || sigs == "" {
-		return errors.New("missing webhook headers")
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad timestamp %q", ts)
-	}
-	if d := at.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("timestamp %s outside the tolerance", ts)
-	}
-	key := []byte(secret)
-	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
-		if key, err = base64.StdEncoding.DecodeString(rest); err != nil {
-			return err
-		}
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + ts + "." + string(body)))
-	expected := mac.Sum(nil)
-	for _, entry := range strings.Split(sigs, " ") {
-		version, sig, ok := strings.Cut(entry, ",")
-		if !ok || version != "v1" {
-			continue
-		}
-		raw, err := base64.StdEncoding.DecodeString(sig)
-		if err != nil {
-			continue
-		}
-		if hmac.Equal(raw, expected) {
-			return nil
-		}
-	}
-	return errors.New("no signature matches")
-}
-
-func TestSignatureVerifiesPerStandardWebhooks(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
-	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	raw := "a plain shared secret"
-	e := endpoint("signed", s.URL()+"/signed")
-	e.HTTP.Secrets = []string{whsec, raw} // rotation: old and new
-	if res := send(t, tr, e, message()); !res.Delivered() {
-		t.Fatalf("result = %+v", res)
-	}
-	a := s.Arrivals("/signed")[0]
-
-	if n := len(strings.Fields(a.Header.Get("webhook-signature"))); n != 2 {
-		t.Fatalf("webhook-signature has %d entries, want 2: %q", n, a.Header.Get("webhook-signature"))
-	}
-	const tolerance = 5 * time.Minute
-	for _, secret := range []string{whsec, raw} {
-		if err := verifyStandardWebhook(secret, a.Header, a.Body, now.Add(time.Minute), tolerance); err != nil {
-			t.Errorf("a receiver holding %q: %v", secret, err)
-		}
-	}
-	if err := verifyStandardWebhook("whsec_"+base64.StdEncoding.EncodeToString([]byte("another key")), a.Header, a.Body, now, tolerance); err == nil {
-		t.Error("a wrong secret verified")
-	}
-	if err := verifyStandardWebhook(raw, a.Header, append([]byte("x"), a.Body...), now, tolerance); err == nil {
-		t.Error("a changed body verified")
-	}
-	if err := verifyStandardWebhook(raw, a.Header, a.Body, now.Add(10*time.Minute), tolerance); err == nil {
-		t.Error("a stale timestamp verified")
-	}
-}
-
-// TestSignatureMatchesTheSpecVector reproduces the test vector published
-// with the Standard Webhooks reference libraries, over a real request.
-func TestSignatureMatchesTheSpecVector(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{Clock: fixedClock{time.Unix(1614265330, 0)}})
-	e := endpoint("vector", s.URL()+"/vector")
-	e.HTTP.Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
-	m := &courier.Message{ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Type: "t", Payload: []byte(`{"test": 2432232314}`), ContentType: "application/json"}
-	if res := send(t, tr, e, m); !res.Delivered() {
-		t.Fatalf("result = %+v", res)
-	}
-	a := s.Arrivals("/vector")[0]
-	if got, want := a.Header.Get("webhook-signature"), "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
-		t.Fatalf("webhook-signature = %q, want %q", got, want)
-	}
-	if got := a.Header.Get("webhook-timestamp"); got != "1614265330" {
-		t.Fatalf("webhook-timestamp = %q", got)
-	}
-}
-
 func TestDelivered2xxKeepsStatusAndExcerpt(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	for _, code := range []int{200, 201, 202, 204, 299} {
 		path := fmt.Sprintf("/ok%d", code)
 		step := sink.Respond(code)
@@ -434,8 +169,7 @@ func TestDelivered2xxKeepsStatusAndExcerpt(t *testing.T) {
 
 func TestStatusClasses(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	date := now.Add(90 * time.Second).Format(http.TimeFormat)
 	for _, tc := range []struct {
 		step       sink.Step
@@ -481,8 +215,7 @@ func TestStatusClasses(t *testing.T) {
 
 func TestExcerptIsCutAtOneKiBOnARuneBoundary(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	// "é" is two bytes; an odd prefix puts one across the 1 KiB mark.
 	body := "x" + strings.Repeat("é", 3000)
 	s.Script("/long", sink.Respond(200).WithBody(body))
@@ -505,8 +238,7 @@ func TestExcerptIsCutAtOneKiBOnARuneBoundary(t *testing.T) {
 
 func TestBinaryResponseIsSummarised(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	bin := string([]byte{0x89, 'P', 'N', 'G', 0, 0, 0, 0x0d, 0xff, 0xfe})
 	s.Script("/bin", sink.Respond(200).WithBody(bin).WithHeader("Content-Type", "image/png"))
 	res := send(t, tr, endpoint("bin", s.URL()+"/bin"), message())
@@ -516,168 +248,6 @@ func TestBinaryResponseIsSummarised(t *testing.T) {
 	if want := "[image/png body, 10 bytes]"; res.Response != want {
 		t.Fatalf("response = %q, want %q", res.Response, want)
 	}
-}
-
-func TestConnectRefused(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: the kernel answers RST
-	tr := newTransport(t, httptransport.Options{})
-	res := send(t, tr, endpoint("refused", "http://"+addr+"/in"), message())
-	wantClass(t, res, courier.ClassConnectRefused)
-	if want := "connection refused by " + addr; res.Error != want {
-		t.Fatalf("error = %q, want %q", res.Error, want)
-	}
-}
-
-// fakeDNS serves DNS on a loopback UDP port: NXDOMAIN for every question,
-// or, when silent, no answer at all.
-func fakeDNS(t *testing.T, silent bool) *net.Resolver {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { pc.Close(); <-done })
-	go func() {
-		defer close(done)
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if silent || n < 12 {
-				continue
-			}
-			// The question follows the 12-byte header: labels up to a zero
-			// byte, then type and class.
-			end := 12
-			for end < n && buf[end] != 0 {
-				end += int(buf[end]) + 1
-			}
-			end += 5
-			if end > n {
-				continue
-			}
-			resp := []byte{buf[0], buf[1], 0x80 | 0x04 | buf[2]&0x01, 0x80 | 3, 0, 1, 0, 0, 0, 0, 0, 0}
-			resp = append(resp, buf[12:end]...)
-			pc.WriteTo(resp, from)
-		}
-	}()
-	addr := pc.LocalAddr().String()
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", addr)
-	}}
-}
-
-func TestDNSOnALoopbackResolver(t *testing.T) {
-	t.Parallel()
-	t.Run("nxdomain", func(t *testing.T) {
-		t.Parallel()
-		tr := newTransport(t, httptransport.Options{Resolver: fakeDNS(t, false)})
-		res := send(t, tr, endpoint("nx", "http://no-such-host.invalid:8080/in"), message())
-		wantClass(t, res, courier.ClassDNS)
-		if want := "host no-such-host.invalid not found"; res.Error != want {
-			t.Fatalf("error = %q, want %q", res.Error, want)
-		}
-	})
-	t.Run("resolver timeout", func(t *testing.T) {
-		t.Parallel()
-		tr := newTransport(t, httptransport.Options{Resolver: fakeDNS(t, true), ConnectTimeout: 300 * time.Millisecond})
-		res := send(t, tr, endpoint("slowdns", "http://silent-resolver.invalid/in"), message())
-		wantClass(t, res, courier.ClassDNS)
-		wantError(t, res, "timed out")
-	})
-}
-
-func TestTLSHandshakeThatNeverCompletesIsAConnectTimeout(t *testing.T) {
-	t.Parallel()
-	addr := rawServer(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
-	tr := newTransport(t, httptransport.Options{ConnectTimeout: 300 * time.Millisecond})
-	start := time.Now()
-	res := send(t, tr, endpoint("tls-stall", "https://"+addr+"/in"), message())
-	wantClass(t, res, courier.ClassConnectTimeout)
-	wantError(t, res, "TLS handshake with "+addr+" not done within 300ms")
-	if el := time.Since(start); el < 300*time.Millisecond {
-		t.Fatalf("gave up after %v, before the connect timeout", el)
-	}
-}
-
-// A handshake that the attempt's deadline cuts short says the time it had,
-// not the connect timeout of the pool.
-func TestHandshakeCutShortNamesTheLimitApplied(t *testing.T) {
-	t.Parallel()
-	addr := rawServer(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
-	tr := newTransport(t, httptransport.Options{})                    // a connect timeout of 5s: the endpoint's timeout
-	const left = 500 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), left)
-	defer cancel()
-	res := tr.Send(ctx, courier.Delivery{Message: message(), Endpoint: endpoint("tls-short", "https://"+addr+"/in"), Attempt: 1})
-	wantClass(t, res, courier.ClassConnectTimeout)
-	prefix := "TLS handshake with " + addr + " not done within "
-	rest, ok := strings.CutPrefix(res.Error, prefix)
-	d, err := time.ParseDuration(rest)
-	if !ok || err != nil || d <= 0 || d > left {
-		t.Fatalf("error = %q, want %q and a duration of at most %v", res.Error, prefix, left)
-	}
-}
-
-// newTLSServer starts an HTTPS receiver with httptest's self-signed
-// certificate, valid for 127.0.0.1 and example.com only.
-func newTLSServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func TestTLS(t *testing.T) {
-	t.Parallel()
-	srv := newTLSServer(t)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-
-	t.Run("unknown authority", func(t *testing.T) {
-		tr := newTransport(t, httptransport.Options{})
-		res := send(t, tr, endpoint("tls", srv.URL+"/in"), message())
-		wantClass(t, res, courier.ClassTLS)
-		wantError(t, res, "unknown authority")
-	})
-	t.Run("trusted", func(t *testing.T) {
-		roots := x509.NewCertPool()
-		roots.AddCert(srv.Certificate())
-		tr := newTransport(t, httptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
-		res := send(t, tr, endpoint("tls", srv.URL+"/in"), message())
-		if !res.Delivered() || res.Status != 202 {
-			t.Fatalf("result = %+v, want delivered", res)
-		}
-	})
-	t.Run("wrong host name", func(t *testing.T) {
-		roots := x509.NewCertPool()
-		roots.AddCert(srv.Certificate())
-		tr := newTransport(t, httptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
-		res := send(t, tr, endpoint("tls", "https://localhost:"+port+"/in"), message())
-		wantClass(t, res, courier.ClassTLS)
-		wantError(t, res, "not valid for localhost")
-	})
-	t.Run("plain http behind an https url", func(t *testing.T) {
-		s := mustSink(t)
-		tr := newTransport(t, httptransport.Options{})
-		res := send(t, tr, endpoint("tls", "https://"+s.Addr()+"/in"), message())
-		wantClass(t, res, courier.ClassTLS)
-		wantError(t, res, "does not speak TLS")
-	})
 }
 
 func TestTimeout(t *testing.T) {
@@ -800,8 +370,7 @@ func TestRedirectIsNotFollowedByDefault(t *testing.T) {
 
 func TestFollowRedirects(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	follow := func(name, path string) courier.Result {
 		e := endpoint(name, s.URL()+path)
 		e.HTTP.FollowRedirects = true
@@ -902,150 +471,12 @@ func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
 	}
 }
 
-func TestConnectionReuse(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	s.Script("/in", sink.Respond(200).WithBody("ok"), sink.Respond(503), sink.Respond(400).WithBody("no"), sink.Cycle)
-	tr := newTransport(t, httptransport.Options{})
-	e := endpoint("reuse", s.URL()+"/in")
-	const n = 60
-	for i := range n {
-		res := send(t, tr, e, message())
-		if res.Status == 0 {
-			t.Fatalf("send %d: %+v", i, res)
-		}
-	}
-	if got := s.Conns(); got != 1 {
-		t.Fatalf("%d sequential sends used %d connections, want 1", n, got)
-	}
-
-	// Concurrent senders share the pool: far fewer connections than sends.
-	const workers, each = 4, 30
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for range each {
-				send(t, tr, e, message())
-			}
-		})
-	}
-	wg.Wait()
-	if got := s.Count("/in"); got != n+workers*each {
-		t.Fatalf("sink saw %d requests, want %d", got, n+workers*each)
-	}
-	if got := s.Conns(); got > 2*workers {
-		t.Fatalf("%d concurrent sends used %d connections, want at most %d", workers*each, got, 2*workers)
-	}
-}
-
-func TestChangedEndpointGetsAFreshPool(t *testing.T) {
-	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
-	e := endpoint("reload", s.URL()+"/in")
-	send(t, tr, e, message())
-	send(t, tr, e, message())
-	if got := s.Conns(); got != 1 {
-		t.Fatalf("Conns = %d, want 1", got)
-	}
-	changed := *e
-	changed.Timeout = 2 * time.Second // a shorter connect timeout: a new pool
-	send(t, tr, &changed, message())
-	send(t, tr, &changed, message())
-	if got := s.Conns(); got != 2 {
-		t.Fatalf("Conns after the change = %d, want 2", got)
-	}
-}
-
-func TestStaleKeptAliveConnectionIsRetried(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	conns, requests := 0, 0
-	addr := rawServer(t, func(c net.Conn) {
-		mu.Lock()
-		conns++
-		first := conns == 1
-		mu.Unlock()
-		br := bufio.NewReader(c)
-		for i := 0; ; i++ {
-			if _, _, err := readRequest(br); err != nil {
-				return
-			}
-			mu.Lock()
-			requests++
-			mu.Unlock()
-			if first && i == 1 {
-				return // the keep-alive race: closed as the request arrived
-			}
-			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-		}
-	})
-	tr := newTransport(t, httptransport.Options{})
-	e := endpoint("stale", "http://"+addr+"/in")
-	for i := range 2 {
-		if res := send(t, tr, e, message()); !res.Delivered() {
-			t.Fatalf("send %d: %+v", i, res)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if conns != 2 || requests != 3 {
-		t.Fatalf("server saw %d connections and %d requests, want 2 and 3", conns, requests)
-	}
-}
-
-// A connection that answered 101 belongs to another protocol from then on:
-// the next attempt goes out on a new one, as with net/http's client.
-func TestConnectionThatAnswered101IsNotReused(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	conns, requests, onFirst := 0, 0, 0
-	addr := rawServer(t, func(c net.Conn) {
-		mu.Lock()
-		conns++
-		first := conns == 1
-		mu.Unlock()
-		br := bufio.NewReader(c)
-		for {
-			if _, _, err := readRequest(br); err != nil {
-				return
-			}
-			mu.Lock()
-			requests++
-			n := requests
-			if first {
-				onFirst++
-			}
-			mu.Unlock()
-			if n == 1 {
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
-				continue
-			}
-			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-		}
-	})
-	tr := newTransport(t, httptransport.Options{})
-	e := endpoint("upgrade", "http://"+addr+"/in")
-	res := send(t, tr, e, message())
-	wantClass(t, res, courier.ClassProtocol)
-	wantError(t, res, "unexpected HTTP status 101")
-	if res := send(t, tr, e, message()); !res.Delivered() {
-		t.Fatalf("the send after the 101: %+v", res)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if conns != 2 || requests != 2 || onFirst != 1 {
-		t.Fatalf("server saw %d connections and %d requests, %d on the first; want 2, 2 and 1", conns, requests, onFirst)
-	}
-}
-
 // An attempt whose context is already canceled sends nothing. One under
 // way runs to its outcome or its timeout (the engine never cancels one, so
 // that what the receiver did is known).
 func TestCanceledContextSendsNothing(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := tr.Send(ctx, courier.Delivery{Message: message(), Endpoint: endpoint("cancel", s.URL()+"/in"), Attempt: 1})
@@ -1058,8 +489,7 @@ func TestCanceledContextSendsNothing(t *testing.T) {
 
 func TestUnsendableMessagesAndEndpoints(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 
 	m := message()
 	m.Headers = map[string]string{"X-Injected": "a\r\nX-Evil: 1"}

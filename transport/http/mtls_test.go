@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -42,15 +41,6 @@ func issue(t *testing.T, ca *testcert.Cert, cn string, usage x509.ExtKeyUsage) (
 	return c.PEM(), c.KeyPEM(t)
 }
 
-func writeFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // A receiver that requires a client certificate (a PEPPOL access point)
 // takes the endpoint's certificate, and the endpoint trusts the receiver
 // through its own CA bundle.
@@ -79,9 +69,9 @@ func TestMutualTLS(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	files := courier.HTTPTLS{
-		Cert: writeFile(t, dir, "client.crt", cliCert),
-		Key:  writeFile(t, dir, "client.key", cliKey),
-		CA:   writeFile(t, dir, "receiver-ca.pem", serverCA.PEM()),
+		Cert: testcert.WriteFile(t, dir, "client.crt", cliCert),
+		Key:  testcert.WriteFile(t, dir, "client.key", cliKey),
+		CA:   testcert.WriteFile(t, dir, "receiver-ca.pem", serverCA.PEM()),
 	}
 	tr := newTransport(t, httptransport.Options{})
 
@@ -95,7 +85,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// A file far larger than any certificate: a wrong path, say a log.
-	huge := writeFile(t, dir, "huge.pem", bytes.Repeat([]byte("not a certificate\n"), 100_000))
+	huge := testcert.WriteFile(t, dir, "huge.pem", bytes.Repeat([]byte("not a certificate\n"), 100_000))
 	tests := []struct {
 		name  string
 		files courier.HTTPTLS
@@ -103,11 +93,11 @@ func TestMutualTLS(t *testing.T) {
 	}{
 		{"no client certificate", courier.HTTPTLS{CA: files.CA}, ""},
 		{"a certificate the receiver does not trust", courier.HTTPTLS{
-			Cert: writeFile(t, dir, "other.crt", otherCert), Key: writeFile(t, dir, "other.key", otherKey), CA: files.CA}, ""},
+			Cert: testcert.WriteFile(t, dir, "other.crt", otherCert), Key: testcert.WriteFile(t, dir, "other.key", otherKey), CA: files.CA}, ""},
 		{"no CA bundle", courier.HTTPTLS{Cert: files.Cert, Key: files.Key}, "unknown authority"},
 		{"a missing key file", courier.HTTPTLS{Cert: files.Cert, Key: filepath.Join(dir, "missing.key"), CA: files.CA}, "missing.key"},
-		{"a key that does not match", courier.HTTPTLS{Cert: files.Cert, Key: writeFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
-		{"a CA file without certificates", courier.HTTPTLS{CA: writeFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
+		{"a key that does not match", courier.HTTPTLS{Cert: files.Cert, Key: testcert.WriteFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
+		{"a CA file without certificates", courier.HTTPTLS{CA: testcert.WriteFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
 		{"a CA file too large", courier.HTTPTLS{CA: huge}, "cannot read the CA bundle: " + huge + ": larger than 1 MiB"},
 		{"a key file too large", courier.HTTPTLS{Cert: files.Cert, Key: huge, CA: files.CA}, huge + ": larger than 1 MiB"},
 	}

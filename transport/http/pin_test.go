@@ -104,7 +104,7 @@ func TestPinnedCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	signed := newPinnedServer(t, pair)
-	caFile := writeFile(t, dir, "network-ca.pem", ca.PEM())
+	caFile := testcert.WriteFile(t, dir, "network-ca.pem", ca.PEM())
 
 	tests := []struct {
 		name    string
@@ -262,8 +262,7 @@ func TestLookupPoolsAreBounded(t *testing.T) {
 // connection, not one each.
 func TestEndpointsOnOneReceiverShareConnections(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	for i := 0; i < 1000; i++ {
 		e := endpoint(fmt.Sprintf("ep-%d", i), fmt.Sprintf("%s/in/%d", s.URL(), i))
 		if res := send(t, tr, e, message()); !res.Delivered() {

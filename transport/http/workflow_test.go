@@ -32,8 +32,7 @@ func onlyArrival(t *testing.T, s *sink.Sink, path string) sink.Arrival {
 
 func TestStepHeadersAndDeliveryID(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	const secret = "a plain shared secret"
 	for _, tc := range []struct {
 		name       string
@@ -98,8 +97,7 @@ func TestStepHeadersAndDeliveryID(t *testing.T) {
 
 func TestStepResponsesAsHeaders(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	limit := strings.Repeat("a", 4<<10-2) // quoted: exactly 4 KiB
 	step := &courier.StepContext{Step: 12, Steps: 12, Compensate: true, Responses: map[int]string{
 		1:  "{ \"id\" : 7,\n  \"ok\": true }",
@@ -146,8 +144,7 @@ func TestStepResponsesAsHeaders(t *testing.T) {
 
 func TestStepEnvelope(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	big := `{"big":"` + strings.Repeat("x", 5000) + `"}`
 	responses := map[int]string{1: `{ "order": 7 }`, 2: "accepted", 10: big, 11: "\"del\x7f\""}
@@ -223,8 +220,7 @@ func TestStepEnvelope(t *testing.T) {
 
 func TestStepResultBody(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
-	tr := newTransport(t, httptransport.Options{})
+	s, tr := sinkAndTransport(t)
 	// Text that shows where it was cut: "0000000 0000001 ...".
 	var b strings.Builder
 	for i := 0; b.Len() < courier.MaxStepResponse+4096; i++ {

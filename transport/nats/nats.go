@@ -23,12 +23,13 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/conncache"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // Defaults of Options.
 const (
-	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
-	DefaultConnectTimeout = 10 * time.Second
+	DefaultTimeout        = sendopts.DefaultTimeout // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = sendopts.DefaultConnectTimeout
 )
 
 // Options configure a Transport. Every field has a default.
@@ -56,15 +57,7 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	sendopts.Common{Logger: &o.Logger, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	return &Transport{opts: o, log: o.Logger, conns: conncache.New(func(c *conn) { c.nc.Close() })}
 }
 
@@ -127,10 +120,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = t.opts.DefaultTimeout
-	}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

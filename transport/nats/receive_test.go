@@ -2,11 +2,8 @@ package nats
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -16,61 +13,47 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/sourcetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
-	"github.com/courier-gw/courier/internal/testenv"
 )
 
-// receiveStream is a stream of one test's own on a subject of its own,
-// deleted with the test.
-type receiveStream struct {
-	url, name, subject string
-	js                 jetstream.JetStream
-}
+// receiveStream is a stream of one test's own, for a receive location to
+// read.
+type receiveStream struct{ *natstest.Stream }
 
 func newReceiveStream(t *testing.T) *receiveStream {
 	t.Helper()
-	u := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
-	nc, err := nats.Connect(u)
-	if err != nil {
-		t.Fatalf("connect to the server: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := randomID(t)
-	s := &receiveStream{url: u, name: "COURIER_TEST_RECV_" + id, subject: "courier.test.recv." + id, js: js}
-	testenv.CreateStream(t, js, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.subject}, Storage: jetstream.FileStorage})
-	return s
+	return &receiveStream{natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.FileStorage})}
 }
 
-func randomID(t *testing.T) string {
+// consumer creates the consumer inbox with an AckWait of a second, so that
+// items left unsettled come back soon.
+func (s *receiveStream) consumer(t *testing.T) {
 	t.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	_, err := s.JS.CreateConsumer(context.Background(), s.Name, jetstream.ConsumerConfig{
+		Durable: "inbox", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(b[:])
 }
 
 // receiver is a receive location reading s through consumer.
 func (s *receiveStream) receiver(consumer string) *courier.Receiver {
 	return &courier.Receiver{Name: "inbox", Transport: courier.ReceiveNATS, Batch: 10,
-		NATS: courier.NATSSource{URL: s.url, Stream: s.name, Consumer: consumer}}
+		NATS: courier.NATSSource{URL: s.URL, Stream: s.Name, Consumer: consumer}}
 }
 
 // publish sends one message per body, each with the headers h.
 func (s *receiveStream) publish(t *testing.T, h nats.Header, bodies ...string) {
 	t.Helper()
 	for _, b := range bodies {
-		m := nats.NewMsg(s.subject)
+		m := nats.NewMsg(s.Subject)
 		m.Data = []byte(b)
 		for k, v := range h {
 			m.Header[k] = v
 		}
-		if _, err := s.js.PublishMsg(context.Background(), m); err != nil {
+		if _, err := s.JS.PublishMsg(context.Background(), m); err != nil {
 			t.Fatalf("publish %q: %v", b, err)
 		}
 	}
@@ -161,7 +144,7 @@ func TestReceiveCreatesAndReusesConsumer(t *testing.T) {
 	r := s.receiver("inbox")
 
 	first := mustOpen(t, r)
-	info, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	info, err := s.JS.Consumer(context.Background(), s.Name, "inbox")
 	if err != nil {
 		t.Fatalf("the consumer was not created: %v", err)
 	}
@@ -206,7 +189,7 @@ func TestReceiveAckForgets(t *testing.T) {
 	again := mustOpen(t, r)
 	sourcetest.FetchNone(t, again)
 	mustPending(t, again, 0)
-	c, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	c, err := s.JS.Consumer(context.Background(), s.Name, "inbox")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +218,7 @@ func TestReceiveConsumerBatchBelowOne(t *testing.T) {
 	r := s.receiver("inbox")
 	r.Batch = 0
 	mustOpen(t, r)
-	c, err := s.js.Consumer(context.Background(), s.name, "inbox")
+	c, err := s.JS.Consumer(context.Background(), s.Name, "inbox")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +250,7 @@ func TestReceiveFetchBelowOneTakesOne(t *testing.T) {
 func TestReceiveUnsettledComeBack(t *testing.T) {
 	t.Parallel()
 	s := newReceiveStream(t)
-	_, err := s.js.CreateConsumer(context.Background(), s.name, jetstream.ConsumerConfig{
-		Durable: "inbox", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.consumer(t)
 	s.publish(t, nil, "a", "b")
 	r := s.receiver("inbox")
 	src := mustOpen(t, r)
@@ -285,7 +264,7 @@ func TestReceiveMissingStream(t *testing.T) {
 	t.Parallel()
 	s := newReceiveStream(t)
 	r := s.receiver("inbox")
-	r.NATS.Stream = "COURIER_TEST_MISSING_" + randomID(t)
+	r.NATS.Stream = "COURIER_TEST_MISSING_" + natstest.Unique()
 	_, err := Open(context.Background(), r)
 	if err == nil || !strings.Contains(err.Error(), r.NATS.Stream) || !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("open: %v, want an error naming stream %s", err, r.NATS.Stream)
@@ -302,7 +281,7 @@ func TestReceiveRefusesUnfitConsumer(t *testing.T) {
 		cfg  jetstream.ConsumerConfig
 		want string
 	}{
-		{"push", jetstream.ConsumerConfig{Durable: "push", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: "courier.test.deliver." + randomID(t)}, "push consumer"},
+		{"push", jetstream.ConsumerConfig{Durable: "push", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: "courier.test.deliver." + natstest.Unique()}, "push consumer"},
 		{"noack", jetstream.ConsumerConfig{Durable: "noack", AckPolicy: jetstream.AckNonePolicy}, "explicit acks"},
 		{"ackall", jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}, "explicit acks"},
 	}
@@ -310,9 +289,9 @@ func TestReceiveRefusesUnfitConsumer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
 			if tt.cfg.DeliverSubject != "" {
-				_, err = s.js.CreatePushConsumer(context.Background(), s.name, tt.cfg)
+				_, err = s.JS.CreatePushConsumer(context.Background(), s.Name, tt.cfg)
 			} else {
-				_, err = s.js.CreateConsumer(context.Background(), s.name, tt.cfg)
+				_, err = s.JS.CreateConsumer(context.Background(), s.Name, tt.cfg)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -356,25 +335,11 @@ func TestReceiveFetchCanceled(t *testing.T) {
 func TestReceiveLostConnection(t *testing.T) {
 	t.Parallel()
 	s := newReceiveStream(t)
-	_, err := s.js.CreateConsumer(context.Background(), s.name, jetstream.ConsumerConfig{
-		Durable: "inbox", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.consumer(t)
 	s.publish(t, nil, "a", "b")
-	upstream, err := url.Parse(s.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start("127.0.0.1:0", upstream.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	viaProxy := *upstream
-	viaProxy.Host = proxy.Addr()
+	proxy, viaProxy := tcpproxy.Via(t, s.URL)
 	r := s.receiver("inbox")
-	r.NATS.URL = viaProxy.String()
+	r.NATS.URL = viaProxy
 	src := mustOpen(t, r)
 	sourcetest.FetchN(t, src, 2)
 	proxy.Close()
@@ -388,7 +353,7 @@ func TestReceiveLostConnection(t *testing.T) {
 	}
 	src.Close()
 
-	r.NATS.URL = s.url
+	r.NATS.URL = s.URL
 	got := sourcetest.FetchN(t, mustOpen(t, r), 2)
 	if want := []string{"a", "b"}; !slices.Equal(sourcetest.Bodies(got), want) {
 		t.Fatalf("fetched %q after reconnecting, want %q", sourcetest.Bodies(got), want)

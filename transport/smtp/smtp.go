@@ -21,12 +21,13 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // Defaults of Options.
 const (
-	DefaultTimeout        = 30 * time.Second // the attempt timeout of an endpoint that sets none
-	DefaultConnectTimeout = 10 * time.Second
+	DefaultTimeout        = sendopts.DefaultTimeout // the attempt timeout of an endpoint that sets none
+	DefaultConnectTimeout = sendopts.DefaultConnectTimeout
 )
 
 // Options configure a Transport. Every field has a default.
@@ -61,23 +62,12 @@ var _ courier.Sender = (*Transport)(nil)
 
 // New returns a Transport with o's unset fields at their defaults.
 func New(o Options) *Transport {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
+	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 		if !validDomain(o.Hostname) {
 			o.Hostname = "localhost"
 		}
-	}
-	if o.DefaultTimeout <= 0 {
-		o.DefaultTimeout = DefaultTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
 	}
 	if o.TLSConfig == nil {
 		o.TLSConfig = &tls.Config{}
@@ -108,10 +98,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if err != nil {
 		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
 	}
-	timeout := e.Timeout
-	if timeout <= 0 {
-		timeout = t.opts.DefaultTimeout
-	}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 

@@ -24,15 +24,12 @@ import (
 	"github.com/courier-gw/courier/internal/testcert"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/mailsink"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
 
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 type serverOptions = mailsink.Options
 
@@ -51,7 +48,7 @@ func newTransport(t *testing.T, o smtptransport.Options) *smtptransport.Transpor
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Clock = fixedClock{now}
+	o.Clock = clocktest.New(now)
 	o.Hostname = "courier.test"
 	tr := smtptransport.New(o)
 	t.Cleanup(tr.Close)
@@ -224,58 +221,51 @@ func TestPermanentRefusalIsRejected(t *testing.T) {
 	}
 }
 
+// TestStartTLSAndAuth logs in over STARTTLS to a server that offers the
+// usual mechanisms and to one that offers LOGIN only.
 func TestStartTLSAndAuth(t *testing.T) {
 	t.Parallel()
 	serverTLS, roots := selfSigned(t)
-	srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}})
-	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
-	e := endpoint(srv.Addr())
-	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}
-	if res := send(t, tr, e, m); !res.Delivered() {
-		t.Fatalf("%+v", res)
-	}
-	if mails := srv.Mails(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
-		t.Fatalf("mails %+v, want one over TLS by user courier", mails)
-	}
+	for _, tc := range []struct {
+		name       string
+		mechanisms []string
+	}{
+		{"usual mechanisms", nil},
+		{"LOGIN only", []string{"LOGIN"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: tc.mechanisms})
+			tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
+			e := endpoint(srv.Addr())
+			e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
+			if res := send(t, tr, e, m); !res.Delivered() {
+				t.Fatalf("%+v", res)
+			}
+			if mails := srv.Mails(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
+				t.Fatalf("mails %+v, want one over TLS by user courier", mails)
+			}
 
-	// A wrong password is the endpoint's problem, not the message's: it
-	// is retried, not suspended.
-	e.SMTP.Password = "wrong"
-	if res := send(t, tr, e, m); res.Class != courier.ClassTransport || res.Status != 535 || !strings.Contains(res.Error, "after AUTH") {
-		t.Errorf("wrong password: %+v, want transport 535", res)
-	}
+			// A wrong password is the endpoint's problem, not the message's:
+			// it is retried, not suspended.
+			e.SMTP.Password = "wrong"
+			if res := send(t, tr, e, m); res.Class != courier.ClassTransport || res.Status != 535 || !strings.Contains(res.Error, "after AUTH") {
+				t.Errorf("wrong password: %+v, want transport 535", res)
+			}
 
-	// Without the private root the certificate is not trusted.
-	untrusting := newTransport(t, smtptransport.Options{})
-	if res := send(t, untrusting, e, m); res.Class != courier.ClassTLS || !strings.Contains(res.Error, "unknown authority") {
-		t.Errorf("untrusted certificate: %+v, want tls", res)
-	}
-	// starttls: never does not try it, and the server refuses AUTH in the clear.
-	e.SMTP.StartTLS, e.SMTP.Password = "never", "s3cret"
-	if res := send(t, untrusting, e, m); res.Class != courier.ClassTransport || !strings.Contains(res.Error, "AUTH") {
-		t.Errorf("no STARTTLS: %+v, want transport about AUTH", res)
-	}
-}
-
-// TestAuthLogin talks to a server that offers LOGIN only.
-func TestAuthLogin(t *testing.T) {
-	t.Parallel()
-	serverTLS, roots := selfSigned(t)
-	srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: []string{"LOGIN"}})
-	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
-	e := endpoint(srv.Addr())
-	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
-	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}
-	if res := send(t, tr, e, m); !res.Delivered() {
-		t.Fatalf("%+v", res)
-	}
-	if mails := srv.Mails(); len(mails) != 1 || !mails[0].TLS || mails[0].User != "courier" {
-		t.Fatalf("mails %+v, want one over TLS by user courier", mails)
-	}
-	e.SMTP.Password = "wrong"
-	if res := send(t, tr, e, m); res.Class != courier.ClassTransport || res.Status != 535 {
-		t.Errorf("wrong password: %+v, want transport 535", res)
+			// Without the private root the certificate is not trusted.
+			untrusting := newTransport(t, smtptransport.Options{})
+			if res := send(t, untrusting, e, m); res.Class != courier.ClassTLS || !strings.Contains(res.Error, "unknown authority") {
+				t.Errorf("untrusted certificate: %+v, want tls", res)
+			}
+			// starttls: never does not try it, and the server refuses AUTH
+			// in the clear.
+			e.SMTP.StartTLS, e.SMTP.Password = "never", "s3cret"
+			if res := send(t, untrusting, e, m); res.Class != courier.ClassTransport || !strings.Contains(res.Error, "AUTH") {
+				t.Errorf("no STARTTLS: %+v, want transport about AUTH", res)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,50 @@
+package sendopts
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/courier-gw/courier"
+)
+
+type clock struct{}
+
+func (clock) Now() time.Time { return time.Time{} }
+
+func TestSetDefaults(t *testing.T) {
+	t.Parallel()
+	var logger *slog.Logger
+	var c courier.Clock
+	timeout, connect := time.Duration(0), -time.Second
+	Common{Logger: &logger, Clock: &c, DefaultTimeout: &timeout, ConnectTimeout: &connect}.SetDefaults()
+	if logger != slog.Default() || c != (courier.SystemClock{}) || timeout != DefaultTimeout || connect != DefaultConnectTimeout {
+		t.Errorf("unset options became %v, %v, %v, %v", logger, c, timeout, connect)
+	}
+
+	// Set options stay as they are, and options a transport lacks are left
+	// alone.
+	own := slog.New(slog.DiscardHandler)
+	logger, c, timeout = own, clock{}, time.Minute
+	Common{Logger: &logger, Clock: &c, DefaultTimeout: &timeout}.SetDefaults()
+	if logger != own || c != (clock{}) || timeout != time.Minute {
+		t.Errorf("set options became %v, %v, %v", logger, c, timeout)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		own, want time.Duration
+	}{
+		{5 * time.Second, 5 * time.Second},
+		{0, time.Minute},
+		{-time.Second, time.Minute},
+	} {
+		e := courier.NewEndpoint("e", courier.TransportHTTP)
+		e.Timeout = tc.own
+		if got := Timeout(e, time.Minute); got != tc.want {
+			t.Errorf("Timeout with the endpoint's %v = %v, want %v", tc.own, got, tc.want)
+		}
+	}
+}
