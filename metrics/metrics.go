@@ -184,7 +184,10 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // Start counts the live states now and then every Interval until Stop.
-func (m *Metrics) Start(ctx context.Context) {
+func (m *Metrics) Start(ctx context.Context) error {
+	if m.cancel != nil {
+		return errors.New("metrics already started")
+	}
 	ctx, m.cancel = context.WithCancel(ctx)
 	m.done = make(chan struct{})
 	go func() {
@@ -202,6 +205,7 @@ func (m *Metrics) Start(ctx context.Context) {
 			}
 		}
 	}()
+	return nil
 }
 
 // Stop ends the background count.

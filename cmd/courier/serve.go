@@ -201,7 +201,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		}), ""},
 		{"bulk operations", bulk, "they resume at the next start"},
 		{"retention", retention, "the purge goes on at the next start"},
-		{"metrics", funcs{start: func(ctx context.Context) error { stats.Start(ctx); return nil }, stop: stats.Stop}, ""},
+		{"metrics", stats, ""},
 		{"the API", apiService, "requests still under way were cut off"},
 		{"receive locations", receivers, "what they had not acknowledged is read again at the next start"},
 	}

@@ -57,8 +57,7 @@ func (ps parts) stop(ctx context.Context, logger *slog.Logger) error {
 }
 
 // funcs makes a service of two functions, for parts whose own shape is
-// another (a listener that ends with its context, a collector that cannot
-// fail to start).
+// another, such as a listener that ends with its context.
 type funcs struct {
 	start func(ctx context.Context) error
 	stop  func(ctx context.Context) error
