@@ -76,43 +76,36 @@ type envOverride struct {
 // envOverrides are the variables that override the file, so that one file
 // serves several deployments (a container sets the store and listen address).
 var envOverrides = []envOverride{
-	{"COURIER_LISTEN", "listen", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"COURIER_RETENTION", "retention", func(c *Config, v string) error {
-		d, err := parseDuration(v)
+	{"COURIER_LISTEN", "listen", text(func(c *Config) *string { return &c.Listen })},
+	{"COURIER_RETENTION", "retention", parsed(parseDuration, func(c *Config) *time.Duration { return &c.Retention })},
+	{"COURIER_SHUTDOWN_TIMEOUT", "shutdown_timeout", parsed(parseDuration, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+	{"COURIER_MAX_PAYLOAD", "max_payload", parsed(ParseSize, func(c *Config) *int64 { return &c.MaxPayload })},
+	{"COURIER_MAX_BATCH_BYTES", "max_batch_bytes", parsed(ParseSize, func(c *Config) *int64 { return &c.MaxBatchBytes })},
+	{"COURIER_PUBLIC_URL", "public_url", text(func(c *Config) *string { return &c.PublicURL })},
+	{"COURIER_STORE_DRIVER", "store.driver", text(func(c *Config) *string { return &c.Store.Driver })},
+	{"COURIER_STORE_PATH", "store.path", text(func(c *Config) *string { return &c.Store.Path })},
+	{"COURIER_STORE_DSN", "store.dsn", text(func(c *Config) *string { return &c.Store.DSN })},
+	{"COURIER_LOG_FORMAT", "log.format", text(func(c *Config) *string { return &c.Log.Format })},
+	{"COURIER_LOG_LEVEL", "log.level", text(func(c *Config) *string { return &c.Log.Level })},
+	{"COURIER_TLS_CERT", "tls.cert", text(func(c *Config) *string { return &c.TLS.Cert })},
+	{"COURIER_TLS_KEY", "tls.key", text(func(c *Config) *string { return &c.TLS.Key })},
+}
+
+// text sets a field to the variable's value as it is.
+func text(field func(*Config) *string) func(*Config, string) error {
+	return parsed(func(v string) (string, error) { return v, nil }, field)
+}
+
+// parsed sets a field to the variable's value read by parse; a value parse
+// refuses leaves the field as it was.
+func parsed[T any](parse func(string) (T, error), field func(*Config) *T) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := parse(v)
 		if err == nil {
-			c.Retention = d
+			*field(c) = x
 		}
 		return err
-	}},
-	{"COURIER_SHUTDOWN_TIMEOUT", "shutdown_timeout", func(c *Config, v string) error {
-		d, err := parseDuration(v)
-		if err == nil {
-			c.ShutdownTimeout = d
-		}
-		return err
-	}},
-	{"COURIER_MAX_PAYLOAD", "max_payload", func(c *Config, v string) error {
-		n, err := ParseSize(v)
-		if err == nil {
-			c.MaxPayload = n
-		}
-		return err
-	}},
-	{"COURIER_MAX_BATCH_BYTES", "max_batch_bytes", func(c *Config, v string) error {
-		n, err := ParseSize(v)
-		if err == nil {
-			c.MaxBatchBytes = n
-		}
-		return err
-	}},
-	{"COURIER_PUBLIC_URL", "public_url", func(c *Config, v string) error { c.PublicURL = v; return nil }},
-	{"COURIER_STORE_DRIVER", "store.driver", func(c *Config, v string) error { c.Store.Driver = v; return nil }},
-	{"COURIER_STORE_PATH", "store.path", func(c *Config, v string) error { c.Store.Path = v; return nil }},
-	{"COURIER_STORE_DSN", "store.dsn", func(c *Config, v string) error { c.Store.DSN = v; return nil }},
-	{"COURIER_LOG_FORMAT", "log.format", func(c *Config, v string) error { c.Log.Format = v; return nil }},
-	{"COURIER_LOG_LEVEL", "log.level", func(c *Config, v string) error { c.Log.Level = v; return nil }},
-	{"COURIER_TLS_CERT", "tls.cert", func(c *Config, v string) error { c.TLS.Cert = v; return nil }},
-	{"COURIER_TLS_KEY", "tls.key", func(c *Config, v string) error { c.TLS.Key = v; return nil }},
+	}
 }
 
 // ApplyEnv lets the COURIER_* variables override the top-level fields and

@@ -354,7 +354,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	backoff := 100 * time.Millisecond
+	var pause backoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -367,12 +367,10 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			e.logger.Warn("claiming due messages failed; will try again", "err", err, "in", backoff)
-			resetTimer(poll, backoff)
-			backoff = min(backoff*2, 10*time.Second)
+			e.logger.Warn("claiming due messages failed; will try again", "err", err, "in", pause.after(poll))
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		pause = 0
 		if more {
 			e.nudge()
 		}
@@ -385,6 +383,17 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		}
 		resetTimer(poll, max(next, time.Millisecond))
 	}
+}
+
+// backoff is the pause of a loop after failures in a row: 100 ms, doubling
+// up to 10 s; zero after a success.
+type backoff time.Duration
+
+// after sets t to the next pause and returns it.
+func (b *backoff) after(t *time.Timer) time.Duration {
+	*b = backoff(min(max(2*time.Duration(*b), 100*time.Millisecond), 10*time.Second))
+	resetTimer(t, time.Duration(*b))
+	return time.Duration(*b)
 }
 
 // minSweep is the least time between two sweeps that Wake asks for: a burst
@@ -404,7 +413,7 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 	defer e.loops.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	backoff := 100 * time.Millisecond
+	var pause backoff
 	var last time.Time
 	for {
 		select {
@@ -424,12 +433,10 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", backoff)
-			resetTimer(timer, backoff)
-			backoff = min(backoff*2, 10*time.Second)
+			e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", pause.after(timer))
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		pause = 0
 		e.nudge()
 		resetTimer(timer, max(e.opts.PollInterval, sweepCost*took))
 	}
