@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -44,9 +45,9 @@ func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]cou
 	select {
 	case s.ingests <- c:
 	case <-ctx.Done():
-		return nil, unavailable("ingest", context.Cause(ctx))
+		return nil, gaveUp(ctx)
 	case <-s.quit:
-		return nil, unavailable("ingest", errStoreClosed)
+		return nil, classify("ingest", errStoreClosed)
 	}
 	select {
 	case d := <-c.done:
@@ -54,8 +55,15 @@ func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]cou
 	case <-ctx.Done():
 		// The group may still commit the messages: a sender that gave up
 		// sends again, and learns that they exist.
-		return nil, unavailable("ingest", context.Cause(ctx))
+		return nil, gaveUp(ctx)
 	}
+}
+
+// gaveUp answers a call whose caller stopped waiting before its group was
+// stored: the store did not answer in time, whatever the cause the caller
+// gave.
+func gaveUp(ctx context.Context) error {
+	return courier.Unavailable("the store", fmt.Errorf("ingest: %w", context.Cause(ctx)))
 }
 
 // ingestLoop is one committer.
@@ -88,7 +96,7 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	live := group[:0]
 	for _, c := range group {
 		if c.ctx.Err() != nil {
-			c.done <- ingestDone{err: unavailable("ingest", context.Cause(c.ctx))}
+			c.done <- ingestDone{err: gaveUp(c.ctx)}
 			continue
 		}
 		live = append(live, c)
