@@ -42,6 +42,13 @@ var errStoreClosed = errors.New("postgres store is closed")
 // groupIngest stores msgs, which have no ordering keys, in the next group.
 func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	c := &ingestCall{ctx: ctx, msgs: msgs, done: make(chan ingestDone, 1)}
+	// A closed store takes no call: its committers are gone, and a call
+	// left in the queue would wait for its context, maybe for ever.
+	select {
+	case <-s.quit:
+		return nil, classify("ingest", errStoreClosed)
+	default:
+	}
 	select {
 	case s.ingests <- c:
 	case <-ctx.Done():
@@ -56,6 +63,16 @@ func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]cou
 		// The group may still commit the messages: a sender that gave up
 		// sends again, and learns that they exist.
 		return nil, gaveUp(ctx)
+	case <-s.quit:
+		// The committers stop at Close and may leave this call in the
+		// queue. One that took it may still commit it: as when the caller
+		// gives up, a sender that sends again learns that it exists.
+		select {
+		case d := <-c.done:
+			return d.results, d.err
+		default:
+			return nil, classify("ingest", errStoreClosed)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -601,6 +602,17 @@ func testClosed(t *testing.T, s courier.Store) {
 	for _, c := range calls {
 		if err := c.call(); courier.ErrorCode(err) != courier.CodeUnavailable {
 			t.Errorf("%s on a closed store: code %q (%v), want unavailable", c.name, courier.ErrorCode(err), err)
+		}
+	}
+	// It says so at once: a caller is not kept waiting until it gives up.
+	for i := range 10 {
+		m := newMessage(fmt.Sprintf("late-%d", i), base)
+		m.OrderingKey = ""
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.Ingest(ctx, []*courier.Message{m})
+		cancel()
+		if courier.ErrorCode(err) != courier.CodeUnavailable || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ingest without an ordering key on a closed store: %v; want unavailable at once", err)
 		}
 	}
 }
