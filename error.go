@@ -48,6 +48,13 @@ func Unavailable(what string, err error) *Error {
 	return &Error{Code: CodeUnavailable, Message: what + " is unavailable", Err: err}
 }
 
+// Internal wraps a failure that should not happen (a fault of the program
+// or of its data, not of the moment): the caller sees only "internal
+// error", the log the cause, and trying again will not help.
+func Internal(err error) *Error {
+	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+}
+
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -2,12 +2,11 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -16,28 +15,28 @@ const bulkColumns = `id, kind, filter, route, who, count, done, created_at, upda
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
-	filter, err := json.Marshal(op.Filter)
+	filter, err := sqlstore.EncodeFilter(op.Filter)
 	if err != nil {
-		return courier.BulkOp{}, fmt.Errorf("encode filter: %w", err)
+		return courier.BulkOp{}, err
 	}
 	var out courier.BulkOp
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO bulk_ops (id, kind, filter, route, who, max_seq, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, (SELECT COALESCE(MAX(seq), 0) FROM messages), $6, $6) ON CONFLICT (id) DO NOTHING`,
-			op.ID, string(op.Kind), string(filter), nullString(op.Route), op.Who, op.CreatedAt); err != nil {
-			return unavailable("start bulk operation", err)
+			op.ID, string(op.Kind), filter, nullString(op.Route), op.Who, op.CreatedAt); err != nil {
+			return classify("start bulk operation", err)
 		}
 		out, err = scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, op.ID))
 		if err != nil {
-			return unavailable("read bulk operation", err)
+			return classify("read bulk operation", err)
 		}
-		if out.Kind != op.Kind || out.Route != op.Route || string(filter) != mustJSON(out.Filter) {
+		if !sqlstore.SameBulk(out, op) {
 			return courier.Errorf(courier.CodeConflict, "operation %q exists with other settings", op.ID)
 		}
 		return nil
 	})
 	if err != nil {
-		return courier.BulkOp{}, unavailable("start bulk operation", err)
+		return courier.BulkOp{}, classify("start bulk operation", err)
 	}
 	return out, nil
 }
@@ -50,82 +49,48 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var maxSeq, cursor int64
 		err := tx.QueryRow(ctx, `SELECT max_seq, cursor FROM bulk_ops WHERE id = $1 FOR UPDATE`, id).Scan(&maxSeq, &cursor)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return courier.Errorf(courier.CodeNotFound, "operation %q not found", id)
-		}
 		if err != nil {
-			return unavailable("read bulk operation", err)
+			return one("read bulk operation", err, sqlstore.BulkNotFound(id))
 		}
 		op, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, id))
 		if err != nil {
-			return unavailable("read bulk operation", err)
+			return classify("read bulk operation", err)
 		}
 		out = op
 		if op.Done {
 			return nil
 		}
-		f := op.Filter
-		f.State = ""
-		var w where
-		w.filter(f)
-		states := make([]string, 0, 2)
-		for _, st := range op.BulkStates() {
-			states = append(states, string(st))
-		}
-		w.add("state = ANY(?)", states)
-		w.add("seq > ?", cursor)
-		w.add("seq <= ?", maxSeq)
-		rows, err := tx.Query(ctx, `SELECT seq, id, ordering_key FROM messages`+w.sql()+` ORDER BY seq LIMIT `+w.arg(limit), w.args...)
-		if err != nil {
-			return unavailable("select for bulk operation", err)
-		}
-		var ids, keys []string
-		for rows.Next() {
-			var mid string
+		w := sqlstore.Where{Numbered: true}
+		w.BulkBatch(op, cursor, maxSeq)
+		rows, err := tx.Query(ctx, `SELECT seq, id, ordering_key FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
+		var keys []string
+		ids, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
+			var id string
 			var key pgtype.Text
-			if err := rows.Scan(&cursor, &mid, &key); err != nil {
-				rows.Close()
-				return unavailable("select for bulk operation", err)
-			}
-			ids = append(ids, mid)
+			err := row.Scan(&cursor, &id, &key)
 			if key.Valid {
 				keys = append(keys, key.String)
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return unavailable("select for bulk operation", err)
+			return id, err
+		})
+		if err != nil {
+			return err
 		}
 		if len(keys) > 0 {
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return unavailable("lock ordering keys", err)
+				return classify("lock ordering keys", err)
 			}
 		}
-		n := 0
-		for _, mid := range ids {
-			a := courier.Action{At: now, Who: op.Who, Kind: op.Kind, Subject: mid, Detail: "bulk operation " + op.ID}
-			decide := func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, now) }
-			if op.Kind == courier.ActionResubmit {
-				decide = func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, op.Route, now) }
-				if op.Route != "" {
-					a.Detail += ", route=" + op.Route
-				}
-			}
-			if _, err := act(ctx, tx, mid, decide); err != nil {
-				if courier.ErrorCode(err) == courier.CodeConflict {
-					continue // not (or no longer) for this action: left as it is
-				}
-				return err
-			}
-			n++
-			if err := insertAction(ctx, tx, a); err != nil {
-				return err
-			}
+		n, err := sqlstore.BulkBatch(op, ids, now,
+			func(id string, decide sqlstore.Decide) error { _, err := act(ctx, tx, id, decide); return err },
+			func(a courier.Action) error { return insertAction(ctx, tx, a) })
+		if err != nil {
+			return err
 		}
 		finished := len(ids) < limit
 		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET cursor = $1, count = count + $2, done = $3, updated_at = $4 WHERE id = $5`,
 			cursor, n, finished, now, id); err != nil {
-			return unavailable("record bulk progress", err)
+			return classify("record bulk progress", err)
 		}
 		out.Count += n
 		out.Done = finished
@@ -133,7 +98,7 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		return nil
 	})
 	if err != nil {
-		return courier.BulkOp{}, unavailable("bulk operation", err)
+		return courier.BulkOp{}, classify("bulk operation", err)
 	}
 	s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
 	return out, nil
@@ -142,11 +107,8 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 // Bulk returns one operation.
 func (s *Store) Bulk(ctx context.Context, id string) (courier.BulkOp, error) {
 	op, err := scanBulk(s.pool.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return op, courier.Errorf(courier.CodeNotFound, "operation %q not found", id)
-	}
 	if err != nil {
-		return op, unavailable("read bulk operation", err)
+		return op, one("read bulk operation", err, sqlstore.BulkNotFound(id))
 	}
 	return op, nil
 }
@@ -154,25 +116,10 @@ func (s *Store) Bulk(ctx context.Context, id string) (courier.BulkOp, error) {
 // PendingBulks returns the operations not yet done.
 func (s *Store) PendingBulks(ctx context.Context) ([]courier.BulkOp, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE NOT done ORDER BY created_at`)
-	if err != nil {
-		return nil, unavailable("pending bulk operations", err)
-	}
-	defer rows.Close()
-	var out []courier.BulkOp
-	for rows.Next() {
-		op, err := scanBulk(rows)
-		if err != nil {
-			return nil, unavailable("pending bulk operations", err)
-		}
-		out = append(out, op)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("pending bulk operations", err)
-	}
-	return out, nil
+	return collect(nil, rows, err, "pending bulk operations", scanBulk)
 }
 
-func scanBulk(row pgx.Row) (courier.BulkOp, error) {
+func scanBulk(row scanner) (courier.BulkOp, error) {
 	var op courier.BulkOp
 	var kind string
 	var filter []byte
@@ -180,15 +127,11 @@ func scanBulk(row pgx.Row) (courier.BulkOp, error) {
 	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &op.CreatedAt, &op.UpdatedAt); err != nil {
 		return op, err
 	}
-	if err := json.Unmarshal(filter, &op.Filter); err != nil {
-		return op, fmt.Errorf("operation %s: filter: %w", op.ID, err)
+	f, err := sqlstore.DecodeFilter(filter)
+	if err != nil {
+		return op, fmt.Errorf("operation %s: %w", op.ID, err)
 	}
-	op.Kind, op.Route = courier.ActionKind(kind), route.String
+	op.Filter, op.Kind, op.Route = f, courier.ActionKind(kind), route.String
 	op.CreatedAt, op.UpdatedAt = op.CreatedAt.UTC(), op.UpdatedAt.UTC()
 	return op, nil
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

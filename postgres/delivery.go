@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -60,26 +60,21 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	}
 	rows, err := s.pool.Query(ctx, claimSQL, routes, limits, c.Now, total, c.LeaseUntil, c.Owner)
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, classify("claim", err)
 	}
 	defer rows.Close()
 	var out []*courier.Message
 	for rows.Next() {
 		m, _, err := scanMessage(rows, true)
 		if err != nil {
-			return nil, unavailable("claim", err)
+			return nil, classify("claim", err)
 		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, unavailable("claim", err)
+		return nil, classify("claim", err)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Priority != out[j].Priority {
-			return out[i].Priority > out[j].Priority
-		}
-		return out[i].NextAttemptAt.Before(out[j].NextAttemptAt)
-	})
+	sqlstore.SortClaimed(out)
 	return out, nil
 }
 
@@ -199,7 +194,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			// taken all first, in order, so that two writers never
 			// deadlock.
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return unavailable("lock ordering keys", err)
+				return classify("lock ordering keys", err)
 			}
 			if priors, err = readPriors(ctx, tx, changes); err != nil {
 				return err
@@ -217,11 +212,11 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		}
 		rows, err := tx.Query(ctx, applySQL, args...)
 		if err != nil {
-			return unavailable("apply", err)
+			return classify("apply", err)
 		}
 		ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return unavailable("apply", err)
+			return classify("apply", err)
 		}
 		for _, ord := range ords {
 			applied[ord-1] = true
@@ -245,7 +240,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		return err
 	})
 	if err != nil {
-		return nil, unavailable("apply", err)
+		return nil, classify("apply", err)
 	}
 	s.dueNow(due...)
 	return applied, nil
@@ -286,7 +281,7 @@ FROM r WHERE r.route IS NOT NULL`
 func (s *Store) DueRoutes(ctx context.Context) ([]courier.RouteDue, error) {
 	rows, err := s.pool.Query(ctx, dueRoutesSQL)
 	if err != nil {
-		return nil, unavailable("due routes", err)
+		return nil, classify("due routes", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (courier.RouteDue, error) {
 		var d courier.RouteDue
@@ -294,7 +289,7 @@ func (s *Store) DueRoutes(ctx context.Context) ([]courier.RouteDue, error) {
 		return d, err
 	})
 	if err != nil {
-		return nil, unavailable("due routes", err)
+		return nil, classify("due routes", err)
 	}
 	return out, nil
 }

@@ -6,6 +6,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// Classify is classify, for its tests.
+func Classify(what string, err error) error { return classify(what, err) }
+
+// ErrStoreClosed is what a closed store answers its calls with.
+var ErrStoreClosed = errStoreClosed
+
 // GroupedStatements counts the ingest statements that served more than one
 // call, for the tests of group commit.
 func (s *Store) GroupedStatements() int64 { return s.grouped.Load() }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -41,12 +42,19 @@ var errStoreClosed = errors.New("postgres store is closed")
 // groupIngest stores msgs, which have no ordering keys, in the next group.
 func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	c := &ingestCall{ctx: ctx, msgs: msgs, done: make(chan ingestDone, 1)}
+	// A closed store takes no call: its committers are gone, and a call
+	// left in the queue would wait for its context, maybe for ever.
+	select {
+	case <-s.quit:
+		return nil, classify("ingest", errStoreClosed)
+	default:
+	}
 	select {
 	case s.ingests <- c:
 	case <-ctx.Done():
-		return nil, unavailable("ingest", context.Cause(ctx))
+		return nil, gaveUp(ctx)
 	case <-s.quit:
-		return nil, unavailable("ingest", errStoreClosed)
+		return nil, classify("ingest", errStoreClosed)
 	}
 	select {
 	case d := <-c.done:
@@ -54,8 +62,25 @@ func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]cou
 	case <-ctx.Done():
 		// The group may still commit the messages: a sender that gave up
 		// sends again, and learns that they exist.
-		return nil, unavailable("ingest", context.Cause(ctx))
+		return nil, gaveUp(ctx)
+	case <-s.quit:
+		// The committers stop at Close and may leave this call in the
+		// queue. One that took it may still commit it: as when the caller
+		// gives up, a sender that sends again learns that it exists.
+		select {
+		case d := <-c.done:
+			return d.results, d.err
+		default:
+			return nil, classify("ingest", errStoreClosed)
+		}
 	}
+}
+
+// gaveUp answers a call whose caller stopped waiting before its group was
+// stored: the store did not answer in time, whatever the cause the caller
+// gave.
+func gaveUp(ctx context.Context) error {
+	return courier.Unavailable("the store", fmt.Errorf("ingest: %w", context.Cause(ctx)))
 }
 
 // ingestLoop is one committer.
@@ -88,7 +113,7 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	live := group[:0]
 	for _, c := range group {
 		if c.ctx.Err() != nil {
-			c.done <- ingestDone{err: unavailable("ingest", context.Cause(c.ctx))}
+			c.done <- ingestDone{err: gaveUp(c.ctx)}
 			continue
 		}
 		live = append(live, c)

@@ -15,22 +15,7 @@ const healthColumns = `endpoint, state, failures, suspensions, suspended_until, 
 // Health returns every stored endpoint health.
 func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
-	if err != nil {
-		return nil, unavailable("read endpoint health", err)
-	}
-	defer rows.Close()
-	var out []courier.EndpointHealth
-	for rows.Next() {
-		h, err := scanHealth(rows)
-		if err != nil {
-			return nil, unavailable("read endpoint health", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("read endpoint health", err)
-	}
-	return out, nil
+	return collect(nil, rows, err, "read endpoint health", scanHealth)
 }
 
 // UpdateHealth applies next to an endpoint's health in one transaction that
@@ -47,7 +32,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 		out.Endpoint = endpoint
 		if out.Forgettable() {
 			if _, err := tx.Exec(ctx, `DELETE FROM endpoint_health WHERE endpoint = $1`, endpoint); err != nil {
-				return unavailable("forget health of "+endpoint, err)
+				return classify("forget health of "+endpoint, err)
 			}
 		} else if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -55,7 +40,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 			suspended_until = $5, probe_until = $6, updated_at = $7`,
 			endpoint, string(out.State), out.Failures, out.Suspensions, ts(out.SuspendedUntil),
 			ts(out.ProbeUntil), out.UpdatedAt); err != nil {
-			return unavailable("write health of "+endpoint, err)
+			return classify("write health of "+endpoint, err)
 		}
 		if a != nil {
 			return insertAction(ctx, tx, *a)
@@ -63,7 +48,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 		return nil
 	})
 	if err != nil {
-		return courier.EndpointHealth{}, unavailable("health of "+endpoint, err)
+		return courier.EndpointHealth{}, classify("health of "+endpoint, err)
 	}
 	return out, nil
 }
@@ -78,20 +63,20 @@ func lockHealth(ctx context.Context, tx pgx.Tx, endpoint string) (courier.Endpoi
 	for {
 		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
 			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO NOTHING`, endpoint); err != nil {
-			return courier.EndpointHealth{}, unavailable("health of "+endpoint, err)
+			return courier.EndpointHealth{}, classify("health of "+endpoint, err)
 		}
 		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
-			return courier.EndpointHealth{}, unavailable("read health of "+endpoint, err)
+			return courier.EndpointHealth{}, classify("read health of "+endpoint, err)
 		}
 		return h, nil
 	}
 }
 
-func scanHealth(row pgx.Row) (courier.EndpointHealth, error) {
+func scanHealth(row scanner) (courier.EndpointHealth, error) {
 	var h courier.EndpointHealth
 	var state string
 	var suspendedUntil, probeUntil pgtype.Timestamptz
@@ -111,7 +96,7 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 		(SELECT COUNT(*) FROM messages WHERE `+queuedDue+` AND route = ANY($1)) +
 		(SELECT COUNT(*) FROM messages WHERE route = ANY($1) AND `+keyWaiting+`)`,
 		routes).Scan(&n); err != nil {
-		return 0, unavailable("count queued", err)
+		return 0, classify("count queued", err)
 	}
 	return n, nil
 }
@@ -133,11 +118,11 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 			FROM w WHERE w.route IS NOT NULL
 		) SELECT route FROM r WHERE route IS NOT NULL UNION SELECT route FROM w WHERE route IS NOT NULL`)
 	if err != nil {
-		return nil, unavailable("queued routes", err)
+		return nil, classify("queued routes", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, unavailable("queued routes", err)
+		return nil, classify("queued routes", err)
 	}
 	return out, nil
 }
@@ -157,7 +142,7 @@ func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.R
 		return err
 	})
 	if err != nil {
-		return 0, unavailable("suspend route "+route, err)
+		return 0, classify("suspend route "+route, err)
 	}
 	return n, nil
 }

@@ -77,12 +77,12 @@ func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.S
 		results := s.pool.SendBatch(ctx, &b)
 		if _, err := results.Exec(); err != nil {
 			results.Close()
-			return nil, unavailable("lock endpoint slots", err)
+			return nil, classify("lock endpoint slots", err)
 		}
 		rows, err := results.Query()
 		err = collectHolds(rows, err, out)
 		if cerr := results.Close(); err == nil && cerr != nil {
-			err = unavailable("acquire endpoint slots", cerr)
+			err = classify("acquire endpoint slots", cerr)
 		}
 		if err != nil {
 			return nil, err
@@ -101,7 +101,7 @@ func (s *Store) RenewSlots(ctx context.Context, owner string, ttl time.Duration)
 	results := s.pool.SendBatch(ctx, &b)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
-		return nil, unavailable("forget lapsed endpoint slots", err)
+		return nil, classify("forget lapsed endpoint slots", err)
 	}
 	out := map[string]int{}
 	rows, err := results.Query()
@@ -132,29 +132,25 @@ func (s *Store) ReleaseSlots(ctx context.Context, owner string, slots map[string
 	)
 	DELETE FROM endpoint_holds h USING r WHERE h.endpoint = r.endpoint AND h.owner = $1 AND h.n <= r.n`,
 		owner, endpoints, ns); err != nil {
-		return unavailable("release endpoint slots", err)
+		return classify("release endpoint slots", err)
 	}
 	return nil
 }
 
 // collectHolds adds the (endpoint, n) rows to out.
 func collectHolds(rows pgx.Rows, err error, out map[string]int) error {
-	if err != nil {
-		return unavailable("endpoint slots", err)
+	type hold struct {
+		endpoint string
+		n        int32
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var ep string
-		var n int32
-		if err := rows.Scan(&ep, &n); err != nil {
-			return unavailable("endpoint slots", err)
-		}
-		out[ep] = int(n)
+	holds, err := collect(nil, rows, err, "endpoint slots", func(row scanner) (hold, error) {
+		var h hold
+		return h, row.Scan(&h.endpoint, &h.n)
+	})
+	for _, h := range holds {
+		out[h.endpoint] = int(h.n)
 	}
-	if err := rows.Err(); err != nil {
-		return unavailable("endpoint slots", err)
-	}
-	return nil
+	return err
 }
 
 // bookSQL books the next start of endpoint $1 ($2 the interval, $3 the
@@ -179,7 +175,7 @@ func (s *Store) BookStart(ctx context.Context, endpoint string, interval, lead t
 	var ok bool
 	var waitUS int64
 	if err := s.pool.QueryRow(ctx, bookSQL, endpoint, interval.Microseconds(), lead.Microseconds()).Scan(&ok, &waitUS); err != nil {
-		return 0, false, unavailable("book the next start of "+endpoint, err)
+		return 0, false, classify("book the next start of "+endpoint, err)
 	}
 	return max(time.Duration(waitUS)*time.Microsecond, 0), ok, nil
 }

@@ -2,15 +2,12 @@ package postgres
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -94,8 +91,8 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		sizes[i], prios[i] = int32(len(m.Payload)), int16(m.Priority)
 		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
 		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
-		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, orDefault(m.RoundStartedAt, m.CreatedAt)
-		payloads[i], senders[i], skipped[i] = nonNil(m.Payload), nullString(m.Sender), m.OrderSkipped
+		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)
+		payloads[i], senders[i], skipped[i] = sqlstore.NonNil(m.Payload), nullString(m.Sender), m.OrderSkipped
 		workflows[i], steps[i], failedSteps[i] = nullString(m.Workflow), int32(m.Step), int32(m.FailedStep)
 		recipients[i] = nullString(m.Recipient)
 	}
@@ -126,7 +123,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	} else {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return unavailable("lock ordering keys", err)
+				return classify("lock ordering keys", err)
 			}
 			// Whether each waits for its key is decided before it is
 			// stored, so that the sender is told what is stored.
@@ -139,7 +136,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			return settleIngested(ctx, tx, msgs, results, &due)
 		})
 		if err != nil {
-			err = unavailable("ingest", err)
+			err = classify("ingest", err)
 		}
 	}
 	if err != nil {
@@ -180,7 +177,7 @@ func settleIngested(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, res
 		}
 		var next *time.Time
 		if err := tx.QueryRow(ctx, `SELECT next_attempt_at FROM messages WHERE id = $1`, m.ID).Scan(&next); err != nil {
-			return unavailable("read back "+m.ID, err)
+			return classify("read back "+m.ID, err)
 		}
 		if next != nil {
 			m.NextAttemptAt = *next
@@ -201,11 +198,11 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 	}
 	rows, err := q.Query(ctx, ingestSQL, args...)
 	if err != nil {
-		return nil, nil, unavailable("ingest", err)
+		return nil, nil, classify("ingest", err)
 	}
 	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, nil, unavailable("ingest", err)
+		return nil, nil, classify("ingest", err)
 	}
 	fresh := make(map[string]bool, len(created))
 	for _, id := range created {
@@ -229,20 +226,13 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		return results, due, nil
 	}
 	rows, err = q.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ANY($1)`, others)
+	found, err := collectMessages(rows, err, "read existing messages")
 	if err != nil {
-		return nil, nil, unavailable("read existing messages", err)
+		return nil, nil, err
 	}
-	stored := map[string]*courier.Message{}
-	for rows.Next() {
-		m, _, err := scanMessage(rows, false)
-		if err != nil {
-			rows.Close()
-			return nil, nil, unavailable("read existing messages", err)
-		}
+	stored := make(map[string]*courier.Message, len(found))
+	for _, m := range found {
 		stored[m.ID] = m
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, unavailable("read existing messages", err)
 	}
 	for i, m := range msgs {
 		if results[i].Status != 0 {
@@ -250,12 +240,9 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		}
 		old := stored[m.ID]
 		if old == nil {
-			return nil, nil, courier.Unavailable("the store", fmt.Errorf("message %s was neither created nor found", m.ID))
+			return nil, nil, courier.Internal(fmt.Errorf("ingest: message %s was neither created nor found", m.ID))
 		}
-		results[i] = courier.IngestResult{Status: courier.IngestExists, Message: old}
-		if old.Hash != m.Hash {
-			results[i].Status = courier.IngestConflict
-		}
+		results[i] = sqlstore.Existing(old, m)
 	}
 	return results, due, nil
 }
@@ -264,11 +251,8 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
 	m, _, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, b.payload
 		FROM messages m LEFT JOIN bodies b ON b.seq = m.seq WHERE m.id = $1`, id), true)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-	}
 	if err != nil {
-		return nil, unavailable("read message "+id, err)
+		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
 	}
 	return m, nil
 }
@@ -276,44 +260,22 @@ func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = courier.DefaultListLimit
-	}
-	limit = min(limit, courier.MaxListLimit)
-	var w where
-	w.filter(f)
-	if f.Cursor != "" {
-		seq, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return courier.MessagePage{}, err
-		}
-		w.add("seq < ?", seq)
-	}
-	q := `SELECT ` + messageColumns + ` FROM messages` + w.sql() + ` ORDER BY seq DESC LIMIT ` + w.arg(limit+1)
-	rows, err := s.pool.Query(ctx, q, w.args...)
+	w := sqlstore.Where{Numbered: true}
+	q, limit, err := sqlstore.ListQuery(&w, messageColumns, f)
 	if err != nil {
-		return courier.MessagePage{}, unavailable("list messages", err)
+		return courier.MessagePage{}, err
 	}
-	defer rows.Close()
-	var page courier.MessagePage
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Messages) == limit {
-			page.Next = encodeCursor(lastSeq)
-			break
-		}
-		m, seq, err := scanMessage(rows, false)
-		if err != nil {
-			return courier.MessagePage{}, unavailable("list messages", err)
-		}
-		page.Messages = append(page.Messages, m)
-		lastSeq = seq
+	rows, err := s.pool.Query(ctx, q, w.Args...)
+	var seqs []int64
+	msgs, err := collect(nil, rows, err, "list messages", func(row scanner) (*courier.Message, error) {
+		m, seq, err := scanMessage(row, false)
+		seqs = append(seqs, seq)
+		return m, err
+	})
+	if err != nil {
+		return courier.MessagePage{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return courier.MessagePage{}, unavailable("list messages", err)
-	}
-	return page, nil
+	return sqlstore.Page(msgs, seqs, limit), nil
 }
 
 // Attempts returns the attempts of a message, oldest first.
@@ -323,43 +285,28 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
 		class, status, error, response FROM attempts WHERE message_id = $1 ORDER BY n`, id)
-	if err != nil {
-		return nil, unavailable("list attempts", err)
-	}
-	defer rows.Close()
-	attempts := []courier.Attempt{}
-	for rows.Next() {
+	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
 		a := courier.Attempt{MessageID: id}
 		var durationUS int64
 		var class, errText, response pgtype.Text
-		if err := rows.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome,
-			&class, &a.Status, &errText, &response); err != nil {
-			return nil, unavailable("list attempts", err)
-		}
+		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
 		a.StartedAt = a.StartedAt.UTC()
 		a.Duration = time.Duration(durationUS) * time.Microsecond
 		a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
-		attempts = append(attempts, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("list attempts", err)
-	}
-	return attempts, nil
+		return a, err
+	})
 }
 
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
-	a.Kind, a.Subject = courier.ActionDiscard, id
-	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, a.At) })
+	a, decide := sqlstore.Discard(id, a)
+	return s.transition(ctx, id, a, decide)
 }
 
 // Resubmit moves a suspended message back to queued, due at a.At.
 func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
-	a.Kind, a.Subject, a.Detail = courier.ActionResubmit, id, ""
-	if route != "" {
-		a.Detail = "route=" + route
-	}
-	m, err := s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, route, a.At) })
+	a, decide := sqlstore.Resubmit(id, route, a)
+	m, err := s.transition(ctx, id, a, decide)
 	if err == nil {
 		s.dueNow(m.Route)
 	}
@@ -368,11 +315,11 @@ func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action
 
 // transition changes a message as decide says and records the operator
 // action, in one transaction under the lock of its ordering key.
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
 	var m *courier.Message
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
-			return unavailable("lock the ordering key of "+id, err)
+			return classify("lock the ordering key of "+id, err)
 		}
 		var err error
 		if m, err = act(ctx, tx, id, decide); err != nil {
@@ -381,7 +328,7 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, dec
 		return insertAction(ctx, tx, a)
 	})
 	if err != nil {
-		return nil, unavailable(string(a.Kind), err)
+		return nil, classify(string(a.Kind), err)
 	}
 	if m.OrderingKey != "" {
 		s.dueNow(m.Route) // the next message of its key may be due now
@@ -391,13 +338,10 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, dec
 
 // act reads a message (locking its row), decides its change and writes it,
 // keeping the order of its key; the caller holds the key's lock.
-func act(ctx context.Context, tx pgx.Tx, id string, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+func act(ctx context.Context, tx pgx.Tx, id string, decide sqlstore.Decide) (*courier.Message, error) {
 	m, seq, err := scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 FOR UPDATE`, id), false)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-	}
 	if err != nil {
-		return nil, unavailable("read message "+id, err)
+		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
 	}
 	next, err := decide(m)
 	if err != nil {
@@ -409,10 +353,15 @@ func act(ctx context.Context, tx pgx.Tx, id string, decide func(*courier.Message
 	}
 	rows, err := tx.Query(ctx, applySQL, args...)
 	if err != nil {
-		return nil, unavailable("change message "+id, err)
+		return nil, classify("change message "+id, err)
 	}
-	if ords, err := pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ords) != 1 {
-		return nil, unavailable("change message "+id, fmt.Errorf("%d rows changed: %v", len(ords), err))
+	ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, classify("change message "+id, err)
+	}
+	if len(ords) != 1 {
+		// The row is locked and was read as it is: the change must apply.
+		return nil, courier.Internal(fmt.Errorf("change message %s: %d rows changed", id, len(ords)))
 	}
 	if err := reorder(ctx, tx, next, prior{seq: seq, route: m.Route, state: m.State}); err != nil {
 		return nil, err
@@ -458,11 +407,9 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 		(SELECT seq FROM messages WHERE route = $1 AND ordering_key = $2 AND `+keyActive+` LIMIT 1),
 		(SELECT seq FROM messages WHERE route = $1 AND ordering_key = $2 AND `+keySuspended+` ORDER BY seq LIMIT 1))`,
 		route, key), false)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route)
-	}
 	if err != nil {
-		return nil, unavailable("read the holder of key "+key, err)
+		return nil, one("read the holder of key "+key, err,
+			courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route))
 	}
 	return m, nil
 }
@@ -470,7 +417,7 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 func insertAction(ctx context.Context, tx pgx.Tx, a courier.Action) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO actions (at, who, kind, subject, detail) VALUES ($1, $2, $3, $4, $5)`,
 		a.At, a.Who, string(a.Kind), a.Subject, nullString(a.Detail)); err != nil {
-		return unavailable("record action", err)
+		return classify("record action", err)
 	}
 	return nil
 }
@@ -478,24 +425,13 @@ func insertAction(ctx context.Context, tx pgx.Tx, a courier.Action) error {
 // Actions returns the operator actions on a subject, oldest first.
 func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
 	rows, err := s.pool.Query(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = $1 ORDER BY seq`, subject)
-	if err != nil {
-		return nil, unavailable("list actions", err)
-	}
-	defer rows.Close()
-	actions := []courier.Action{}
-	for rows.Next() {
+	return collect([]courier.Action{}, rows, err, "list actions", func(row scanner) (courier.Action, error) {
 		a := courier.Action{Subject: subject}
 		var detail pgtype.Text
-		if err := rows.Scan(&a.At, &a.Who, &a.Kind, &detail); err != nil {
-			return nil, unavailable("list actions", err)
-		}
+		err := row.Scan(&a.At, &a.Who, &a.Kind, &detail)
 		a.At, a.Detail = a.At.UTC(), detail.String
-		actions = append(actions, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("list actions", err)
-	}
-	return actions, nil
+		return a, err
+	})
 }
 
 // Purge deletes up to limit terminal messages that finished before the
@@ -510,7 +446,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq)
 		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, before, limit)
 	if err != nil {
-		return 0, unavailable("purge", err)
+		return 0, classify("purge", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -521,14 +457,14 @@ func (s *Store) CountSuspended(ctx context.Context, sender string, limit int) (i
 	var n int
 	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages
 		WHERE sender = $1 AND state = 'suspended' AND sender IS NOT NULL LIMIT $2) AS capped`, sender, limit).Scan(&n); err != nil {
-		return 0, unavailable("count suspended messages of "+sender, err)
+		return 0, classify("count suspended messages of "+sender, err)
 	}
 	return n, nil
 }
 
 // scanMessage reads messageColumns, and the payload after them when payload
 // is set.
-func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
+func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	var m courier.Message
 	var seq int64
 	var prio int16
@@ -547,16 +483,13 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, 0, err
 	}
-	if headers != nil {
-		if err := json.Unmarshal(headers, &m.Headers); err != nil {
-			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
-		}
-	}
-	responses, err := courier.DecodeStepResponses(stepResponses)
-	if err != nil {
+	var err error
+	if m.Headers, err = sqlstore.DecodeHeaders(headers); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
 	}
-	m.StepResponses = responses
+	if m.StepResponses, err = courier.DecodeStepResponses(stepResponses); err != nil {
+		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
+	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(prio), sender.String, workflow.String, recipient.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
 	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
@@ -569,107 +502,22 @@ func scanMessage(row pgx.Row, payload bool) (*courier.Message, int64, error) {
 
 // collectMessages reads every row of a query of messageColumns.
 func collectMessages(rows pgx.Rows, err error, what string) ([]*courier.Message, error) {
-	if err != nil {
-		return nil, unavailable(what, err)
-	}
-	defer rows.Close()
-	var out []*courier.Message
-	for rows.Next() {
-		m, _, err := scanMessage(rows, false)
-		if err != nil {
-			return nil, unavailable(what, err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable(what, err)
-	}
-	return out, nil
+	return collect(nil, rows, err, what, func(row scanner) (*courier.Message, error) {
+		m, _, err := scanMessage(row, false)
+		return m, err
+	})
 }
 
-// where builds the conditions of a query with numbered parameters.
-type where struct {
-	conds []string
-	args  []any
-}
-
-// arg adds an argument and returns its placeholder.
-func (w *where) arg(v any) string {
-	w.args = append(w.args, v)
-	return "$" + strconv.Itoa(len(w.args))
-}
-
-// add adds a condition whose one "?" stands for v.
-func (w *where) add(cond string, v any) {
-	w.conds = append(w.conds, strings.Replace(cond, "?", w.arg(v), 1))
-}
-
-func (w *where) sql() string {
-	if len(w.conds) == 0 {
-		return ""
-	}
-	return " WHERE " + strings.Join(w.conds, " AND ")
-}
-
-// filter adds a filter's fields (all but cursor and limit).
-func (w *where) filter(f courier.MessageFilter) {
-	if f.State != "" {
-		w.add("state = ?", string(f.State))
-	}
-	if f.Type != "" {
-		w.add("type = ?", f.Type)
-	}
-	if f.Route != "" {
-		w.add("route = ?", f.Route)
-	}
-	if f.Endpoint != "" {
-		w.add("endpoint = ?", f.Endpoint)
-	}
-	if f.Reason != "" {
-		w.add("reason = ?", string(f.Reason))
-	}
-	if f.Sender != "" {
-		w.add("sender = ?", f.Sender)
-	}
-	if !f.CreatedAfter.IsZero() {
-		w.add("created_at >= ?", f.CreatedAfter)
-	}
-	if !f.CreatedBefore.IsZero() {
-		w.add("created_at < ?", f.CreatedBefore)
-	}
-}
-
+// encodeHeaders is sqlstore.EncodeHeaders, NULL for none.
 func encodeHeaders(h map[string]string) (*string, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
-	s := string(b)
-	return &s, nil
+	text, err := sqlstore.EncodeHeaders(h)
+	return nullString(text), err
 }
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (*string, error) {
 	text, err := courier.EncodeStepResponses(r)
 	return nullString(text), err
-}
-
-func encodeCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
-}
-
-func decodeCursor(c string) (int64, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		var seq int64
-		if seq, err = strconv.ParseInt(string(b), 10, 64); err == nil && seq > 0 {
-			return seq, nil
-		}
-	}
-	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
 }
 
 // ts stores a time; the zero time as NULL.
@@ -692,18 +540,4 @@ func nullString(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
-func orDefault(t, def time.Time) time.Time {
-	if t.IsZero() {
-		return def
-	}
-	return t
 }

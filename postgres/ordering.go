@@ -27,7 +27,7 @@ func readGroup(ctx context.Context, tx pgx.Tx, route, key string, except int64) 
 	var g courier.KeyGroup
 	var suspended, waiting *int64
 	if err := tx.QueryRow(ctx, groupSQL, route, key, except).Scan(&g.Active, &suspended, &waiting); err != nil {
-		return g, unavailable(fmt.Sprintf("read ordering key %s on %s", key, route), err)
+		return g, classify(fmt.Sprintf("read ordering key %s on %s", key, route), err)
 	}
 	if suspended != nil {
 		g.OldestSuspended = *suspended
@@ -80,7 +80,7 @@ func join(ctx context.Context, tx pgx.Tx, m *courier.Message, seq int64) error {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE messages SET next_attempt_at = NULL WHERE seq = $1 AND state = 'queued'`, seq); err != nil {
-		return unavailable("make "+m.ID+" wait for its key", err)
+		return classify("make "+m.ID+" wait for its key", err)
 	}
 	courier.Wait(m)
 	return nil
@@ -101,7 +101,7 @@ func settle(ctx context.Context, tx pgx.Tx, route, key string, now time.Time) (i
 	w := &courier.Message{}
 	var deliverAfter *time.Time
 	if err := tx.QueryRow(ctx, `SELECT deliver_after FROM messages WHERE seq = $1`, seq).Scan(&deliverAfter); err != nil {
-		return 0, time.Time{}, unavailable(fmt.Sprintf("read the next message of key %s on %s", key, route), err)
+		return 0, time.Time{}, classify(fmt.Sprintf("read the next message of key %s on %s", key, route), err)
 	}
 	if deliverAfter != nil {
 		w.DeliverAfter = *deliverAfter
@@ -109,7 +109,7 @@ func settle(ctx context.Context, tx pgx.Tx, route, key string, now time.Time) (i
 	p := courier.Promoted(w, now)
 	if _, err := tx.Exec(ctx, `UPDATE messages SET next_attempt_at = $1, round_started_at = $2, timer_at = $2, updated_at = $2
 		WHERE seq = $3 AND state = 'queued' AND next_attempt_at IS NULL`, p.NextAttemptAt, p.RoundStartedAt, seq); err != nil {
-		return 0, time.Time{}, unavailable(fmt.Sprintf("let the next message of key %s on %s go", key, route), err)
+		return 0, time.Time{}, classify(fmt.Sprintf("let the next message of key %s on %s go", key, route), err)
 	}
 	return seq, p.NextAttemptAt, nil
 }
@@ -134,20 +134,24 @@ func readPriors(ctx context.Context, tx pgx.Tx, changes []courier.Change) (map[s
 		return out, nil
 	}
 	rows, err := tx.Query(ctx, `SELECT id, seq, route, state FROM messages WHERE id = ANY($1)`, ids)
+	type keyed struct {
+		id string
+		prior
+	}
+	found, err := collect(nil, rows, err, "read keyed messages", func(row scanner) (keyed, error) {
+		var k keyed
+		var state string
+		err := row.Scan(&k.id, &k.seq, &k.route, &state)
+		k.state = courier.State(state)
+		return k, err
+	})
 	if err != nil {
-		return nil, unavailable("read keyed messages", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, state string
-		var p prior
-		if err := rows.Scan(&id, &p.seq, &p.route, &state); err != nil {
-			return nil, unavailable("read keyed messages", err)
-		}
-		p.state = courier.State(state)
-		out[id] = p
+	for _, k := range found {
+		out[k.id] = k.prior
 	}
-	return out, unavailableIf("read keyed messages", rows.Err())
+	return out, nil
 }
 
 // reorder keeps the order of keyed message m after a change from where it
@@ -170,11 +174,4 @@ func reorder(ctx context.Context, tx pgx.Tx, m *courier.Message, p prior) error 
 		return err
 	}
 	return nil
-}
-
-func unavailableIf(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return unavailable(what, err)
 }

@@ -9,11 +9,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -155,45 +153,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := path.Base(name)
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its version number", base)
-		}
-		if version <= current {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
+	return sqlstore.Migrate(migrations, current, func(m sqlstore.Migration) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version)
 			return err
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// unavailable wraps a database failure: the caller may try again later.
-func unavailable(what string, err error) error {
-	var ce *courier.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	return courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
+	})
 }
 
 // Ping checks that the database answers and takes writes (it is not a
@@ -201,7 +169,7 @@ func unavailable(what string, err error) error {
 func (s *Store) Ping(ctx context.Context) error {
 	var writable bool
 	if err := s.pool.QueryRow(ctx, `SELECT NOT pg_is_in_recovery()`).Scan(&writable); err != nil {
-		return unavailable("ping", err)
+		return classify("ping", err)
 	}
 	if !writable {
 		return courier.Unavailable("the store", errors.New("the database is a read-only standby"))

@@ -20,7 +20,7 @@ func (s *Store) CountLive(ctx context.Context) (courier.LiveCounts, error) {
 		(SELECT count(*) FROM messages WHERE state = 'suspended')`).
 		Scan(&c.Queued, &c.Inflight, &c.Suspended)
 	if err != nil {
-		return c, unavailable("count live messages", err)
+		return c, classify("count live messages", err)
 	}
 	return c, nil
 }

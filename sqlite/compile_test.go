@@ -9,6 +9,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -69,16 +70,7 @@ func TestDeliveryStatementsCompileOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		changes := deliveredChanges(got, now)
-		applied, err := s.Apply(ctx, changes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, ok := range applied {
-			if !ok {
-				t.Fatalf("outcome of %s not applied", changes[i].Message.ID)
-			}
-		}
+		storetest.MustApply(t, s, deliveredChanges(got, now)...)
 		return len(got)
 	}
 	round(3)

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
 // dueSQL lists the due messages of several routes in one statement: ?1 is
@@ -99,7 +99,7 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 		list, _ := json.Marshal(routes)
 		rows, err := tx.Stmt(s.dueStmt).Query(string(list), micros(c.Now), limit, int64(s.priorities.set()))
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			return classify("claim", err)
 		}
 		found := make([]string, len(routes))
 		for rows.Next() {
@@ -107,14 +107,14 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 			var due sql.NullString
 			if err := rows.Scan(&i, &due); err != nil {
 				rows.Close()
-				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+				return classify("claim", err)
 			}
 			if i >= 0 && i < len(found) {
 				found[i] = due.String
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			return classify("claim", err)
 		}
 		// Each route up to its own quota, in the order given, all
 		// together up to Max.
@@ -130,7 +130,7 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 				field, due, _ = strings.Cut(due, ",")
 				seq, err := strconv.ParseInt(field, 10, 64)
 				if err != nil {
-					return courier.Unavailable("the store", fmt.Errorf("claim: a due seq %q: %w", field, err))
+					return classify(fmt.Sprintf("claim: a due seq %q", field), err)
 				}
 				seqs = append(seqs, seq)
 			}
@@ -140,34 +140,29 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 		}
 		list, _ = json.Marshal(seqs)
 		if _, err := tx.Stmt(s.leaseStmt).Exec(string(list), micros(c.LeaseUntil), c.Owner, micros(c.Now)); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			return classify("claim", err)
 		}
 		rows, err = tx.Stmt(s.leasedStmt).Query(string(list))
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			return classify("claim", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			m, _, err := scanMessageSeq(rows, true)
 			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+				return classify("claim", err)
 			}
 			out = append(out, m)
 		}
 		if err := rows.Err(); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("claim: %w", err))
+			return classify("claim", err)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Priority != out[j].Priority {
-			return out[i].Priority > out[j].Priority
-		}
-		return out[i].NextAttemptAt.Before(out[j].NextAttemptAt)
-	})
+	sqlstore.SortClaimed(out)
 	return out, nil
 }
 
@@ -190,7 +185,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			if a := c.Attempt; a != nil {
 				if _, err := attempt.Exec(m.ID, int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
 					string(a.Outcome), nullString(string(a.Class)), int64(a.Status), nullString(a.Error), nullString(a.Response)); err != nil {
-					return courier.Unavailable("the store", fmt.Errorf("record attempt of %s: %w", m.ID, err))
+					return classify("record attempt of "+m.ID, err)
 				}
 			}
 			for _, n := range c.Notices {
@@ -219,7 +214,7 @@ func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
-			return false, courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
+			return false, classify("apply "+m.ID, err)
 		}
 	}
 	responses, err := encodeStepResponses(m.StepResponses)
@@ -234,7 +229,7 @@ func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 		m.ID, string(c.From), int64(c.Token), m.OrderSkipped, int64(m.Step), int64(m.FailedStep), responses,
 		int64(m.ResubmitCount), nullString(m.Workflow))
 	if err != nil {
-		return false, courier.Unavailable("the store", fmt.Errorf("apply %s: %w", m.ID, err))
+		return false, classify("apply "+m.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
@@ -263,22 +258,7 @@ func (s *Store) DueTimers(ctx context.Context, now time.Time, limit int) ([]*cou
 
 func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]*courier.Message, error) {
 	rows, err := s.rdb.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
-	}
-	defer rows.Close()
-	var out []*courier.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("%s: %w", what, err))
-	}
-	return out, nil
+	return collect(nil, rows, err, what, scanMessage)
 }
 
 // dueRoutesSQL lists the routes with claimable messages, each with its
@@ -304,22 +284,11 @@ var dueRoutesSQL = func() string {
 // DueRoutes lists the routes with claimable messages and when each is due.
 func (s *Store) DueRoutes(ctx context.Context) ([]courier.RouteDue, error) {
 	rows, err := s.rdb.QueryContext(ctx, dueRoutesSQL)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
-	}
-	defer rows.Close()
-	var out []courier.RouteDue
-	for rows.Next() {
+	return collect(nil, rows, err, "due routes", func(row scanner) (courier.RouteDue, error) {
 		var d courier.RouteDue
 		var at int64
-		if err := rows.Scan(&d.Route, &at); err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
-		}
+		err := row.Scan(&d.Route, &at)
 		d.At = fromMicros(at)
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("due routes: %w", err))
-	}
-	return out, nil
+		return d, err
+	})
 }

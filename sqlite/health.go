@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -15,19 +14,7 @@ const healthColumns = `endpoint, state, failures, suspensions, suspended_until, 
 // Health returns every stored endpoint health.
 func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("read endpoint health: %w", err))
-	}
-	defer rows.Close()
-	var out []courier.EndpointHealth
-	for rows.Next() {
-		h, err := scanHealth(rows)
-		if err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("read endpoint health: %w", err))
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return collect(nil, rows, err, "read endpoint health", scanHealth)
 }
 
 // UpdateHealth applies next to an endpoint's health in one transaction.
@@ -39,13 +26,13 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 			h, err = courier.EndpointHealth{Endpoint: endpoint, State: courier.HealthActive}, nil
 		}
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("read health of %s: %w", endpoint, err))
+			return classify("read health of "+endpoint, err)
 		}
 		out = next(h)
 		out.Endpoint = endpoint
 		if out.Forgettable() {
 			if _, err := tx.Exec(`DELETE FROM endpoint_health WHERE endpoint = ?`, endpoint); err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("forget health of %s: %w", endpoint, err))
+				return classify("forget health of "+endpoint, err)
 			}
 		} else if _, err := tx.Exec(`INSERT INTO endpoint_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
@@ -53,7 +40,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 			probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
 			endpoint, string(out.State), out.Failures, out.Suspensions, micros(out.SuspendedUntil),
 			micros(out.ProbeUntil), micros(out.UpdatedAt)); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("write health of %s: %w", endpoint, err))
+			return classify("write health of "+endpoint, err)
 		}
 		if a != nil {
 			return insertAction(tx, *a)
@@ -85,7 +72,7 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 		if err := s.rdb.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM messages INDEXED BY messages_queued WHERE `+queuedDue+` AND route = ?1) +
 			(SELECT COUNT(*) FROM messages INDEXED BY messages_key_waiting WHERE route = ?1 AND `+keyWaiting+`)`, r).Scan(&n); err != nil {
-			return 0, courier.Unavailable("the store", fmt.Errorf("count queued of %s: %w", r, err))
+			return 0, classify("count queued of "+r, err)
 		}
 		total += n
 	}
@@ -96,19 +83,10 @@ func (s *Store) CountQueued(ctx context.Context, routes []string) (int, error) {
 func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT DISTINCT route FROM messages INDEXED BY messages_queued WHERE `+queuedDue+`
 		UNION SELECT DISTINCT route FROM messages INDEXED BY messages_key_waiting WHERE `+keyWaiting)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("queued routes: %w", err))
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
+	return collect(nil, rows, err, "queued routes", func(row scanner) (string, error) {
 		var r string
-		if err := rows.Scan(&r); err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("queued routes: %w", err))
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		return r, row.Scan(&r)
+	})
 }
 
 // SuspendRoute suspends the queued messages of a route.
@@ -119,7 +97,7 @@ func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.R
 			timer_at = NULL, updated_at = ?, finished_at = ? WHERE state = 'queued' AND route = ?`,
 			string(reason), lastError, micros(now), micros(now), route)
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("suspend route %s: %w", route, err))
+			return classify("suspend route "+route, err)
 		}
 		n, _ = res.RowsAffected()
 		return nil

@@ -3,17 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	// Headers are decoded on every claim, inside the writer's transaction.
-	json "github.com/goccy/go-json"
+	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
 // messageColumns are read by scanMessage, in this order.
@@ -59,13 +54,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			m.NextAttemptAt = due
 			stored, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID))
 			if err != nil {
-				return courier.Unavailable("the store", fmt.Errorf("read existing message %s: %w", m.ID, err))
+				return classify("read existing message "+m.ID, err)
 			}
-			status := courier.IngestExists
-			if stored.Hash != m.Hash {
-				status = courier.IngestConflict
-			}
-			results[i] = courier.IngestResult{Status: status, Message: stored}
+			results[i] = sqlstore.Existing(stored, m)
 		}
 		return nil
 	})
@@ -78,11 +69,8 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 // Message returns one message.
 func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
 	m, _, err := scanMessageSeq(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+withPayload+` FROM messages WHERE id = ?`, id), true)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-	}
 	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("read message %s: %w", id, err))
+		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
 	}
 	return m, nil
 }
@@ -90,50 +78,22 @@ func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = courier.DefaultListLimit
-	}
-	if limit > courier.MaxListLimit {
-		limit = courier.MaxListLimit
-	}
-	where, args := filterWhere(f)
-	if f.Cursor != "" {
-		seq, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return courier.MessagePage{}, err
-		}
-		where, args = append(where, "seq < ?"), append(args, seq)
-	}
-	q := `SELECT ` + messageColumns + ` FROM messages`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY seq DESC LIMIT ?`
-	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	w := sqlstore.Where{Time: micros}
+	q, limit, err := sqlstore.ListQuery(&w, messageColumns, f)
 	if err != nil {
-		return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
+		return courier.MessagePage{}, err
 	}
-	defer rows.Close()
-	var page courier.MessagePage
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Messages) == limit {
-			page.Next = encodeCursor(lastSeq)
-			break
-		}
-		m, seq, err := scanMessageSeq(rows, false)
-		if err != nil {
-			return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
-		}
-		page.Messages = append(page.Messages, m)
-		lastSeq = seq
+	rows, err := s.rdb.QueryContext(ctx, q, w.Args...)
+	var seqs []int64
+	msgs, err := collect(nil, rows, err, "list messages", func(row scanner) (*courier.Message, error) {
+		m, seq, err := scanMessageSeq(row, false)
+		seqs = append(seqs, seq)
+		return m, err
+	})
+	if err != nil {
+		return courier.MessagePage{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return courier.MessagePage{}, courier.Unavailable("the store", fmt.Errorf("list messages: %w", err))
-	}
-	return page, nil
+	return sqlstore.Page(msgs, seqs, limit), nil
 }
 
 // Attempts returns the attempts of a message, oldest first.
@@ -143,50 +103,35 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
 		class, status, error, response FROM attempts WHERE message_id = ? ORDER BY n`, id)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
-	}
-	defer rows.Close()
-	attempts := []courier.Attempt{}
-	for rows.Next() {
+	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
 		a := courier.Attempt{MessageID: id}
 		var started, durationUS int64
 		var class, errText, response sql.NullString
-		if err := rows.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome,
-			&class, &a.Status, &errText, &response); err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
-		}
+		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
 		a.StartedAt = fromMicros(started)
 		a.Duration = time.Duration(durationUS) * time.Microsecond
 		a.Class = courier.ErrorClass(class.String)
 		a.Error = errText.String
 		a.Response = response.String
-		attempts = append(attempts, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("list attempts: %w", err))
-	}
-	return attempts, nil
+		return a, err
+	})
 }
 
 // Discard moves a queued or suspended message to discarded.
 func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
-	a.Kind, a.Subject = courier.ActionDiscard, id
-	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, a.At) })
+	a, decide := sqlstore.Discard(id, a)
+	return s.transition(ctx, id, a, decide)
 }
 
 // Resubmit moves a suspended message back to queued, due now.
 func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
-	a.Kind, a.Subject, a.Detail = courier.ActionResubmit, id, ""
-	if route != "" {
-		a.Detail = "route=" + route
-	}
-	return s.transition(ctx, id, a, func(m *courier.Message) (*courier.Message, error) { return courier.Resubmit(m, route, a.At) })
+	a, decide := sqlstore.Resubmit(id, route, a)
+	return s.transition(ctx, id, a, decide)
 }
 
 // transition reads a message, changes it as decide says and records the
 // operator action, in one transaction.
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
 	var out *courier.Message
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		m, err := s.act(tx, id, decide)
@@ -204,13 +149,10 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, dec
 
 // act reads a message, decides its change and writes it, keeping the order
 // of its key. The single writer makes the read and the write one.
-func (s *Store) act(tx *sql.Tx, id string, decide func(*courier.Message) (*courier.Message, error)) (*courier.Message, error) {
+func (s *Store) act(tx *sql.Tx, id string, decide sqlstore.Decide) (*courier.Message, error) {
 	m, _, err := scanMessageSeq(tx.Stmt(s.selectStmt).QueryRow(id), false)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
-	}
 	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("read message %s: %w", id, err))
+		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
 	}
 	next, err := decide(m)
 	if err != nil {
@@ -226,7 +168,7 @@ func insertAction(tx *sql.Tx, a courier.Action) error {
 	_, err := tx.Exec(`INSERT INTO actions (at, who, kind, subject, detail) VALUES (?, ?, ?, ?, ?)`,
 		micros(a.At), a.Who, string(a.Kind), a.Subject, nullString(a.Detail))
 	if err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("record action: %w", err))
+		return classify("record action", err)
 	}
 	return nil
 }
@@ -255,11 +197,9 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 			WHERE route = ?1 AND ordering_key = ?2 AND `+keyActive+` LIMIT 1),
 		(SELECT seq FROM messages INDEXED BY messages_key_suspended
 			WHERE route = ?1 AND ordering_key = ?2 AND `+keySuspended+` ORDER BY seq LIMIT 1))`, route, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route)
-	}
 	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("read the holder of key %s: %w", key, err))
+		return nil, one("read the holder of key "+key, err,
+			courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route))
 	}
 	return m, nil
 }
@@ -267,68 +207,50 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 // Actions returns the operator actions on a subject, oldest first.
 func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = ? ORDER BY seq`, subject)
-	if err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
-	}
-	defer rows.Close()
-	actions := []courier.Action{}
-	for rows.Next() {
+	return collect([]courier.Action{}, rows, err, "list actions", func(row scanner) (courier.Action, error) {
 		a := courier.Action{Subject: subject}
 		var at int64
 		var detail sql.NullString
-		if err := rows.Scan(&at, &a.Who, &a.Kind, &detail); err != nil {
-			return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
-		}
+		err := row.Scan(&at, &a.Who, &a.Kind, &detail)
 		a.At, a.Detail = fromMicros(at), detail.String
-		actions = append(actions, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, courier.Unavailable("the store", fmt.Errorf("list actions: %w", err))
-	}
-	return actions, nil
+		return a, err
+	})
 }
 
 // Purge deletes up to limit terminal messages that finished before the
 // cutoff, with their attempts and actions.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+	type purgeable struct {
+		seq int64
+		id  string
+	}
 	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.Query(`SELECT seq, id FROM messages INDEXED BY messages_finished
 			WHERE state IN ('delivered', 'discarded') AND finished_at < ? LIMIT ?`, micros(before), limit)
+		gone, err := collect(nil, rows, err, "select purgeable", func(row scanner) (purgeable, error) {
+			var p purgeable
+			return p, row.Scan(&p.seq, &p.id)
+		})
 		if err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
+			return err
 		}
-		var seqs []int64
-		var ids []string
-		for rows.Next() {
-			var seq int64
-			var id string
-			if err := rows.Scan(&seq, &id); err != nil {
-				rows.Close()
-				return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
-			}
-			seqs, ids = append(seqs, seq), append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return courier.Unavailable("the store", fmt.Errorf("select purgeable: %w", err))
-		}
-		for i := range seqs {
+		for _, p := range gone {
 			for _, q := range []struct {
 				sql string
 				arg any
 			}{
-				{`DELETE FROM attempts WHERE message_id = ?`, ids[i]},
-				{`DELETE FROM actions WHERE subject = ?`, ids[i]},
-				{`DELETE FROM messages WHERE seq = ?`, seqs[i]},
-				{`DELETE FROM bodies WHERE seq = ?`, seqs[i]},
+				{`DELETE FROM attempts WHERE message_id = ?`, p.id},
+				{`DELETE FROM actions WHERE subject = ?`, p.id},
+				{`DELETE FROM messages WHERE seq = ?`, p.seq},
+				{`DELETE FROM bodies WHERE seq = ?`, p.seq},
 			} {
 				if _, err := tx.Exec(q.sql, q.arg); err != nil {
-					return courier.Unavailable("the store", fmt.Errorf("purge %s: %w", ids[i], err))
+					return classify("purge "+p.id, err)
 				}
 			}
 		}
-		n = len(seqs)
+		n = len(gone)
 		return nil
 	})
 	return n, err
@@ -341,12 +263,13 @@ func (s *Store) CountSuspended(ctx context.Context, sender string, limit int) (i
 	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM messages INDEXED BY messages_suspended_sender
 		WHERE sender = ? AND state = 'suspended' AND sender IS NOT NULL LIMIT ?)`, sender, limit).Scan(&n)
 	if err != nil {
-		return 0, courier.Unavailable("the store", fmt.Errorf("count suspended messages of %s: %w", sender, err))
+		return 0, classify("count suspended messages of "+sender, err)
 	}
 	return n, nil
 }
 
-type scanner interface{ Scan(dest ...any) error }
+// scanner is a row to read, of a query of rows or of one row.
+type scanner = sqlstore.Scanner
 
 func scanMessage(row scanner) (*courier.Message, error) {
 	m, _, err := scanMessageSeq(row, false)
@@ -392,10 +315,8 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	if r.headers.Valid {
-		if err := json.Unmarshal([]byte(r.headers.String), &m.Headers); err != nil {
-			return nil, 0, fmt.Errorf("message %s: headers: %w", m.ID, err)
-		}
+	if m.Headers, err = sqlstore.DecodeHeaders([]byte(r.headers.String)); err != nil {
+		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
 	}
 	if m.StepResponses, err = courier.DecodeStepResponses(r.stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: step responses: %w", m.ID, err)
@@ -443,36 +364,16 @@ func fromAnyMicros(v any) time.Time {
 	return time.Time{}
 }
 
+// encodeHeaders is sqlstore.EncodeHeaders, NULL for none.
 func encodeHeaders(h map[string]string) (any, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
-	return string(b), nil
+	text, err := sqlstore.EncodeHeaders(h)
+	return nullString(text), err
 }
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (any, error) {
 	text, err := courier.EncodeStepResponses(r)
 	return nullString(text), err
-}
-
-func encodeCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
-}
-
-func decodeCursor(c string) (int64, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		var seq int64
-		if seq, err = strconv.ParseInt(string(b), 10, 64); err == nil && seq > 0 {
-			return seq, nil
-		}
-	}
-	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
 }
 
 // micros stores a time as unix microseconds; the zero time as NULL.
@@ -499,21 +400,6 @@ func nullString(s string) any {
 	return s
 }
 
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
-// orNow returns t, or def when t is zero.
-func orNow(t, def time.Time) time.Time {
-	if t.IsZero() {
-		return def
-	}
-	return t
-}
-
 // execInsert inserts a message and its payload in tx unless its id
 // exists, and reports whether it did.
 func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Message) (bool, error) {
@@ -532,54 +418,20 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
-		micros(orNow(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
+		micros(sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
 		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient))
 	if err != nil {
-		return false, courier.Unavailable("the store", fmt.Errorf("insert message %s: %w", m.ID, err))
+		return false, classify("insert message "+m.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
 	seq, err := res.LastInsertId()
 	if err == nil {
-		_, err = body.Exec(seq, nonNil(m.Payload))
+		_, err = body.Exec(seq, sqlstore.NonNil(m.Payload))
 	}
 	if err != nil {
-		return false, courier.Unavailable("the store", fmt.Errorf("insert payload of %s: %w", m.ID, err))
+		return false, classify("insert payload of "+m.ID, err)
 	}
 	return true, nil
-}
-
-// filterWhere turns a filter's fields (all but cursor and limit) into SQL
-// conditions and their arguments.
-func filterWhere(f courier.MessageFilter) (where []string, args []any) {
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
-	if f.State != "" {
-		add("state = ?", string(f.State))
-	}
-	if f.Type != "" {
-		add("type = ?", f.Type)
-	}
-	if f.Route != "" {
-		add("route = ?", f.Route)
-	}
-	if f.Endpoint != "" {
-		add("endpoint = ?", f.Endpoint)
-	}
-	if f.Reason != "" {
-		add("reason = ?", string(f.Reason))
-	}
-	if f.Sender != "" {
-		add("sender = ?", f.Sender)
-	}
-	if !f.CreatedAfter.IsZero() {
-		add("created_at >= ?", micros(f.CreatedAfter))
-	}
-	if !f.CreatedBefore.IsZero() {
-		add("created_at < ?", micros(f.CreatedBefore))
-	}
-	return where, args
 }

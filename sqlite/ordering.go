@@ -37,7 +37,7 @@ func (s *Store) readGroup(tx *sql.Tx, route, key string, except int64) (courier.
 	var g courier.KeyGroup
 	var suspended, waiting sql.NullInt64
 	if err := tx.Stmt(s.groupStmt).QueryRow(route, key, except).Scan(&g.Active, &suspended, &waiting); err != nil {
-		return g, courier.Unavailable("the store", fmt.Errorf("read ordering key %s on %s: %w", key, route, err))
+		return g, classify(fmt.Sprintf("read ordering key %s on %s", key, route), err)
 	}
 	g.OldestSuspended, g.OldestWaiting = suspended.Int64, waiting.Int64
 	return g, nil
@@ -73,7 +73,7 @@ func (s *Store) join(tx *sql.Tx, m *courier.Message, seq int64) error {
 		return nil
 	}
 	if _, err := tx.Stmt(s.waitStmt).Exec(seq); err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("make %s wait for its key: %w", m.ID, err))
+		return classify(fmt.Sprintf("make %s wait for its key", m.ID), err)
 	}
 	courier.Wait(m)
 	return nil
@@ -92,7 +92,7 @@ func (s *Store) settle(tx *sql.Tx, route, key string, now time.Time) error {
 	}
 	var deliverAfter sql.NullInt64
 	if err := tx.Stmt(s.afterStmt).QueryRow(seq).Scan(&deliverAfter); err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("read the next message of key %s on %s: %w", key, route, err))
+		return classify(fmt.Sprintf("read the next message of key %s on %s", key, route), err)
 	}
 	w := &courier.Message{}
 	if deliverAfter.Valid {
@@ -100,7 +100,7 @@ func (s *Store) settle(tx *sql.Tx, route, key string, now time.Time) error {
 	}
 	p := courier.Promoted(w, now)
 	if _, err := tx.Stmt(s.promoteStmt).Exec(micros(p.NextAttemptAt), micros(p.RoundStartedAt), seq); err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("let the next message of key %s on %s go: %w", key, route, err))
+		return classify(fmt.Sprintf("let the next message of key %s on %s go", key, route), err)
 	}
 	return nil
 }

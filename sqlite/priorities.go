@@ -48,7 +48,7 @@ func (p *priorities) note(tx *sql.Tx, n int) error {
 		return nil
 	}
 	if _, err := tx.Exec(`INSERT OR IGNORE INTO priorities (priority) VALUES (?)`, n); err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("note priority %d: %w", n, err))
+		return classify(fmt.Sprintf("note priority %d", n), err)
 	}
 	p.bits.Or(1 << n)
 	return nil

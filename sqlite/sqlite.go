@@ -9,13 +9,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +20,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
@@ -240,41 +238,20 @@ func migrate(db *sql.DB) error {
 	if err := db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := filepath.Base(name)
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its version number", base)
-		}
-		if version <= current {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	return sqlstore.Migrate(migrations, current, func(m sqlstore.Migration) error {
 		tx, err := db.Begin()
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(string(body)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %s: %w", base, err)
-		}
-		if _, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, version); err != nil {
-			tx.Rollback()
+		defer tx.Rollback()
+		if _, err := tx.Exec(m.SQL); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %s: %w", base, err)
+		if _, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, m.Version); err != nil {
+			return err
 		}
-	}
-	return nil
+		return tx.Commit()
+	})
 }
 
 // write runs fn in the next group transaction and returns once that
@@ -469,7 +446,7 @@ func (e *opError) Error() string { return e.err.Error() }
 func (s *Store) runTx(ops []*op) error {
 	tx, err := s.wdb.BeginTx(context.Background(), nil)
 	if err != nil {
-		return courier.Unavailable("the store", fmt.Errorf("begin: %w", err))
+		return classify("begin", err)
 	}
 	for _, o := range ops {
 		if err := o.fn(tx); err != nil {
@@ -479,7 +456,7 @@ func (s *Store) runTx(ops []*op) error {
 	}
 	if err := tx.Commit(); err != nil {
 		tx.Rollback()
-		return courier.Unavailable("the store", fmt.Errorf("commit: %w", err))
+		return classify("commit", err)
 	}
 	return nil
 }
@@ -499,7 +476,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
-		return courier.Unavailable("the store", err)
+		return classify("ping", err)
 	}
 	return nil
 }

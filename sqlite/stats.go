@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -21,7 +20,7 @@ func (s *Store) CountLive(ctx context.Context) (courier.LiveCounts, error) {
 		(SELECT COUNT(*) FROM messages INDEXED BY messages_suspended WHERE state = 'suspended')`).
 		Scan(&c.Queued, &c.Inflight, &c.Suspended)
 	if err != nil {
-		return c, courier.Unavailable("the store", fmt.Errorf("count live messages: %w", err))
+		return c, classify("count live messages", err)
 	}
 	return c, nil
 }

@@ -30,9 +30,6 @@ func AttemptStep(t *testing.T, store courier.Store, top *courier.Topology, route
 	if !r.Delivered() {
 		a.Outcome, a.Class, a.Error = courier.OutcomeFailed, r.Class, r.Error
 	}
-	applied, err := store.Apply(ctx, []courier.Change{{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Attempt: a, Notices: notices}})
-	if err != nil || !applied[0] {
-		t.Fatalf("apply the attempt on %s: %v %v", route, applied, err)
-	}
+	MustApply(t, store, courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Attempt: a, Notices: notices})
 	return next
 }

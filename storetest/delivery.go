@@ -135,10 +135,8 @@ func testApply(t *testing.T, s courier.Store) {
 	}
 	done := *claimed[0]
 	done.State, done.FinishedAt, done.NextAttemptAt, done.TimerAt = courier.StateDelivered, base.Add(time.Hour), time.Time{}, time.Time{}
-	if applied, err := s.Apply(ctx, []courier.Change{{Message: &done, From: courier.StateInflight, Token: 2,
-		Attempt: &courier.Attempt{N: 2, Endpoint: "e", Route: "acme", StartedAt: base.Add(time.Hour), Outcome: courier.OutcomeDelivered, Status: 204}}}); err != nil || !applied[0] {
-		t.Fatalf("deliver: %v %v", applied, err)
-	}
+	MustApply(t, s, courier.Change{Message: &done, From: courier.StateInflight, Token: 2,
+		Attempt: &courier.Attempt{N: 2, Endpoint: "e", Route: "acme", StartedAt: base.Add(time.Hour), Outcome: courier.OutcomeDelivered, Status: 204}})
 	if n, err := s.Purge(ctx, base.Add(2*time.Hour), 10); err != nil || n != 1 {
 		t.Fatalf("purge of the delivered message: %d %v", n, err)
 	}

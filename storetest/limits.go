@@ -13,18 +13,12 @@ import (
 // RunLimits runs the suite of courier.SharedLimits against limits made by
 // open, for stores that several nodes share.
 func RunLimits(t *testing.T, open func(t *testing.T) courier.SharedLimits) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, l courier.SharedLimits)
-	}{
+	suite[courier.SharedLimits]{
 		{"SlotsNeverExceedMax", testSlotsNeverExceedMax},
 		{"SlotsReleaseAndLapse", testSlotsReleaseAndLapse},
 		{"SlotsManyEndpoints", testSlotsManyEndpoints},
 		{"BookStartSpacesStarts", testBookStart},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
-	}
+	}.run(t, open)
 }
 
 // testSlotsNeverExceedMax: owners asking at once together never hold more

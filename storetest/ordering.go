@@ -70,15 +70,7 @@ func fireTimers(t *testing.T, s courier.Store, r *courier.Route, now time.Time, 
 		courier.KeepOrder(next, r)
 		changes = append(changes, courier.Change{Message: next, From: courier.StateQueued, Token: m.TotalAttempts, Notices: notices})
 	}
-	applied, err := s.Apply(ctx, changes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, ok := range applied {
-		if !ok {
-			t.Fatalf("the timer change of %s did not apply", changes[i].Message.ID)
-		}
-	}
+	MustApply(t, s, changes...)
 }
 
 // blockRoute is a route whose ordered_on_failure is block.
@@ -167,9 +159,7 @@ func testOrderingOneAtATime(t *testing.T, s courier.Store) {
 	// A retry keeps the key: a2 is due again later, a3 still waits.
 	retry := *got[0]
 	retry.State, retry.Attempts, retry.NextAttemptAt, retry.LeaseUntil = courier.StateQueued, 1, base.Add(time.Minute), time.Time{}
-	if applied, err := s.Apply(ctx, []courier.Change{{Message: &retry, From: courier.StateInflight, Token: got[0].TotalAttempts}}); err != nil || !applied[0] {
-		t.Fatalf("retry: %v %v", applied, err)
-	}
+	MustApply(t, s, courier.Change{Message: &retry, From: courier.StateInflight, Token: got[0].TotalAttempts})
 	claimWant(t, s, base.Add(30*time.Second), "[]")
 	got = claimWant(t, s, base.Add(time.Minute), "[a2]")
 	finish(t, s, got[0], courier.StateDelivered, false, base.Add(time.Minute))
@@ -467,7 +457,6 @@ func testOrderingLeaveRoute(t *testing.T, s courier.Store) {
 }
 
 func testOrderingMoveRoute(t *testing.T, s courier.Store) {
-	ctx := context.Background()
 	mustCreate(t, s, keyed("a1", "acme", "k"), keyed("a2", "acme", "k"), keyed("a3", "acme", "k"), keyed("g1", "globex", "k"))
 	got := claimWant(t, s, base, "[a1]")
 	finish(t, s, got[0], courier.StateSuspended, false, base)
@@ -485,9 +474,7 @@ func testOrderingMoveRoute(t *testing.T, s courier.Store) {
 	fb := *got[0]
 	fb.State, fb.Route, fb.FallbackFrom, fb.OrderSkipped = courier.StateQueued, "globex", "acme", false
 	fb.NextAttemptAt, fb.LeaseUntil, fb.UpdatedAt = base.Add(2*time.Minute), time.Time{}, base.Add(2*time.Minute)
-	if applied, err := s.Apply(ctx, []courier.Change{{Message: &fb, From: courier.StateInflight, Token: got[0].TotalAttempts}}); err != nil || !applied[0] {
-		t.Fatalf("fallback: %v %v", applied, err)
-	}
+	MustApply(t, s, courier.Change{Message: &fb, From: courier.StateInflight, Token: got[0].TotalAttempts})
 	if m := mustGet(t, s, "a2"); !m.Waiting() || m.Route != "globex" {
 		t.Fatalf("a2 fallen back beside a1 in flight: %+v; want waiting on globex", m)
 	}
@@ -691,15 +678,7 @@ func testOrderingRandomChanges(t *testing.T, s courier.Store) {
 			courier.KeepOrder(next, routes[next.Route])
 			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices}
 		}
-		applied, err := s.Apply(ctx, changes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, ok := range applied {
-			if !ok {
-				t.Fatalf("the outcome of %s did not apply", changes[i].Message.ID)
-			}
-		}
+		MustApply(t, s, changes...)
 	}
 
 	now, n := base, 0

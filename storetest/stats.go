@@ -44,10 +44,7 @@ func testCountLive(t *testing.T, s courier.Store) {
 	// neither counts any more.
 	m := *claimed[0]
 	m.State, m.FinishedAt, m.LeaseUntil, m.LeaseOwner = courier.StateDelivered, base.Add(time.Second), time.Time{}, ""
-	applied, err := s.Apply(ctx, []courier.Change{{Message: &m, From: courier.StateInflight, Token: claimed[0].TotalAttempts}})
-	if err != nil || !applied[0] {
-		t.Fatalf("apply delivered: %v %v", applied, err)
-	}
+	MustApply(t, s, courier.Change{Message: &m, From: courier.StateInflight, Token: claimed[0].TotalAttempts})
 	if _, err := s.Discard(ctx, "s-0", courier.Action{At: base, Who: "ops", Kind: courier.ActionDiscard, Subject: "s-0"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -23,10 +24,7 @@ type OpenFunc func(t *testing.T) courier.Store
 
 // Run runs the whole suite against stores made by open.
 func Run(t *testing.T, open OpenFunc) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s courier.Store)
-	}{
+	suite[courier.Store]{
 		{"IngestAndGet", testIngestAndGet},
 		{"IngestIdempotent", testIngestIdempotent},
 		{"IngestDuplicateInOneCall", testIngestDuplicateInOneCall},
@@ -67,13 +65,24 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Recipient", testRecipient},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
-	}
+	}.run(t, func(t *testing.T) courier.Store {
+		s := open(t)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// suite is a list of named tests of one kind of subject: a store, the
+// limits several nodes share.
+type suite[S any] []struct {
+	name string
+	fn   func(t *testing.T, s S)
+}
+
+// run runs each test as a subtest, on a subject of its own made by open.
+func (tests suite[S]) run(t *testing.T, open func(t *testing.T) S) {
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := open(t)
-			t.Cleanup(func() { s.Close() })
-			tt.fn(t, s)
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
 	}
 }
 
@@ -109,6 +118,24 @@ func mustIngest(t *testing.T, s courier.Store, msgs ...*courier.Message) []couri
 		t.Fatalf("Ingest returned %d results for %d messages", len(res), len(msgs))
 	}
 	return res
+}
+
+// MustApply applies changes to s and fails the test unless every one of
+// them applied.
+func MustApply(t testing.TB, s courier.Store, changes ...courier.Change) {
+	t.Helper()
+	applied, err := s.Apply(context.Background(), changes)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if len(applied) != len(changes) {
+		t.Fatalf("Apply returned %d results for %d changes", len(applied), len(changes))
+	}
+	for i, ok := range applied {
+		if !ok {
+			t.Fatalf("the change of %s did not apply", changes[i].Message.ID)
+		}
+	}
 }
 
 func mustGet(t *testing.T, s courier.Store, id string) *courier.Message {
@@ -544,13 +571,50 @@ func testPing(t *testing.T, s courier.Store) {
 	}
 }
 
+// testClosed: a closed store answers every call, read or write, with
+// unavailable (a 503 that tells the caller to try again), not with an
+// internal error.
 func testClosed(t *testing.T, s courier.Store) {
+	mustIngest(t, s, newMessage("early", base))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Ingest(context.Background(), []*courier.Message{newMessage("late", base)})
-	wantCode(t, err, courier.CodeUnavailable)
-	wantCode(t, s.Ping(context.Background()), courier.CodeUnavailable)
+	ctx := context.Background()
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Ingest", func() error {
+			_, err := s.Ingest(ctx, []*courier.Message{newMessage("late", base)})
+			return err
+		}},
+		{"Ping", func() error { return s.Ping(ctx) }},
+		{"Message", func() error { _, err := s.Message(ctx, "early"); return err }},
+		{"Messages", func() error { _, err := s.Messages(ctx, courier.MessageFilter{}); return err }},
+		{"ClaimDue", func() error {
+			_, err := s.ClaimDue(ctx, courier.Claim{Now: base.Add(time.Hour), LeaseUntil: base.Add(2 * time.Hour), Owner: "n",
+				Routes: []courier.RouteQuota{{Route: "acme", Limit: 1}}})
+			return err
+		}},
+		{"Discard", func() error { _, err := s.Discard(ctx, "early", courier.Action{At: base, Who: "ops"}); return err }},
+		{"Health", func() error { _, err := s.Health(ctx); return err }},
+	}
+	for _, c := range calls {
+		if err := c.call(); courier.ErrorCode(err) != courier.CodeUnavailable {
+			t.Errorf("%s on a closed store: code %q (%v), want unavailable", c.name, courier.ErrorCode(err), err)
+		}
+	}
+	// It says so at once: a caller is not kept waiting until it gives up.
+	for i := range 10 {
+		m := newMessage(fmt.Sprintf("late-%d", i), base)
+		m.OrderingKey = ""
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.Ingest(ctx, []*courier.Message{m})
+		cancel()
+		if courier.ErrorCode(err) != courier.CodeUnavailable || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ingest without an ordering key on a closed store: %v; want unavailable at once", err)
+		}
+	}
 }
 
 func testCountSuspended(t *testing.T, s courier.Store) {

@@ -64,10 +64,7 @@ func OrderAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
 		next := *m
 		next.State, next.LeaseUntil, next.LeaseOwner, next.FinishedAt, next.UpdatedAt = courier.StateDelivered, time.Time{}, "", now, now
 		next.NextAttemptAt, next.TimerAt = time.Time{}, time.Time{}
-		applied, err := s.Apply(ctx, []courier.Change{{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts}})
-		if err != nil || !applied[0] {
-			t.Fatalf("deliver %s: %v %v", m.ID, applied, err)
-		}
+		MustApply(t, s, courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts})
 	}
 	deliver(claimOnly("q1"))
 	deliver(claimOnly("q2"))

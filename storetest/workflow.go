@@ -63,6 +63,22 @@ func firstDiff(got, want string) string {
 	return fmt.Sprintf("got %d bytes, want %d; from byte %d got %q, want %q", len(got), len(want), i, excerpt(got), excerpt(want))
 }
 
+// sameWorkflowIn finds message id among msgs, read from the store in some
+// way (where, which failed when err is set), and compares its workflow
+// fields with want.
+func sameWorkflowIn(t *testing.T, where string, msgs []*courier.Message, err error, id string, want *courier.Message) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	got := byID(msgs, id)
+	if got == nil {
+		t.Errorf("%s returned %s, want %s among them", where, ids(msgs), id)
+		return
+	}
+	sameWorkflow(t, where, got, want)
+}
+
 // testWorkflow follows a message of a workflow route through every way a
 // store writes and reads it: its workflow, step, failed step and the
 // responses of its steps come back as written, and a message outside any
@@ -120,14 +136,7 @@ func testWorkflow(t *testing.T, s courier.Store) {
 	}
 
 	due, err := s.DueTimers(ctx, now, 100)
-	if err != nil {
-		t.Fatalf("DueTimers: %v", err)
-	}
-	if got := byID(due, "wf"); got == nil {
-		t.Errorf("due timers %s, want wf among them", ids(due))
-	} else {
-		sameWorkflow(t, "DueTimers", got, &next)
-	}
+	sameWorkflowIn(t, "DueTimers", due, err, "wf", &next)
 
 	// Step 3 is claimed, and its lease lapses.
 	claimed = claim(t, s, now, courier.RouteQuota{Route: courier.StepRoute("order", 3), Limit: 10})
@@ -136,14 +145,7 @@ func testWorkflow(t *testing.T, s courier.Store) {
 	}
 	sameWorkflow(t, "ClaimDue of step 3", claimed[0], &next)
 	lapsed, err := s.ExpiredLeases(ctx, now.Add(2*time.Minute), 100)
-	if err != nil {
-		t.Fatalf("ExpiredLeases: %v", err)
-	}
-	if got := byID(lapsed, "wf"); got == nil {
-		t.Errorf("expired leases %s, want wf among them", ids(lapsed))
-	} else {
-		sameWorkflow(t, "ExpiredLeases", got, &next)
-	}
+	sameWorkflowIn(t, "ExpiredLeases", lapsed, err, "wf", &next)
 
 	// Step 3 fails for good: the compensation of step 2 begins; it runs
 	// out and the message is suspended.
@@ -165,19 +167,8 @@ func testWorkflow(t *testing.T, s courier.Store) {
 	applyOne(t, s, &failed, m.TotalAttempts)
 
 	page, err := s.Messages(ctx, courier.MessageFilter{})
-	if err != nil {
-		t.Fatalf("Messages: %v", err)
-	}
-	for _, c := range []struct {
-		id   string
-		want *courier.Message
-	}{{"wf", &failed}, {"plain", none}} {
-		if got := byID(page.Messages, c.id); got == nil {
-			t.Errorf("Messages %s, want %s among them", ids(page.Messages), c.id)
-		} else {
-			sameWorkflow(t, "Messages", got, c.want)
-		}
-	}
+	sameWorkflowIn(t, "Messages", page.Messages, err, "wf", &failed)
+	sameWorkflowIn(t, "Messages", page.Messages, err, "plain", none)
 
 	// A resubmit resumes the workflow where it stopped.
 	got, err := s.Resubmit(ctx, "wf", "", courier.Action{At: now.Add(time.Hour), Who: "alice"})
@@ -226,11 +217,5 @@ func testWorkflowResubmitElsewhere(t *testing.T, s courier.Store) {
 // unless it applied.
 func applyOne(t *testing.T, s courier.Store, m *courier.Message, token int) {
 	t.Helper()
-	applied, err := s.Apply(context.Background(), []courier.Change{{Message: m, From: courier.StateInflight, Token: token}})
-	if err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	if len(applied) != 1 || !applied[0] {
-		t.Fatalf("Apply of %s: applied %v, want [true]", m.ID, applied)
-	}
+	MustApply(t, s, courier.Change{Message: m, From: courier.StateInflight, Token: token})
 }

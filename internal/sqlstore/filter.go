@@ -1,0 +1,112 @@
+package sqlstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Where builds the conditions of a statement and their arguments, with
+// the placeholders of the store's database.
+type Where struct {
+	// Numbered writes the placeholders $1, $2, … (PostgreSQL) instead of
+	// ? (SQLite).
+	Numbered bool
+	// Time turns a time into the argument the store compares it with
+	// (default: the time itself).
+	Time func(time.Time) any
+	// Args are the arguments of the placeholders, in order.
+	Args  []any
+	conds []string
+}
+
+// Arg adds an argument and returns its placeholder.
+func (w *Where) Arg(v any) string {
+	w.Args = append(w.Args, v)
+	if w.Numbered {
+		return "$" + strconv.Itoa(len(w.Args))
+	}
+	return "?"
+}
+
+// Add adds a condition whose one "?" stands for v.
+func (w *Where) Add(cond string, v any) {
+	w.conds = append(w.conds, strings.Replace(cond, "?", w.Arg(v), 1))
+}
+
+// In adds the condition that column holds one of values: one array
+// argument on PostgreSQL, one argument each on SQLite, which has no arrays.
+func (w *Where) In(column string, values []string) {
+	if w.Numbered {
+		w.Add(column+" = ANY(?)", values)
+		return
+	}
+	marks := make([]string, len(values))
+	for i, v := range values {
+		marks[i] = w.Arg(v)
+	}
+	w.conds = append(w.conds, column+" IN ("+strings.Join(marks, ",")+")")
+}
+
+// SQL returns the WHERE clause of the conditions, or "" when there are none.
+func (w *Where) SQL() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// Filter adds the conditions of a message filter's fields, all but its
+// cursor and limit.
+func (w *Where) Filter(f courier.MessageFilter) {
+	if f.State != "" {
+		w.Add("state = ?", string(f.State))
+	}
+	if f.Type != "" {
+		w.Add("type = ?", f.Type)
+	}
+	if f.Route != "" {
+		w.Add("route = ?", f.Route)
+	}
+	if f.Endpoint != "" {
+		w.Add("endpoint = ?", f.Endpoint)
+	}
+	if f.Reason != "" {
+		w.Add("reason = ?", string(f.Reason))
+	}
+	if f.Sender != "" {
+		w.Add("sender = ?", f.Sender)
+	}
+	if !f.CreatedAfter.IsZero() {
+		w.Add("created_at >= ?", w.time(f.CreatedAfter))
+	}
+	if !f.CreatedBefore.IsZero() {
+		w.Add("created_at < ?", w.time(f.CreatedBefore))
+	}
+}
+
+func (w *Where) time(t time.Time) any {
+	if w.Time == nil {
+		return t
+	}
+	return w.Time(t)
+}
+
+// BulkBatch adds the conditions of the next batch of a bulk operation:
+// the messages its filter matches, whatever the filter's state, in the
+// states the operation acts on, after cursor (the last message of the
+// batch before) and up to maxSeq (the newest message when it began).
+func (w *Where) BulkBatch(op courier.BulkOp, cursor, maxSeq int64) {
+	f := op.Filter
+	f.State = ""
+	w.Filter(f)
+	states := make([]string, 0, 2)
+	for _, st := range op.BulkStates() {
+		states = append(states, string(st))
+	}
+	w.In("state", states)
+	w.Add("seq > ?", cursor)
+	w.Add("seq <= ?", maxSeq)
+}

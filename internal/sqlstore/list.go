@@ -1,0 +1,58 @@
+package sqlstore
+
+import (
+	"encoding/base64"
+	"strconv"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// ListQuery returns the statement that reads a page of the messages that
+// match f, newest first (columns of table messages), with its arguments in
+// w, and the size of the page. It reads one row more than the page holds,
+// which tells Page whether another page follows.
+func ListQuery(w *Where, columns string, f courier.MessageFilter) (query string, limit int, err error) {
+	limit = f.Limit
+	if limit <= 0 {
+		limit = courier.DefaultListLimit
+	}
+	limit = min(limit, courier.MaxListLimit)
+	w.Filter(f)
+	if f.Cursor != "" {
+		seq, err := DecodeCursor(f.Cursor)
+		if err != nil {
+			return "", 0, err
+		}
+		w.Add("seq < ?", seq)
+	}
+	return `SELECT ` + columns + ` FROM messages` + w.SQL() + ` ORDER BY seq DESC LIMIT ` + w.Arg(limit+1), limit, nil
+}
+
+// Page makes the page of a list read with ListQuery from the messages it
+// read and their ingest sequence numbers: up to limit messages, and, when
+// there were more, the cursor of the next page.
+func Page(msgs []*courier.Message, seqs []int64, limit int) courier.MessagePage {
+	if len(msgs) <= limit {
+		return courier.MessagePage{Messages: msgs}
+	}
+	return courier.MessagePage{Messages: msgs[:limit], Next: EncodeCursor(seqs[limit-1])}
+}
+
+// EncodeCursor returns the cursor of the page after the message with
+// ingest sequence number seq.
+func EncodeCursor(seq int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
+}
+
+// DecodeCursor returns the sequence number of an EncodeCursor cursor; any
+// other text is an invalid argument.
+func DecodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		var seq int64
+		if seq, err = strconv.ParseInt(string(b), 10, 64); err == nil && seq > 0 {
+			return seq, nil
+		}
+	}
+	return 0, courier.Errorf(courier.CodeInvalidArgument, "cursor %q is not valid", c)
+}

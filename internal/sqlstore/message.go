@@ -1,0 +1,73 @@
+package sqlstore
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	// Headers are decoded on every claim; this package is the faster one.
+	json "github.com/goccy/go-json"
+)
+
+// EncodeHeaders is how stores keep a message's headers: a JSON object, ""
+// (NULL) for none.
+func EncodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("encode headers: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeHeaders reads what EncodeHeaders wrote; none for an empty text.
+func DecodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	return h, nil
+}
+
+// Existing is the result of ingesting m when its id is taken by stored: a
+// repeat of it, or a conflict when the content differs.
+func Existing(stored, m *courier.Message) courier.IngestResult {
+	if stored.Hash != m.Hash {
+		return courier.IngestResult{Status: courier.IngestConflict, Message: stored}
+	}
+	return courier.IngestResult{Status: courier.IngestExists, Message: stored}
+}
+
+// SortClaimed puts claimed messages in the order to deliver them: highest
+// priority first, then the longest due.
+func SortClaimed(msgs []*courier.Message) {
+	sort.SliceStable(msgs, func(i, j int) bool {
+		if msgs[i].Priority != msgs[j].Priority {
+			return msgs[i].Priority > msgs[j].Priority
+		}
+		return msgs[i].NextAttemptAt.Before(msgs[j].NextAttemptAt)
+	})
+}
+
+// NonNil returns b, or an empty payload for nil: a payload column is not
+// null.
+func NonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// OrDefault returns t, or def when t is zero.
+func OrDefault(t, def time.Time) time.Time {
+	if t.IsZero() {
+		return def
+	}
+	return t
+}

@@ -1,0 +1,47 @@
+package sqlstore
+
+// Scanner is a row to read: one row of a query, or the row of a query of
+// one row, of either driver.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// Rows are the rows of a query, of either driver.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+}
+
+// Collect reads every row of a query through scan, appending to out. err
+// is the query's: when it is set there are no rows to read, and Collect
+// returns it. The rows are closed when Collect returns.
+func Collect[T any](out []T, rows Rows, err error, scan func(Scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer closeRows(rows)
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// closeRows closes the rows of either driver: database/sql's Close returns
+// an error (the rows' own, which Err has told already), pgx's returns
+// none.
+func closeRows(rows Rows) {
+	switch r := rows.(type) {
+	case interface{ Close() error }:
+		r.Close()
+	case interface{ Close() }:
+		r.Close()
+	}
+}

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/courier-gw/courier/internal/sqlstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// classify wraps a failure of the database with what the store was doing
+// (see sqlstore.Classify): unavailable when the database could not serve
+// the request at the moment, internal when the request is at fault.
+func classify(what string, err error) error { return sqlstore.Classify(what, err, unavailable) }
+
+// unavailable reports whether err is the database's state of the moment
+// rather than a fault of the request: the database cannot be reached or
+// the connection was lost, it is short of resources, shutting down or
+// starting up, a standby that takes no writes (as after a failover), it
+// gave up the transaction for another's sake (serialization failure,
+// deadlock), the store is closed, or the wait for a connection or an
+// answer ended with its context. Anything else (a constraint that should
+// hold, a statement or a row that is wrong) is a fault.
+func unavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.Code == "25006" { // read-only SQL transaction: a standby, as Ping says
+			return true
+		}
+		switch pe.Code[:min(2, len(pe.Code))] {
+		case "08", // connection exception
+			"40", // transaction rollback: serialization failure, deadlock; to be tried again
+			"53", // insufficient resources: disk full, out of memory, too many connections
+			"57", // operator intervention: shutdown, cannot connect now, statement cancelled
+			"58": // system error: I/O error outside the database
+			return true
+		}
+		return false
+	}
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connect) || errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, errStoreClosed) || sqlstore.Says(err, "closed pool") || // the pool's, after Close
+		// A connection lost under a statement, where the driver does not
+		// report it as closed.
+		errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// one wraps the failure of a read of one row: notFound when there was no
+// row, else as classify does.
+func one(what string, err, notFound error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound
+	}
+	return classify(what, err)
+}
+
+// collect reads every row of a query through scan, appending to out, and
+// closes the rows; what names the reading in errors.
+func collect[T any](out []T, rows pgx.Rows, err error, what string, scan func(scanner) (T, error)) ([]T, error) {
+	out, err = sqlstore.Collect(out, rows, err, scan)
+	return out, classify(what, err)
+}
+
+// scanner is a row to read, of a query of rows or of one row.
+type scanner = sqlstore.Scanner
