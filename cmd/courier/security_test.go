@@ -96,30 +96,18 @@ routes:
 	if courier.ErrorCode(err) != courier.CodeUnauthenticated {
 		t.Fatalf("messages list without a key: %v", err)
 	}
-	out, _, err := runCLI(t, `{"n":1}`, "--server", server, "--api-key", secrets["erp"], "send", "--type", "t", "--route", "acme", "--id", "k-1", "--deliver-after", "1h")
-	if err != nil || !strings.Contains(out, "created k-1") {
-		t.Fatalf("send with --api-key: %q %v", out, err)
-	}
+	cliPrints(t, `{"n":1}`, []string{"--server", server, "--api-key", secrets["erp"], "send", "--type", "t", "--route", "acme", "--id", "k-1", "--deliver-after", "1h"},
+		"created k-1")
 	t.Setenv("COURIER_API_KEY", secrets["ops"])
-	out, _, err = runCLI(t, "", "--server", server, "messages", "list")
-	if err != nil || !strings.Contains(out, "k-1") {
-		t.Fatalf("messages list with COURIER_API_KEY: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", server, "messages", "list"}, "k-1")
 	_, _, err = runCLI(t, `{"n":1}`, "--server", server, "send", "--type", "t", "--route", "acme")
 	if courier.ErrorCode(err) != courier.CodePermissionDenied {
 		t.Fatalf("send as an operator: %v", err)
 	}
-	out, _, err = runCLI(t, "", "--server", server, "messages", "discard", "k-1")
-	if err != nil {
-		t.Fatalf("discard as ops: %q %v", out, err)
-	}
-	if _, _, err := runCLI(t, "", "--server", server, "endpoints", "off", "acme"); err != nil {
-		t.Fatalf("endpoint off as ops: %v", err)
-	}
-	out, _, err = runCLI(t, "", "--server", server, "endpoints", "show", "acme", "-o", "json")
-	if err != nil || !strings.Contains(out, `"who": "ops"`) {
-		t.Fatalf("switching the endpoint off is not recorded as done by ops: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", server, "messages", "discard", "k-1"})
+	cliPrints(t, "", []string{"--server", server, "endpoints", "off", "acme"})
+	// Switching the endpoint off is recorded as done by ops.
+	cliPrints(t, "", []string{"--server", server, "endpoints", "show", "acme", "-o", "json"}, `"who": "ops"`)
 	if log := p.log(); strings.Contains(log, secrets["erp"]) || strings.Contains(log, secrets["ops"]) {
 		t.Errorf("a secret is in the log:\n%s", log)
 	}
