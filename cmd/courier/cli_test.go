@@ -31,31 +31,59 @@ func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, 
 	return out.String(), errOut.String(), err
 }
 
-func cliServer(t *testing.T) (string, *sqlite.Store) {
+// cliPrints runs the command line as runCLI does, and fails unless it
+// succeeds and prints each of want; it returns what it printed.
+func cliPrints(t *testing.T, stdin string, args []string, want ...string) string {
+	t.Helper()
+	out, _, err := runCLI(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("courier %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Fatalf("courier %s does not print %q:\n%s", strings.Join(args, " "), w, out)
+		}
+	}
+	return out
+}
+
+// testStore opens a SQLite store in a temporary directory, closed when the
+// test ends.
+func testStore(t *testing.T) *sqlite.Store {
 	t.Helper()
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: &courier.Topology{
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// apiServer serves the API with opts over HTTP until the test ends, and
+// returns its URL.
+func apiServer(t *testing.T, opts api.Options) string {
+	t.Helper()
+	ts := httptest.NewServer(api.NewServer(opts))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// cliServer serves the API on a fresh store with the route acme.
+func cliServer(t *testing.T) (string, *sqlite.Store) {
+	t.Helper()
+	store := testStore(t)
+	return apiServer(t, api.Options{Store: store, Topology: &courier.Topology{
 		Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
-	}}))
-	t.Cleanup(func() { ts.Close(); store.Close() })
-	return ts.URL, store
+	}}), store
 }
 
 func TestSendAndRead(t *testing.T) {
 	url, _ := cliServer(t)
 
-	out, _, err := runCLI(t, `{"total": 42}`, "--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "inv-1", "-H", "X-Tenant=acme")
-	if err != nil || !strings.Contains(out, "created inv-1") {
-		t.Fatalf("send from stdin: %q %v", out, err)
-	}
-	out, _, err = runCLI(t, `{"total": 42}`, "--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "inv-1", "-H", "X-Tenant=acme")
-	if err != nil || !strings.Contains(out, "exists inv-1") {
-		t.Fatalf("send again: %q %v", out, err)
-	}
-	_, _, err = runCLI(t, `{"total": 43}`, "--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "inv-1")
+	send := []string{"--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "inv-1", "-H", "X-Tenant=acme"}
+	cliPrints(t, `{"total": 42}`, send, "created inv-1")
+	cliPrints(t, `{"total": 42}`, send, "exists inv-1")
+	_, _, err := runCLI(t, `{"total": 43}`, "--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "inv-1")
 	if courier.ErrorCode(err) != courier.CodeConflict {
 		t.Fatalf("send other content with the same id: %v", err)
 	}
@@ -67,7 +95,7 @@ func TestSendAndRead(t *testing.T) {
 	// A file: its extension gives the content type; XML goes as bytes.
 	file := filepath.Join(t.TempDir(), "order.xml")
 	os.WriteFile(file, []byte("<order id=\"7\"/>"), 0o600)
-	out, _, err = runCLI(t, "", "--server", url, "-o", "json", "send", file, "--type", "order", "--route", "acme", "--priority", "9", "--deliver-after", "1h")
+	out, _, err := runCLI(t, "", "--server", url, "-o", "json", "send", file, "--type", "order", "--route", "acme", "--priority", "9", "--deliver-after", "1h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,31 +110,21 @@ func TestSendAndRead(t *testing.T) {
 		t.Errorf("priority %d, due %v; want 9 and about an hour from now", sent.Priority, sent.NextAttemptAt)
 	}
 
-	out, _, err = runCLI(t, "", "--server", url, "messages", "list")
-	if err != nil || !strings.Contains(out, "inv-1") || !strings.Contains(out, sent.ID) || !strings.HasPrefix(out, "ID") {
-		t.Fatalf("messages list: %q %v", out, err)
+	if out := cliPrints(t, "", []string{"--server", url, "messages", "list"}, "inv-1", sent.ID); !strings.HasPrefix(out, "ID") {
+		t.Fatalf("messages list without its header: %q", out)
 	}
 	out, _, err = runCLI(t, "", "--server", url, "-o", "json", "messages", "list", "--type", "order")
 	var list api.MessageList
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list.Messages) != 1 || list.Messages[0].ID != sent.ID {
 		t.Fatalf("messages list --type order -o json: %q %v", out, err)
 	}
-	out, _, err = runCLI(t, "", "--server", url, "messages", "show", "inv-1")
-	if err != nil || !strings.Contains(out, `"total": 42`) || !strings.Contains(out, "X-Tenant: acme") || !strings.Contains(out, "queued") {
-		t.Fatalf("messages show: %q %v", out, err)
-	}
-	out, _, err = runCLI(t, "", "--server", url, "messages", "show", sent.ID)
-	if err != nil || !strings.Contains(out, `<order id="7"/>`) {
-		t.Fatalf("messages show of an XML message: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", url, "messages", "show", "inv-1"}, `"total": 42`, "X-Tenant: acme", "queued")
+	cliPrints(t, "", []string{"--server", url, "messages", "show", sent.ID}, `<order id="7"/>`)
 	_, _, err = runCLI(t, "", "--server", url, "messages", "show", "nope")
 	if courier.ErrorCode(err) != courier.CodeNotFound {
 		t.Fatalf("show a missing message: %v", err)
 	}
-	out, _, err = runCLI(t, "", "--server", url, "messages", "discard", "inv-1")
-	if err != nil || !strings.Contains(out, "discarded inv-1") {
-		t.Fatalf("discard: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", url, "messages", "discard", "inv-1"}, "discarded inv-1")
 	if _, _, err := runCLI(t, "", "--server", url, "-o", "yaml", "messages", "list"); err == nil {
 		t.Error("-o yaml was accepted")
 	}
@@ -116,10 +134,7 @@ func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("endpoints:\n  a: {transport: http, url: \"http://127.0.0.1:9000/in\"}\nroutes:\n  a: {endpoints: [a]}\n"), 0o600)
-	out, _, err := runCLI(t, "", "config", "check", good)
-	if err != nil || !strings.Contains(out, "is valid") || !strings.Contains(out, "1 routes") {
-		t.Fatalf("check a good file: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"config", "check", good}, "is valid", "1 routes")
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("listen: 127.0.0.1:8425\nroutes:\n  a: {endpoints: [missing]}\n"), 0o600)
 	_, errOut, err := runCLI(t, "", "config", "check", bad)
@@ -141,13 +156,9 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 }
 
 func TestSuspendedBulk(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testStore(t)
 	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}}}
-	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil, nil)}))
-	t.Cleanup(func() { ts.Close(); store.Close() })
+	url := apiServer(t, api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	for i, typ := range []string{"invoice", "invoice", "order"} {
 		m := &courier.Message{ID: fmt.Sprintf("s-%d", i), Type: typ, Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
 		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
@@ -156,46 +167,29 @@ func TestSuspendedBulk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, _, err := runCLI(t, "", "--server", ts.URL, "suspended", "list", "--type", "invoice")
-	if err != nil || !strings.Contains(out, "s-0") || !strings.Contains(out, "s-1") || strings.Contains(out, "s-2") {
-		t.Fatalf("suspended list --type invoice: %q %v", out, err)
+	if out := cliPrints(t, "", []string{"--server", url, "suspended", "list", "--type", "invoice"}, "s-0", "s-1"); strings.Contains(out, "s-2") {
+		t.Fatalf("suspended list --type invoice lists an order: %q", out)
 	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "suspended", "resubmit", "--type", "invoice")
-	if err != nil || !strings.Contains(out, "resubmitted 2 messages") {
-		t.Fatalf("suspended resubmit: %q %v", out, err)
-	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "suspended", "discard")
-	if err != nil || !strings.Contains(out, "discarded 1 messages") {
-		t.Fatalf("suspended discard: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", url, "suspended", "resubmit", "--type", "invoice"}, "resubmitted 2 messages")
+	cliPrints(t, "", []string{"--server", url, "suspended", "discard"}, "discarded 1 messages")
 }
 
 func TestEndpointsCommands(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{
 		"acme": {Name: "acme", Transport: courier.TransportHTTP, MaxConcurrency: 4, HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}}}}
-	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top}))
-	t.Cleanup(func() { ts.Close(); store.Close() })
-	out, _, err := runCLI(t, "", "--server", ts.URL, "endpoints", "off", "acme")
-	if err != nil || !strings.Contains(out, "endpoint acme is off") {
-		t.Fatalf("endpoints off: %q %v", out, err)
+	url := apiServer(t, api.Options{Store: testStore(t), Topology: top})
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"endpoints", "off", "acme"}, []string{"endpoint acme is off"}},
+		{[]string{"endpoints", "list"}, []string{"acme", "off"}},
+		{[]string{"endpoints", "show", "acme"}, []string{"endpoint_off by local"}},
+		{[]string{"endpoints", "on", "acme"}, []string{"endpoint acme is active"}},
+	} {
+		cliPrints(t, "", append([]string{"--server", url}, tc.args...), tc.want...)
 	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "list")
-	if err != nil || !strings.Contains(out, "acme") || !strings.Contains(out, "off") {
-		t.Fatalf("endpoints list: %q %v", out, err)
-	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "show", "acme")
-	if err != nil || !strings.Contains(out, "endpoint_off by local") {
-		t.Fatalf("endpoints show: %q %v", out, err)
-	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "on", "acme")
-	if err != nil || !strings.Contains(out, "endpoint acme is active") {
-		t.Fatalf("endpoints on: %q %v", out, err)
-	}
-	if _, _, err := runCLI(t, "", "--server", ts.URL, "endpoints", "off", "nope"); courier.ErrorCode(err) != courier.CodeNotFound {
+	if _, _, err := runCLI(t, "", "--server", url, "endpoints", "off", "nope"); courier.ErrorCode(err) != courier.CodeNotFound {
 		t.Fatalf("switching an unknown endpoint: %v", err)
 	}
 }

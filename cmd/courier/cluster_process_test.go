@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,9 +33,7 @@ type cluster struct {
 
 func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	dsn, schema := pgtest.Schema(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -45,11 +42,7 @@ func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *c
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	sk, err := sink.StartWith("127.0.0.1:0", sink.Options{DiscardBodies: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sk.Close)
+	sk := startSink(t, sink.Options{DiscardBodies: true})
 	return &cluster{t: t, dir: t.TempDir(), dsn: u.String(), schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
 }
 
@@ -57,10 +50,7 @@ func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *c
 func (c *cluster) start() *process {
 	c.t.Helper()
 	cfg := filepath.Join(c.dir, fmt.Sprintf("node-%d.yaml", len(c.nodes)))
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\nstore: {driver: postgres, dsn: %q}\noutbound: {allow_networks: [127.0.0.0/8]}\n%s",
-		freeAddr(c.t), c.dsn, c.body)), 0o600); err != nil {
-		c.t.Fatal(err)
-	}
+	writeFile(c.t, cfg, nodeConfig(freeAddr(c.t), fmt.Sprintf("{driver: postgres, dsn: %q}", c.dsn))+c.body)
 	p := startServerWith(c.t, cfg)
 	c.nodes = append(c.nodes, p)
 	return p
@@ -69,57 +59,14 @@ func (c *cluster) start() *process {
 // ingest sends the messages in batches of 1,000, each batch to the next node.
 func (c *cluster) ingest(ids []string, route func(i int) string) {
 	c.t.Helper()
-	client := &http.Client{Timeout: 60 * time.Second}
-	for b := 0; b*1000 < len(ids); b++ {
-		var items []string
-		for i := b * 1000; i < min((b+1)*1000, len(ids)); i++ {
-			items = append(items, fmt.Sprintf(`{"id":%q,"type":"order","route":%q,"payload":{"n":%d}}`, ids[i], route(i), i))
-		}
-		node := c.nodes[b%len(c.nodes)]
-		resp, err := client.Post(node.url+"/v1/messages/batch", "application/json", strings.NewReader(`{"messages":[`+strings.Join(items, ",")+`]}`))
-		if err != nil {
-			c.t.Fatalf("batch %d: %v", b, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			c.t.Fatalf("batch %d: %s", b, resp.Status)
-		}
-	}
+	ingest(c.t, c.nodes, "order", ids, route)
 }
 
-// arrivals counts the arrivals of each message id at the sink, once n
-// distinct ids have arrived and stragglers had time to come.
+// arrivals counts the arrivals of each message id at the sink, as
+// arrivalsByID does.
 func (c *cluster) arrivals(n int, within time.Duration) map[string]int {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	seen := map[string]int{}
-	for {
-		clear(seen)
-		for _, a := range c.sink.All() {
-			seen[a.Header.Get("webhook-id")]++
-		}
-		if len(seen) >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%d of %d messages arrived within %v", len(seen), n, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(time.Second) // anything sent twice would arrive now
-	clear(seen)
-	for _, a := range c.sink.All() {
-		seen[a.Header.Get("webhook-id")]++
-	}
-	return seen
-}
-
-func messageIDs(n int) []string {
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("m-%05d", i)
-	}
-	return ids
+	return arrivalsByID(c.t, c.sink, n, within)
 }
 
 // TestClusterDeliversExactlyOnce: three nodes on one database share 30,000
@@ -233,8 +180,7 @@ func TestClusterSurvivesAKilledNode(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	victim := c.nodes[1]
-	victim.cmd.Process.Signal(syscall.SIGKILL)
-	<-victim.exited
+	victim.kill(t)
 	// What the dead node held: the only messages allowed to arrive twice.
 	owner := victimOwner(t, c, victim)
 	seen := c.arrivals(total, 3*time.Minute)

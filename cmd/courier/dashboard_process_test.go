@@ -27,25 +27,13 @@ import (
 // resubmits it once the receiver takes it, and sees it delivered. A
 // screenshot of each page is kept in a temporary directory.
 func TestDashboardInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	chromium := testenv.Chromium(t)
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	sk := startSink(t, sink.Options{})
 	sk.Script("/in", sink.Respond(http.StatusBadRequest).WithBody(`{"error":"customer 42 unknown"}`), sink.Repeat)
 
 	const opsSecret, erpSecret = "courier_test_ops_secret", "courier_test_erp_secret"
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-public_url: https://courier.example.org
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
+	p := startNode(t, t.TempDir(), fmt.Sprintf(`public_url: https://courier.example.org
 keys:
   ops: {role: operator, hash: "%s"}
   erp: {role: sender, hash: "%s"}
@@ -53,8 +41,7 @@ endpoints:
   acme: {transport: http, url: "%s/in"}
 routes:
   acme: {endpoints: [acme]}
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), api.HashSecret(opsSecret), api.HashSecret(erpSecret), sk.URL())), 0o600)
-	p := startServerWith(t, cfg)
+`, api.HashSecret(opsSecret), api.HashSecret(erpSecret), sk.URL()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -63,19 +50,8 @@ routes:
 		Payload: []byte(`{"invoice":"2026-7","customer":42,"total":99.5}`)}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		m, err := ops.Message(ctx, "inv-7")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.State == "suspended" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("inv-7 is %s, never suspended\n%s", m.State, p.log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	deadline, _ := ctx.Deadline()
+	waitForState(t, p, ops, "inv-7", "suspended", deadline)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,46 +22,26 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 			Use:   "list",
 			Short: "List endpoints with their health",
 			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := g.check(); err != nil {
-					return err
-				}
-				eps, err := g.client().Endpoints(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if g.output == "json" {
-					return g.printJSON(api.EndpointList{Endpoints: eps})
-				}
-				rows := make([][]string, len(eps))
-				for i, e := range eps {
-					rows[i] = []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
-						fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
-						short(e.Target, 40)}
-				}
-				return g.table([]string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"}, rows)
-			},
+			RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.EndpointList, error) {
+				eps, err := c.Endpoints(ctx)
+				return api.EndpointList{Endpoints: eps}, err
+			}, func(list api.EndpointList) error {
+				return tableOf(g, []string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"},
+					list.Endpoints, func(e api.Endpoint) []string {
+						return []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
+							fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
+							short(e.Target, 40)}
+					})
+			}),
 		},
 		&cobra.Command{
 			Use:   "show NAME",
 			Short: "Show one endpoint, its health and the operator actions on it",
 			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := g.check(); err != nil {
-					return err
-				}
-				e, err := g.client().Endpoint(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				if g.output == "json" {
-					return g.printJSON(e)
-				}
-				field := func(name, value string) {
-					if value != "" {
-						fmt.Fprintf(g.stdout, "%-16s %s\n", name+":", value)
-					}
-				}
+			RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Endpoint, error) {
+				return c.Endpoint(ctx, args[0])
+			}, func(e *api.Endpoint) error {
+				field := g.fields(16)
 				field("Name", e.Name)
 				field("Transport", string(e.Transport))
 				field("Target", e.Target)
@@ -83,36 +64,21 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 					field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
 				}
 				return nil
-			},
+			}),
 		},
-		newSwitchCmd(g, false),
-		newSwitchCmd(g, true),
+		newEndpointSwitchCmd(g, false),
+		newEndpointSwitchCmd(g, true),
 	)
 	return cmd
 }
 
-func newSwitchCmd(g *globals, on bool) *cobra.Command {
-	verb := map[bool]string{true: "on", false: "off"}[on]
-	return &cobra.Command{
-		Use: verb + " NAME",
-		Short: map[bool]string{true: "Switch an endpoint on again: its held messages go out",
+func newEndpointSwitchCmd(g *globals, on bool) *cobra.Command {
+	return newSwitchCmd(g, map[bool]string{true: "on", false: "off"}[on],
+		map[bool]string{true: "Switch an endpoint on again: its held messages go out",
 			false: "Switch an endpoint off: its messages are held, not failed, until it is on again"}[on],
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			e, err := g.client().SwitchEndpoint(cmd.Context(), args[0], on)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(e)
-			}
-			fmt.Fprintf(g.stdout, "endpoint %s is %s\n", e.Name, e.State)
-			return nil
-		},
-	}
+		"endpoint", func(ctx context.Context, c *api.Client, name string) (*api.Endpoint, error) {
+			return c.SwitchEndpoint(ctx, name, on)
+		}, func(e *api.Endpoint) (string, string) { return e.Name, string(e.State) })
 }
 
 // until formats a time for a table, or "-".

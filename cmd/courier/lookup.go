@@ -1,9 +1,10 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"time"
 
+	"github.com/courier-gw/courier/api"
 	"github.com/spf13/cobra"
 )
 
@@ -18,22 +19,10 @@ the answer was cached and until when, the resolved URL and certificate, and
 the health of the resolved endpoint.`,
 		Example: `  courier lookup 0088:5798000000001 --type invoice --route nemhandel`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			a, err := g.client().Lookup(cmd.Context(), route, args[0], typ)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(a)
-			}
-			field := func(name, value string) {
-				if value != "" {
-					fmt.Fprintf(g.stdout, "%-14s %s\n", name+":", value)
-				}
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.LookupAnswer, error) {
+			return c.Lookup(ctx, route, args[0], typ)
+		}, func(a *api.LookupAnswer) error {
+			field := g.fields(14)
 			field("Route", a.Route)
 			field("Recipient", a.Recipient)
 			field("Type", a.Type)
@@ -67,7 +56,7 @@ the health of the resolved endpoint.`,
 				return exitError(1)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&route, "route", "", "the lookup route")
 	cmd.Flags().StringVar(&typ, "type", "", "the message type (the registry's document type)")

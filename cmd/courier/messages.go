@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -33,17 +34,10 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 		Example: `  courier messages list --state suspended
   courier messages list --route acme --limit 20 -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.MessageList, error) {
 			f.State, f.Reason = courier.State(state), courier.Reason(reason)
-			list, err := g.client().Messages(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			return g.printMessages(list)
-		},
+			return c.Messages(ctx, f)
+		}, g.messageTable),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&state, "state", "", "queued, inflight, delivered, suspended or discarded")
@@ -61,30 +55,16 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one message with its payload and attempts",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			c := g.client()
-			m, err := c.Message(cmd.Context(), args[0])
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (messageHistory, error) {
+			m, err := c.Message(ctx, args[0])
 			if err != nil {
-				return err
+				return messageHistory{}, err
 			}
-			attempts, err := c.Attempts(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(struct {
-					api.Message
-					History []api.Attempt `json:"history"`
-				}{*m, attempts})
-			}
-			field := func(name, value string) {
-				if value != "" && value != "-" {
-					fmt.Fprintf(g.stdout, "%-16s %s\n", name+":", value)
-				}
-			}
+			attempts, err := c.Attempts(ctx, args[0])
+			return messageHistory{*m, attempts}, err
+		}, func(mh messageHistory) error {
+			m, attempts := &mh.Message, mh.History
+			field := g.fields(16, "-")
 			field("ID", m.ID)
 			field("Type", m.Type)
 			field("Route", m.Route)
@@ -148,8 +128,15 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 				return printAttempts(g, attempts)
 			}
 			return nil
-		},
+		}),
 	}
+}
+
+// messageHistory is a message with its attempts, as messages show prints it
+// with -o json.
+type messageHistory struct {
+	api.Message
+	History []api.Attempt `json:"history"`
 }
 
 // printWorkflow prints where a message of a workflow route stands, and
@@ -160,11 +147,9 @@ func printWorkflow(g *globals, m *api.Message) error {
 	if len(w.StepsDetail) == 0 {
 		return nil
 	}
-	rows := make([][]string, len(w.StepsDetail))
-	for i, s := range w.StepsDetail {
-		rows[i] = []string{"  " + fmt.Sprint(s.N), s.Endpoint, short(s.Compensate, 40), string(s.State), short(s.ResponseText(), 60)}
-	}
-	return g.table([]string{"  STEP", "ENDPOINT", "COMPENSATE", "STATE", "RESPONSE"}, rows)
+	return tableOf(g, []string{"  STEP", "ENDPOINT", "COMPENSATE", "STATE", "RESPONSE"}, w.StepsDetail, func(s api.StepView) []string {
+		return []string{"  " + fmt.Sprint(s.N), s.Endpoint, short(s.Compensate, 40), string(s.State), short(s.ResponseText(), 60)}
+	})
 }
 
 // preview renders the start of a payload for a terminal.
@@ -209,19 +194,12 @@ func newMessagesAttemptsCmd(g *globals) *cobra.Command {
 		Use:   "attempts ID",
 		Short: "List every delivery attempt of a message",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			attempts, err := g.client().Attempts(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(api.AttemptList{Attempts: attempts})
-			}
-			return printAttempts(g, attempts)
-		},
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (api.AttemptList, error) {
+			attempts, err := c.Attempts(ctx, args[0])
+			return api.AttemptList{Attempts: attempts}, err
+		}, func(list api.AttemptList) error {
+			return printAttempts(g, list.Attempts)
+		}),
 	}
 }
 
@@ -238,19 +216,18 @@ func printAttempts(g *globals, attempts []api.Attempt) error {
 	if withRoute {
 		header = slices.Insert(header, 2, "ROUTE")
 	}
-	rows := make([][]string, len(attempts))
-	for i, a := range attempts {
+	return tableOf(g, header, attempts, func(a api.Attempt) []string {
 		status := "-"
 		if a.Status != 0 {
 			status = fmt.Sprint(a.Status)
 		}
-		rows[i] = []string{fmt.Sprint(a.N), a.StartedAt.Local().Format("2006-01-02 15:04:05"), a.Endpoint,
+		row := []string{fmt.Sprint(a.N), a.StartedAt.Local().Format("2006-01-02 15:04:05"), a.Endpoint,
 			string(a.Outcome), short(string(a.Class), 20), status, fmt.Sprintf("%.1f", a.DurationMS), short(a.Error, 50)}
 		if withRoute {
-			rows[i] = slices.Insert(rows[i], 2, a.Route)
+			row = slices.Insert(row, 2, a.Route)
 		}
-	}
-	return g.table(header, rows)
+		return row
+	})
 }
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {
@@ -259,20 +236,12 @@ func newMessagesResubmitCmd(g *globals) *cobra.Command {
 		Use:   "resubmit ID",
 		Short: "Put a suspended message back in the queue",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			m, err := g.client().Resubmit(cmd.Context(), args[0], route)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(m)
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
+			return c.Resubmit(ctx, args[0], route)
+		}, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", m.ID, m.Route, m.State)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&route, "route", "", "deliver to this route instead")
 	return cmd
@@ -283,19 +252,11 @@ func newMessagesDiscardCmd(g *globals) *cobra.Command {
 		Use:   "discard ID",
 		Short: "Give up a queued or suspended message",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			m, err := g.client().Discard(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(m)
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
+			return c.Discard(ctx, args[0])
+		}, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "discarded %s\n", m.ID)
 			return nil
-		},
+		}),
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,32 +18,19 @@ import (
 // had others rejected, its /metrics agree with what the receiver counted,
 // and its log has a line per suspension but none per delivery.
 func TestMetricsAfterARun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	skipIfShort(t)
+	sk := startSink(t, sink.Options{})
 	// Two of every three requests are taken, the third is refused for good.
 	sk.Script("/in", sink.Respond(http.StatusNoContent), sink.Respond(http.StatusNoContent), sink.Respond(http.StatusBadRequest), sink.Cycle)
 
 	const opsSecret = "courier_test_ops_secret"
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-keys:
+	p := startNode(t, t.TempDir(), fmt.Sprintf(`keys:
   ops: {role: admin, hash: "%s"}
 endpoints:
   acme: {transport: http, url: "%s/in", max_concurrency: 4}
 routes:
   acme: {endpoints: [acme]}
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), api.HashSecret(opsSecret), sk.URL())), 0o600)
-	p := startServerWith(t, cfg)
+`, api.HashSecret(opsSecret), sk.URL()))
 
 	const total = 90
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

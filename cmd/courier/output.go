@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -47,6 +48,25 @@ func (g *globals) table(header []string, rows [][]string) error {
 	return w.Flush()
 }
 
+// tableOf prints items as a table under header, a row an item.
+func tableOf[T any](g *globals, header []string, items []T, row func(T) []string) error {
+	rows := make([][]string, len(items))
+	for i, it := range items {
+		rows[i] = row(it)
+	}
+	return g.table(header, rows)
+}
+
+// fields returns a printer of one "Name: value" line a field, the values
+// aligned after width; empty values, and those in omit, are left out.
+func (g *globals) fields(width int, omit ...string) func(name, value string) {
+	return func(name, value string) {
+		if value != "" && !slices.Contains(omit, value) {
+			fmt.Fprintf(g.stdout, "%-*s %s\n", width, name+":", value)
+		}
+	}
+}
+
 // ago formats a time relative to now, for tables.
 func ago(t *time.Time) string {
 	if t == nil || t.IsZero() {
@@ -86,17 +106,10 @@ func messageRow(m api.Message) []string {
 
 var messageHeader = []string{"ID", "TYPE", "ROUTE", "STATE", "REASON", "ATTEMPTS", "NEXT ATTEMPT", "CREATED", "LAST ERROR"}
 
-// printMessages prints a page of messages as a table (or JSON), and how to
-// get the next page.
-func (g *globals) printMessages(list *api.MessageList) error {
-	if g.output == "json" {
-		return g.printJSON(list)
-	}
-	rows := make([][]string, len(list.Messages))
-	for i, m := range list.Messages {
-		rows[i] = messageRow(m)
-	}
-	if err := g.table(messageHeader, rows); err != nil {
+// messageTable prints a page of messages as a table, and how to get the
+// next page.
+func (g *globals) messageTable(list *api.MessageList) error {
+	if err := tableOf(g, messageHeader, list.Messages, messageRow); err != nil {
 		return err
 	}
 	if list.NextCursor != "" {

@@ -1,158 +1,39 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	courier "github.com/courier-gw/courier"
 )
 
-// inflightMessages lists every message the store has in flight, page by
-// page: after a kill, the messages that may be delivered twice.
-func inflightMessages(t *testing.T, s courier.Store) []*courier.Message {
-	t.Helper()
-	var out []*courier.Message
-	f := courier.MessageFilter{State: courier.StateInflight, Limit: courier.MaxListLimit}
-	for {
-		page, err := s.Messages(context.Background(), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page.Messages...)
-		if page.Next == "" {
-			return out
-		}
-		f.Cursor = page.Next
-	}
-}
-
-// courierBin is the binary built once for the process tests.
-var courierBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "courier-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	courierBin = filepath.Join(dir, "courier")
-	build := exec.Command("go", "build", "-o", courierBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build courier:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// process is a running `courier serve`.
-type process struct {
-	cmd    *exec.Cmd
-	url    string
-	output *bytes.Buffer
-	mu     sync.Mutex // guards output, which the process writes while tests read
-	exited chan error
-}
-
-// log returns what the process printed so far.
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.output.String()
-}
-
-const processConfig = `
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+// acmeConfig routes acme to an endpoint where nothing listens: its
+// messages stay in the store, for the tests of what the store keeps.
+const acmeConfig = `endpoints:
   acme: {transport: http, url: "http://127.0.0.1:9/inbox"}
 routes:
   acme: {endpoints: [acme]}
 `
 
-// startServer runs the binary on dir's store and waits until it answers.
+// startServer runs the binary on dir's store, listening on addr, with the
+// route of acmeConfig.
 func startServer(t *testing.T, dir, addr string) *process {
 	t.Helper()
-	cfg := filepath.Join(dir, "courier.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(processConfig, addr, filepath.Join(dir, "data", "courier.db"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return startServerWith(t, cfg)
-}
-
-// startServerWith runs the binary with a configuration file and waits until
-// it listens.
-func startServerWith(t *testing.T, cfg string) *process {
-	t.Helper()
-	p := &process{output: &bytes.Buffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(courierBin, "serve", "--config", cfg)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout = pw
-	p.cmd.Stderr = pw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait(); pw.Close() }()
-	listening := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`listening on (https?://\S+)`)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.output.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				listening <- m[1]
-			}
-		}
-	}()
-	select {
-	case p.url = <-listening:
-	case err := <-p.exited:
-		t.Fatalf("courier serve exited at start: %v\n%s", err, p.log())
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		t.Fatalf("courier serve did not start\n%s", p.log())
-	}
-	t.Cleanup(func() { p.cmd.Process.Kill() })
-	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return startServerWith(t, writeConfig(t, dir, addr, acmeConfig))
 }
 
 // TestKillLosesNothing is the durability promise: every id that got 201 or
 // 200 is there after a SIGKILL, with its exact payload.
 func TestKillLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	p := startServer(t, dir, addr)
@@ -201,10 +82,7 @@ func TestKillLosesNothing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
+	p.kill(t)
 	close(stop)
 	wg.Wait()
 	t.Logf("%d messages acknowledged before SIGKILL", len(acked))
@@ -236,9 +114,7 @@ func TestKillLosesNothing(t *testing.T) {
 // TestGracefulShutdown: SIGTERM lets the server finish and exit 0, and a
 // restart finds the data.
 func TestGracefulShutdown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	p := startServer(t, dir, addr)
@@ -248,14 +124,8 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("ingest: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit 30 s after SIGTERM")
+	if err := p.terminate(t, 30*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
 	}
 	p2 := startServer(t, dir, addr)
 	resp, err = http.Get(p2.url + "/v1/messages/kept")
@@ -268,46 +138,27 @@ func TestGracefulShutdown(t *testing.T) {
 // TestReloadOnSIGHUP: a new route is taken in by SIGHUP; a file with errors
 // is refused and the running configuration stays.
 func TestReloadOnSIGHUP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	p := startServer(t, dir, addr)
-	cfg := filepath.Join(dir, "courier.yaml")
+	skipIfShort(t)
+	p := startServer(t, t.TempDir(), freeAddr(t))
 	put := func(id, route string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/messages/"+id, strings.NewReader(`{"type":"t","route":"`+route+`","payload":1}`))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return p.put(t, id, `{"type":"t","route":"`+route+`","payload":1}`)
 	}
 	if got := put("before", "globex"); got != http.StatusUnprocessableEntity {
 		t.Fatalf("a route not yet configured: %d, want 422", got)
 	}
-	body, err := os.ReadFile(cfg)
+	body, err := os.ReadFile(p.config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	added := strings.Replace(string(body), "routes:\n", "routes:\n  globex: {endpoints: [acme]}\n", 1)
-	if err := os.WriteFile(cfg, []byte(added), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, p.config, added)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for put("after", "globex") != http.StatusCreated {
-		if time.Now().After(deadline) {
-			t.Fatalf("the route added to the file was not taken in after SIGHUP\n%s", p.log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, p, 10*time.Second, "the route added to the file taken in after SIGHUP", func() bool {
+		return put("after", "globex") == http.StatusCreated
+	})
 
-	if err := os.WriteFile(cfg, []byte(added+"nonsense: [\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, p.config, added+"nonsense: [\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)
 	time.Sleep(300 * time.Millisecond)
 	if got := put("still", "globex"); got != http.StatusCreated {

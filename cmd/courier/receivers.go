@@ -48,56 +48,33 @@ func newReceiversCmd(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List the receive locations of the server's node",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			rs, err := g.client().Receivers(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(api.ReceiverList{Receivers: rs})
-			}
-			rows := make([][]string, len(rs))
-			for i, r := range rs {
-				pending := "-"
-				if r.Pending >= 0 {
-					pending = fmt.Sprint(r.Pending)
-				}
-				why := r.StopReason
-				if why == "" {
-					why = r.LastError
-				}
-				rows[i] = []string{r.Name, string(r.Transport), r.State, ago(&r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
-					pending, short(r.Source, 40), short(why, 60)}
-			}
-			return g.table([]string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"}, rows)
-		},
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.ReceiverList, error) {
+			rs, err := c.Receivers(ctx)
+			return api.ReceiverList{Receivers: rs}, err
+		}, func(list api.ReceiverList) error {
+			return tableOf(g, []string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"},
+				list.Receivers, func(r courier.ReceiverStatus) []string {
+					pending := "-"
+					if r.Pending >= 0 {
+						pending = fmt.Sprint(r.Pending)
+					}
+					why := r.StopReason
+					if why == "" {
+						why = r.LastError
+					}
+					return []string{r.Name, string(r.Transport), r.State, ago(&r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
+						pending, short(r.Source, 40), short(why, 60)}
+				})
+		}),
 	}, newReceiverSwitchCmd(g, false), newReceiverSwitchCmd(g, true))
 	return cmd
 }
 
 func newReceiverSwitchCmd(g *globals, start bool) *cobra.Command {
-	verb := map[bool]string{true: "start", false: "stop"}[start]
-	return &cobra.Command{
-		Use: verb + " NAME",
-		Short: map[bool]string{true: "Start a stopped receive location again (after fixing what stopped it)",
+	return newSwitchCmd(g, map[bool]string{true: "start", false: "stop"}[start],
+		map[bool]string{true: "Start a stopped receive location again (after fixing what stopped it)",
 			false: "Stop a receive location: it reads nothing until started; items not yet stored go back to their source"}[start],
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			st, err := g.client().SwitchReceiver(cmd.Context(), args[0], start)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(st)
-			}
-			fmt.Fprintf(g.stdout, "receiver %s is %s\n", st.Name, st.State)
-			return nil
-		},
-	}
+		"receiver", func(ctx context.Context, c *api.Client, name string) (*courier.ReceiverStatus, error) {
+			return c.SwitchReceiver(ctx, name, start)
+		}, func(st *courier.ReceiverStatus) (string, string) { return st.Name, st.State })
 }

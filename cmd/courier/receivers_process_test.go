@@ -110,17 +110,10 @@ func publishAMQP(t *testing.T, ch *amqp.Channel, queue string, items []brokerIte
 	}
 }
 
-func amqpReady(t *testing.T, url, queue string) int {
+// amqpReady returns how many messages wait on the queue, asked on the
+// test's own channel.
+func amqpReady(t *testing.T, ch *amqp.Channel, queue string) int {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -185,25 +178,10 @@ func (p *process) receivers(t *testing.T) map[string]courier.ReceiverStatus {
 	return out
 }
 
-// waitUntil polls cond, failing after within with the process's log.
-func waitUntil(t *testing.T, p *process, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\n%s", what, p.log())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // deliveredOnce checks that the sink got every good item exactly once.
 func deliveredOnce(t *testing.T, sk *sink.Sink, items []brokerItem) {
 	t.Helper()
-	seen := map[string]int{}
-	for _, a := range sk.All() {
-		seen[a.Header.Get("webhook-id")]++
-	}
+	seen := countByID(sk.All())
 	for _, it := range items {
 		switch n := seen[it.id]; {
 		case it.bad == "" && n != 1:
@@ -219,16 +197,10 @@ func deliveredOnce(t *testing.T, sk *sink.Sink, items []brokerItem) {
 // bad one is in the suspended queue with its reason, the sources are empty
 // and nothing was handed out twice.
 func TestReceiveFromBrokers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	amqpURL := testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 	natsURL := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	sk := startSink(t, sink.Options{})
 	const n = 10000
 	ch, queue := amqpQueue(t, amqpURL)
 	amqpItems := brokerItems("amqp", n, true)
@@ -237,13 +209,7 @@ func TestReceiveFromBrokers(t *testing.T) {
 	natsItems := brokerItems("nats", n, false)
 	publishNATS(t, js, subject, natsItems)
 
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+	cfg := writeConfig(t, t.TempDir(), freeAddr(t), fmt.Sprintf(`endpoints:
   shop: {transport: http, url: "%s/shop", max_concurrency: 64}
 routes:
   shop: {endpoints: [shop]}
@@ -264,7 +230,7 @@ receivers:
     route_header: x-route
     id_header: message-id
     batch: 200
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), sk.URL(), amqpURL, queue, natsURL, stream)), 0o600)
+`, sk.URL(), amqpURL, queue, natsURL, stream))
 	start := time.Now()
 	p := startServerWith(t, cfg)
 	good := 0
@@ -316,7 +282,7 @@ receivers:
 	}
 
 	// The sources are empty, and the consumer was handed each message once.
-	if ready := amqpReady(t, amqpURL, queue); ready != 0 {
+	if ready := amqpReady(t, ch, queue); ready != 0 {
 		t.Fatalf("%d messages left on the queue", ready)
 	}
 	cons, err := js.Consumer(context.Background(), stream, "events")
@@ -337,15 +303,9 @@ receivers:
 // in 10,000 items from RabbitMQ; after a restart every item is stored, once,
 // under its id, and the queue is empty.
 func TestReceiveSurvivesKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	amqpURL := testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	sk := startSink(t, sink.Options{})
 	const n = 10000
 	ch, queue := amqpQueue(t, amqpURL)
 	items := brokerItems("kill", n, true)
@@ -360,62 +320,36 @@ func TestReceiveSurvivesKill(t *testing.T) {
 	publishAMQP(t, ch, queue, items)
 
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	dbPath := filepath.Join(dir, "data", "courier.db")
-	addr := freeAddr(t)
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+	p := startNode(t, dir, fmt.Sprintf(`endpoints:
   shop: {transport: http, url: "%s/shop"}
 routes:
   shop: {endpoints: [shop]}
 receivers:
   erp: {transport: amqp, url: %q, queue: %s, type: order, route: shop, id_header: message-id, batch: 50}
-`, addr, dbPath, sk.URL(), amqpURL, queue)), 0o600)
-	p := startServerWith(t, cfg)
+`, sk.URL(), amqpURL, queue))
 	var before int64
 	waitUntil(t, p, time.Minute, "a part stored", func() bool {
 		before = p.receivers(t)["erp"].Received
 		return before >= n/4
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
+	p.kill(t)
 	t.Logf("killed after at least %d of %d items were stored", before, n)
 
-	p2 := startServerWith(t, cfg)
+	p2 := startServerWith(t, p.config)
 	waitUntil(t, p2, 2*time.Minute, "the queue emptied", func() bool {
 		r := p2.receivers(t)["erp"]
-		return r.Pending == 0 && amqpReady(t, amqpURL, queue) == 0 && sk.Count("/shop") >= n
+		return r.Pending == 0 && amqpReady(t, ch, queue) == 0 && sk.Count("/shop") >= n
 	})
 	r := p2.receivers(t)["erp"]
 	t.Logf("after the restart: %d stored, %d handed out again by the broker (they were in flight at the kill)", r.Received, r.Redelivered)
-	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-p2.exited
+	p2.terminate(t, time.Minute)
 
-	s, err := sqlite.Open(dbPath, sqlite.Options{})
+	s, err := sqlite.Open(storePath(dir), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	page, err := s.Messages(context.Background(), courier.MessageFilter{Limit: courier.MaxListLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := len(page.Messages)
-	for page.Next != "" {
-		page, err = s.Messages(context.Background(), courier.MessageFilter{Limit: courier.MaxListLimit, Cursor: page.Next})
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += len(page.Messages)
-	}
-	if total != n {
+	if total := len(allMessages(t, s, courier.MessageFilter{})); total != n {
 		t.Fatalf("%d messages stored; want exactly %d, one per item", total, n)
 	}
 	for _, it := range items {
@@ -430,30 +364,18 @@ receivers:
 // courier runs, one in fifty written slowly in pieces. Every file is
 // delivered once, whole, and ends in processed/.
 func TestPickUpDirectory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	skipIfShort(t)
+	sk := startSink(t, sink.Options{})
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox")
 	os.Mkdir(inbox, 0o755)
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+	p := startNode(t, dir, fmt.Sprintf(`endpoints:
   shop: {transport: http, url: "%s/shop", max_concurrency: 64}
 routes:
   shop: {endpoints: [shop]}
 receivers:
   drop: {transport: dir, path: %s, pattern: "*.xml", settle: 500ms, type: invoice, route: shop, batch: 200}
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), sk.URL(), inbox)), 0o600)
-	p := startServerWith(t, cfg)
+`, sk.URL(), inbox))
 
 	const n, slowEvery = 5000, 50
 	content := func(i int) []byte {
@@ -522,15 +444,9 @@ receivers:
 // once the route is added (SIGHUP) and the receiver started, all arrive in
 // order (one ordering key; the two routes share the endpoint).
 func TestReceiverStopsOnError(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	natsURL := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	sk := startSink(t, sink.Options{})
 	js, stream, subject := natsStream(t, natsURL)
 	var items []brokerItem
 	for i, route := range []string{"shop", "shop", "later", "later", "later"} {
@@ -541,22 +457,16 @@ func TestReceiverStopsOnError(t *testing.T) {
 	publishNATS(t, js, subject, items)
 
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	config := func(routes string) {
-		os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+	config := func(routes string) string {
+		return writeConfig(t, dir, "127.0.0.1:0", fmt.Sprintf(`endpoints:
   shop: {transport: http, url: "%s/shop", max_concurrency: 1}
 routes:
 %s
 receivers:
   feed: {transport: nats, url: %q, stream: %s, type: order, route_header: x-route, id_header: message-id, ordering_key_header: x-key, on_error: stop}
-`, filepath.Join(dir, "data", "courier.db"), sk.URL(), routes, natsURL, stream)), 0o600)
+`, sk.URL(), routes, natsURL, stream))
 	}
-	config("  shop: {endpoints: [shop]}")
-	p := startServerWith(t, cfg)
+	p := startServerWith(t, config("  shop: {endpoints: [shop]}"))
 	waitUntil(t, p, 30*time.Second, "the receiver stopped", func() bool { return p.receivers(t)["feed"].State == courier.ReceiverStopped })
 	r := p.receivers(t)["feed"]
 	if r.Received != 2 || !strings.Contains(r.StopReason, "item feed-2 cannot be taken") || !strings.Contains(r.StopReason, `route "later" is not configured`) {

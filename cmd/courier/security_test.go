@@ -77,18 +77,10 @@ func TestKeysNew(t *testing.T) {
 // With keys, courier serves beyond loopback; the command line sends its key
 // from COURIER_API_KEY or --api-key, and the server takes the key's role.
 func TestServeWithKeys(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
-	dir := t.TempDir()
+	skipIfShort(t)
 	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
 	secrets := map[string]string{"erp": "erp-secret-1", "ops": "ops-secret-1", "root": "root-secret-1"}
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: 0.0.0.0:%s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-keys:
+	cfg := writeConfig(t, t.TempDir(), "0.0.0.0:"+port, fmt.Sprintf(`keys:
   erp: {role: sender, hash: %q, routes: [acme]}
   ops: {role: operator, hash: %q}
   root: {role: admin, hash: %q}
@@ -96,8 +88,7 @@ endpoints:
   acme: {transport: http, url: "http://127.0.0.1:9/inbox"}
 routes:
   acme: {endpoints: [acme]}
-`, port, filepath.Join(dir, "data", "courier.db"), api.HashSecret(secrets["erp"]), api.HashSecret(secrets["ops"]),
-		api.HashSecret(secrets["root"]))), 0o600)
+`, api.HashSecret(secrets["erp"]), api.HashSecret(secrets["ops"]), api.HashSecret(secrets["root"])))
 	p := startServerWith(t, cfg)
 	server := "127.0.0.1:" + port
 
@@ -105,30 +96,18 @@ routes:
 	if courier.ErrorCode(err) != courier.CodeUnauthenticated {
 		t.Fatalf("messages list without a key: %v", err)
 	}
-	out, _, err := runCLI(t, `{"n":1}`, "--server", server, "--api-key", secrets["erp"], "send", "--type", "t", "--route", "acme", "--id", "k-1", "--deliver-after", "1h")
-	if err != nil || !strings.Contains(out, "created k-1") {
-		t.Fatalf("send with --api-key: %q %v", out, err)
-	}
+	cliPrints(t, `{"n":1}`, []string{"--server", server, "--api-key", secrets["erp"], "send", "--type", "t", "--route", "acme", "--id", "k-1", "--deliver-after", "1h"},
+		"created k-1")
 	t.Setenv("COURIER_API_KEY", secrets["ops"])
-	out, _, err = runCLI(t, "", "--server", server, "messages", "list")
-	if err != nil || !strings.Contains(out, "k-1") {
-		t.Fatalf("messages list with COURIER_API_KEY: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", server, "messages", "list"}, "k-1")
 	_, _, err = runCLI(t, `{"n":1}`, "--server", server, "send", "--type", "t", "--route", "acme")
 	if courier.ErrorCode(err) != courier.CodePermissionDenied {
 		t.Fatalf("send as an operator: %v", err)
 	}
-	out, _, err = runCLI(t, "", "--server", server, "messages", "discard", "k-1")
-	if err != nil {
-		t.Fatalf("discard as ops: %q %v", out, err)
-	}
-	if _, _, err := runCLI(t, "", "--server", server, "endpoints", "off", "acme"); err != nil {
-		t.Fatalf("endpoint off as ops: %v", err)
-	}
-	out, _, err = runCLI(t, "", "--server", server, "endpoints", "show", "acme", "-o", "json")
-	if err != nil || !strings.Contains(out, `"who": "ops"`) {
-		t.Fatalf("switching the endpoint off is not recorded as done by ops: %q %v", out, err)
-	}
+	cliPrints(t, "", []string{"--server", server, "messages", "discard", "k-1"})
+	cliPrints(t, "", []string{"--server", server, "endpoints", "off", "acme"})
+	// Switching the endpoint off is recorded as done by ops.
+	cliPrints(t, "", []string{"--server", server, "endpoints", "show", "acme", "-o", "json"}, `"who": "ops"`)
 	if log := p.log(); strings.Contains(log, secrets["erp"]) || strings.Contains(log, secrets["ops"]) {
 		t.Errorf("a secret is in the log:\n%s", log)
 	}
@@ -153,7 +132,7 @@ routes:
 	// A reload that would leave the open listener without keys is refused.
 	body, _ := os.ReadFile(cfg)
 	keyless := string(body[:strings.Index(string(body), "keys:")]) + string(body[strings.Index(string(body), "endpoints:"):])
-	os.WriteFile(cfg, []byte(keyless), 0o600)
+	writeFile(t, cfg, keyless)
 	if got := reload(secrets["root"]); got != http.StatusUnprocessableEntity {
 		t.Errorf("reload without keys on 0.0.0.0: %d, want 422", got)
 	}
@@ -177,16 +156,11 @@ func writeCert(t *testing.T, certFile, keyFile string, serial int64) *x509.Certi
 
 // The listener serves TLS, and a renewed certificate is taken in on SIGHUP.
 func TestServeTLSReloadsCertificate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
 	first := writeCert(t, certFile, keyFile, 1)
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\nstore: {driver: sqlite, path: %s}\ntls: {cert: %s, key: %s}\n",
-		freeAddr(t), filepath.Join(dir, "data", "courier.db"), certFile, keyFile)), 0o600)
-	p := startServerWith(t, cfg)
+	p := startNode(t, dir, fmt.Sprintf("tls: {cert: %s, key: %s}\n", certFile, keyFile))
 	if !strings.HasPrefix(p.url, "https://") {
 		t.Fatalf("listening on %s, want https", p.url)
 	}
@@ -213,59 +187,38 @@ func TestServeTLSReloadsCertificate(t *testing.T) {
 
 	writeCert(t, certFile, keyFile, 2)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for serial() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the renewed certificate was not taken in after SIGHUP\n%s", p.log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, p, 10*time.Second, "the renewed certificate taken in after SIGHUP", func() bool { return serial() == 2 })
 }
 
 // courier serve guards outbound connections by default: a message for an
 // endpoint on loopback, without an allowlist, is suspended as rejected
 // and the receiver never sees a connection.
 func TestServeGuardsOutboundByDefault(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	receiver, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer receiver.Close()
+	// Not writeConfig: this node has the default outbound rules, with no
+	// allowlist.
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
+	writeFile(t, cfg, fmt.Sprintf(`listen: %s
 store: {driver: sqlite, path: %s}
 endpoints:
   internal: {transport: http, url: "http://%s/in"}
 routes:
   internal: {endpoints: [internal]}
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), receiver.Addr())), 0o600)
+`, freeAddr(t), storePath(dir), receiver.Addr()))
 	p := startServerWith(t, cfg)
 	server := strings.TrimPrefix(p.url, "http://")
 	if _, _, err := runCLI(t, `{"n":1}`, "--server", server, "send", "--type", "t", "--route", "internal", "--id", "g-1"); err != nil {
 		t.Fatal(err)
 	}
-	client := api.NewClient(server, "")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m, err := client.Message(t.Context(), "g-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.State == courier.StateSuspended {
-			if m.Reason != courier.ReasonRejected || !strings.Contains(m.LastError, "SSRF guard") {
-				t.Fatalf("suspended with %s: %s", m.Reason, m.LastError)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("message still %s: %s\n%s", m.State, m.LastError, p.log())
-		}
-		time.Sleep(20 * time.Millisecond)
+	m := waitForState(t, p, api.NewClient(server, ""), "g-1", courier.StateSuspended, time.Now().Add(10*time.Second))
+	if m.Reason != courier.ReasonRejected || !strings.Contains(m.LastError, "SSRF guard") {
+		t.Fatalf("suspended with %s: %s", m.Reason, m.LastError)
 	}
 	// The accept queue is in arrival order: the first connection must be
 	// the test's own.

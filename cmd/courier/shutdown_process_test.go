@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,12 +22,7 @@ const stopSlack = 8 * time.Second
 func stopWithin(t *testing.T, p *process, shutdownTimeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(shutdownTimeout + stopSlack):
-		t.Fatalf("still running %v after SIGTERM with shutdown_timeout %v\n%s", shutdownTimeout+stopSlack, shutdownTimeout, p.log())
-	}
+	p.terminate(t, shutdownTimeout+stopSlack)
 	took := time.Since(start)
 	t.Logf("exited %v after SIGTERM (shutdown_timeout %v)", took.Round(time.Millisecond), shutdownTimeout)
 	return took
@@ -84,42 +76,19 @@ func TestStopWhileStoreIsGone(t *testing.T) {
 // longer than shutdown_timeout; SIGTERM cuts them off in time, and after a
 // restart every message is delivered.
 func TestStopWhileAttemptsHang(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	const timeout = 2 * time.Second
-	sk, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	sk := startSink(t, sink.Options{})
 	sk.Script("/ep", sink.BlackHole(), sink.Repeat)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: %s
-store: {driver: sqlite, path: %s}
-shutdown_timeout: %v
-outbound: {allow_networks: [127.0.0.0/8]}
+	p := startNode(t, t.TempDir(), fmt.Sprintf(`shutdown_timeout: %v
 endpoints:
   ep: {transport: http, url: "%s/ep", timeout: 5m}
 routes:
   r: {endpoints: [ep]}
-`, freeAddr(t), filepath.Join(dir, "courier.db"), timeout, sk.URL())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startServerWith(t, cfg)
+`, timeout, sk.URL()))
 	const n = 12 // fewer than max_concurrency: every one hangs at once
 	for i := range n {
-		req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("%s/v1/messages/h-%02d", p.url, i),
-			strings.NewReader(`{"type":"order","route":"r","payload":{"n":1}}`))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("ingest: %s", resp.Status)
-		}
+		p.create(t, fmt.Sprintf("h-%02d", i), `{"type":"order","route":"r","payload":{"n":1}}`)
 	}
 	waitUntil(t, p, 30*time.Second, "every attempt hanging at the receiver", func() bool { return sk.Count("/ep") >= n })
 
@@ -129,7 +98,7 @@ routes:
 	}
 
 	sk.Script("/ep", sink.Respond(http.StatusNoContent), sink.Repeat)
-	p = startServerWith(t, cfg)
+	p = startServerWith(t, p.config)
 	waitUntil(t, p, time.Minute, "every message delivered after the restart", func() bool {
 		return sk.StatusCount(http.StatusNoContent) >= n
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -19,19 +20,9 @@ since it started, over the last hour and per second over the last minutes.
 On several nodes sharing a store, the states are the store's and the rest is
 the node's.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			st, err := g.client().Stats(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(st)
-			}
-			return g.printStats(st)
-		},
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.Stats, error) {
+			return c.Stats(ctx)
+		}, g.printStats),
 	}
 }
 

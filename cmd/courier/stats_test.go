@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,28 +10,22 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/metrics"
-	"github.com/courier-gw/courier/sqlite"
 )
 
 // TestStatsAndEndpointsList: courier stats and courier endpoints list show
 // the same essentials as tables and as JSON.
 func TestStatsAndEndpointsList(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testStore(t)
 	top := &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{"acme": courier.NewEndpoint("acme", courier.TransportHTTP)},
 		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
 	}
 	top.Endpoints["acme"].HTTP.URL = "https://acme.example/in?token=secret"
 	m := metrics.New(metrics.Options{Source: store, TopologyFunc: func() *courier.Topology { return top }})
-	srv := api.NewServer(api.Options{Store: store, Topology: top, Observer: m, StatsFunc: m.StatsFunc})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() { ts.Close(); store.Close() })
+	url := apiServer(t, api.Options{Store: store, Topology: top, Observer: m, StatsFunc: m.StatsFunc})
 
 	for _, id := range []string{"a", "b"} {
-		if _, _, err := runCLI(t, `{"n":1}`, "--server", ts.URL, "send", "--type", "invoice", "--route", "acme", "--id", id); err != nil {
+		if _, _, err := runCLI(t, `{"n":1}`, "--server", url, "send", "--type", "invoice", "--route", "acme", "--id", id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,13 +33,13 @@ func TestStatsAndEndpointsList(t *testing.T) {
 	m.Applied(courier.Change{From: courier.StateInflight, Message: &courier.Message{ID: "x", Type: "invoice", Route: "acme",
 		State: courier.StateDelivered, CreatedAt: time.Now().Add(-time.Second), FinishedAt: time.Now()}})
 
-	if _, _, err := runCLI(t, "", "--server", ts.URL, "stats"); courier.ErrorCode(err) != courier.CodeUnavailable {
+	if _, _, err := runCLI(t, "", "--server", url, "stats"); courier.ErrorCode(err) != courier.CodeUnavailable {
 		t.Fatalf("stats before the first count: %v, want unavailable", err)
 	}
 	if err := m.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runCLI(t, "", "--server", ts.URL, "stats")
+	out, _, err := runCLI(t, "", "--server", url, "stats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +52,7 @@ func TestStatsAndEndpointsList(t *testing.T) {
 		t.Errorf("courier stats: delivered 1 and ingested 2 expected:\n%s", out)
 	}
 
-	out, _, err = runCLI(t, "", "--server", ts.URL, "-o", "json", "stats")
+	out, _, err = runCLI(t, "", "--server", url, "-o", "json", "stats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +64,7 @@ func TestStatsAndEndpointsList(t *testing.T) {
 		t.Errorf("stats -o json: %s", out)
 	}
 
-	out, _, err = runCLI(t, "", "--server", ts.URL, "endpoints", "list")
+	out, _, err = runCLI(t, "", "--server", url, "endpoints", "list")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +77,7 @@ func TestStatsAndEndpointsList(t *testing.T) {
 	if fields := strings.Fields(row); len(fields) < 8 || fields[5] != "2" {
 		t.Errorf("endpoints list row %q: want 2 queued", row)
 	}
-	out, _, err = runCLI(t, "", "--server", ts.URL, "-o", "json", "endpoints", "list")
+	out, _, err = runCLI(t, "", "--server", url, "-o", "json", "endpoints", "list")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,22 +56,15 @@ func newSuspendedListCmd(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List suspended messages, newest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.MessageList, error) {
 			af := f.filter()
 			mf := courier.MessageFilter{State: af.State, Type: af.Type, Route: af.Route, Endpoint: af.Endpoint,
 				Reason: af.Reason, Limit: limit, Cursor: cursor}
 			if af.CreatedAfter != nil {
 				mf.CreatedAfter = *af.CreatedAfter
 			}
-			list, err := g.client().Messages(cmd.Context(), mf)
-			if err != nil {
-				return err
-			}
-			return g.printMessages(list)
-		},
+			return c.Messages(ctx, mf)
+		}, g.messageTable),
 	}
 	f.flags(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 50, "messages per page (at most 1000)")
@@ -90,30 +83,20 @@ func newSuspendedBulkCmd(g *globals, kind courier.ActionKind) *cobra.Command {
 starts, in batches that survive a restart of the server, and shows how far it
 got. Each message's change is recorded as an operator action.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.Operation, error) {
 			id, err := uuid.NewV7()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			req := api.BulkRequest{Filter: f.filter(), Route: toRoute, OperationID: "op-" + id.String()}
-			c := g.client()
-			ctx, stop := context.WithCancel(cmd.Context())
+			watching, stop := context.WithCancel(ctx)
 			defer stop()
-			go watchOperation(ctx, g, c, req.OperationID, verb)
-			op, err := c.Bulk(cmd.Context(), kind, req)
-			stop()
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(op)
-			}
+			go watchOperation(watching, g, c, req.OperationID, verb)
+			return c.Bulk(ctx, kind, req)
+		}, func(op *api.Operation) error {
 			fmt.Fprintf(g.stdout, "%s %d messages (operation %s)\n", verb, op.Count, op.ID)
 			return nil
-		},
+		}),
 	}
 	f.flags(cmd)
 	if kind == courier.ActionResubmit {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"mime/quotedprintable"
-	"net/http"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -23,9 +22,7 @@ import (
 // pick-up directory, and the notices arrive as mails that link to the
 // message in the dashboard.
 func TestServeFallsBackToFileAndMailsNotices(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
+	skipIfShort(t)
 	mx, err := mailsink.Start("127.0.0.1:0", mailsink.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -35,12 +32,7 @@ func TestServeFallsBackToFileAndMailsNotices(t *testing.T) {
 	dir := t.TempDir()
 	outbox := filepath.Join(dir, "vans")
 	os.Mkdir(outbox, 0o755)
-	cfg := filepath.Join(dir, "courier.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-public_url: https://courier.example.org
-outbound: {allow_networks: [127.0.0.0/8]}
+	p := startNode(t, dir, fmt.Sprintf(`public_url: https://courier.example.org
 endpoints:
   acme: {transport: http, url: "http://%s/inbox"}
   vans: {transport: file, dir: %s, name: "{type}-{id}.xml"}
@@ -53,31 +45,18 @@ policies:
     schedule: [100ms]
     escalate: [{after: 200ms, notify: ops-mail}]
     fallback: {after: 1s, route: vans}
-`, freeAddr(t), filepath.Join(dir, "data", "courier.db"), freeAddr(t), outbox, mx.Addr())), 0o600)
-	p := startServerWith(t, cfg)
+`, freeAddr(t), outbox, mx.Addr()))
 
-	req, _ := http.NewRequest(http.MethodPut, p.url+"/v1/messages/inv-1",
-		strings.NewReader(`{"type":"invoice","route":"acme","payload_base64":"PEludm9pY2UvPg==","content_type":"application/xml"}`))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("ingest: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	p.create(t, "inv-1", `{"type":"invoice","route":"acme","payload_base64":"PEludm9pY2UvPg==","content_type":"application/xml"}`)
 
-	file := filepath.Join(outbox, "invoice-inv-1.xml")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := os.ReadFile(file)
-		if err == nil {
-			if string(got) != "<Invoice/>" {
-				t.Fatalf("file holds %q", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no file in the pick-up directory\n%s", p.log())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got []byte
+	waitUntil(t, p, 20*time.Second, "a file in the pick-up directory", func() bool {
+		var err error
+		got, err = os.ReadFile(filepath.Join(outbox, "invoice-inv-1.xml"))
+		return err == nil
+	})
+	if string(got) != "<Invoice/>" {
+		t.Fatalf("file holds %q", got)
 	}
 
 	// One escalation and one fallback notice.

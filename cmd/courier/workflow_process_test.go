@@ -3,18 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/sqlite"
 )
 
 // TestWorkflowSurvivesKill: 1,000 four-step workflows, courier killed with
@@ -22,30 +17,18 @@ import (
 // was done, in order, and a step was sent twice only where it was in flight
 // at the kill (counted by webhook-id, which is <id>.<step>).
 func TestWorkflowSurvivesKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test; runs without -short")
-	}
-	sk, err := sink.StartWith("127.0.0.1:0", sink.Options{DiscardBodies: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sk.Close()
+	skipIfShort(t)
+	sk := startSink(t, sink.Options{DiscardBodies: true})
 	steps := []string{"accounts", "packages", "drones", "deliveries"}
 	for _, s := range steps {
 		sk.Script("/"+s, sink.Delay(3*time.Millisecond, 200).WithBody(`{"ok":true}`), sink.Repeat)
 	}
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	db := filepath.Join(dir, "data", "courier.db")
 	var eps strings.Builder
 	for _, s := range steps {
 		fmt.Fprintf(&eps, "  %s: {transport: http, url: \"%s/%s\", max_concurrency: 32}\n", s, sk.URL(), s)
 	}
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-listen: %s
-store: {driver: sqlite, path: %s}
-outbound: {allow_networks: [127.0.0.0/8]}
-endpoints:
+	p := startNode(t, dir, fmt.Sprintf(`endpoints:
 %sroutes:
   schedule:
     workflow:
@@ -53,40 +36,26 @@ endpoints:
       - {endpoint: packages}
       - {endpoint: drones}
       - {endpoint: deliveries}
-`, freeAddr(t), db, eps.String())), 0o600)
-	p := startServerWith(t, cfg)
+`, eps.String()))
 
 	const total = 1000
-	var items []string
-	for i := 0; i < total; i++ {
-		items = append(items, fmt.Sprintf(`{"id":"w-%04d","type":"delivery","route":"schedule","payload":{"n":%d}}`, i, i))
-	}
-	resp, err := http.Post(p.url+"/v1/messages/batch", "application/json", strings.NewReader(`{"messages":[`+strings.Join(items, ",")+`]}`))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("batch: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	ids := messageIDs(total)
+	ingest(t, []*process{p}, "delivery", ids, func(int) string { return "schedule" })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := sk.Wait(ctx, "/packages", total/2); err != nil {
 		t.Fatalf("before the kill: %v", err)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	p.kill(t)
 	before := sk.Total()
 
 	// The steps in flight at the kill: the only ones allowed twice.
-	store, err := sqlite.Open(db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inflight := map[string]bool{}
-	for _, m := range inflightMessages(t, store) {
+	for _, m := range inflightInSQLite(t, storePath(dir)) {
 		inflight[fmt.Sprintf("%s.%d", m.ID, m.Step)] = true
 	}
-	store.Close()
 
-	p2 := startServerWith(t, cfg)
+	p2 := startServerWith(t, p.config)
 	waitUntil(t, p2, 2*time.Minute, "every workflow's last step", func() bool {
 		last := map[string]bool{}
 		for _, a := range sk.Arrivals("/deliveries") {
@@ -107,7 +76,7 @@ endpoints:
 	for i := 0; i < total; i++ {
 		prev := 0
 		for k := range steps {
-			id := fmt.Sprintf("w-%04d.%d", i, k+1)
+			id := fmt.Sprintf("%s.%d", ids[i], k+1)
 			switch n := seen[id]; {
 			case n == 0:
 				t.Fatalf("step %s was never sent", id)
@@ -126,16 +95,7 @@ endpoints:
 	// Every workflow ends delivered.
 	client := api.NewClient(p2.url, "")
 	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; i < total; i++ {
-		for {
-			m, err := client.Message(context.Background(), fmt.Sprintf("w-%04d", i))
-			if err == nil && m.State == courier.StateDelivered {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("w-%04d: %+v, %v", i, m, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	for _, id := range ids {
+		waitForState(t, p2, client, id, courier.StateDelivered, deadline)
 	}
 }

@@ -2,23 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/storetest"
 )
 
 func TestMessagesShowWorkflow(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := testStore(t)
 	top := &courier.Topology{Routes: map[string]*courier.Route{
 		"book": {Name: "book", Workflow: &courier.Workflow{Steps: []courier.WorkflowStep{
 			{Endpoint: "reserve", Compensate: "release"},
@@ -26,13 +20,12 @@ func TestMessagesShowWorkflow(t *testing.T) {
 			{Endpoint: "ship"},
 		}}},
 	}}
-	ts := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top}))
-	t.Cleanup(func() { ts.Close(); store.Close() })
+	url := apiServer(t, api.Options{Store: store, Topology: top})
 
-	if out, _, err := runCLI(t, `{"seat":"12A"}`, "--server", ts.URL, "send", "--type", "booking", "--route", "book", "--id", "w-1"); err != nil {
+	if out, _, err := runCLI(t, `{"seat":"12A"}`, "--server", url, "send", "--type", "booking", "--route", "book", "--id", "w-1"); err != nil {
 		t.Fatalf("send: %q %v", out, err)
 	}
-	out, _, err := runCLI(t, "", "--server", ts.URL, "messages", "show", "w-1")
+	out, _, err := runCLI(t, "", "--server", url, "messages", "show", "w-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +36,7 @@ func TestMessagesShowWorkflow(t *testing.T) {
 	storetest.AttemptStep(t, store, top, "book:step-1", courier.Result{Status: 200, Body: long})
 	storetest.AttemptStep(t, store, top, "book:step-2", courier.Result{Status: 200, Body: "charged 42.00 EUR"})
 	storetest.AttemptStep(t, store, top, "book:step-3", courier.Result{Class: courier.ClassHTTP4xx, Status: 400, Error: "HTTP 400: no such address"})
-	out, _, err = runCLI(t, "", "--server", ts.URL, "messages", "show", "w-1")
+	out, _, err = runCLI(t, "", "--server", url, "messages", "show", "w-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +51,7 @@ func TestMessagesShowWorkflow(t *testing.T) {
 
 	storetest.AttemptStep(t, store, top, "book:undo-2", courier.Result{Status: 200})
 	storetest.AttemptStep(t, store, top, "book:undo-1", courier.Result{Status: 200})
-	out, _, err = runCLI(t, "", "--server", ts.URL, "messages", "show", "w-1")
+	out, _, err = runCLI(t, "", "--server", url, "messages", "show", "w-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +59,7 @@ func TestMessagesShowWorkflow(t *testing.T) {
 		`1 +reserve +release +undone`, `2 +charge +refund +undone`, `3 +ship +- +failed`, `book:undo-1 +release +delivered`)
 
 	// -o json prints the API's view.
-	out, _, err = runCLI(t, "", "--server", ts.URL, "-o", "json", "messages", "show", "w-1")
+	out, _, err = runCLI(t, "", "--server", url, "-o", "json", "messages", "show", "w-1")
 	var shown api.Message
 	if err != nil || json.Unmarshal([]byte(out), &shown) != nil {
 		t.Fatalf("show -o json: %q %v", out, err)

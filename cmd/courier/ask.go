@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/courier-gw/courier/api"
+	"github.com/spf13/cobra"
+)
+
+// askServer returns the RunE of a command that asks the server one thing:
+// after --output is checked, ask puts the question with the command's
+// arguments, and the answer is printed as JSON with -o json, else by text.
+func askServer[T any](g *globals, ask func(ctx context.Context, c *api.Client, args []string) (T, error), text func(T) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := g.check(); err != nil {
+			return err
+		}
+		v, err := ask(cmd.Context(), g.client(), args)
+		if err != nil {
+			return err
+		}
+		if g.output == "json" {
+			return g.printJSON(v)
+		}
+		return text(v)
+	}
+}
+
+// newSwitchCmd returns the command `verb NAME` that switches what NAME
+// names, a kind of thing such as an endpoint, on or off with flip, and
+// prints the state it is in then.
+func newSwitchCmd[T any](g *globals, verb, short, kind string, flip func(ctx context.Context, c *api.Client, name string) (T, error),
+	state func(T) (name, state string)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (T, error) {
+			return flip(ctx, c, args[0])
+		}, func(v T) error {
+			name, st := state(v)
+			fmt.Fprintf(g.stdout, "%s %s is %s\n", kind, name, st)
+			return nil
+		}),
+	}
+}
