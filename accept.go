@@ -119,6 +119,9 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to %d", m.Priority, MaxPriority)
 	case len(m.OrderingKey) > MaxIDLen:
 		return Errorf(CodeInvalidArgument, "ordering_key is longer than %d bytes", MaxIDLen)
+	case !utf8.ValidString(m.OrderingKey) || !ValidHeaderValue(m.OrderingKey):
+		// It is stored as text, and shown in lists and the dashboard.
+		return Errorf(CodeInvalidArgument, "ordering_key has a control character or is not UTF-8")
 	case !m.ExpiresAt.IsZero() && !m.DeliverAfter.IsZero() && !m.ExpiresAt.After(m.DeliverAfter):
 		return Errorf(CodeInvalidArgument, "expires_at must be after deliver_after")
 	}

@@ -156,6 +156,8 @@ func TestValidate(t *testing.T) {
 		{"priority low", func(m *courier.Message) { m.Priority = -1 }, "priority"},
 		{"priority high", func(m *courier.Message) { m.Priority = 10 }, "priority"},
 		{"long ordering key", func(m *courier.Message) { m.OrderingKey = strings.Repeat("k", 257) }, "ordering_key"},
+		{"ordering key with a NUL", func(m *courier.Message) { m.OrderingKey = "k\x00" }, "ordering_key"},
+		{"ordering key not UTF-8", func(m *courier.Message) { m.OrderingKey = "k\xff" }, "ordering_key"},
 		{"expires before deliver", func(m *courier.Message) { m.DeliverAfter, m.ExpiresAt = at, at }, "expires_at"},
 		{"header name", func(m *courier.Message) { m.Headers = map[string]string{"A B": "x"} }, "header name"},
 		{"header value", func(m *courier.Message) { m.Headers = map[string]string{"A": "x\r\nInjected: y"} }, "control character"},
