@@ -160,9 +160,28 @@ func (h *harness) attempts(id string) []courier.Attempt {
 	return a
 }
 
+// countStays gives a request that should not come the time to arrive, and
+// fails unless the sink has had exactly want on path; what says when.
+func (h *harness) countStays(path string, want int, what string) {
+	h.t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	if n := h.sink.Count(path); n != want {
+		h.t.Fatalf("%d requests to %s %s, want %d", n, path, what, want)
+	}
+}
+
 func schedulePolicy(name string, delays ...time.Duration) *courier.Policy {
 	p := courier.DefaultPolicy()
 	p.Name, p.Schedule = name, delays
+	return p
+}
+
+// steadyPolicy retries every interval, without jitter, up to maxAttempts
+// attempts in all.
+func steadyPolicy(name string, maxAttempts int, every time.Duration) *courier.Policy {
+	p := courier.DefaultPolicy()
+	p.Name, p.MaxAttempts = name, maxAttempts
+	p.Backoff = courier.Backoff{Initial: every, Factor: 1, Max: every}
 	return p
 }
 
@@ -228,10 +247,7 @@ func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
 	if len(hist) != 1 || !strings.Contains(hist[0].Response, "bad vat number") || hist[0].Status != 400 {
 		t.Fatalf("history %+v", hist)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := h.sink.Count("/acme"); n != 1 {
-		t.Fatalf("%d requests after a permanent error, want 1", n)
-	}
+	h.countStays("/acme", 1, "after a permanent error")
 }
 
 func TestExhaustedAfterMaxAttempts(t *testing.T) {
@@ -258,10 +274,7 @@ func TestExhaustedAfterMaxAttempts(t *testing.T) {
 			t.Errorf("attempt %+v", a)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := h.sink.Count("/acme"); n != 4 {
-		t.Fatalf("%d requests, want exactly 4", n)
-	}
+	h.countStays("/acme", 4, "after the last attempt")
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
@@ -361,11 +374,7 @@ func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 	if _, err := h.store.Discard(ctx, "b", courier.Action{At: time.Now(), Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	before := h.sink.Count("/acme")
-	time.Sleep(300 * time.Millisecond)
-	if after := h.sink.Count("/acme"); after != before {
-		t.Fatalf("a discarded message was sent: %d requests, before %d", after, before)
-	}
+	h.countStays("/acme", h.sink.Count("/acme"), "after a discard")
 }
 
 func TestMaxConcurrencyAtTheSink(t *testing.T) {

@@ -13,10 +13,7 @@ import (
 // orderedPolicy retries quickly and long enough that a receiver failing
 // one request in ten never exhausts it.
 func orderedPolicy(name string) *courier.Policy {
-	p := courier.DefaultPolicy()
-	p.Name, p.MaxAttempts = name, 50
-	p.Backoff = courier.Backoff{Initial: 10 * time.Millisecond, Factor: 1, Max: 10 * time.Millisecond}
-	return p
+	return steadyPolicy(name, 50, 10*time.Millisecond)
 }
 
 // ingestAll stores the messages in batches, in order, and wakes the engine.
