@@ -116,6 +116,13 @@ func (h *harness) addNode() *engine.Engine {
 	return h.startEngine(s, s)
 }
 
+// direct adds an endpoint on the sink's path /name and a route of the same
+// name to it alone.
+func (h *harness) direct(name string) {
+	h.top.Endpoints[name] = h.httpEndpoint(name, "/"+name)
+	h.route(name, name)
+}
+
 func (h *harness) route(name string, endpoints ...string) {
 	h.top.Routes[name] = &courier.Route{Name: name, Endpoints: endpoints, Strategy: courier.StrategySingle}
 	if len(endpoints) > 1 {
@@ -187,8 +194,7 @@ func steadyPolicy(name string, maxAttempts int, every time.Duration) *courier.Po
 
 func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.policy(schedulePolicy("invoice", 200*time.Millisecond, 400*time.Millisecond, time.Minute))
 		h.sink.Script("/acme", sink.Respond(500), sink.Respond(500), sink.Respond(200))
 	})
@@ -234,8 +240,7 @@ func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 
 func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.sink.Script("/acme", sink.Respond(400).WithBody(`{"error":"bad vat number"}`))
 	})
 	h.send("inv-1", "invoice", "acme")
@@ -252,8 +257,7 @@ func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
 
 func TestExhaustedAfterMaxAttempts(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		p := courier.DefaultPolicy()
 		p.Name, p.MaxAttempts = "order", 4
 		p.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Max: 100 * time.Millisecond}
@@ -279,8 +283,7 @@ func TestExhaustedAfterMaxAttempts(t *testing.T) {
 
 func TestRetryAfterIsHonoured(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.policy(schedulePolicy("invoice", 10*time.Millisecond))
 		h.sink.Script("/acme", sink.Respond(429).WithHeader("Retry-After", "2"), sink.Respond(204))
 	})
@@ -349,8 +352,7 @@ func TestEscalationNoticeOnceAndFallbackDelivers(t *testing.T) {
 
 func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.sink.Script("/acme", sink.Respond(422), sink.Respond(422), sink.Respond(204))
 	})
 	ctx := context.Background()

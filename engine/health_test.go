@@ -210,8 +210,7 @@ func TestFailoverAndReturn(t *testing.T) {
 // Switched off, an endpoint's messages are held; switched on, they go.
 func TestOffHoldsAndOnReleases(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		// Off before the engine starts: a switch takes effect with the next
 		// claim round, and a round already past its read of the health
 		// could still send what arrives meanwhile.
