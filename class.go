@@ -1,5 +1,7 @@
 package courier
 
+import "slices"
+
 // ErrorClass names the kind of failure of one attempt (DESIGN §3). Transports
 // map their errors onto these; endpoint rules and policies refer to them.
 type ErrorClass string
@@ -27,14 +29,7 @@ var ErrorClasses = []ErrorClass{ClassDNS, ClassConnectRefused, ClassConnectTimeo
 	ClassTransport, ClassRejected, ClassLookup}
 
 // Valid reports whether c is one of the defined classes.
-func (c ErrorClass) Valid() bool {
-	for _, v := range ErrorClasses {
-		if c == v {
-			return true
-		}
-	}
-	return false
-}
+func (c ErrorClass) Valid() bool { return slices.Contains(ErrorClasses, c) }
 
 // PermanentByDefault reports whether a failure of class c means the receiver
 // will never take this message, when the endpoint's rules do not say

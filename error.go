@@ -62,28 +62,22 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // ErrorCode returns the code of the first *Error in err's chain, or
 // CodeInternal when there is none. A nil error has no code.
-func ErrorCode(err error) Code {
-	var e *Error
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &e):
-		return e.Code
-	default:
-		return CodeInternal
-	}
-}
+func ErrorCode(err error) Code { return shown(err).Code }
 
 // ErrorMessage returns the displayable message of the first *Error in err's
 // chain, or "internal error" when there is none.
-func ErrorMessage(err error) string {
+func ErrorMessage(err error) string { return shown(err).Message }
+
+// shown is what the caller may see of err: the first *Error in its chain,
+// an internal error when there is none, and nothing for a nil error.
+func shown(err error) Error {
 	var e *Error
 	switch {
 	case err == nil:
-		return ""
+		return Error{}
 	case errors.As(err, &e):
-		return e.Message
+		return *e
 	default:
-		return "internal error"
+		return *Internal(nil)
 	}
 }

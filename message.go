@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -25,14 +26,7 @@ const (
 var States = []State{StateQueued, StateInflight, StateDelivered, StateSuspended, StateDiscarded}
 
 // Valid reports whether s is one of the defined states.
-func (s State) Valid() bool {
-	for _, v := range States {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
+func (s State) Valid() bool { return slices.Contains(States, s) }
 
 // Terminal reports whether a message in state s is finished for good and
 // may be purged after the retention period.
@@ -58,14 +52,7 @@ var Reasons = []Reason{ReasonExhausted, ReasonRejected, ReasonExpired, ReasonNoR
 	ReasonPoison, ReasonInvalid, ReasonCompensated, ReasonCompensationFailed}
 
 // Valid reports whether r is one of the defined reasons.
-func (r Reason) Valid() bool {
-	for _, v := range Reasons {
-		if r == v {
-			return true
-		}
-	}
-	return false
-}
+func (r Reason) Valid() bool { return slices.Contains(Reasons, r) }
 
 // Message is one unit of work. The first group of fields is what the sender
 // gave; the rest is kept by the store as the message moves through its states.

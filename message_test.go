@@ -328,7 +328,7 @@ func TestErrorCodes(t *testing.T) {
 	if courier.ErrorCode(u) != courier.CodeUnavailable || strings.Contains(courier.ErrorMessage(u), "disk") || !errors.Is(u, plain) {
 		t.Errorf("Unavailable: code %q message %q", courier.ErrorCode(u), courier.ErrorMessage(u))
 	}
-	if courier.ErrorCode(nil) != "" {
-		t.Error("nil has a code")
+	if courier.ErrorCode(nil) != "" || courier.ErrorMessage(nil) != "" {
+		t.Error("nil has a code or a message")
 	}
 }

@@ -1,5 +1,7 @@
 package courier
 
+import "slices"
+
 // Role says what an API key may do. The API decides what each role allows;
 // the names are part of the configuration contract (DESIGN §9).
 type Role string
@@ -15,11 +17,4 @@ const (
 var Roles = []Role{RoleSender, RoleOperator, RoleAdmin}
 
 // Valid reports whether r is one of the defined roles.
-func (r Role) Valid() bool {
-	for _, v := range Roles {
-		if r == v {
-			return true
-		}
-	}
-	return false
-}
+func (r Role) Valid() bool { return slices.Contains(Roles, r) }

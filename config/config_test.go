@@ -54,25 +54,12 @@ func errorLines(t *testing.T, err error) []string {
 	return out
 }
 
-func TestParseExample(t *testing.T) {
-	t.Parallel()
-	data, err := os.ReadFile("testdata/courier.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Parse("testdata/courier.yaml", data, envOf(exampleEnv))
-	if err != nil {
-		t.Fatalf("Parse:\n%v", err)
-	}
-
-	if got, want := c.File, "testdata/courier.yaml"; got != want {
-		t.Errorf("File = %q, want %q", got, want)
-	}
+// checkDefaultServer checks that c has the default server-wide settings:
+// Default's, which the example file also spells out.
+func checkDefaultServer(t *testing.T, c *Config) {
+	t.Helper()
 	if got, want := c.Listen, "127.0.0.1:8425"; got != want {
 		t.Errorf("Listen = %q, want %q", got, want)
-	}
-	if got, want := c.TLS, (TLS{Cert: "server.crt", Key: "server.key"}); got != want {
-		t.Errorf("TLS = %+v, want %+v", got, want)
 	}
 	if got, want := c.Store, (Store{Driver: "sqlite", Path: "./courier-data/courier.db"}); got != want {
 		t.Errorf("Store = %+v, want %+v", got, want)
@@ -91,6 +78,26 @@ func TestParseExample(t *testing.T) {
 	}
 	if got, want := c.Log, (Log{Format: "text", Level: "info"}); got != want {
 		t.Errorf("Log = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseExample(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/courier.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("testdata/courier.yaml", data, envOf(exampleEnv))
+	if err != nil {
+		t.Fatalf("Parse:\n%v", err)
+	}
+
+	if got, want := c.File, "testdata/courier.yaml"; got != want {
+		t.Errorf("File = %q, want %q", got, want)
+	}
+	checkDefaultServer(t, c)
+	if got, want := c.TLS, (TLS{Cert: "server.crt", Key: "server.key"}); got != want {
+		t.Errorf("TLS = %+v, want %+v", got, want)
 	}
 	if got, want := c.PublicURL, "https://courier.example.org"; got != want {
 		t.Errorf("PublicURL = %q, want %q", got, want)
@@ -225,24 +232,7 @@ func TestLoad(t *testing.T) {
 func TestDefault(t *testing.T) {
 	t.Parallel()
 	c := Default()
-	if got, want := c.Listen, "127.0.0.1:8425"; got != want {
-		t.Errorf("Listen = %q, want %q", got, want)
-	}
-	if got, want := c.Store, (Store{Driver: "sqlite", Path: "./courier-data/courier.db"}); got != want {
-		t.Errorf("Store = %+v, want %+v", got, want)
-	}
-	if got, want := c.Retention, 168*time.Hour; got != want {
-		t.Errorf("Retention = %v, want %v", got, want)
-	}
-	if got, want := c.MaxPayload, int64(1<<20); got != want {
-		t.Errorf("MaxPayload = %d, want %d", got, want)
-	}
-	if got, want := c.MaxBatchBytes, int64(32<<20); got != want {
-		t.Errorf("MaxBatchBytes = %d, want %d", got, want)
-	}
-	if got, want := c.Log, (Log{Format: "text", Level: "info"}); got != want {
-		t.Errorf("Log = %+v, want %+v", got, want)
-	}
+	checkDefaultServer(t, c)
 	if c.File != "" || c.TLS != (TLS{}) || c.PublicURL != "" || len(c.Keys) != 0 || len(c.Outbound.AllowNetworks) != 0 {
 		t.Errorf("Default sets optional fields: %+v", c)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -275,7 +276,7 @@ func (d *decoder) object(n *yaml.Node, path string, line int, known []string) *o
 		return o
 	}
 	for _, p := range d.pairs(n, path) {
-		if !contains(known, p.key) {
+		if !slices.Contains(known, p.key) {
 			if s := closest(p.key, known); s != "" {
 				d.errorf(p.line, join(path, p.key), "unknown field (did you mean %q?)", s)
 			} else {
@@ -337,6 +338,35 @@ func (o *object) str(name string, dst *string) int {
 		*dst = s
 		return nil
 	})
+}
+
+// oneOf reads a field that takes one of a few words into dst, which keeps
+// its value when the field is absent or names none of them.
+func oneOf[T ~string](o *object, name string, dst *T, words ...T) {
+	var s string
+	if l := o.str(name, &s); l > 0 {
+		if slices.Contains(words, T(s)) {
+			*dst = T(s)
+		} else {
+			o.d.errorf(l, o.field(name), "must be %s, not %q", orList(words), clip(s))
+		}
+	}
+}
+
+// orList writes words as a list in prose: "a, b or c".
+func orList[T ~string](words []T) string {
+	var b strings.Builder
+	for i, w := range words {
+		switch {
+		case i == 0:
+		case i == len(words)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(w))
+	}
+	return b.String()
 }
 
 // parsed hands the field's text to parse and records where the field is
@@ -470,15 +500,6 @@ func join(path, name string) string {
 		return name
 	}
 	return path + "." + name
-}
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // closest returns the candidate nearest to s when it is near enough to be a

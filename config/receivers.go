@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/courier-gw/courier"
@@ -23,7 +24,7 @@ var allReceiverFields = func() []string {
 	all := append([]string{}, receiverFields...)
 	for _, t := range courier.ReceiverTransports {
 		for _, f := range receiverSourceFields[t] {
-			if !contains(all, f) {
+			if !slices.Contains(all, f) {
 				all = append(all, f)
 			}
 		}
@@ -44,14 +45,14 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 		r := &courier.Receiver{Name: p.key, Batch: courier.DefaultReceiveBatch, OnError: courier.OnErrorSuspend}
 		var tr string
 		if o.required("transport", ": one of amqp, nats, dir") {
-			if l := o.str("transport", &tr); l > 0 && !contains(courier.ReceiverTransports, courier.ReceiverTransport(tr)) {
+			if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.ReceiverTransports, courier.ReceiverTransport(tr)) {
 				d.errorf(l, o.field("transport"), "must be amqp, nats or dir, not %q", clip(tr))
 			}
 		}
 		r.Transport = courier.ReceiverTransport(tr)
 		if own, ok := receiverSourceFields[r.Transport]; ok {
 			for _, f := range o.order {
-				if !contains(receiverFields, f) && !contains(own, f) {
+				if !slices.Contains(receiverFields, f) && !slices.Contains(own, f) {
 					o.errorf(f, "not a field of %s receivers", r.Transport)
 				}
 			}
@@ -131,12 +132,5 @@ func (d *decoder) receiverMapping(o *object, r *courier.Receiver, refs *[]ref) {
 	if l := o.integer("batch", &r.Batch); l > 0 && (r.Batch < 1 || r.Batch > MaxReceiveBatch) {
 		d.errorf(l, o.field("batch"), "must be from 1 to %d", MaxReceiveBatch)
 	}
-	var onError string
-	if l := o.str("on_error", &onError); l > 0 {
-		if e := courier.OnError(onError); e == courier.OnErrorSuspend || e == courier.OnErrorStop {
-			r.OnError = e
-		} else {
-			d.errorf(l, o.field("on_error"), "must be suspend or stop, not %q", clip(onError))
-		}
-	}
+	oneOf(o, "on_error", &r.OnError, courier.OnErrorSuspend, courier.OnErrorStop)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -87,7 +88,7 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 		k := Key{Name: p.key, MaxSuspended: DefaultMaxSuspended}
 		var role string
 		if o.required("role", ": one of sender, operator, admin") {
-			if l := o.str("role", &role); l > 0 && !contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
+			if l := o.str("role", &role); l > 0 && !slices.Contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
 				d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", clip(role))
 			}
 		}
@@ -216,10 +217,10 @@ func (c *Config) checkServer() Errors {
 			bad([]string{"max_batch_bytes"}, "must be at least max_payload (%s)", formatSize(c.MaxPayload))
 		}
 	}
-	if !contains([]string{"text", "json"}, c.Log.Format) {
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		bad([]string{"log.format", "log"}, "must be text or json, not %q", clip(c.Log.Format))
 	}
-	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad([]string{"log.level", "log"}, "must be debug, info, warn or error, not %q", clip(c.Log.Level))
 	}
 	if c.PublicURL != "" {
@@ -280,7 +281,7 @@ func checkHostPort(s string, listen bool) error {
 // checkURL accepts an absolute URL with one of the schemes and a host.
 func checkURL(s string, schemes ...string) error {
 	u, err := url.Parse(s)
-	if err != nil || !contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "" {
+	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "" {
 		return fmt.Errorf("not an absolute %s URL", strings.Join(schemes, " or "))
 	}
 	if strings.ContainsAny(s, " \t") {

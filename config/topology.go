@@ -87,7 +87,7 @@ var allEndpointFields = func() []string {
 	all := slices.Clone(endpointFields)
 	for _, t := range courier.Transports {
 		for _, f := range transportFields[t] {
-			if !contains(all, f) {
+			if !slices.Contains(all, f) {
 				all = append(all, f)
 			}
 		}
@@ -102,14 +102,14 @@ func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 		o := d.object(p.value, path, p.line, allEndpointFields)
 		var tr string
 		if o.required("transport", ": one of http, smtp, file, amqp, nats") {
-			if l := o.str("transport", &tr); l > 0 && !contains(courier.Transports, courier.Transport(tr)) {
+			if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.Transports, courier.Transport(tr)) {
 				d.errorf(l, o.field("transport"), "must be http, smtp, file, amqp or nats, not %q", clip(tr))
 			}
 		}
 		e := newEndpoint(p.key, courier.Transport(tr))
 		if own, ok := transportFields[e.Transport]; ok {
 			for _, f := range o.order {
-				if !contains(endpointFields, f) && !contains(own, f) {
+				if !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
 					o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
 				}
 			}
@@ -134,7 +134,7 @@ func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 func fieldOwners(f string) string {
 	var owners []string
 	for _, t := range courier.Transports {
-		if contains(transportFields[t], f) {
+		if slices.Contains(transportFields[t], f) {
 			owners = append(owners, string(t))
 		}
 	}
@@ -275,7 +275,7 @@ func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
 // of the template of a lookup route's resolved endpoints.
 func (d *decoder) httpSettings(o *object, e *courier.Endpoint) {
 	h := &e.HTTP
-	if l := o.str("method", &h.Method); l > 0 && !contains(httpMethods, h.Method) {
+	if l := o.str("method", &h.Method); l > 0 && !slices.Contains(httpMethods, h.Method) {
 		d.errorf(l, o.field("method"), "must be one of %s, not %q", strings.Join(httpMethods, ", "), clip(h.Method))
 	}
 	var secret string
@@ -388,7 +388,7 @@ func (d *decoder) smtpTarget(o *object, e *courier.Endpoint) {
 			o.errorf("password", "required when username is set")
 		}
 	}
-	if l := o.str("starttls", &s.StartTLS); l > 0 && !contains([]string{"auto", "always", "never"}, s.StartTLS) {
+	if l := o.str("starttls", &s.StartTLS); l > 0 && !slices.Contains([]string{"auto", "always", "never"}, s.StartTLS) {
 		d.errorf(l, o.field("starttls"), "must be auto, always or never, not %q", clip(s.StartTLS))
 	}
 }
@@ -428,7 +428,7 @@ func checkNameTemplate(s string) error {
 		if end < 0 {
 			return fmt.Errorf("has a { without }")
 		}
-		if p := rest[i+1 : i+end]; !contains([]string{"id", "type", "time"}, p) {
+		if p := rest[i+1 : i+end]; !slices.Contains([]string{"id", "type", "time"}, p) {
 			return fmt.Errorf("{%s} is not a placeholder: use {id}, {type} or {time}", clip(p))
 		}
 		rest = rest[i+end+1:]
@@ -510,7 +510,7 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 				o.errorf("endpoints", "must list at least one endpoint")
 			}
 			for _, it := range items {
-				if contains(r.Endpoints, it.value) {
+				if slices.Contains(r.Endpoints, it.value) {
 					d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
 					continue
 				}
@@ -522,7 +522,7 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 		var strategy string
 		if l := o.str("strategy", &strategy); l > 0 {
 			switch s := courier.Strategy(strategy); {
-			case !contains(courier.Strategies, s):
+			case !slices.Contains(courier.Strategies, s):
 				d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", clip(strategy))
 			case s == courier.StrategySingle && len(r.Endpoints) > 1:
 				d.errorf(l, o.field("strategy"), "single takes one endpoint and this route has %d; use failover, round_robin or weighted", len(r.Endpoints))
@@ -530,17 +530,10 @@ func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 				r.Strategy = s
 			}
 		}
-		if o.has("weights") && (strategy == "" || contains(courier.Strategies, courier.Strategy(strategy))) {
+		if o.has("weights") && (strategy == "" || slices.Contains(courier.Strategies, courier.Strategy(strategy))) {
 			d.weights(o, r, strategy)
 		}
-		var ordered string
-		if l := o.str("ordered_on_failure", &ordered); l > 0 {
-			if s := courier.OrderedOnFailure(ordered); s == courier.OrderedBlock || s == courier.OrderedSkip {
-				r.OrderedOnFailure = s
-			} else {
-				d.errorf(l, o.field("ordered_on_failure"), "must be block or skip, not %q", clip(ordered))
-			}
-		}
+		oneOf(o, "ordered_on_failure", &r.OrderedOnFailure, courier.OrderedBlock, courier.OrderedSkip)
 		t.Routes[p.key] = r
 	}
 }
@@ -556,7 +549,7 @@ func (d *decoder) weights(o *object, r *courier.Route, strategy string) {
 		var w int
 		l := wo.integer(p.key, &w)
 		switch {
-		case !contains(r.Endpoints, p.key):
+		case !slices.Contains(r.Endpoints, p.key):
 			d.errorf(p.line, wo.field(p.key), "%q is not an endpoint of this route", clip(p.key))
 		case l > 0 && w < 1:
 			d.errorf(l, wo.field(p.key), "must be at least 1")
@@ -625,14 +618,7 @@ func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Pol
 	if o.has("fallback") {
 		pol.Fallback = d.fallback(o, refs)
 	}
-	var onExhausted string
-	if l := o.str("on_exhausted", &onExhausted); l > 0 {
-		if v := courier.OnExhausted(onExhausted); v == courier.ExhaustedSuspend || v == courier.ExhaustedDiscard {
-			pol.OnExhausted = v
-		} else {
-			d.errorf(l, o.field("on_exhausted"), "must be suspend or discard, not %q", clip(onExhausted))
-		}
-	}
+	oneOf(o, "on_exhausted", &pol.OnExhausted, courier.ExhaustedSuspend, courier.ExhaustedDiscard)
 	return pol
 }
 

@@ -457,3 +457,19 @@ func TestSeveralErrors(t *testing.T) {
 		t.Errorf("third problem = %+v", got)
 	}
 }
+
+func TestOrList(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"block"}, "block"},
+		{[]string{"suspend", "stop"}, "suspend or stop"},
+		{[]string{"auto", "always", "never"}, "auto, always or never"},
+	} {
+		if got := orList(tt.words); got != tt.want {
+			t.Errorf("orList(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+}

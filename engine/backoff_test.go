@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -19,8 +21,13 @@ func TestBackoffDoublesUpToItsMax(t *testing.T) {
 			t.Fatalf("pauses %v, want %v ms", got, want)
 		}
 	}
-	b = 0
+	if !b.settle(nil, timer, nil, "") {
+		t.Fatal("settle took a success for a failure")
+	}
 	if d := b.after(timer); d != 100*time.Millisecond {
 		t.Errorf("after a success the first pause is %v, want 100ms", d)
+	}
+	if b.settle(errors.New("store down"), timer, slog.New(slog.DiscardHandler), "failed") || time.Duration(b) != 200*time.Millisecond {
+		t.Errorf("after a failure: pause %v, want 200ms and the loop told to wait", time.Duration(b))
 	}
 }

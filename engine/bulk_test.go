@@ -10,26 +10,29 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
-	"github.com/courier-gw/courier/sqlite"
 )
+
+// ingestSuspended stores n messages, s-0000 on, suspended as exhausted: what
+// a bulk operation acts on.
+func ingestSuspended(t *testing.T, store courier.Store, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		m := &courier.Message{ID: fmt.Sprintf("s-%04d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
+		if _, err := store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // An operation recorded but not finished (the server stopped mid-way) is
 // finished by the next start, and each message is done exactly once.
 func TestBulkResumesAtStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "courier.db")
-	store, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := mustOpenSQLite(t, path)
 	ctx := context.Background()
-	for i := 0; i < 1234; i++ {
-		m := &courier.Message{ID: fmt.Sprintf("s-%04d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
-		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
-		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ingestSuspended(t, store, 1234)
 	op := courier.BulkOp{ID: "op-1", Kind: courier.ActionResubmit, Who: "ops", CreatedAt: time.Now()}
 	if _, err := store.StartBulk(ctx, op); err != nil {
 		t.Fatal(err)
@@ -39,10 +42,7 @@ func TestBulkResumesAtStart(t *testing.T) {
 	}
 	store.Close() // the server stops here
 
-	store, err = sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store = mustOpenSQLite(t, path)
 	defer store.Close()
 	woken := 0
 	var mu sync.Mutex
@@ -96,20 +96,10 @@ func TestBulkResumesAtStart(t *testing.T) {
 // TestBulkTellsOnce: the messages of an operation are told once, as its
 // batches are done, whether its request is repeated or not.
 func TestBulkTellsOnce(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
 	defer store.Close()
 	ctx := context.Background()
-	for i := 0; i < 1100; i++ {
-		m := &courier.Message{ID: fmt.Sprintf("s-%04d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
-		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
-		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ingestSuspended(t, store, 1100)
 	var mu sync.Mutex
 	var told []int
 	b := engine.NewBulk(store, nil, nil, nil, func(kind courier.ActionKind, n int) {

@@ -363,14 +363,12 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-poll.C:
 		}
 		more, wakeAt, err := e.claimOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			e.logger.Warn("claiming due messages failed; will try again", "err", err, "in", pause.after(poll))
+		}
+		if !pause.settle(err, poll, e.logger, "claiming due messages failed; will try again") {
 			continue
 		}
-		pause = 0
 		if more {
 			e.nudge()
 		}
@@ -394,6 +392,19 @@ func (b *backoff) after(t *time.Timer) time.Duration {
 	*b = backoff(min(max(2*time.Duration(*b), 100*time.Millisecond), 10*time.Second))
 	resetTimer(t, time.Duration(*b))
 	return time.Duration(*b)
+}
+
+// settle ends a round of a loop. After a failure it logs msg with the
+// error, sets t to the next pause and reports false: the loop waits for t
+// before it tries again. After a success it resets the pause and reports
+// true: the loop goes on and sets t itself.
+func (b *backoff) settle(err error, t *time.Timer, logger *slog.Logger, msg string) bool {
+	if err == nil {
+		*b = 0
+		return true
+	}
+	logger.Warn(msg, "err", err, "in", b.after(t))
+	return false
 }
 
 // minSweep is the least time between two sweeps that Wake asks for: a burst
@@ -429,14 +440,12 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		last = e.clock.Now()
 		err := e.sweep(ctx)
 		took := e.clock.Now().Sub(last)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			e.logger.Warn("looking for due messages failed; will try again", "err", err, "in", pause.after(timer))
+		}
+		if !pause.settle(err, timer, e.logger, "looking for due messages failed; will try again") {
 			continue
 		}
-		pause = 0
 		e.nudge()
 		resetTimer(timer, max(e.opts.PollInterval, sweepCost*took))
 	}

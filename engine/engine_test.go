@@ -116,6 +116,13 @@ func (h *harness) addNode() *engine.Engine {
 	return h.startEngine(s, s)
 }
 
+// direct adds an endpoint on the sink's path /name and a route of the same
+// name to it alone.
+func (h *harness) direct(name string) {
+	h.top.Endpoints[name] = h.httpEndpoint(name, "/"+name)
+	h.route(name, name)
+}
+
 func (h *harness) route(name string, endpoints ...string) {
 	h.top.Routes[name] = &courier.Route{Name: name, Endpoints: endpoints, Strategy: courier.StrategySingle}
 	if len(endpoints) > 1 {
@@ -160,16 +167,34 @@ func (h *harness) attempts(id string) []courier.Attempt {
 	return a
 }
 
+// countStays gives a request that should not come the time to arrive, and
+// fails unless the sink has had exactly want on path; what says when.
+func (h *harness) countStays(path string, want int, what string) {
+	h.t.Helper()
+	time.Sleep(300 * time.Millisecond)
+	if n := h.sink.Count(path); n != want {
+		h.t.Fatalf("%d requests to %s %s, want %d", n, path, what, want)
+	}
+}
+
 func schedulePolicy(name string, delays ...time.Duration) *courier.Policy {
 	p := courier.DefaultPolicy()
 	p.Name, p.Schedule = name, delays
 	return p
 }
 
+// steadyPolicy retries every interval, without jitter, up to maxAttempts
+// attempts in all.
+func steadyPolicy(name string, maxAttempts int, every time.Duration) *courier.Policy {
+	p := courier.DefaultPolicy()
+	p.Name, p.MaxAttempts = name, maxAttempts
+	p.Backoff = courier.Backoff{Initial: every, Factor: 1, Max: every}
+	return p
+}
+
 func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.policy(schedulePolicy("invoice", 200*time.Millisecond, 400*time.Millisecond, time.Minute))
 		h.sink.Script("/acme", sink.Respond(500), sink.Respond(500), sink.Respond(200))
 	})
@@ -215,8 +240,7 @@ func TestRetriesOnTheScheduleUntilDelivered(t *testing.T) {
 
 func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.sink.Script("/acme", sink.Respond(400).WithBody(`{"error":"bad vat number"}`))
 	})
 	h.send("inv-1", "invoice", "acme")
@@ -228,16 +252,12 @@ func TestPermanentErrorSuspendsAtOnce(t *testing.T) {
 	if len(hist) != 1 || !strings.Contains(hist[0].Response, "bad vat number") || hist[0].Status != 400 {
 		t.Fatalf("history %+v", hist)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := h.sink.Count("/acme"); n != 1 {
-		t.Fatalf("%d requests after a permanent error, want 1", n)
-	}
+	h.countStays("/acme", 1, "after a permanent error")
 }
 
 func TestExhaustedAfterMaxAttempts(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		p := courier.DefaultPolicy()
 		p.Name, p.MaxAttempts = "order", 4
 		p.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Max: 100 * time.Millisecond}
@@ -258,16 +278,12 @@ func TestExhaustedAfterMaxAttempts(t *testing.T) {
 			t.Errorf("attempt %+v", a)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := h.sink.Count("/acme"); n != 4 {
-		t.Fatalf("%d requests, want exactly 4", n)
-	}
+	h.countStays("/acme", 4, "after the last attempt")
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.policy(schedulePolicy("invoice", 10*time.Millisecond))
 		h.sink.Script("/acme", sink.Respond(429).WithHeader("Retry-After", "2"), sink.Respond(204))
 	})
@@ -336,8 +352,7 @@ func TestEscalationNoticeOnceAndFallbackDelivers(t *testing.T) {
 
 func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["acme"] = h.httpEndpoint("acme", "/acme")
-		h.route("acme", "acme")
+		h.direct("acme")
 		h.sink.Script("/acme", sink.Respond(422), sink.Respond(422), sink.Respond(204))
 	})
 	ctx := context.Background()
@@ -361,11 +376,7 @@ func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 	if _, err := h.store.Discard(ctx, "b", courier.Action{At: time.Now(), Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	before := h.sink.Count("/acme")
-	time.Sleep(300 * time.Millisecond)
-	if after := h.sink.Count("/acme"); after != before {
-		t.Fatalf("a discarded message was sent: %d requests, before %d", after, before)
-	}
+	h.countStays("/acme", h.sink.Count("/acme"), "after a discard")
 }
 
 func TestMaxConcurrencyAtTheSink(t *testing.T) {

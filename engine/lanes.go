@@ -172,7 +172,7 @@ func (ls *lanes) untake(routes []string) {
 	defer ls.mu.Unlock()
 	var back []*lane
 	for _, r := range routes {
-		if l := ls.byName[r]; l != nil && l.state == laneClaiming {
+		if l := ls.inClaim(r); l != nil {
 			l.state = laneReady
 			back = append(back, l)
 		}
@@ -189,13 +189,22 @@ func (ls *lanes) untake(routes []string) {
 	ls.head = 0
 }
 
+// inClaim returns the route's lane when it is being claimed, nil otherwise.
+// The caller holds ls.mu.
+func (ls *lanes) inClaim(route string) *lane {
+	if l := ls.byName[route]; l != nil && l.state == laneClaiming {
+		return l
+	}
+	return nil
+}
+
 // claimed ends a lane's claim: full reports that it got all it asked for,
 // so more may be due.
 func (ls *lanes) claimed(route string, full bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	l := ls.byName[route]
-	if l == nil || l.state != laneClaiming {
+	l := ls.inClaim(route)
+	if l == nil {
 		return
 	}
 	if full || l.again {
@@ -211,8 +220,8 @@ func (ls *lanes) claimed(route string, full bool) {
 func (ls *lanes) hold(route string, h hold) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	l := ls.byName[route]
-	if l == nil || l.state != laneClaiming {
+	l := ls.inClaim(route)
+	if l == nil {
 		return
 	}
 	if l.again && h.until.IsZero() && len(h.endpoints) == 0 {

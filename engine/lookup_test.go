@@ -73,11 +73,23 @@ func lookupRoute(h *harness, g *registry, ttl time.Duration) {
 	h.top.Routes["nemhandel"] = &courier.Route{Name: "nemhandel", Strategy: courier.StrategySingle, EndpointTemplate: tmpl,
 		Lookup: &courier.Lookup{URL: g.URL + "/lookup?participant={recipient}&doctype={type}", Timeout: 2 * time.Second,
 			CacheTTL: ttl, NegativeTTL: ttl}}
-	p := courier.DefaultPolicy()
-	p.Name = "invoice"
-	p.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 1, Max: 20 * time.Millisecond}
-	h.policy(p)
+	h.policy(steadyPolicy("invoice", courier.DefaultPolicy().MaxAttempts, 20*time.Millisecond))
 	h.resolver = lookup.New(lookup.Options{})
+}
+
+// newLookupHarness is a harness with the route nemhandel resolving
+// recipients at a registry of its own, which build, when not nil, sets up.
+func newLookupHarness(t *testing.T, ttl time.Duration, build func(h *harness, g *registry)) (*harness, *registry) {
+	t.Helper()
+	var g *registry
+	h := newHarness(t, func(h *harness) {
+		g = startRegistry(t)
+		lookupRoute(h, g, ttl)
+		if build != nil {
+			build(h, g)
+		}
+	})
+	return h, g
 }
 
 func (h *harness) sendTo(id, recipient string) {
@@ -93,10 +105,7 @@ func (h *harness) sendTo(id, recipient string) {
 // One lookup serves a hundred messages to one recipient within the cache's
 // time; every recipient at one access point shares its resolved endpoint.
 func TestLookupCachesAndDelivers(t *testing.T) {
-	var g *registry
-	h := newHarness(t, func(h *harness) {
-		g = startRegistry(t)
-		lookupRoute(h, g, time.Minute)
+	h, g := newLookupHarness(t, time.Minute, func(h *harness, g *registry) {
 		g.set("0088:1", h.sink.URL()+"/ap1")
 		g.set("0088:2", h.sink.URL()+"/ap1")
 	})
@@ -122,11 +131,7 @@ func TestLookupCachesAndDelivers(t *testing.T) {
 // A recipient the registry does not know is suspended as rejected after one
 // lookup, and the answer is kept: the next message asks nobody.
 func TestLookupNotRegistered(t *testing.T) {
-	var g *registry
-	h := newHarness(t, func(h *harness) {
-		g = startRegistry(t)
-		lookupRoute(h, g, time.Minute)
-	})
+	h, g := newLookupHarness(t, time.Minute, nil)
 	h.sendTo("inv-1", "0088:nobody")
 	m := h.waitState("inv-1", courier.StateSuspended)
 	if m.Reason != courier.ReasonRejected || m.Attempts != 1 || !strings.Contains(m.LastError, "not registered") {
@@ -145,10 +150,7 @@ func TestLookupNotRegistered(t *testing.T) {
 // While the registry is down the message is retried (class lookup) and no
 // endpoint's health suffers; once it is back the message is delivered.
 func TestLookupRegistryDown(t *testing.T) {
-	var g *registry
-	h := newHarness(t, func(h *harness) {
-		g = startRegistry(t)
-		lookupRoute(h, g, time.Minute)
+	h, g := newLookupHarness(t, time.Minute, func(h *harness, g *registry) {
 		g.set("0088:1", h.sink.URL()+"/ap1")
 		g.answer(503)
 	})
@@ -180,10 +182,7 @@ func TestLookupRegistryDown(t *testing.T) {
 // The recipient moves to another access point: a failed delivery to the old
 // one makes the next attempt look up again, and it follows.
 func TestLookupFollowsAMove(t *testing.T) {
-	var g *registry
-	h := newHarness(t, func(h *harness) {
-		g = startRegistry(t)
-		lookupRoute(h, g, time.Hour)
+	h, g := newLookupHarness(t, time.Hour, func(h *harness, g *registry) {
 		g.set("0088:1", h.sink.URL()+"/old")
 		h.sink.Script("/old", sink.Respond(503), sink.Repeat)
 	})
@@ -206,10 +205,7 @@ func TestLookupFollowsAMove(t *testing.T) {
 // A resolved endpoint's min_interval holds for every recipient behind it,
 // and messages waiting for their turn are put back, not held in a worker.
 func TestLookupPacesTheAccessPoint(t *testing.T) {
-	var g *registry
-	h := newHarness(t, func(h *harness) {
-		g = startRegistry(t)
-		lookupRoute(h, g, time.Minute)
+	h, _ := newLookupHarness(t, time.Minute, func(h *harness, g *registry) {
 		h.top.Routes["nemhandel"].EndpointTemplate.MinInterval = 150 * time.Millisecond
 		for i := 0; i < 5; i++ {
 			g.set(fmt.Sprintf("0088:%d", i), h.sink.URL()+"/ap")

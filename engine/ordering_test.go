@@ -13,10 +13,7 @@ import (
 // orderedPolicy retries quickly and long enough that a receiver failing
 // one request in ten never exhausts it.
 func orderedPolicy(name string) *courier.Policy {
-	p := courier.DefaultPolicy()
-	p.Name, p.MaxAttempts = name, 50
-	p.Backoff = courier.Backoff{Initial: 10 * time.Millisecond, Factor: 1, Max: 10 * time.Millisecond}
-	return p
+	return steadyPolicy(name, 50, 10*time.Millisecond)
 }
 
 // ingestAll stores the messages in batches, in order, and wakes the engine.
@@ -173,8 +170,7 @@ func testOrderedPerKey(t *testing.T, nodes int) {
 // resubmitted, it is delivered on its own.
 func TestSkipLetsTheKeyGoOn(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["shop"] = h.httpEndpoint("shop", "/shop")
-		h.route("shop", "shop")
+		h.direct("shop")
 		h.top.Routes["shop"].OrderedOnFailure = courier.OrderedSkip
 		h.sink.ScriptMessage("k-0", sink.Respond(422))
 	})
@@ -294,8 +290,7 @@ func TestPriorityJumpsTheBacklog(t *testing.T) {
 // ordering key scheduled for later holds the messages of its key behind it.
 func TestDeliverAfterHolds(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["shop"] = h.httpEndpoint("shop", "/shop")
-		h.route("shop", "shop")
+		h.direct("shop")
 	})
 	at := time.Now().Add(700 * time.Millisecond).Truncate(time.Millisecond)
 	later := h.message("later", "order", "shop", "k", 0)
@@ -320,8 +315,7 @@ func TestDeliverAfterHolds(t *testing.T) {
 // delivered all the same.
 func TestScheduledGoesAtItsTime(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		h.top.Endpoints["shop"] = h.httpEndpoint("shop", "/shop")
-		h.route("shop", "shop")
+		h.direct("shop")
 		h.poll = time.Minute
 	})
 	time.Sleep(100 * time.Millisecond) // the sweep at start has run: the next is a minute away

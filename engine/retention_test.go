@@ -10,14 +10,10 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/sqlite"
 )
 
 func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
 	defer store.Close()
 	ctx := context.Background()
 	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)

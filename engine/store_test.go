@@ -29,11 +29,17 @@ func openStore(t *testing.T) (courier.Store, courier.SharedLimits, func() *postg
 		s := open()
 		return s, s, open
 	}
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
+	return mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db")), nil, nil
+}
+
+// mustOpenSQLite opens the SQLite store at path; the caller closes it.
+func mustOpenSQLite(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, nil, nil
+	return s
 }
 
 // TestOnPostgres runs the delivery and health tests again on the

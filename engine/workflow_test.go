@@ -25,9 +25,7 @@ func droneWorkflow(h *harness, comp *courier.Policy) {
 		w.CompensationPolicy = comp.Name
 	}
 	h.top.Routes["schedule"] = &courier.Route{Name: "schedule", Workflow: w}
-	p := courier.DefaultPolicy()
-	p.Name, p.MaxAttempts = "delivery", 3
-	p.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 1, Max: 20 * time.Millisecond}
+	p := steadyPolicy("delivery", 3, 20*time.Millisecond)
 	p.Escalate = []courier.Escalation{{After: time.Hour, Notify: "ops"}}
 	h.policy(p)
 	h.top.Endpoints["ops"] = h.httpEndpoint("ops", "/ops")
@@ -84,9 +82,7 @@ func TestWorkflowStepsInOrder(t *testing.T) {
 // only packages-cancel), and the message is suspended as compensated; a
 // compensation that fails for a while is retried until it succeeds.
 func TestWorkflowCompensates(t *testing.T) {
-	comp := courier.DefaultPolicy()
-	comp.Name, comp.MaxAttempts = "undo", 10
-	comp.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 1, Max: 20 * time.Millisecond}
+	comp := steadyPolicy("undo", 10, 20*time.Millisecond)
 	h := newHarness(t, func(h *harness) {
 		droneWorkflow(h, comp)
 		h.top.Routes["schedule"].Workflow.Steps[0].Compensate = "accounts" // release the account check
@@ -120,9 +116,7 @@ func TestWorkflowCompensates(t *testing.T) {
 // TestWorkflowCompensationFails: an undo that never succeeds ends as
 // compensation_failed, and the operator gets a notice.
 func TestWorkflowCompensationFails(t *testing.T) {
-	comp := courier.DefaultPolicy()
-	comp.Name, comp.MaxAttempts = "undo", 2
-	comp.Backoff = courier.Backoff{Initial: 20 * time.Millisecond, Factor: 1, Max: 20 * time.Millisecond}
+	comp := steadyPolicy("undo", 2, 20*time.Millisecond)
 	h := newHarness(t, func(h *harness) {
 		droneWorkflow(h, comp)
 		h.sink.Script("/deliveries", sink.Respond(400))

@@ -42,6 +42,18 @@ func newRegistry(t *testing.T, h http.HandlerFunc) *registry {
 	return g
 }
 
+// wantRequests fails the test unless the registry has had want requests;
+// why, when not empty, says why that many.
+func (g *registry) wantRequests(t *testing.T, want int64, why string) {
+	t.Helper()
+	if got := g.requests.Load(); got != want {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		t.Errorf("registry requests: got %d, want %d%s", got, want, why)
+	}
+}
+
 // answering is a handler that gives the same answer to every request.
 func answering(status int, body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -76,6 +88,35 @@ func route(g *registry, l courier.Lookup) *courier.Route {
 
 func newResolver(clock *clocktest.Clock) *lookup.Registry {
 	return lookup.New(lookup.Options{Clock: clock})
+}
+
+// newLookup is what most tests resolve with: a registry answering with h, a
+// resolver whose clock stands at start, and a route with the default
+// lookup settings.
+func newLookup(t *testing.T, h http.HandlerFunc) (*registry, *lookup.Registry, *courier.Route) {
+	t.Helper()
+	g := newRegistry(t, h)
+	return g, newResolver(clocktest.New(start)), route(g, courier.Lookup{})
+}
+
+// cached reports whether the resolver holds an answer for the recipient and
+// type.
+func cached(res *lookup.Registry, r *courier.Route, recipient, msgType string) bool {
+	_, ok, _, _ := res.Peek(r, recipient, msgType)
+	return ok
+}
+
+// startResolve starts a Resolve, waits until its request is the registry's
+// first, and returns where the Resolve's error will come.
+func startResolve(t *testing.T, ctx context.Context, g *registry, res *lookup.Registry, r *courier.Route) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := res.Resolve(ctx, r, "0088:579800", "invoice")
+		done <- err
+	}()
+	waitFor(t, "the registry request", func() bool { return g.requests.Load() == 1 })
+	return done
 }
 
 func mustResolve(t *testing.T, g *lookup.Registry, r *courier.Route, recipient, msgType string) courier.Resolution {
@@ -132,16 +173,14 @@ func TestResolveCachesWithinTTL(t *testing.T) {
 			t.Fatalf("resolve %d: got %+v, want %+v", i, got, want)
 		}
 	}
-	if got := g.requests.Load(); got != 1 {
-		t.Errorf("registry requests: got %d, want 1", got)
-	}
+	g.wantRequests(t, 1, "")
 	if got, want := res.Stats(), (lookup.Stats{Hits: 99, Misses: 1}); got != want {
 		t.Errorf("stats: got %+v, want %+v", got, want)
 	}
 
-	cached, ok, exp, notReg := res.Peek(r, "0088:579800", "invoice")
-	if !ok || notReg || cached.URL != want.URL || !exp.Equal(start.Add(5*time.Minute)) {
-		t.Errorf("Peek: got %+v cached=%v expires=%v notRegistered=%v, want the resolution until %v", cached, ok, exp, notReg, start.Add(5*time.Minute))
+	peeked, ok, exp, notReg := res.Peek(r, "0088:579800", "invoice")
+	if !ok || notReg || peeked.URL != want.URL || !exp.Equal(start.Add(5*time.Minute)) {
+		t.Errorf("Peek: got %+v cached=%v expires=%v notRegistered=%v, want the resolution until %v", peeked, ok, exp, notReg, start.Add(5*time.Minute))
 	}
 }
 
@@ -161,9 +200,7 @@ func TestNotRegisteredIsCachedForNegativeTTL(t *testing.T) {
 			t.Errorf("resolve %d: error %q does not name the recipient", i, err)
 		}
 	}
-	if got := g.requests.Load(); got != 1 {
-		t.Errorf("registry requests within NegativeTTL: got %d, want 1", got)
-	}
+	g.wantRequests(t, 1, "within NegativeTTL")
 	if _, ok, _, notReg := res.Peek(r, "0088:1", "invoice"); !ok || !notReg {
 		t.Errorf("Peek: cached=%v notRegistered=%v, want both", ok, notReg)
 	}
@@ -172,9 +209,7 @@ func TestNotRegisteredIsCachedForNegativeTTL(t *testing.T) {
 	if _, err := res.Resolve(context.Background(), r, "0088:1", "invoice"); !errors.Is(err, courier.ErrNotRegistered) {
 		t.Fatalf("after NegativeTTL: got %v, want ErrNotRegistered", err)
 	}
-	if got := g.requests.Load(); got != 2 {
-		t.Errorf("registry requests after NegativeTTL: got %d, want 2", got)
-	}
+	g.wantRequests(t, 2, "after NegativeTTL")
 	if got, want := res.Stats(), (lookup.Stats{Hits: 1, Misses: 2, NotRegistered: 2}); got != want {
 		t.Errorf("stats: got %+v, want %+v", got, want)
 	}
@@ -213,9 +248,7 @@ func TestCacheExpiry(t *testing.T) {
 			mustResolve(t, res, r, "0088:579800", "invoice")
 			clock.Advance(tt.advance)
 			mustResolve(t, res, r, "0088:579800", "invoice")
-			if got := g.requests.Load(); got != tt.want {
-				t.Errorf("registry requests: got %d, want %d", got, tt.want)
-			}
+			g.wantRequests(t, tt.want, "")
 		})
 	}
 }
@@ -267,11 +300,9 @@ func TestFailuresAreNotCached(t *testing.T) {
 				t.Errorf("stats: got %+v, want %+v (a failure is not cached)", got, want)
 			}
 			if tt.handler != nil {
-				if got := g.requests.Load(); got != 2 {
-					t.Errorf("registry requests: got %d, want 2", got)
-				}
+				g.wantRequests(t, 2, "")
 			}
-			if _, ok, _, _ := res.Peek(r, "0088:579800", "invoice"); ok {
+			if cached(res, r, "0088:579800", "invoice") {
 				t.Error("Peek: a failure is cached")
 			}
 		})
@@ -304,9 +335,7 @@ func TestMalformedAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			g := newRegistry(t, answering(200, tt.body))
-			res := newResolver(clocktest.New(start))
-			r := route(g, courier.Lookup{})
+			g, res, r := newLookup(t, answering(200, tt.body))
 
 			for i := range 2 {
 				_, err := res.Resolve(context.Background(), r, "0088:579800", "invoice")
@@ -317,9 +346,7 @@ func TestMalformedAnswers(t *testing.T) {
 					t.Errorf("resolve %d: error %q does not contain %q", i, err, tt.want)
 				}
 			}
-			if got := g.requests.Load(); got != 2 {
-				t.Errorf("registry requests: got %d, want 2 (a malformed answer is not cached)", got)
-			}
+			g.wantRequests(t, 2, "a malformed answer is not cached")
 		})
 	}
 }
@@ -354,58 +381,43 @@ func TestWellFormedAnswers(t *testing.T) {
 
 func TestInvalidateForcesNewRequest(t *testing.T) {
 	t.Parallel()
-	g := newRegistry(t, answering(200, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(clocktest.New(start))
-	r := route(g, courier.Lookup{})
+	g, res, r := newLookup(t, answering(200, `{"url": "https://ap.example.test/as4"}`))
 
 	mustResolve(t, res, r, "0088:579800", "invoice")
 	mustResolve(t, res, r, "0088:579800", "credit-note")
 	res.Invalidate(r, "0088:579800", "invoice")
-	if _, ok, _, _ := res.Peek(r, "0088:579800", "invoice"); ok {
+	if cached(res, r, "0088:579800", "invoice") {
 		t.Error("Peek after Invalidate: still cached")
 	}
-	if _, ok, _, _ := res.Peek(r, "0088:579800", "credit-note"); !ok {
+	if !cached(res, r, "0088:579800", "credit-note") {
 		t.Error("Peek: Invalidate dropped another type's entry")
 	}
 	mustResolve(t, res, r, "0088:579800", "invoice")
-	if got := g.requests.Load(); got != 3 {
-		t.Errorf("registry requests: got %d, want 3", got)
-	}
+	g.wantRequests(t, 3, "")
 }
 
 func TestInvalidateDuringRequestDropsItsAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://old.example.test/as4"}`))
-	res := newResolver(clocktest.New(start))
-	r := route(g, courier.Lookup{})
+	g, res, r := newLookup(t, answeringOnRelease(release, `{"url": "https://old.example.test/as4"}`))
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := res.Resolve(context.Background(), r, "0088:579800", "invoice")
-		done <- err
-	}()
-	waitFor(t, "the registry request", func() bool { return g.requests.Load() == 1 })
+	done := startResolve(t, context.Background(), g, res, r)
 	res.Invalidate(r, "0088:579800", "invoice")
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	if _, ok, _, _ := res.Peek(r, "0088:579800", "invoice"); ok {
+	if cached(res, r, "0088:579800", "invoice") {
 		t.Error("Peek: the answer of an invalidated request was cached")
 	}
 	mustResolve(t, res, r, "0088:579800", "invoice")
-	if got := g.requests.Load(); got != 2 {
-		t.Errorf("registry requests: got %d, want 2", got)
-	}
+	g.wantRequests(t, 2, "")
 }
 
 func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(clocktest.New(start))
-	r := route(g, courier.Lookup{})
+	g, res, r := newLookup(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
 
 	const n = 50
 	var wg sync.WaitGroup
@@ -427,9 +439,7 @@ func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 			t.Errorf("caller %d: got %+v, %v", i, results[i], errs[i])
 		}
 	}
-	if got := g.requests.Load(); got != 1 {
-		t.Errorf("registry requests: got %d, want 1", got)
-	}
+	g.wantRequests(t, 1, "")
 	if got, want := res.Stats(), (lookup.Stats{Hits: n - 1, Misses: 1}); got != want {
 		t.Errorf("stats: got %+v, want %+v", got, want)
 	}
@@ -438,27 +448,18 @@ func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 func TestCancelledCallerLeavesRequestToOthers(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := newRegistry(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
-	res := newResolver(clocktest.New(start))
-	r := route(g, courier.Lookup{})
+	g, res, r := newLookup(t, answeringOnRelease(release, `{"url": "https://ap.example.test/as4"}`))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := res.Resolve(ctx, r, "0088:579800", "invoice")
-		done <- err
-	}()
-	waitFor(t, "the registry request", func() bool { return g.requests.Load() == 1 })
+	done := startResolve(t, ctx, g, res, r)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Resolve: got %v, want context.Canceled", err)
 	}
 	close(release)
-	waitFor(t, "the answer to be cached", func() bool { _, ok, _, _ := res.Peek(r, "0088:579800", "invoice"); return ok })
+	waitFor(t, "the answer to be cached", func() bool { return cached(res, r, "0088:579800", "invoice") })
 	mustResolve(t, res, r, "0088:579800", "invoice")
-	if got := g.requests.Load(); got != 1 {
-		t.Errorf("registry requests: got %d, want 1", got)
-	}
+	g.wantRequests(t, 1, "")
 }
 
 func TestPlaceholdersAreQueryEscaped(t *testing.T) {
@@ -529,9 +530,7 @@ func TestCacheKey(t *testing.T) {
 			}
 		}
 	}
-	if got, want := g.requests.Load(), int64(len(keys)); got != want {
-		t.Errorf("registry requests: got %d, want %d (one per route, recipient and type)", got, want)
-	}
+	g.wantRequests(t, int64(len(keys)), "one per route, recipient and type")
 }
 
 func TestCacheIsBounded(t *testing.T) {
@@ -544,15 +543,13 @@ func TestCacheIsBounded(t *testing.T) {
 		mustResolve(t, res, r, fmt.Sprintf("0088:%d", i), "invoice")
 	}
 	for i := range 5 {
-		_, ok, _, _ := res.Peek(r, fmt.Sprintf("0088:%d", i), "invoice")
+		ok := cached(res, r, fmt.Sprintf("0088:%d", i), "invoice")
 		if want := i >= 2; ok != want {
 			t.Errorf("Peek(0088:%d): cached=%v, want %v (the oldest go first)", i, ok, want)
 		}
 	}
 	mustResolve(t, res, r, "0088:0", "invoice")
-	if got := g.requests.Load(); got != 6 {
-		t.Errorf("registry requests: got %d, want 6 (an evicted recipient is asked again)", got)
-	}
+	g.wantRequests(t, 6, "an evicted recipient is asked again")
 }
 
 func TestRouteWithoutLookup(t *testing.T) {

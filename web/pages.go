@@ -64,24 +64,19 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Queued, d.Inflight, d.Suspended = st.States[courier.StateQueued], st.States[courier.StateInflight], st.States[courier.StateSuspended]
 		d.Chart = newChart(st.Minutes)
 	}
-	eps, err := c.Endpoints(r.Context())
+	all, err := endpointsAndReceivers(r.Context(), c)
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
 	}
-	d.Endpoints = len(eps)
-	for _, e := range eps {
+	d.Endpoints = len(all.Endpoints)
+	for _, e := range all.Endpoints {
 		if e.State != courier.HealthActive {
 			d.NotActive = append(d.NotActive, e)
 		}
 	}
-	rs, err := c.Receivers(r.Context())
-	if err != nil {
-		h.fail(w, r, s, err)
-		return
-	}
-	d.Receivers = len(rs)
-	for _, rc := range rs {
+	d.Receivers = len(all.Receivers)
+	for _, rc := range all.Receivers {
 		if rc.State != courier.ReceiverRunning {
 			d.NotRunning = append(d.NotRunning, rc)
 		}
@@ -98,20 +93,28 @@ type endpointsData struct {
 	Receivers []courier.ReceiverStatus
 }
 
-func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
-	c := h.client(s)
-	eps, err := c.Endpoints(r.Context())
+// endpointsAndReceivers reads the endpoints and this node's receive
+// locations, which the overview sums up and the endpoints page lists.
+func endpointsAndReceivers(ctx context.Context, c *api.Client) (endpointsData, error) {
+	eps, err := c.Endpoints(ctx)
 	if err != nil {
-		h.fail(w, r, s, err)
-		return
+		return endpointsData{}, err
 	}
-	rs, err := c.Receivers(r.Context())
+	rs, err := c.Receivers(ctx)
+	if err != nil {
+		return endpointsData{}, err
+	}
+	return endpointsData{Endpoints: eps, Receivers: rs}, nil
+}
+
+func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
+	d, err := endpointsAndReceivers(r.Context(), h.client(s))
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
 	}
 	p := h.base(r, s, "Endpoints", "endpoints")
-	p.Data = endpointsData{Endpoints: eps, Receivers: rs}
+	p.Data = d
 	h.render(w, http.StatusOK, "endpoints.html", p)
 }
 
