@@ -159,7 +159,7 @@ func TestReceiveFromBrokers(t *testing.T) {
 	skipIfShort(t)
 	mq := amqptest.NewAdmin(t)
 	ns := natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.FileStorage})
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	const n = 10000
 	queue := mq.Queue(nil)
 	amqpItems := brokerItems("amqp", n, true)
@@ -263,7 +263,7 @@ receivers:
 func TestReceiveSurvivesKill(t *testing.T) {
 	skipIfShort(t)
 	mq := amqptest.NewAdmin(t)
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	const n = 10000
 	queue := mq.Queue(nil)
 	items := brokerItems("kill", n, true)
@@ -323,7 +323,7 @@ receivers:
 // delivered once, whole, and ends in processed/.
 func TestPickUpDirectory(t *testing.T) {
 	skipIfShort(t)
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox")
 	os.Mkdir(inbox, 0o755)
@@ -404,7 +404,7 @@ receivers:
 func TestReceiverStopsOnError(t *testing.T) {
 	skipIfShort(t)
 	ns := natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.FileStorage})
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	var items []brokerItem
 	for i, route := range []string{"shop", "shop", "later", "later", "later"} {
 		id := fmt.Sprintf("feed-%d", i)
