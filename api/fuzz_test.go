@@ -5,14 +5,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 )
 
 // FuzzDecodeMessage feeds arbitrary bodies to the ingest decoder: it must
@@ -76,11 +75,7 @@ func FuzzRouter(f *testing.F) {
 	} {
 		f.Add(seed.method, seed.target, seed.header, seed.value, seed.body)
 	}
-	store, err := sqlite.Open(filepath.Join(f.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { store.Close() })
+	store := sqlitetest.Open(f)
 	top := &courier.Topology{
 		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"e"}}},
 		Endpoints: map[string]*courier.Endpoint{"e": courier.NewEndpoint("e", courier.TransportHTTP)},

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -11,8 +10,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/receiver"
-	filetransport "github.com/courier-gw/courier/transport/file"
+	"github.com/courier-gw/courier/internal/receivertest"
 )
 
 // The receive locations of a node over the API: listed with their counts,
@@ -21,17 +19,8 @@ func TestReceivers(t *testing.T) {
 	inbox := t.TempDir()
 	late := &lateReceivers{}
 	ts := newTestServer(t, func(o *api.Options) { o.Receivers = late })
-	svc := receiver.New(receiver.Options{Store: ts.store, TopologyFunc: testTopology,
-		Receivers: []*courier.Receiver{{Name: "drop", Transport: courier.ReceiveDir, Type: "invoice", Route: "acme", Batch: 10,
-			Dir: courier.DirSource{Path: inbox, Pattern: "*.xml", Settle: 20 * time.Millisecond}}},
-		OpenFunc: func(_ context.Context, r *courier.Receiver) (courier.Source, error) {
-			return filetransport.OpenPickup(r)
-		}})
-	late.Receivers = svc
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Stop(context.Background()) })
+	late.Receivers = receivertest.StartPickup(t, ts.store, testTopology, &courier.Receiver{Name: "drop", Transport: courier.ReceiveDir,
+		Type: "invoice", Route: "acme", Batch: 10, Dir: courier.DirSource{Path: inbox, Pattern: "*.xml", Settle: 20 * time.Millisecond}})
 	os.WriteFile(filepath.Join(inbox, "inv-1.xml"), []byte("<invoice/>"), 0o644)
 
 	list := func() courier.ReceiverStatus {

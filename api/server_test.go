@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/sqlite"
 )
 
@@ -37,10 +37,7 @@ func testTopology() *courier.Topology {
 
 func newTestServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.Open(t)
 	ts := &testServer{store: store}
 	o := api.Options{
 		Store: store, Topology: testTopology(), MaxPayload: 4096, MaxBatchBytes: 1 << 20,
@@ -50,7 +47,7 @@ func newTestServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
 		f(&o)
 	}
 	ts.Server = httptest.NewServer(api.NewServer(o))
-	t.Cleanup(func() { ts.Close(); store.Close() })
+	t.Cleanup(ts.Close)
 	return ts
 }
 

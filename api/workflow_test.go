@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/storetest"
 )
 
@@ -27,14 +26,11 @@ func workflowTopology() *courier.Topology {
 }
 
 func TestWorkflowShown(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.Open(t)
 	top := workflowTopology()
 	srv := api.NewServer(api.Options{Store: store, Topology: top})
 	ts := &testServer{Server: httptest.NewServer(srv), store: store}
-	t.Cleanup(func() { ts.Close(); store.Close() })
+	t.Cleanup(ts.Close)
 
 	status, body, _ := ts.call(t, "PUT", "/v1/messages/w-1", `{"type":"booking","route":"book","payload":{"seat":"12A"}}`)
 	if status != http.StatusCreated {

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/amqptest"
+	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
 )
@@ -85,26 +85,15 @@ func TestBrokerBackDelivers(t *testing.T) {
 
 // amqpTarget declares a queue for the test and reads from it.
 func amqpTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string), func() []byte) {
-	conn, err := amqp.Dial(serviceURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := amqptest.NewAdmin(t)
+	queue := a.Queue(nil)
 	configure := func(e *courier.Endpoint, addr string) {
 		u, _ := url.Parse(serviceURL)
 		u.Host = addr
-		e.AMQP = courier.AMQPTarget{URL: u.String(), RoutingKey: q.Name}
+		e.AMQP = courier.AMQPTarget{URL: u.String(), RoutingKey: queue}
 	}
 	take := func() []byte {
-		d, ok, err := ch.Get(q.Name, true)
+		d, ok, err := a.Ch.Get(queue, true)
 		if err != nil || !ok {
 			t.Fatalf("nothing on the queue: %v", err)
 		}
@@ -115,22 +104,11 @@ func amqpTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string
 
 // natsTarget makes a stream for the test and reads from it.
 func natsTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string), func() []byte) {
-	nc, err := nats.Connect(serviceURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "COURIER_ENGINE_TEST_" + time.Now().Format("150405.000000000")[7:]
-	subject := "courier.enginetest." + name
-	s := testenv.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
+	s := natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.MemoryStorage})
 	configure := func(e *courier.Endpoint, addr string) {
 		u, _ := url.Parse(serviceURL)
 		u.Host = addr
-		e.NATS = courier.NATSTarget{URL: u.String(), Subject: subject}
+		e.NATS = courier.NATSTarget{URL: u.String(), Subject: s.Subject}
 	}
 	take := func() []byte {
 		m, err := s.GetMsg(context.Background(), 1)

@@ -15,30 +15,17 @@ const bulkColumns = `id, kind, filter, route, who, count, done, created_at, upda
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
-	filter, err := sqlstore.EncodeFilter(op.Filter)
-	if err != nil {
-		return courier.BulkOp{}, err
-	}
-	var out courier.BulkOp
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO bulk_ops (id, kind, filter, route, who, max_seq, created_at, updated_at)
+	return sqlstore.StartBulk(op, func(fn func(pgx.Tx) error) error {
+		return classify("start bulk operation", pgx.BeginFunc(ctx, s.pool, fn))
+	}, func(tx pgx.Tx, filter string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO bulk_ops (id, kind, filter, route, who, max_seq, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, (SELECT COALESCE(MAX(seq), 0) FROM messages), $6, $6) ON CONFLICT (id) DO NOTHING`,
-			op.ID, string(op.Kind), filter, nullString(op.Route), op.Who, op.CreatedAt); err != nil {
-			return classify("start bulk operation", err)
-		}
-		out, err = scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, op.ID))
-		if err != nil {
-			return classify("read bulk operation", err)
-		}
-		if !sqlstore.SameBulk(out, op) {
-			return courier.Errorf(courier.CodeConflict, "operation %q exists with other settings", op.ID)
-		}
-		return nil
+			op.ID, string(op.Kind), filter, nullString(op.Route), op.Who, op.CreatedAt)
+		return classify("start bulk operation", err)
+	}, func(tx pgx.Tx) (courier.BulkOp, error) {
+		stored, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, op.ID))
+		return stored, classify("read bulk operation", err)
 	})
-	if err != nil {
-		return courier.BulkOp{}, classify("start bulk operation", err)
-	}
-	return out, nil
 }
 
 // RunBulk does the next batch of an operation. The operation's row is

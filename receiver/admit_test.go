@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 )
 
 // sent is one message as a sender gives it, to either door: the fields of
@@ -114,11 +113,8 @@ func TestSameVerdictAtBothDoors(t *testing.T) {
 // max_payload of the receive location it is compared with.
 func newAPI(t *testing.T, top *courier.Topology, maxPayload int64) *api.Client {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "api.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.Open(t)
 	srv := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, MaxPayload: maxPayload}))
-	t.Cleanup(func() { srv.Close(); store.Close() })
+	t.Cleanup(srv.Close)
 	return api.NewClient(srv.URL, "")
 }

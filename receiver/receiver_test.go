@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,8 +11,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/receiver"
-	"github.com/courier-gw/courier/sqlite"
 )
 
 // queue is a source held in memory, standing in for a broker queue in the
@@ -157,11 +156,7 @@ type harness struct {
 
 func newHarness(t *testing.T, r *courier.Receiver, q *queue, wrap func(courier.Store) courier.Store) *harness {
 	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := sqlitetest.Open(t)
 	h := &harness{t: t, store: s, q: q, top: &courier.Topology{
 		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},

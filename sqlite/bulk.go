@@ -14,28 +14,17 @@ const bulkColumns = `id, kind, filter, route, who, count, done, created_at, upda
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
-	filter, err := sqlstore.EncodeFilter(op.Filter)
-	if err != nil {
-		return courier.BulkOp{}, err
-	}
-	var out courier.BulkOp
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	return sqlstore.StartBulk(op, func(fn func(*sql.Tx) error) error {
+		return s.write(ctx, fn)
+	}, func(tx *sql.Tx, filter string) error {
 		_, err := tx.Exec(`INSERT INTO bulk_ops (id, kind, filter, route, who, max_seq, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM messages), ?, ?) ON CONFLICT (id) DO NOTHING`,
 			op.ID, string(op.Kind), filter, nullString(op.Route), op.Who, micros(op.CreatedAt), micros(op.CreatedAt))
-		if err != nil {
-			return classify("start bulk operation", err)
-		}
-		out, err = scanBulk(tx.QueryRow(`SELECT `+bulkColumns+` FROM bulk_ops WHERE id = ?`, op.ID))
-		if err != nil {
-			return classify("read bulk operation", err)
-		}
-		if !sqlstore.SameBulk(out, op) {
-			return courier.Errorf(courier.CodeConflict, "operation %q exists with other settings", op.ID)
-		}
-		return nil
+		return classify("start bulk operation", err)
+	}, func(tx *sql.Tx) (courier.BulkOp, error) {
+		stored, err := scanBulk(tx.QueryRow(`SELECT `+bulkColumns+` FROM bulk_ops WHERE id = ?`, op.ID))
+		return stored, classify("read bulk operation", err)
 	})
-	return out, err
 }
 
 // RunBulk does the next batch of an operation.

@@ -78,22 +78,10 @@ func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	w := sqlstore.Where{Time: micros}
-	q, limit, err := sqlstore.ListQuery(&w, messageColumns, f)
-	if err != nil {
-		return courier.MessagePage{}, err
-	}
-	rows, err := s.rdb.QueryContext(ctx, q, w.Args...)
-	var seqs []int64
-	msgs, err := collect(nil, rows, err, "list messages", func(row scanner) (*courier.Message, error) {
-		m, seq, err := scanMessageSeq(row, false)
-		seqs = append(seqs, seq)
-		return m, err
-	})
-	if err != nil {
-		return courier.MessagePage{}, err
-	}
-	return sqlstore.Page(msgs, seqs, limit), nil
+	page, err := sqlstore.ListMessages(sqlstore.Where{Time: micros}, messageColumns, f,
+		func(q string, args ...any) (sqlstore.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) },
+		func(row scanner) (*courier.Message, int64, error) { return scanMessageSeq(row, false) })
+	return page, classify("list messages", err)
 }
 
 // Attempts returns the attempts of a message, oldest first.

@@ -110,32 +110,34 @@ func newMessage(id string, at time.Time) *courier.Message {
 
 func mustIngest(t *testing.T, s courier.Store, msgs ...*courier.Message) []courier.IngestResult {
 	t.Helper()
-	res, err := s.Ingest(context.Background(), msgs)
-	if err != nil {
-		t.Fatalf("Ingest: %v", err)
-	}
-	if len(res) != len(msgs) {
-		t.Fatalf("Ingest returned %d results for %d messages", len(res), len(msgs))
-	}
-	return res
+	return mustBatch(t, "Ingest", s.Ingest, msgs)
 }
 
 // MustApply applies changes to s and fails the test unless every one of
 // them applied.
 func MustApply(t testing.TB, s courier.Store, changes ...courier.Change) {
 	t.Helper()
-	applied, err := s.Apply(context.Background(), changes)
-	if err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	if len(applied) != len(changes) {
-		t.Fatalf("Apply returned %d results for %d changes", len(applied), len(changes))
-	}
+	applied := mustBatch(t, "Apply", s.Apply, changes)
 	for i, ok := range applied {
 		if !ok {
 			t.Fatalf("the change of %s did not apply", changes[i].Message.ID)
 		}
 	}
+}
+
+// mustBatch calls a store method that takes a batch, named name in
+// failures, with in, and fails the test unless it succeeds with one result
+// for each of in.
+func mustBatch[In, Out any](t testing.TB, name string, call func(context.Context, []In) ([]Out, error), in []In) []Out {
+	t.Helper()
+	out, err := call(context.Background(), in)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("%s returned %d results for %d inputs", name, len(out), len(in))
+	}
+	return out
 }
 
 func mustGet(t *testing.T, s courier.Store, id string) *courier.Message {

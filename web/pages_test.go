@@ -12,8 +12,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/receiver"
-	filetransport "github.com/courier-gw/courier/transport/file"
+	"github.com/courier-gw/courier/internal/receivertest"
 )
 
 // want fails the test unless the answer has the status and every text.
@@ -276,17 +275,9 @@ func TestReceiversShown(t *testing.T) {
 	late := &lateReceivers{}
 	d := newDashboard(t, true, func(o *api.Options) { o.Receivers = late })
 	inbox := t.TempDir()
-	svc := receiver.New(receiver.Options{Store: d.store, TopologyFunc: topology,
-		Receivers: []*courier.Receiver{{Name: "vans-inbox", Transport: courier.ReceiveDir, Type: "invoice", Route: "acme", Batch: 10,
-			Dir: courier.DirSource{Path: inbox, Pattern: "*.xml", Settle: time.Second}}},
-		OpenFunc: func(_ context.Context, r *courier.Receiver) (courier.Source, error) {
-			return filetransport.OpenPickup(r)
-		}})
+	svc := receivertest.StartPickup(t, d.store, topology, &courier.Receiver{Name: "vans-inbox", Transport: courier.ReceiveDir,
+		Type: "invoice", Route: "acme", Batch: 10, Dir: courier.DirSource{Path: inbox, Pattern: "*.xml", Settle: time.Second}})
 	late.Receivers = svc
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Stop(context.Background()) })
 	b := d.browser(t)
 	b.login("ops")
 	deadline := time.Now().Add(10 * time.Second)

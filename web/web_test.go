@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/web"
 )
@@ -66,10 +66,7 @@ func newDashboard(t *testing.T, withKeys bool, mutate ...func(*api.Options)) *da
 // webOpts.
 func newDashboardWith(t *testing.T, withKeys bool, webOpts func(*web.Options), mutate ...func(*api.Options)) *dashboard {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.Open(t)
 	o := api.Options{Store: store, Topology: topology(), Bulk: engine.NewBulk(store, nil, nil, nil, nil)}
 	if withKeys {
 		o.Keys = keys(t)
@@ -88,7 +85,7 @@ func newDashboardWith(t *testing.T, withKeys bool, webOpts func(*web.Options), m
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("/", a)
 	d := &dashboard{Server: httptest.NewServer(mux), store: store}
-	t.Cleanup(func() { d.Close(); store.Close() })
+	t.Cleanup(d.Close)
 	return d
 }
 

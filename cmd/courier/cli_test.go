@@ -15,6 +15,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/sqlite"
 )
 
@@ -47,18 +48,6 @@ func cliPrints(t *testing.T, stdin string, args []string, want ...string) string
 	return out
 }
 
-// testStore opens a SQLite store in a temporary directory, closed when the
-// test ends.
-func testStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return store
-}
-
 // apiServer serves the API with opts over HTTP until the test ends, and
 // returns its URL.
 func apiServer(t *testing.T, opts api.Options) string {
@@ -71,7 +60,7 @@ func apiServer(t *testing.T, opts api.Options) string {
 // cliServer serves the API on a fresh store with the route acme.
 func cliServer(t *testing.T) (string, *sqlite.Store) {
 	t.Helper()
-	store := testStore(t)
+	store := sqlitetest.Open(t)
 	return apiServer(t, api.Options{Store: store, Topology: &courier.Topology{
 		Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
 	}}), store
@@ -156,7 +145,7 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 }
 
 func TestSuspendedBulk(t *testing.T) {
-	store := testStore(t)
+	store := sqlitetest.Open(t)
 	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}}}
 	url := apiServer(t, api.Options{Store: store, Topology: top, Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	for i, typ := range []string{"invoice", "invoice", "order"} {
@@ -177,7 +166,7 @@ func TestSuspendedBulk(t *testing.T) {
 func TestEndpointsCommands(t *testing.T) {
 	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{
 		"acme": {Name: "acme", Transport: courier.TransportHTTP, MaxConcurrency: 4, HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}}}}
-	url := apiServer(t, api.Options{Store: testStore(t), Topology: top})
+	url := apiServer(t, api.Options{Store: sqlitetest.Open(t), Topology: top})
 	for _, tc := range []struct {
 		args []string
 		want []string

@@ -42,7 +42,7 @@ func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *c
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	sk := startSink(t, sink.Options{DiscardBodies: true})
+	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
 	return &cluster{t: t, dir: t.TempDir(), dsn: u.String(), schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
 }
 

@@ -29,7 +29,7 @@ import (
 func TestDashboardInBrowser(t *testing.T) {
 	skipIfShort(t)
 	chromium := testenv.Chromium(t)
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	sk.Script("/in", sink.Respond(http.StatusBadRequest).WithBody(`{"error":"customer 42 unknown"}`), sink.Repeat)
 
 	const opsSecret, erpSecret = "courier_test_ops_secret", "courier_test_erp_secret"

@@ -15,7 +15,7 @@ import (
 // at the kill.
 func TestKillDuringDelivery(t *testing.T) {
 	skipIfShort(t)
-	sk := startSink(t, sink.Options{DiscardBodies: true})
+	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
 	sk.Script("/in", sink.Delay(5*time.Millisecond, 204), sink.Repeat)
 
 	dir := t.TempDir()

@@ -261,18 +261,6 @@ func waitForState(t *testing.T, p *process, c *api.Client, id string, state cour
 	}
 }
 
-// startSink starts a receiver on a loopback port, closed when the test
-// ends.
-func startSink(t *testing.T, o sink.Options) *sink.Sink {
-	t.Helper()
-	sk, err := sink.StartWith("127.0.0.1:0", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sk.Close)
-	return sk
-}
-
 // countByID counts arrivals by their message's id (webhook-id).
 func countByID(arrivals []sink.Arrival) map[string]int {
 	seen := map[string]int{}

@@ -19,7 +19,7 @@ import (
 // and its log has a line per suspension but none per delivery.
 func TestMetricsAfterARun(t *testing.T) {
 	skipIfShort(t)
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	// Two of every three requests are taken, the third is refused for good.
 	sk.Script("/in", sink.Respond(http.StatusNoContent), sink.Respond(http.StatusNoContent), sink.Respond(http.StatusBadRequest), sink.Cycle)
 

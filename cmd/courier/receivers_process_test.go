@@ -14,8 +14,9 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/amqptest"
+	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/internal/testenv"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,30 +64,6 @@ func brokerItems(prefix string, n int, nested bool) []brokerItem {
 	return items
 }
 
-// amqpQueue declares a fresh durable queue, deleted when the test ends.
-func amqpQueue(t *testing.T, url string) (*amqp.Channel, string) {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("courier-recv-%d", time.Now().UnixNano())
-	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := conn.Channel(); err == nil {
-			c.QueueDelete(name, false, false, false)
-		}
-	})
-	return ch, name
-}
-
 // publishAMQP puts the items on the queue as persistent messages and waits
 // for the broker's confirms.
 func publishAMQP(t *testing.T, ch *amqp.Channel, queue string, items []brokerItem) {
@@ -119,24 +96,6 @@ func amqpReady(t *testing.T, ch *amqp.Channel, queue string) int {
 		t.Fatal(err)
 	}
 	return q.Messages
-}
-
-// natsStream creates a fresh stream, deleted when the test ends.
-func natsStream(t *testing.T, url string) (jetstream.JetStream, string, string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("COURIER_RECV_%d", time.Now().UnixNano())
-	subject := strings.ToLower(name) + ".in"
-	testenv.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage})
-	return js, name, subject
 }
 
 func publishNATS(t *testing.T, js jetstream.JetStream, subject string, items []brokerItem) {
@@ -198,16 +157,15 @@ func deliveredOnce(t *testing.T, sk *sink.Sink, items []brokerItem) {
 // and nothing was handed out twice.
 func TestReceiveFromBrokers(t *testing.T) {
 	skipIfShort(t)
-	amqpURL := testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-	natsURL := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
-	sk := startSink(t, sink.Options{})
+	mq := amqptest.NewAdmin(t)
+	ns := natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.FileStorage})
+	sk := sink.MustStart(t, sink.Options{})
 	const n = 10000
-	ch, queue := amqpQueue(t, amqpURL)
+	queue := mq.Queue(nil)
 	amqpItems := brokerItems("amqp", n, true)
-	publishAMQP(t, ch, queue, amqpItems)
-	js, stream, subject := natsStream(t, natsURL)
+	publishAMQP(t, mq.Ch, queue, amqpItems)
 	natsItems := brokerItems("nats", n, false)
-	publishNATS(t, js, subject, natsItems)
+	publishNATS(t, ns.JS, ns.Subject, natsItems)
 
 	cfg := writeConfig(t, t.TempDir(), freeAddr(t), fmt.Sprintf(`endpoints:
   shop: {transport: http, url: "%s/shop", max_concurrency: 64}
@@ -230,7 +188,7 @@ receivers:
     route_header: x-route
     id_header: message-id
     batch: 200
-`, sk.URL(), amqpURL, queue, natsURL, stream))
+`, sk.URL(), mq.URL, queue, ns.URL, ns.Name))
 	start := time.Now()
 	p := startServerWith(t, cfg)
 	good := 0
@@ -282,10 +240,10 @@ receivers:
 	}
 
 	// The sources are empty, and the consumer was handed each message once.
-	if ready := amqpReady(t, ch, queue); ready != 0 {
+	if ready := amqpReady(t, mq.Ch, queue); ready != 0 {
 		t.Fatalf("%d messages left on the queue", ready)
 	}
-	cons, err := js.Consumer(context.Background(), stream, "events")
+	cons, err := ns.JS.Consumer(context.Background(), ns.Name, "events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,10 +262,10 @@ receivers:
 // under its id, and the queue is empty.
 func TestReceiveSurvivesKill(t *testing.T) {
 	skipIfShort(t)
-	amqpURL := testenv.Service(t, "COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
-	sk := startSink(t, sink.Options{})
+	mq := amqptest.NewAdmin(t)
+	sk := sink.MustStart(t, sink.Options{})
 	const n = 10000
-	ch, queue := amqpQueue(t, amqpURL)
+	queue := mq.Queue(nil)
 	items := brokerItems("kill", n, true)
 	for i := range items {
 		items[i].headers = map[string]any{"message-id": items[i].id}
@@ -317,7 +275,7 @@ func TestReceiveSurvivesKill(t *testing.T) {
 			items[i].headers["message-id"] = items[i].id
 		}
 	}
-	publishAMQP(t, ch, queue, items)
+	publishAMQP(t, mq.Ch, queue, items)
 
 	dir := t.TempDir()
 	p := startNode(t, dir, fmt.Sprintf(`endpoints:
@@ -326,7 +284,7 @@ routes:
   shop: {endpoints: [shop]}
 receivers:
   erp: {transport: amqp, url: %q, queue: %s, type: order, route: shop, id_header: message-id, batch: 50}
-`, sk.URL(), amqpURL, queue))
+`, sk.URL(), mq.URL, queue))
 	var before int64
 	waitUntil(t, p, time.Minute, "a part stored", func() bool {
 		before = p.receivers(t)["erp"].Received
@@ -338,7 +296,7 @@ receivers:
 	p2 := startServerWith(t, p.config)
 	waitUntil(t, p2, 2*time.Minute, "the queue emptied", func() bool {
 		r := p2.receivers(t)["erp"]
-		return r.Pending == 0 && amqpReady(t, ch, queue) == 0 && sk.Count("/shop") >= n
+		return r.Pending == 0 && amqpReady(t, mq.Ch, queue) == 0 && sk.Count("/shop") >= n
 	})
 	r := p2.receivers(t)["erp"]
 	t.Logf("after the restart: %d stored, %d handed out again by the broker (they were in flight at the kill)", r.Received, r.Redelivered)
@@ -365,7 +323,7 @@ receivers:
 // delivered once, whole, and ends in processed/.
 func TestPickUpDirectory(t *testing.T) {
 	skipIfShort(t)
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox")
 	os.Mkdir(inbox, 0o755)
@@ -445,16 +403,15 @@ receivers:
 // order (one ordering key; the two routes share the endpoint).
 func TestReceiverStopsOnError(t *testing.T) {
 	skipIfShort(t)
-	natsURL := testenv.Service(t, "COURIER_TEST_NATS", "nats://127.0.0.1:4222")
-	sk := startSink(t, sink.Options{})
-	js, stream, subject := natsStream(t, natsURL)
+	ns := natstest.NewStream(t, jetstream.StreamConfig{Storage: jetstream.FileStorage})
+	sk := sink.MustStart(t, sink.Options{})
 	var items []brokerItem
 	for i, route := range []string{"shop", "shop", "later", "later", "later"} {
 		id := fmt.Sprintf("feed-%d", i)
 		items = append(items, brokerItem{id: id, body: []byte(`"` + id + `"`),
 			headers: map[string]any{"message-id": id, "x-route": route, "x-key": "feed"}})
 	}
-	publishNATS(t, js, subject, items)
+	publishNATS(t, ns.JS, ns.Subject, items)
 
 	dir := t.TempDir()
 	config := func(routes string) string {
@@ -464,7 +421,7 @@ routes:
 %s
 receivers:
   feed: {transport: nats, url: %q, stream: %s, type: order, route_header: x-route, id_header: message-id, ordering_key_header: x-key, on_error: stop}
-`, sk.URL(), routes, natsURL, stream))
+`, sk.URL(), routes, ns.URL, ns.Name))
 	}
 	p := startServerWith(t, config("  shop: {endpoints: [shop]}"))
 	waitUntil(t, p, 30*time.Second, "the receiver stopped", func() bool { return p.receivers(t)["feed"].State == courier.ReceiverStopped })
@@ -472,7 +429,7 @@ receivers:
 	if r.Received != 2 || !strings.Contains(r.StopReason, "item feed-2 cannot be taken") || !strings.Contains(r.StopReason, `route "later" is not configured`) {
 		t.Fatalf("stopped receiver: %+v", r)
 	}
-	cons, err := js.Consumer(context.Background(), stream, "feed")
+	cons, err := ns.JS.Consumer(context.Background(), ns.Name, "feed")
 	if err != nil {
 		t.Fatal(err)
 	}

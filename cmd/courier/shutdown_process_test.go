@@ -78,7 +78,7 @@ func TestStopWhileStoreIsGone(t *testing.T) {
 func TestStopWhileAttemptsHang(t *testing.T) {
 	skipIfShort(t)
 	const timeout = 2 * time.Second
-	sk := startSink(t, sink.Options{})
+	sk := sink.MustStart(t, sink.Options{})
 	sk.Script("/ep", sink.BlackHole(), sink.Repeat)
 	p := startNode(t, t.TempDir(), fmt.Sprintf(`shutdown_timeout: %v
 endpoints:

@@ -9,13 +9,14 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/metrics"
 )
 
 // TestStatsAndEndpointsList: courier stats and courier endpoints list show
 // the same essentials as tables and as JSON.
 func TestStatsAndEndpointsList(t *testing.T) {
-	store := testStore(t)
+	store := sqlitetest.Open(t)
 	top := &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{"acme": courier.NewEndpoint("acme", courier.TransportHTTP)},
 		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},

@@ -23,11 +23,7 @@ import (
 // message in the dashboard.
 func TestServeFallsBackToFileAndMailsNotices(t *testing.T) {
 	skipIfShort(t)
-	mx, err := mailsink.Start("127.0.0.1:0", mailsink.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mx.Close()
+	mx := mailsink.MustStart(t, mailsink.Options{})
 
 	dir := t.TempDir()
 	outbox := filepath.Join(dir, "vans")

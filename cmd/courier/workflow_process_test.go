@@ -18,7 +18,7 @@ import (
 // at the kill (counted by webhook-id, which is <id>.<step>).
 func TestWorkflowSurvivesKill(t *testing.T) {
 	skipIfShort(t)
-	sk := startSink(t, sink.Options{DiscardBodies: true})
+	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
 	steps := []string{"accounts", "packages", "drones", "deliveries"}
 	for _, s := range steps {
 		sk.Script("/"+s, sink.Delay(3*time.Millisecond, 200).WithBody(`{"ok":true}`), sink.Repeat)

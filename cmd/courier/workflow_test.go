@@ -8,11 +8,12 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/storetest"
 )
 
 func TestMessagesShowWorkflow(t *testing.T) {
-	store := testStore(t)
+	store := sqlitetest.Open(t)
 	top := &courier.Topology{Routes: map[string]*courier.Route{
 		"book": {Name: "book", Workflow: &courier.Workflow{Steps: []courier.WorkflowStep{
 			{Endpoint: "reserve", Compensate: "release"},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"testing"
 	"time"
 
 	gosasl "github.com/emersion/go-sasl"
@@ -66,6 +67,18 @@ func Start(addr string, o Options) (*Sink, error) {
 	s.srv.ErrorLog = nopLogger{}
 	go s.srv.Serve(ln)
 	return s, nil
+}
+
+// MustStart runs a Sink on a free loopback port with the options o,
+// failing the test when it cannot, and closes it when the test ends.
+func MustStart(t testing.TB, o Options) *Sink {
+	t.Helper()
+	s, err := Start("127.0.0.1:0", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // Addr is the host:port the Sink listens on.

@@ -1,11 +1,13 @@
 // Package sendertest has the checks the tests of transports' senders share:
 // a server that goes away and comes back, and one that stalls, each behind
-// a proxy so that the server, which other tests use too, never stops; and
-// the throughput of a benchmark.
+// a proxy so that the server, which other tests use too, never stops; that
+// no connection reached a listener a sender must not connect to; and the
+// throughput of a benchmark.
 package sendertest
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -86,6 +88,24 @@ func Stalled(t testing.TB, upstream string, ids [2]string, send SendFunc) {
 	if res := send(to, ids[1], 3); !res.Delivered() {
 		t.Fatalf("after the stall: %+v", res)
 	}
+}
+
+// Untouched reports whether no connection reached ln before the one it
+// opens itself: the accept queue is in arrival order, so a connection a
+// sender had opened would come out first. Nothing else may accept on ln.
+func Untouched(t testing.TB, ln net.Listener) bool {
+	t.Helper()
+	probe, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.RemoteAddr().String() == probe.LocalAddr().String()
 }
 
 // Throughput measures the attempts a transport delivers per second, with

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -117,6 +118,18 @@ func StartWith(addr string, o Options) (*Sink, error) {
 	}
 	go s.srv.Serve(ln)
 	return s, nil
+}
+
+// MustStart starts a sink on a free loopback port with the options o,
+// failing the test when it cannot, and closes it when the test ends.
+func MustStart(t testing.TB, o Options) *Sink {
+	t.Helper()
+	s, err := StartWith("127.0.0.1:0", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // URL returns the sink's base URL, "http://127.0.0.1:port"; append a path.

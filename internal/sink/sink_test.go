@@ -15,16 +15,6 @@ import (
 	"github.com/courier-gw/courier/internal/sink"
 )
 
-func mustStart(t *testing.T, o sink.Options) *sink.Sink {
-	t.Helper()
-	s, err := sink.StartWith("127.0.0.1:0", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 // newClient returns a client whose idle connections are dropped at the end
 // of the test, so no test leaks connections into another.
 func newClient(t *testing.T) *http.Client {
@@ -52,7 +42,7 @@ func post(t *testing.T, c *http.Client, url, body string) (int, string, http.Hea
 
 func TestUnscriptedPathAnswers204AndRecords(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 
 	req, _ := http.NewRequest("PUT", s.URL()+"/in", strings.NewReader("hello"))
@@ -96,7 +86,7 @@ func TestUnscriptedPathAnswers204AndRecords(t *testing.T) {
 
 func TestScriptPlaysInOrderThenDefault(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	s.Script("/p",
 		sink.Respond(503).WithHeader("Retry-After", "7"),
@@ -134,7 +124,7 @@ func TestScriptPlaysInOrderThenDefault(t *testing.T) {
 
 func TestScriptRepeatAndCycle(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	s.Script("/repeat", sink.Respond(200), sink.Respond(500), sink.Repeat)
 	s.Script("/cycle", sink.Respond(201), sink.Respond(202), sink.Cycle)
@@ -165,7 +155,7 @@ func TestScriptRepeatAndCycle(t *testing.T) {
 
 func TestMisplacedMarkerPanics(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	for _, steps := range [][]sink.Step{
 		{sink.Repeat},
 		{sink.Cycle, sink.Respond(200)},
@@ -184,7 +174,7 @@ func TestMisplacedMarkerPanics(t *testing.T) {
 
 func TestDelay(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	const d = 150 * time.Millisecond
 	s.Script("/slow", sink.Delay(d, 202))
@@ -201,7 +191,7 @@ func TestDelay(t *testing.T) {
 
 func TestResetSendsRST(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	s.Script("/rst", sink.Reset())
 
@@ -219,7 +209,7 @@ func TestResetSendsRST(t *testing.T) {
 
 func TestBlackHoleHoldsAndCountsConcurrency(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/hole", sink.BlackHole(), sink.Repeat)
 	c := newClient(t)
 
@@ -300,7 +290,7 @@ func TestCloseEndsBlackHolesAndDelays(t *testing.T) {
 
 func TestStallSendsHeadersButNoBody(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/stall", sink.Stall(200).WithBody("partial"))
 	c := newClient(t)
 
@@ -338,7 +328,7 @@ func TestStallSendsHeadersButNoBody(t *testing.T) {
 func TestFailIsSeededAndRoughlyP(t *testing.T) {
 	t.Parallel()
 	run := func() []int {
-		s := mustStart(t, sink.Options{Seed: 42})
+		s := sink.MustStart(t, sink.Options{Seed: 42})
 		c := newClient(t)
 		s.Script("/flaky", sink.Fail(0.3, 503), sink.Repeat)
 		var got []int
@@ -370,7 +360,7 @@ func TestFailIsSeededAndRoughlyP(t *testing.T) {
 
 func TestFailRandomlyAppliesToUnscriptedPaths(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{Seed: 7})
+	s := sink.MustStart(t, sink.Options{Seed: 7})
 	c := newClient(t)
 	s.Script("/scripted", sink.Respond(200), sink.Repeat)
 	s.FailRandomly(1, 500)
@@ -388,7 +378,7 @@ func TestFailRandomlyAppliesToUnscriptedPaths(t *testing.T) {
 
 func TestWait(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -438,8 +428,8 @@ func TestWaitEndsOnClose(t *testing.T) {
 
 func TestDiscardBodiesAndCountOnly(t *testing.T) {
 	t.Parallel()
-	nb := mustStart(t, sink.Options{DiscardBodies: true})
-	co := mustStart(t, sink.Options{CountOnly: true})
+	nb := sink.MustStart(t, sink.Options{DiscardBodies: true})
+	co := sink.MustStart(t, sink.Options{CountOnly: true})
 	c := newClient(t)
 	post(t, c, nb.URL()+"/x", "a body")
 	post(t, c, co.URL()+"/x", "a body")
@@ -457,7 +447,7 @@ func TestDiscardBodiesAndCountOnly(t *testing.T) {
 
 func TestConnsCountsKeepAlive(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	for range 10 {
 		post(t, c, s.URL()+"/k", "")
@@ -475,7 +465,7 @@ func TestConnsCountsKeepAlive(t *testing.T) {
 
 func TestConcurrentRequests(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/c", sink.Respond(200), sink.Respond(500), sink.Cycle)
 	c := newClient(t)
 	const workers, each = 8, 25
@@ -539,7 +529,7 @@ func BenchmarkSink(b *testing.B) {
 
 func TestScriptMessageGoesBeforeThePathScript(t *testing.T) {
 	t.Parallel()
-	s := mustStart(t, sink.Options{})
+	s := sink.MustStart(t, sink.Options{})
 	c := newClient(t)
 	s.Script("/p", sink.Respond(503), sink.Repeat)
 	s.ScriptMessage("m-1", sink.Respond(400))

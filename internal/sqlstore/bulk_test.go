@@ -42,6 +42,46 @@ func TestSameBulk(t *testing.T) {
 	}
 }
 
+func TestStartBulk(t *testing.T) {
+	op := courier.BulkOp{ID: "b", Kind: courier.ActionResubmit, Route: "other", Filter: courier.MessageFilter{Route: "acme"}}
+	stored := map[string]courier.BulkOp{}
+	var filters []string
+	readErr := errors.New("connection lost")
+	start := func(op courier.BulkOp, failRead bool) (courier.BulkOp, error) {
+		return StartBulk(op, func(fn func(tx string) error) error { return fn("tx") },
+			func(tx, filter string) error {
+				filters = append(filters, filter)
+				if _, taken := stored[op.ID]; !taken {
+					stored[op.ID] = op
+				}
+				return nil
+			},
+			func(tx string) (courier.BulkOp, error) {
+				if failRead {
+					return courier.BulkOp{}, readErr
+				}
+				return stored[op.ID], nil
+			})
+	}
+	if got, err := start(op, false); err != nil || got.ID != "b" || got.Route != "other" {
+		t.Fatalf("first start: %+v, %v", got, err)
+	}
+	if want, _ := EncodeFilter(op.Filter); len(filters) != 1 || filters[0] != want {
+		t.Errorf("inserted with filters %q, want %q", filters, want)
+	}
+	if got, err := start(op, false); err != nil || got.ID != "b" {
+		t.Errorf("repeated start: %+v, %v; want the operation", got, err)
+	}
+	other := op
+	other.Route = ""
+	if got, err := start(other, false); courier.ErrorCode(err) != courier.CodeConflict || got.ID != "" {
+		t.Errorf("start with other settings: %+v, %v; want a conflict", got, err)
+	}
+	if _, err := start(op, true); !errors.Is(err, readErr) {
+		t.Errorf("start whose read fails: %v, want its error", err)
+	}
+}
+
 func TestBulkBatch(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	suspended := &courier.Message{ID: "x", State: courier.StateSuspended, Route: "acme"}

@@ -28,6 +28,29 @@ func ListQuery(w *Where, columns string, f courier.MessageFilter) (query string,
 	return `SELECT ` + columns + ` FROM messages` + w.SQL() + ` ORDER BY seq DESC LIMIT ` + w.Arg(limit+1), limit, nil
 }
 
+// ListMessages reads the page of the messages that match f, newest first,
+// as ListQuery and Page make it: w has the placeholders of the store's
+// database, query runs the statement with its arguments, and scan reads a
+// row of the columns into a message and its ingest sequence number.
+func ListMessages(w Where, columns string, f courier.MessageFilter, query func(q string, args ...any) (Rows, error),
+	scan func(Scanner) (*courier.Message, int64, error)) (courier.MessagePage, error) {
+	q, limit, err := ListQuery(&w, columns, f)
+	if err != nil {
+		return courier.MessagePage{}, err
+	}
+	rows, err := query(q, w.Args...)
+	var seqs []int64
+	msgs, err := Collect(nil, rows, err, func(row Scanner) (*courier.Message, error) {
+		m, seq, err := scan(row)
+		seqs = append(seqs, seq)
+		return m, err
+	})
+	if err != nil {
+		return courier.MessagePage{}, err
+	}
+	return Page(msgs, seqs, limit), nil
+}
+
 // Page makes the page of a list read with ListQuery from the messages it
 // read and their ingest sequence numbers: up to limit messages, and, when
 // there were more, the cursor of the next page.

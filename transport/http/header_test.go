@@ -18,6 +18,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -261,7 +262,7 @@ func TestSignatureVerifiesPerStandardWebhooks(t *testing.T) {
 // with the Standard Webhooks reference libraries, over a real request.
 func TestSignatureMatchesTheSpecVector(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	s := sink.MustStart(t, sink.Options{})
 	tr := newTransport(t, httptransport.Options{Clock: clocktest.New(time.Unix(1614265330, 0))})
 	e := endpoint("vector", s.URL()+"/vector")
 	e.HTTP.Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}

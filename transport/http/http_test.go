@@ -46,21 +46,11 @@ func newTransport(t *testing.T, o httptransport.Options) *httptransport.Transpor
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
-func mustSink(t *testing.T) *sink.Sink {
-	t.Helper()
-	s, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 // sinkAndTransport gives a test a receiver and a transport with the
 // options of these tests.
 func sinkAndTransport(t *testing.T) (*sink.Sink, *httptransport.Transport) {
 	t.Helper()
-	return mustSink(t), newTransport(t, httptransport.Options{})
+	return sink.MustStart(t, sink.Options{}), newTransport(t, httptransport.Options{})
 }
 
 func endpoint(name, url string) *courier.Endpoint {
@@ -252,7 +242,7 @@ func TestBinaryResponseIsSummarised(t *testing.T) {
 
 func TestTimeout(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/slow", sink.Delay(time.Minute, 200))
 	s.Script("/stall", sink.Stall(200).WithBody("{\"partial"))
 	tr := newTransport(t, httptransport.Options{})
@@ -288,7 +278,7 @@ func TestConnectionClosed(t *testing.T) {
 	t.Parallel()
 	t.Run("reset", func(t *testing.T) {
 		t.Parallel()
-		s := mustSink(t)
+		s := sink.MustStart(t, sink.Options{})
 		s.Script("/rst", sink.Reset())
 		tr := newTransport(t, httptransport.Options{})
 		res := send(t, tr, endpoint("rst", s.URL()+"/rst"), message())
@@ -346,7 +336,7 @@ func TestProtocol(t *testing.T) {
 
 func TestRedirectIsNotFollowedByDefault(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/from", sink.Respond(302).WithHeader("Location", "/elsewhere").WithBody("moved"))
 	tr := newTransport(t, httptransport.Options{})
 	res := send(t, tr, endpoint("redir", s.URL()+"/from"), message())
@@ -440,7 +430,7 @@ func TestRedirectHopAfterTheDeadlineIsAConnectTimeout(t *testing.T) {
 // Credentials follow a redirect within the origin but not to another host.
 func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
 	t.Parallel()
-	from, to := mustSink(t), mustSink(t)
+	from, to := sink.MustStart(t, sink.Options{}), sink.MustStart(t, sink.Options{})
 	from.Script("/same", sink.Respond(307).WithHeader("Location", "/here"))
 	from.Script("/away", sink.Respond(307).WithHeader("Location", to.URL()+"/there"))
 	tr := newTransport(t, httptransport.Options{})

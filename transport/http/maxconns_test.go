@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -151,7 +152,7 @@ func TestBusyEndpointKeepsItsConnectionUnderMaxConns(t *testing.T) {
 // nothing.
 func TestSingleEndpointReusesItsConnectionUnderMaxConns(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	s := sink.MustStart(t, sink.Options{})
 	tr := newTransport(t, httptransport.Options{MaxConns: 1})
 	e := endpoint("single", s.URL()+"/in")
 	const n = 100

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/internal/testcert"
 
 	"github.com/courier-gw/courier"
@@ -231,7 +232,7 @@ func pinnedEndpoint(name, url, pin string) *courier.Endpoint {
 // are not counted.
 func TestLookupPoolsAreBounded(t *testing.T) {
 	t.Parallel()
-	sa, sb, sc, ss := mustSink(t), mustSink(t), mustSink(t), mustSink(t)
+	sa, sb, sc, ss := sink.MustStart(t, sink.Options{}), sink.MustStart(t, sink.Options{}), sink.MustStart(t, sink.Options{}), sink.MustStart(t, sink.Options{})
 	tr := newTransport(t, httptransport.Options{MaxLookupPools: 2})
 	a, b, c := resolved(sa.URL()+"/a", ""), resolved(sb.URL()+"/b", ""), resolved(sc.URL()+"/c", "")
 	static := endpoint("static", ss.URL()+"/static")

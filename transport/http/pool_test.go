@@ -15,7 +15,7 @@ import (
 
 func TestConnectionReuse(t *testing.T) {
 	t.Parallel()
-	s := mustSink(t)
+	s := sink.MustStart(t, sink.Options{})
 	s.Script("/in", sink.Respond(200).WithBody("ok"), sink.Respond(503), sink.Respond(400).WithBody("no"), sink.Cycle)
 	tr := newTransport(t, httptransport.Options{})
 	e := endpoint("reuse", s.URL()+"/in")

@@ -31,18 +31,6 @@ import (
 
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-type serverOptions = mailsink.Options
-
-func startServer(t *testing.T, o serverOptions) *mailsink.Sink {
-	t.Helper()
-	s, err := mailsink.Start("127.0.0.1:0", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 func newTransport(t *testing.T, o smtptransport.Options) *smtptransport.Transport {
 	t.Helper()
 	if o.Logger == nil {
@@ -78,7 +66,7 @@ func parse(t *testing.T, data []byte) *mail.Message {
 
 func TestTextTravelsInline(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	tr := newTransport(t, smtptransport.Options{})
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("Invoice 1\nTotal: 42 €\n" + strings.Repeat("long line ", 20)),
 		ContentType: "text/plain", Headers: map[string]string{"X-Tenant": "acme", "Cc": "someone@else.example", "Reply-To": "billing@acme.example"}}
@@ -120,7 +108,7 @@ func TestTextTravelsInline(t *testing.T) {
 
 func TestOtherContentIsAnAttachment(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	tr := newTransport(t, smtptransport.Options{})
 	pdf := make([]byte, 5000)
 	rand.Read(pdf)
@@ -179,7 +167,7 @@ func TestOtherContentIsAnAttachment(t *testing.T) {
 
 func TestTemporaryFailureThenAccepted(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	srv.ScriptData(mailsink.Reply(451, [3]int{4, 3, 0}, "try again later"), nil)
 	tr := newTransport(t, smtptransport.Options{})
 	m := &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("hello"), ContentType: "text/plain"}
@@ -202,7 +190,7 @@ func TestTemporaryFailureThenAccepted(t *testing.T) {
 
 func TestPermanentRefusalIsRejected(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	srv.RefuseRcpt("erp@example.org", mailsink.Reply(550, [3]int{5, 1, 1}, "no such user"))
 	tr := newTransport(t, smtptransport.Options{})
 	res := send(t, tr, endpoint(srv.Addr()), &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
@@ -213,7 +201,7 @@ func TestPermanentRefusalIsRejected(t *testing.T) {
 		t.Errorf("%d mails; no recipient may get it when one is refused", n)
 	}
 	// 5xx to the data itself is rejected as well.
-	srv2 := startServer(t, serverOptions{})
+	srv2 := mailsink.MustStart(t, mailsink.Options{})
 	srv2.ScriptData(mailsink.Reply(554, [3]int{5, 6, 0}, "content refused"))
 	res = send(t, tr, endpoint(srv2.Addr()), &courier.Message{ID: "inv-2", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"})
 	if res.Class != courier.ClassRejected || res.Status != 554 {
@@ -236,7 +224,7 @@ func TestStartTLSAndAuth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := startServer(t, serverOptions{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: tc.mechanisms})
+			srv := mailsink.MustStart(t, mailsink.Options{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: tc.mechanisms})
 			tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
 			e := endpoint(srv.Addr())
 			e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
@@ -271,7 +259,7 @@ func TestStartTLSAndAuth(t *testing.T) {
 
 func TestStartTLSRequiredButNotOffered(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	e := endpoint(srv.Addr())
 	e.SMTP.StartTLS = "always"
 	res := send(t, newTransport(t, smtptransport.Options{}), e, &courier.Message{ID: "a", Type: "t", Payload: []byte("x")})
@@ -328,7 +316,7 @@ func TestConnectionFailures(t *testing.T) {
 
 func TestNoticeIsReadable(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t, serverOptions{})
+	srv := mailsink.MustStart(t, mailsink.Options{})
 	tr := newTransport(t, smtptransport.Options{PublicURL: "https://courier.example.org/"})
 	body, _ := json.Marshal(courier.NoticeBody{
 		Notice: "escalation", Text: "message inv-1 (invoice, route acme) is not delivered after 24h0m0s",
