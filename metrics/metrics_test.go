@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/promtest"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/metrics"
-	"github.com/courier-gw/courier/sqlite"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -24,16 +23,6 @@ func topology() *courier.Topology {
 		"acme":   courier.NewEndpoint("acme", courier.TransportHTTP),
 		"globex": courier.NewEndpoint("globex", courier.TransportHTTP),
 	}}
-}
-
-func openStore(t *testing.T) courier.Store {
-	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // scrape fetches /metrics over HTTP and parses it as Prometheus does.
@@ -54,7 +43,7 @@ func message(id, typ, route string, state courier.State, created time.Time) *cou
 }
 
 func TestScrape(t *testing.T) {
-	store := openStore(t)
+	store := sqlitetest.Open(t)
 	for i := range 3 {
 		m := &courier.Message{ID: fmt.Sprintf("q-%d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
 		courier.Accept(m, courier.DefaultPolicy(), false, now)
@@ -148,7 +137,7 @@ func TestScrape(t *testing.T) {
 
 // TestTypesBounded: types past the limit are counted as "other".
 func TestTypesBounded(t *testing.T) {
-	m := metrics.New(metrics.Options{Source: openStore(t), TopologyFunc: topology, MaxTypes: 2})
+	m := metrics.New(metrics.Options{Source: sqlitetest.Open(t), TopologyFunc: topology, MaxTypes: 2})
 	for _, typ := range []string{"a", "b", "c", "d", "a"} {
 		m.Ingested(&courier.Message{Type: typ, Route: "acme"})
 	}
@@ -166,7 +155,7 @@ func TestTypesBounded(t *testing.T) {
 // TestHotPathAllocatesNothing: once a label set has been seen, reporting an
 // attempt and a delivery allocates no memory.
 func TestHotPathAllocatesNothing(t *testing.T) {
-	m := metrics.New(metrics.Options{Source: openStore(t), TopologyFunc: topology})
+	m := metrics.New(metrics.Options{Source: sqlitetest.Open(t), TopologyFunc: topology})
 	c := courier.Change{From: courier.StateInflight, Message: message("d", "invoice", "acme", courier.StateDelivered, now),
 		Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeDelivered}}
 	ok, failed := courier.Result{Status: 204}, courier.Result{Class: courier.ClassTimeout}
@@ -201,7 +190,7 @@ func (s racingSource) Health(ctx context.Context) ([]courier.EndpointHealth, err
 // the store is not overwritten by the older state it read; the next
 // Refresh takes the store's word again.
 func TestRefreshKeepsNewerHealth(t *testing.T) {
-	store := openStore(t)
+	store := sqlitetest.Open(t)
 	src := &racingSource{Store: store}
 	m := metrics.New(metrics.Options{Source: src, TopologyFunc: topology, Clock: clocktest.New(now)})
 	off := courier.EndpointHealth{Endpoint: "acme", State: courier.HealthOff}
