@@ -46,7 +46,7 @@ for _ in $(seq 100); do
 done
 curl -fsS -X POST "http://127.0.0.1:18426/_bench/reset" >/dev/null
 
-wrk -t2 -c64 -d"${secs}s" --latency -s bench/wrk-steady.lua http://127.0.0.1:18425 -- "$rate" 2
+wrk -t2 -c256 -d"${secs}s" --latency -s bench/wrk-steady.lua http://127.0.0.1:18425 -- "$rate" 2
 # Let the last messages arrive, then ask the receiver.
 sleep 2
 echo "receiver: $(curl -fsS 'http://127.0.0.1:18426/_bench/stats?latency=1')"

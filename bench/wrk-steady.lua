@@ -6,7 +6,7 @@
 -- the rate, in messages per second for all threads together, and the
 -- number of threads (wrk's -t):
 --
---   wrk -t2 -c64 -d20s -s bench/wrk-steady.lua http://127.0.0.1:18425 -- 10000 2
+--   wrk -t2 -c256 -d20s -s bench/wrk-steady.lua http://127.0.0.1:18425 -- 10000 2
 --
 -- Each thread keeps a schedule of its share of the rate and holds every
 -- request back until its time (wrk's delay), so that the rate offered does
