@@ -238,6 +238,8 @@ type Topology struct {
 	Endpoints map[string]*Endpoint
 	Routes    map[string]*Route
 	Policies  map[string]*Policy
+	// Subscriptions give published messages their deliveries (DESIGN §14).
+	Subscriptions map[string]*Subscription
 
 	// implicit holds the implicit routes by name once Prepare made them;
 	// until then Route makes one on each call.
