@@ -13,6 +13,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/metrics"
 )
 
@@ -173,7 +174,7 @@ func TestStatsRates(t *testing.T) {
 		minutes[i] = courier.MinuteStats{Start: now.Truncate(time.Minute).Add(time.Duration(i-59) * time.Minute), Delivered: 10, Failed: 1}
 	}
 	ts := newTestServer(t, func(o *api.Options) {
-		o.Clock = fixedClock{now}
+		o.Clock = clocktest.New(now)
 		o.StatsFunc = func(context.Context) (courier.Stats, error) {
 			return courier.Stats{CountedAt: now, Live: courier.LiveCounts{Queued: 7}, Since: now.Add(-time.Hour),
 				Delivered: 600, Minutes: minutes}, nil
@@ -195,10 +196,6 @@ func TestStatsRates(t *testing.T) {
 		t.Errorf("rates %+v, want 50 in 4m30s", st.Rates)
 	}
 }
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // TestRoutesRedacted: the configuration as loaded, without its secrets.
 func TestRoutesRedacted(t *testing.T) {
@@ -306,7 +303,7 @@ func TestStatsRatesOfANewNode(t *testing.T) {
 	}
 	minutes[59].Delivered, minutes[58].Delivered = 30, 60
 	ts := newTestServer(t, func(o *api.Options) {
-		o.Clock = fixedClock{now}
+		o.Clock = clocktest.New(now)
 		o.StatsFunc = func(context.Context) (courier.Stats, error) {
 			return courier.Stats{CountedAt: now, Since: now.Add(-90 * time.Second), Minutes: minutes}, nil
 		}

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/clocktest"
 )
-
-type clock struct{}
-
-func (clock) Now() time.Time { return time.Time{} }
 
 func TestSetDefaults(t *testing.T) {
 	t.Parallel()
@@ -24,10 +21,10 @@ func TestSetDefaults(t *testing.T) {
 
 	// Set options stay as they are, and options a transport lacks are left
 	// alone.
-	own := slog.New(slog.DiscardHandler)
-	logger, c, timeout = own, clock{}, time.Minute
+	own, ownClock := slog.New(slog.DiscardHandler), clocktest.New(time.Time{})
+	logger, c, timeout = own, ownClock, time.Minute
 	Common{Logger: &logger, Clock: &c, DefaultTimeout: &timeout}.SetDefaults()
-	if logger != own || c != (clock{}) || timeout != time.Minute {
+	if logger != own || c != courier.Clock(ownClock) || timeout != time.Minute {
 		t.Errorf("set options became %v, %v, %v", logger, c, timeout)
 	}
 }
