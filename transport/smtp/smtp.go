@@ -55,7 +55,6 @@ type Options struct {
 // It is safe for concurrent use.
 type Transport struct {
 	opts Options
-	log  *slog.Logger
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -72,7 +71,7 @@ func New(o Options) *Transport {
 	if o.TLSConfig == nil {
 		o.TLSConfig = &tls.Config{}
 	}
-	return &Transport{opts: o, log: o.Logger}
+	return &Transport{opts: o}
 }
 
 // Close releases nothing: every attempt has its own connection. It is there
