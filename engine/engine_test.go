@@ -420,3 +420,44 @@ func TestMaxConcurrencyAcrossRoutesSharingAnEndpoint(t *testing.T) {
 		t.Fatalf("%d requests open at once at an endpoint with max_concurrency 2", got)
 	}
 }
+
+// A stop that runs out of time cuts off the attempts still under way, as a
+// crash would: Stop returns soon after its context ends and says so, and
+// nothing of the cut-off attempts is written. The messages stay leased
+// until their leases lapse, with no attempt recorded against them.
+func TestStopCutsOffAttemptsThatOutlastIt(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		h.direct("slow")
+		h.top.Endpoints["slow"].Timeout = 5 * time.Minute
+		h.sink.Script("/slow", sink.BlackHole(), sink.Repeat)
+	})
+	ids := []string{"s-1", "s-2", "s-3"}
+	for _, id := range ids {
+		h.send(id, "t", "slow")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for h.sink.Count("/slow") < len(ids) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d attempts reached the receiver", h.sink.Count("/slow"), len(ids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := h.engine.Stop(ctx)
+	// Without the cut-off, Stop would wait for the endpoint's timeout.
+	if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "cut off") || took > time.Minute {
+		t.Fatalf("Stop took %v and returned %v; want an error that says the attempts were cut off", took, err)
+	}
+	// The receiver goes away: the requests it held end with an error,
+	// which must not be taken for the attempts' outcome.
+	h.sink.Close()
+	time.Sleep(500 * time.Millisecond)
+	for _, id := range ids {
+		m := h.waitState(id, courier.StateInflight)
+		if hist := h.attempts(id); len(hist) != 0 || m.Attempts != 0 {
+			t.Errorf("%s: %d attempts recorded (%d in the round) for an attempt a stop cut off, want none", id, len(hist), m.Attempts)
+		}
+	}
+}
