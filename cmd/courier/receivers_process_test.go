@@ -100,7 +100,11 @@ func amqpReady(t *testing.T, ch *amqp.Channel, queue string) int {
 
 func publishNATS(t *testing.T, js jetstream.JetStream, subject string, items []brokerItem) {
 	t.Helper()
-	for _, it := range items {
+	// Acks are awaited every window: with thousands outstanding on a busy
+	// machine the client refuses more ("stalled with too many outstanding
+	// async published messages").
+	const window = 256
+	for i, it := range items {
 		msg := nats.NewMsg(subject)
 		msg.Data = it.body
 		for k, v := range it.headers {
@@ -110,11 +114,13 @@ func publishNATS(t *testing.T, js jetstream.JetStream, subject string, items []b
 		if _, err := js.PublishMsgAsync(msg); err != nil {
 			t.Fatal(err)
 		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		t.Fatal("JetStream did not ack the publishes")
+		if (i+1)%window == 0 || i == len(items)-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				t.Fatal("JetStream did not ack the publishes")
+			}
+		}
 	}
 }
 
