@@ -170,10 +170,12 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		attempt := tx.Stmt(s.attemptStmt)
+		// Bound to the transaction once, not once a change: each binding
+		// allocates.
+		apply, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.attemptStmt)
 		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for i, c := range changes {
-			ok, err := s.update(tx, c)
+			ok, err := s.update(tx, apply, c)
 			if err != nil {
 				return err
 			}
@@ -203,9 +205,10 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	return applied, nil
 }
 
-// update writes one decided change, guarded by its state and token, and
-// keeps the order of its key: it reports whether the change applied.
-func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
+// update writes one decided change with apply (applySQL bound to tx),
+// guarded by its state and token, and keeps the order of its key: it
+// reports whether the change applied.
+func (s *Store) update(tx *sql.Tx, apply *sql.Stmt, c courier.Change) (bool, error) {
 	m := c.Message
 	var seq int64
 	var priorRoute, priorState string
@@ -222,7 +225,7 @@ func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 		return false, err
 	}
 	// Integers go as int64, which the driver takes as they are.
-	res, err := tx.Stmt(s.applyStmt).Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
+	res, err := apply.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
 		int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
 		micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 		nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),

@@ -146,7 +146,7 @@ func (s *Store) act(tx *sql.Tx, id string, decide sqlstore.Decide) (*courier.Mes
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.update(tx, courier.Change{Message: next, From: m.State, Token: m.TotalAttempts}); err != nil {
+	if _, err := s.update(tx, tx.Stmt(s.applyStmt), courier.Change{Message: next, From: m.State, Token: m.TotalAttempts}); err != nil {
 		return nil, err
 	}
 	return next, nil
