@@ -27,7 +27,10 @@ func classify(what string, err error) error { return sqlstore.Classify(what, err
 func unavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		if pe.Code == "25006" { // read-only SQL transaction: a standby, as Ping says
+		switch pe.Code {
+		case "25006", // read-only SQL transaction: a standby, as Ping says
+			"25P03", // idle in transaction too long: the server ended the session
+			"55P03": // lock not available: another holds it for now
 			return true
 		}
 		switch pe.Code[:min(2, len(pe.Code))] {

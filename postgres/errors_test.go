@@ -119,6 +119,8 @@ func TestClassify(t *testing.T) {
 		{Name: "cannot connect now", Provoke: raise("57P03"), Want: courier.CodeUnavailable},
 		{Name: "system I/O error", Provoke: raise("58030"), Want: courier.CodeUnavailable},
 		{Name: "deadlock", Provoke: raise("40P01"), Want: courier.CodeUnavailable},
+		{Name: "lock not available", Provoke: raise("55P03"), Want: courier.CodeUnavailable},
+		{Name: "idle in transaction too long", Provoke: raise("25P03"), Want: courier.CodeUnavailable},
 		{Name: "a write to a standby", Provoke: exec(`BEGIN READ ONLY; CREATE TABLE read_only_probe (id int); ROLLBACK`), Want: courier.CodeUnavailable},
 		{Name: "store closed", Provoke: func(t *testing.T) error { return postgres.ErrStoreClosed }, Want: courier.CodeUnavailable},
 		{Name: "syntax", Provoke: exec(`SELEC 1`), Want: courier.CodeInternal},

@@ -65,8 +65,14 @@ func (s *Store) groupIngest(ctx context.Context, msgs []*courier.Message) ([]cou
 		return nil, gaveUp(ctx)
 	case <-s.quit:
 		// The committers stop at Close and may leave this call in the
-		// queue. One that took it may still commit it: as when the caller
-		// gives up, a sender that sends again learns that it exists.
+		// queue. One that took it answers it before it stops, so the
+		// answer is there once they all have: never a refusal for
+		// messages that were stored.
+		select {
+		case <-s.stopped:
+		case <-ctx.Done():
+			return nil, gaveUp(ctx)
+		}
 		select {
 		case d := <-c.done:
 			return d.results, d.err

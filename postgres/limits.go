@@ -145,7 +145,8 @@ func collectHolds(rows pgx.Rows, err error, out map[string]int) error {
 	}
 	holds, err := collect(nil, rows, err, "endpoint slots", func(row scanner) (hold, error) {
 		var h hold
-		return h, row.Scan(&h.endpoint, &h.n)
+		err := row.Scan(&h.endpoint, &h.n)
+		return h, err
 	})
 	for _, h := range holds {
 		out[h.endpoint] = int(h.n)

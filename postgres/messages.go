@@ -240,7 +240,9 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		}
 		old := stored[m.ID]
 		if old == nil {
-			return nil, nil, courier.Internal(fmt.Errorf("ingest: message %s was neither created nor found", m.ID))
+			// The insert met a row that a purge removed before the read:
+			// sending it again stores it.
+			return nil, nil, courier.Unavailable("the store", fmt.Errorf("ingest: message %s was neither created nor found", m.ID))
 		}
 		results[i] = sqlstore.Existing(old, m)
 	}

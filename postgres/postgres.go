@@ -53,6 +53,7 @@ type Store struct {
 	dueSoon  map[string]struct{} // routes to tell other nodes of
 	dueAll   bool                // tell them to look at every route
 	quit     chan struct{}       // closed by Close
+	stopped  chan struct{}       // closed by Close once the background work has ended
 	bg       sync.WaitGroup
 	closeMu  sync.Once
 	listenMu sync.Mutex
@@ -110,6 +111,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		ingests: make(chan *ingestCall, 4*ingestCommitters),
 		notify:  make(chan struct{}, 1),
 		quit:    make(chan struct{}),
+		stopped: make(chan struct{}),
 	}
 	s.bg.Add(1 + ingestCommitters)
 	go s.notifyLoop()
@@ -182,6 +184,7 @@ func (s *Store) Close() error {
 	s.closeMu.Do(func() {
 		close(s.quit)
 		s.bg.Wait()
+		close(s.stopped)
 		s.pool.Close()
 	})
 	return nil

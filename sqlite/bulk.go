@@ -51,7 +51,8 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		rows, err := tx.Query(`SELECT seq, id FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
 		ids, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
 			var id string
-			return id, row.Scan(&cursor, &id)
+			err := row.Scan(&cursor, &id)
+			return id, err
 		})
 		if err != nil {
 			return err

@@ -25,7 +25,10 @@ func unavailable(err error) bool {
 	if errors.As(err, &se) {
 		switch se.Code {
 		case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrIoErr, sqlite3.ErrFull, sqlite3.ErrCantOpen,
-			sqlite3.ErrInterrupt: // a statement cut short because its context ended
+			sqlite3.ErrInterrupt, // a statement cut short because its context ended
+			sqlite3.ErrProtocol,  // a race for the WAL's locks, which SQLite asks to retry
+			sqlite3.ErrNomem,     // the process is short of memory
+			sqlite3.ErrReadonly:  // the file or its disk went read-only (as a disk does after errors)
 			return true
 		}
 		return false

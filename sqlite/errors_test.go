@@ -88,6 +88,17 @@ func TestClassify(t *testing.T) {
 			// error stands for it.
 			return sqlite3.Error{Code: sqlite3.ErrIoErr, ExtendedCode: sqlite3.ErrIoErrWrite}
 		}, Want: courier.CodeUnavailable},
+		{Name: "read-only", Provoke: func(t *testing.T) error {
+			path := filepath.Join(dir, "readonly.db")
+			openRaw(t, path, "") // made, with its table
+			db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			_, err = db.Exec(`INSERT INTO t (v) VALUES ('x')`)
+			return err
+		}, Want: courier.CodeUnavailable},
 		{Name: "database closed", Provoke: func(t *testing.T) error {
 			db := openRaw(t, filepath.Join(dir, "closed.db"), "")
 			db.Close()

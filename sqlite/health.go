@@ -85,7 +85,8 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 		UNION SELECT DISTINCT route FROM messages INDEXED BY messages_key_waiting WHERE `+keyWaiting)
 	return collect(nil, rows, err, "queued routes", func(row scanner) (string, error) {
 		var r string
-		return r, row.Scan(&r)
+		err := row.Scan(&r)
+		return r, err
 	})
 }
 

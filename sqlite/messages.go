@@ -218,7 +218,8 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 			WHERE state IN ('delivered', 'discarded') AND finished_at < ? LIMIT ?`, micros(before), limit)
 		gone, err := collect(nil, rows, err, "select purgeable", func(row scanner) (purgeable, error) {
 			var p purgeable
-			return p, row.Scan(&p.seq, &p.id)
+			err := row.Scan(&p.seq, &p.id)
+			return p, err
 		})
 		if err != nil {
 			return err

@@ -267,6 +267,13 @@ func (s *Store) writeNoSync(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	return s.submit(ctx, &op{fn: fn, done: make(chan error, 1)})
 }
 
+// gaveUp answers a write whose caller stopped waiting for it: the store
+// did not answer in time, whatever the cause the caller gave. The error is
+// still the context's (errors.Is), for callers that check whose it was.
+func gaveUp(ctx context.Context) error {
+	return courier.Unavailable("the store", ctx.Err())
+}
+
 func (s *Store) submit(ctx context.Context, o *op) error {
 	select {
 	case <-s.quit:
@@ -278,13 +285,15 @@ func (s *Store) submit(ctx context.Context, o *op) error {
 	case <-s.quit:
 		return courier.Unavailable("the store", errClosed)
 	case <-ctx.Done():
-		return ctx.Err()
+		return gaveUp(ctx)
 	}
 	select {
 	case err := <-o.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		// The write may still commit: a sender that gave up sends again,
+		// and learns that it exists.
+		return gaveUp(ctx)
 	case <-s.stopped:
 		// The committer has exited: the op either committed before that
 		// (its answer is waiting) or was never taken.

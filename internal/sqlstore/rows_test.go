@@ -33,7 +33,8 @@ func (r *fakeRows) Close() error { r.closed = true; return nil }
 func TestCollect(t *testing.T) {
 	scan := func(s Scanner) (int, error) {
 		var n int
-		return n, s.Scan(&n)
+		err := s.Scan(&n)
+		return n, err
 	}
 	failed := errors.New("connection lost")
 	tests := []struct {
