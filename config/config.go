@@ -34,7 +34,8 @@ type Config struct {
 	// ShutdownTimeout bounds a stop: requests, receive locations, bulk
 	// operations and attempts under way get this long to finish; what is
 	// still under way then is cut off, as at a crash (leases lapse and
-	// the messages are taken up again).
+	// the messages are taken up again), and gets half a second more to
+	// wind down before the store closes.
 	ShutdownTimeout time.Duration
 	// MaxPayload is the largest payload one message may carry, in bytes.
 	MaxPayload int64

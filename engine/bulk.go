@@ -61,11 +61,14 @@ func (b *Bulk) tell(kind courier.ActionKind, n int) {
 	}
 }
 
-// Start resumes the operations not yet done.
+// Start resumes the operations not yet done. Operations end only at Stop,
+// whether they were resumed here or begun by Run before or after it.
 func (b *Bulk) Start(ctx context.Context) error {
 	b.mu.Lock()
-	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	b.life, b.kill = context.WithCancel(context.WithoutCancel(ctx))
+	if b.ctx.Err() != nil { // stopped before: a fresh start
+		b.ctx, b.cancel = context.WithCancel(context.Background())
+		b.life, b.kill = context.WithCancel(context.Background())
+	}
 	b.mu.Unlock()
 	pending, err := b.store.PendingBulks(ctx)
 	if err != nil {

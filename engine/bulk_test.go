@@ -127,3 +127,47 @@ func TestBulkTellsOnce(t *testing.T) {
 		t.Errorf("told %v, want each batch once: [500 500 100]", told)
 	}
 }
+
+// A stop ends a running operation after its batch, whether it was begun
+// before Start or after it, and a caller waiting in Run gets the operation
+// as it stands: a request waiting for it does not hold a shutdown up.
+func TestBulkStopAnswersRunAsItStands(t *testing.T) {
+	const n = 10000 // twenty batches
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
+	defer store.Close()
+	msgs := make([]*courier.Message, n)
+	for i := range msgs {
+		m := &courier.Message{ID: fmt.Sprintf("s-%05d", i), Type: "invoice", Route: "acme", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		m.State, m.Reason = courier.StateSuspended, courier.ReasonExhausted
+		msgs[i] = m
+	}
+	if _, err := store.Ingest(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	b := engine.NewBulk(store, nil, nil, nil, nil)
+	ran := make(chan courier.BulkOp, 1)
+	go func() {
+		op, err := b.Run(context.Background(), courier.BulkOp{ID: "op-1", Kind: courier.ActionDiscard, Who: "ops", CreatedAt: time.Now()})
+		if err != nil {
+			t.Error(err)
+		}
+		ran <- op
+	}()
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	select {
+	case op := <-ran:
+		if op.Done || op.Count >= n {
+			t.Errorf("Run after the stop: %+v, want the operation as it stood, not done", op)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run still waits after the stop")
+	}
+}

@@ -189,9 +189,14 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
 
 	// The parts start in this order and stop in the reverse one, all
-	// within shutdown_timeout: the engine first, so that what the API and
-	// the receive locations take in is delivered at once; the receive
-	// locations last.
+	// within shutdown_timeout: the engine first and last, so that what the
+	// API and the receive locations take in is delivered at once and what
+	// they took in before the stop is still delivered while they drain;
+	// bulk operations stop before the API, so that a request waiting for
+	// one is answered with the operation as it stands rather than held to
+	// the deadline; the receive locations last. Each part ends at its Stop,
+	// not when the signal comes: they are started with a context that the
+	// signal does not end.
 	all := parts{
 		{"the engine", eng, "attempts still under way were cut off; their messages are taken up again when the leases lapse"},
 		{"store notifications", untilStopped(func(ctx context.Context) {
@@ -199,16 +204,16 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 				st.listen(ctx, eng.Due)
 			}
 		}), ""},
-		{"bulk operations", bulk, "they resume at the next start"},
 		{"retention", retention, "the purge goes on at the next start"},
 		{"metrics", stats, ""},
 		{"the API", apiService, "requests still under way were cut off"},
+		{"bulk operations", bulk, "they resume at the next start"},
 		{"receive locations", receivers, "what they had not acknowledged is read again at the next start"},
 	}
 	stopCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	}
-	started, err := all.start(ctx)
+	started, err := all.start(context.WithoutCancel(ctx))
 	if err != nil {
 		sctx, cancel := stopCtx()
 		defer cancel()
