@@ -441,7 +441,8 @@ func (e *Engine) send(t *courier.Topology, m *courier.Message, ep *courier.Endpo
 	}
 	// The lease outlives the endpoint timeout. A stop does not cut an
 	// attempt short, so that its outcome is known and written, unless it
-	// runs out of time.
+	// runs out of time: then the attempt is abandoned (a transport may
+	// still finish a request already sent; finished drops what it gets).
 	actx, cancel := context.WithTimeout(e.life, timeoutOf(ep)+5*time.Second)
 	defer cancel()
 	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m)})

@@ -199,11 +199,11 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// signal does not end.
 	all := parts{
 		{"the engine", eng, "attempts still under way were cut off; their messages are taken up again when the leases lapse"},
-		{"store notifications", untilStopped(func(ctx context.Context) {
+		{"store notifications", &loop{run: func(ctx context.Context) {
 			if st.listen != nil {
 				st.listen(ctx, eng.Due)
 			}
-		}), ""},
+		}}, ""},
 		{"retention", retention, "the purge goes on at the next start"},
 		{"metrics", stats, ""},
 		{"the API", apiService, "requests still under way were cut off"},

@@ -42,42 +42,35 @@ func (ps parts) start(ctx context.Context) (started parts, err error) {
 
 // stop stops every part, in reverse order, all within the one deadline of
 // ctx. Every part is stopped whatever the others did; each failure is
-// logged with what it means, and all are returned.
-func (ps parts) stop(ctx context.Context, logger *slog.Logger) error {
-	var errs []error
+// logged with what it means.
+func (ps parts) stop(ctx context.Context, logger *slog.Logger) {
 	for i := len(ps) - 1; i >= 0; i-- {
 		p := ps[i]
 		logger.Debug("stopping", "part", p.name)
 		if err := p.svc.Stop(ctx); err != nil {
 			logger.Warn(p.name+" did not stop in time; "+p.late, "err", err)
-			errs = append(errs, fmt.Errorf("stop %s: %w", p.name, err))
 		}
 	}
-	return errors.Join(errs...)
 }
 
-// funcs makes a service of two functions, for parts whose own shape is
-// another, such as a listener that ends with its context.
-type funcs struct {
-	start func(ctx context.Context) error
-	stop  func(ctx context.Context) error
+// loop is a background loop that ends with its context and has nothing
+// to wait for, such as a listener: Stop ends its context.
+type loop struct {
+	run    func(ctx context.Context)
+	cancel context.CancelFunc
 }
 
-func (f funcs) Start(ctx context.Context) error { return f.start(ctx) }
-func (f funcs) Stop(ctx context.Context) error  { return f.stop(ctx) }
+func (l *loop) Start(ctx context.Context) error {
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.run(ctx)
+	return nil
+}
 
-// untilStopped runs fn with a context that Stop ends: for background loops
-// that stop when their context does and have nothing to wait for.
-func untilStopped(fn func(ctx context.Context)) service {
-	var cancel context.CancelFunc = func() {}
-	return funcs{
-		start: func(ctx context.Context) error {
-			ctx, cancel = context.WithCancel(ctx)
-			fn(ctx)
-			return nil
-		},
-		stop: func(context.Context) error { cancel(); return nil },
+func (l *loop) Stop(context.Context) error {
+	if l.cancel != nil {
+		l.cancel()
 	}
+	return nil
 }
 
 // httpService serves the API and dashboard on a listener; a failure of
