@@ -1,5 +1,6 @@
 // Package config reads courier's YAML configuration (DESIGN §9) into the
-// server settings and the courier.Topology of endpoints, routes and policies.
+// server settings and the courier.Topology of endpoints, routes, policies
+// and subscriptions.
 //
 // Everything is checked at load: unknown keys, types, ranges and references
 // between sections. All problems are reported at once, each naming the file,
@@ -50,8 +51,8 @@ type Config struct {
 	Keys map[string]Key
 	// Outbound is the SSRF guard of http endpoints.
 	Outbound Outbound
-	// Topology holds the endpoints, routes and policies; its Policies always
-	// has courier.DefaultPolicyName.
+	// Topology holds the endpoints, routes, policies and subscriptions; its
+	// Policies always has courier.DefaultPolicyName.
 	Topology *courier.Topology
 	// Receivers are the receive locations by name.
 	Receivers map[string]*courier.Receiver

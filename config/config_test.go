@@ -194,6 +194,12 @@ func TestParseExample(t *testing.T) {
 	if got, want := len(c.Topology.Policies), len(wantPolicies); got != want {
 		t.Errorf("%d policies, want %d", got, want)
 	}
+	wantSubscriptions := map[string]*courier.Subscription{
+		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "acme", Headers: map[string]string{"X-Tenant": "acme"}},
+	}
+	if !reflect.DeepEqual(c.Topology.Subscriptions, wantSubscriptions) {
+		t.Errorf("Subscriptions:\n got %+v\nwant %+v", c.Topology.Subscriptions, wantSubscriptions)
+	}
 	if got := c.Receivers["erp-queue"]; got == nil || got.AMQP.URL != "amqp://guest:"+exampleEnv["AMQP_PASSWORD"]+"@127.0.0.1:5672/" || got.OnError != courier.OnErrorSuspend {
 		t.Errorf("receiver erp-queue: %+v", got)
 	}
@@ -819,5 +825,52 @@ routes:
 	}
 	if got := r.Lookup.LookupURL("0088:5798000000001", "invoice"); got != "https://registry.example/lookup?participant=0088%3A5798000000001&doctype=invoice" {
 		t.Fatalf("LookupURL = %s", got)
+	}
+}
+
+func TestSubscriptions(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+endpoints:
+  erp-in: {transport: http, url: "https://erp.example/in"}
+  accounts: {transport: http, url: "https://accounts.example/check"}
+routes:
+  erp: {endpoints: [erp-in]}
+  onboard: {workflow: [{endpoint: accounts}]}
+  nemhandel: {lookup: {url: "https://registry.example/{recipient}"}}
+subscriptions:
+  erp-orders:
+    types: [order.*]
+    route: erp
+    filter:
+      headers: {X-Tenant: acme, X-Region: "${REGION}", X-Empty: ""}
+  signups:
+    types:
+      - customer.created
+      - customer.reopened
+    route: onboard
+    filter:
+  invoices:
+    types: [invoice, invoice.credit-note]
+    route: nemhandel
+    filter: {headers: {}}
+`, map[string]string{"REGION": "eu"})
+	want := map[string]*courier.Subscription{
+		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "erp",
+			Headers: map[string]string{"X-Tenant": "acme", "X-Region": "eu", "X-Empty": ""}},
+		"signups":  {Name: "signups", Types: []string{"customer.created", "customer.reopened"}, Route: "onboard"},
+		"invoices": {Name: "invoices", Types: []string{"invoice", "invoice.credit-note"}, Route: "nemhandel"},
+	}
+	if got := c.Topology.Subscriptions; !reflect.DeepEqual(got, want) {
+		for name, s := range got {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, s, want[name])
+		}
+		t.Errorf("%d subscriptions, want %d", len(got), len(want))
+	}
+
+	// Without the section there are none, and the map is there to read.
+	c = mustParse(t, "listen: 127.0.0.1:1\n", nil)
+	if got := c.Topology.Subscriptions; got == nil || len(got) != 0 {
+		t.Errorf("Subscriptions without the section = %#v, want an empty map", got)
 	}
 }

@@ -28,9 +28,10 @@ func Default() *Config {
 		Keys:            map[string]Key{},
 		Receivers:       map[string]*courier.Receiver{},
 		Topology: &courier.Topology{
-			Endpoints: map[string]*courier.Endpoint{},
-			Routes:    map[string]*courier.Route{},
-			Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+			Endpoints:     map[string]*courier.Endpoint{},
+			Routes:        map[string]*courier.Route{},
+			Policies:      map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+			Subscriptions: map[string]*courier.Subscription{},
 		},
 		lines: map[string]int{},
 	}

@@ -34,6 +34,7 @@ func FuzzParse(f *testing.F) {
 		"x: *y\n",
 		"\xff\xfe",
 		"listen: $${X}\npublic_url: http://${X}/\n",
+		"routes: {r: {endpoints: [a]}}\nsubscriptions:\n  s: {types: [a.*, b], route: r, filter: {headers: {X-A: '1'}}}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -86,6 +87,21 @@ func checkTopology(t *testing.T, top *courier.Topology) {
 		for _, e := range p.Escalate {
 			if top.Endpoints[e.Notify] == nil {
 				t.Errorf("policy %s notifies undefined endpoint %s", name, e.Notify)
+			}
+		}
+	}
+	for name, s := range top.Subscriptions {
+		if s.Name != name || len(s.Types) == 0 || top.Routes[s.Route] == nil {
+			t.Errorf("subscription %s is not valid: %+v", name, s)
+		}
+		for _, p := range s.Types {
+			if !courier.ValidTypePattern(p) {
+				t.Errorf("subscription %s has type %q", name, p)
+			}
+		}
+		for k, v := range s.Headers {
+			if !courier.ValidHeaderName(k) || !courier.ValidHeaderValue(v) {
+				t.Errorf("subscription %s filters on header %q: %q", name, k, v)
 			}
 		}
 	}

@@ -126,9 +126,6 @@ func (d *decoder) receiverMapping(o *object, r *courier.Receiver, refs *[]ref) {
 	if !o.bad && r.Type == "" && r.TypeHeader == "" {
 		o.errorf("type", "required (or type_header): the type of the messages, or the header that carries it")
 	}
-	if !o.bad && r.Route == "" && r.RouteHeader == "" {
-		o.errorf("route", "required (or route_header): the route of the messages, or the header that carries it")
-	}
 	if l := o.integer("batch", &r.Batch); l > 0 && (r.Batch < 1 || r.Batch > MaxReceiveBatch) {
 		d.errorf(l, o.field("batch"), "must be from 1 to %d", MaxReceiveBatch)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
-	"log", "public_url", "keys", "outbound", "endpoints", "routes", "policies", "receivers"}
+	"log", "public_url", "keys", "outbound", "endpoints", "routes", "policies", "subscriptions", "receivers"}
 
 // config reads the top-level mapping into c. The server fields are only
 // parsed here; checkServer judges them after the environment overrides.
@@ -50,6 +50,7 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	d.endpoints(o.value("endpoints"), c.Topology)
 	d.routes(o.value("routes"), c.Topology, &refs)
 	d.policies(o.value("policies"), c.Topology, &refs)
+	d.subscriptions(o.value("subscriptions"), c.Topology, &refs)
 	d.keys(o.value("keys"), c, &refs)
 	d.receivers(o.value("receivers"), c, &refs)
 	if out := o.sub("outbound", []string{"allow_networks"}); out != nil {

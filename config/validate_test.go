@@ -15,6 +15,12 @@ const (
 // numbers can be counted on the page.
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
 
+// withRoute is lines after a route erp and the line subscriptions:, so
+// that the subscriptions it is given begin at line 4.
+func withRoute(ls ...string) string {
+	return lines(append([]string{"endpoints: {a: {transport: file, dir: a}}", "routes: {erp: {endpoints: [a]}}", "subscriptions:"}, ls...)...)
+}
+
 // TestRules checks each validation rule with the exact file, line and field
 // it reports.
 func TestRules(t *testing.T) {
@@ -292,9 +298,9 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: receivers.in.transport: must be amqp, nats or dir, not "ftp"`}},
 		{"receiver field of another transport", lines("receivers:", "  in: {transport: dir, path: /in, queue: q, type: t, route: r}", "endpoints: {a: {transport: file, dir: a}}", "routes: {r: {endpoints: [a]}}"),
 			nil, []string{`c.yaml:2: receivers.in.queue: not a field of dir receivers`}},
-		{"receiver without type or route", lines("receivers:", "  in:", "    transport: amqp", "    url: amqp://h/", "    queue: q"),
-			nil, []string{`c.yaml:2: receivers.in.type: required (or type_header): the type of the messages, or the header that carries it`,
-				`c.yaml:2: receivers.in.route: required (or route_header): the route of the messages, or the header that carries it`}},
+		// Without a route (or route_header) the items are published by type.
+		{"receiver without type", lines("receivers:", "  in:", "    transport: amqp", "    url: amqp://h/", "    queue: q"),
+			nil, []string{`c.yaml:2: receivers.in.type: required (or type_header): the type of the messages, or the header that carries it`}},
 		{"receiver of an undefined route", lines("endpoints: {a: {transport: file, dir: a}}", "routes: {acme: {endpoints: [a]}}", "receivers:", "  in: {transport: nats, url: nats://h, stream: S, type: t, route: acm}"),
 			nil, []string{`c.yaml:4: receivers.in.route: route "acm" is not defined (did you mean "acme"?)`}},
 		{"receiver values", lines("receivers:", "  in:", "    transport: dir", "    path: /in", "    pattern: \"[x\"", "    settle: 0s", "    type: \"in voice\"", "    route_header: \"x route\"", "    batch: 0", "    on_error: drop"),
@@ -362,6 +368,66 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:3: policies.invoice.fallback: must be a mapping of field: value, not a single value`}},
 		{"on_exhausted", lines("policies:", "  invoice: {on_exhausted: retry}"),
 			nil, []string{`c.yaml:2: policies.invoice.on_exhausted: must be suspend or discard, not "retry"`}},
+
+		// Subscriptions; withRoute puts them after the route erp, at line 4.
+		{"subscriptions not a mapping", lines("subscriptions: [erp-orders]"),
+			nil, []string{`c.yaml:1: subscriptions: must be a mapping of name: settings, not a list`}},
+		{"subscription name", withRoute("  'erp orders': {types: [order.*], route: erp}"),
+			nil, []string{`c.yaml:4: subscriptions.erp orders: "erp orders" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"subscription not a mapping", withRoute("  erp-orders: erp"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders: must be a mapping of field: value, not a single value`}},
+		{"subscription unknown field", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    headers: {X-Tenant: acme}"),
+			nil, []string{`c.yaml:7: subscriptions.erp-orders.headers: unknown field`}},
+		{"subscription unknown field with suggestion", withRoute("  erp-orders:", "    types: [order.*]", "    rout: erp"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.route: required: the route that delivers this subscription's messages`,
+				`c.yaml:6: subscriptions.erp-orders.rout: unknown field (did you mean "route"?)`}},
+		{"subscription types missing", withRoute("  erp-orders: {route: erp}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.types: required: a list of message types (order.created) or prefixes of types (order.*)`}},
+		{"subscription types empty", withRoute("  erp-orders:", "    types: []", "    route: erp"),
+			nil, []string{`c.yaml:5: subscriptions.erp-orders.types: must list at least one type`}},
+		{"subscription types not a list", withRoute("  erp-orders: {types: order.*, route: erp}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.types: must be a list ([a, b] or one "- a" per line), not a single value`}},
+		{"subscription type patterns", withRoute("  erp-orders:", "    types:", "      - order*", "      - .*", `      - "*"`, "      - order.*.*", "      - order created", "      - order.created", "    route: erp"),
+			nil, []string{
+				`c.yaml:6: subscriptions.erp-orders.types[0]: "order*" is not a message type or a prefix of types: use a type of 1 to 128 letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)`,
+				`c.yaml:7: subscriptions.erp-orders.types[1]: ".*" is not a message type or a prefix of types: use a type of 1 to 128 letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)`,
+				`c.yaml:8: subscriptions.erp-orders.types[2]: "*" is not a message type or a prefix of types: use a type of 1 to 128 letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)`,
+				`c.yaml:9: subscriptions.erp-orders.types[3]: "order.*.*" is not a message type or a prefix of types: use a type of 1 to 128 letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)`,
+				`c.yaml:10: subscriptions.erp-orders.types[4]: "order created" is not a message type or a prefix of types: use a type of 1 to 128 letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)`}},
+		{"subscription type listed twice", withRoute("  erp-orders: {types: [order.*, invoice.sent, order.*], route: erp}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.types[2]: "order.*" is listed twice`}},
+		{"subscription route missing", withRoute("  erp-orders: {types: [order.*]}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.route: required: the route that delivers this subscription's messages`}},
+		{"subscription route not a single value", withRoute("  erp-orders: {types: [order.*], route: [erp]}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.route: must be a single value, not a list`}},
+		{"subscription route undefined", withRoute("  erp-orders:", "    types: [order.*]", "    route: erpp"),
+			nil, []string{`c.yaml:6: subscriptions.erp-orders.route: route "erpp" is not defined (did you mean "erp"?)`}},
+		{"subscription without routes", lines("subscriptions:", "  erp-orders: {types: [order.*], route: erp}"),
+			nil, []string{`c.yaml:2: subscriptions.erp-orders.route: route "erp" is not defined`}},
+		{"subscription to a notice route", withRoute("  erp-orders: {types: [order.*], route: courier.notice.a}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.route: route "courier.notice.a" is not defined`}},
+		{"subscription filter not a mapping", withRoute("  erp-orders: {types: [order.*], route: erp, filter: acme}"),
+			nil, []string{`c.yaml:4: subscriptions.erp-orders.filter: must be a mapping of field: value, not a single value`}},
+		{"subscription filter unknown field", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      tenant: acme"),
+			nil, []string{`c.yaml:8: subscriptions.erp-orders.filter.tenant: unknown field`}},
+		{"subscription headers not a mapping", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter: {headers: [X-Tenant]}"),
+			nil, []string{`c.yaml:7: subscriptions.erp-orders.filter.headers: must be a mapping of header: value ({X-Tenant: acme}), not a list`}},
+		{"subscription header name", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      headers:", `        "X Tenant": acme`, `        "X-Tenant:": acme`),
+			nil, []string{`c.yaml:9: subscriptions.erp-orders.filter.headers.X Tenant: "X Tenant" is not a header name`,
+				`c.yaml:10: subscriptions.erp-orders.filter.headers.X-Tenant:: "X-Tenant:" is not a header name`}},
+		{"subscription header value", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      headers:", `        X-Tenant: "acme\r\nX-Admin: yes"`, `        X-Region: "eu\x00"`),
+			nil, []string{`c.yaml:9: subscriptions.erp-orders.filter.headers.X-Tenant: has a control character in its value`,
+				`c.yaml:10: subscriptions.erp-orders.filter.headers.X-Region: has a control character in its value`}},
+		{"subscription header value from the environment", withRoute("  erp-orders: {types: [order.*], route: erp, filter: {headers: {X-Tenant: '${TENANT}'}}}"),
+			map[string]string{"TENANT": "acme\n"}, []string{`c.yaml:4: subscriptions.erp-orders.filter.headers.X-Tenant: has a control character in its value`}},
+		{"subscription header value missing", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      headers:", "        X-Tenant:"),
+			nil, []string{`c.yaml:9: subscriptions.erp-orders.filter.headers.X-Tenant: required: the value the header must have ("" for an empty one)`}},
+		{"subscription header value not a single value", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter: {headers: {X-Tenant: [acme, globex]}}"),
+			nil, []string{`c.yaml:7: subscriptions.erp-orders.filter.headers.X-Tenant: must be a single value, not a list`}},
+		{"subscription header given twice", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      headers:", "        X-Tenant: acme", "        x-tenant: globex"),
+			nil, []string{`c.yaml:10: subscriptions.erp-orders.filter.headers.x-tenant: given twice (first as "X-Tenant" at line 9): header names match without regard to case`}},
+		{"subscription header given twice exactly", withRoute("  erp-orders:", "    types: [order.*]", "    route: erp", "    filter:", "      headers:", "        X-Tenant: acme", "        X-Tenant: globex"),
+			nil, []string{`c.yaml:10: subscriptions.erp-orders.filter.headers.X-Tenant: given twice (first at line 9)`}},
 
 		// YAML itself and ${NAME}.
 		{"syntax error", lines("listen: 127.0.0.1:1", "store: [a,"),
