@@ -37,35 +37,81 @@ type Intake struct {
 // topology requires (names, an existing route, a priority of 0 to 9, header
 // names); names a message that has no id; and makes it ready for
 // Store.Ingest: Accept with its type's policy, and on the first step of a
-// workflow route. A refusal is an *Error that names the field, with
-// CodePayloadTooLarge for a payload over the limit and CodeInvalidArgument
-// for anything else; the message is then left as it was given, but for an
-// empty content type.
-func (t *Topology) Admit(m *Message, in Intake, now time.Time) error {
+// workflow route. It returns what to ingest: the message itself, or, for a
+// message without a route, its deliveries (Publish). A refusal is an
+// *Error that names the field, with CodePayloadTooLarge for a payload over
+// the limit and CodeInvalidArgument for anything else; the message is then
+// left as it was given, but for an empty content type.
+func (t *Topology) Admit(m *Message, in Intake, now time.Time) ([]*Message, error) {
 	if m.ContentType == "" {
 		m.ContentType = "application/octet-stream"
 	}
 	switch {
 	case in.MaxPayload > 0 && int64(len(m.Payload)) > in.MaxPayload:
-		return Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", len(m.Payload), in.MaxPayload)
+		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", len(m.Payload), in.MaxPayload)
 	case !validContentType(m.ContentType):
-		return Errorf(CodeInvalidArgument, "content_type %q is not a valid media type", clip(m.ContentType))
+		return nil, Errorf(CodeInvalidArgument, "content_type %q is not a valid media type", clip(m.ContentType))
 	case !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now):
-		return Errorf(CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
+		return nil, Errorf(CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
 	}
 	if err := t.Validate(m); err != nil {
-		return err
+		return nil, err
+	}
+	var subs []*Subscription
+	if m.Route == "" {
+		var err error
+		if subs, err = t.subscribers(m); err != nil {
+			return nil, err
+		}
 	}
 	if m.ID == "" {
 		id, err := in.NewIDFunc()
 		if err != nil {
-			return fmt.Errorf("new message id: %w", err)
+			return nil, fmt.Errorf("new message id: %w", err)
 		}
 		m.ID = id
 	}
 	Accept(m, t.Policy(m.Type), in.PriorityGiven, now)
-	t.StartWorkflow(m)
-	return nil
+	if subs == nil {
+		t.StartWorkflow(m)
+		return []*Message{m}, nil
+	}
+	return t.deliveries(m, subs), nil
+}
+
+// subscribers returns the subscriptions that want a published message, or
+// the refusal of one that none wants (kept by a receive location with
+// reason no_route, as a message to a route that does not exist is: it can
+// be delivered once a subscription wants it).
+func (t *Topology) subscribers(m *Message) ([]*Subscription, error) {
+	subs := t.Subscribers(m.Type, m.Headers)
+	if len(subs) == 0 {
+		return nil, unknownRouteError{Errorf(CodeInvalidArgument,
+			"no subscription wants messages of type %q: name a route, or subscribe to the type", m.Type)}
+	}
+	for _, s := range subs {
+		if r := t.Routes[s.Route]; r == nil {
+			return nil, unknownRouteError{Errorf(CodeInvalidArgument, "subscription %q delivers to route %q, which is not configured", s.Name, s.Route)}
+		} else if r.Lookup != nil && m.Recipient == "" {
+			return nil, Errorf(CodeInvalidArgument, "subscription %q delivers to route %q, which looks up each message's endpoint by its recipient: recipient is required", s.Name, s.Route)
+		}
+	}
+	return subs, nil
+}
+
+// deliveries makes an accepted published message into one delivery for
+// each subscription, in the order given: copies that share its payload
+// and headers, each on the subscription's route (on the first step of a
+// workflow route).
+func (t *Topology) deliveries(m *Message, subs []*Subscription) []*Message {
+	out := make([]*Message, len(subs))
+	for i, s := range subs {
+		d := *m
+		d.Route, d.Subscription = s.Route, s.Name
+		t.StartWorkflow(&d)
+		out[i] = &d
+	}
+	return out
 }
 
 // unknownRouteError is the refusal of a message whose route is not
@@ -96,7 +142,7 @@ func validContentType(s string) bool {
 }
 
 // Validate checks what a sender gave against the contract and the topology:
-// names, an existing route, a priority of 0 to 9, header names. It returns an
+// names, an existing route (none for a message to publish), a priority of 0 to 9, header names. It returns an
 // *Error with CodeInvalidArgument that names the field. Admit checks every
 // message taken in with it.
 func (t *Topology) Validate(m *Message) error {
@@ -107,13 +153,11 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "type is required")
 	case !ValidType(m.Type):
 		return Errorf(CodeInvalidArgument, "type %q is not valid: use 1 to %d letters, digits, '.', '_' or '-'", clip(m.Type), MaxTypeLen)
-	case m.Route == "":
-		return Errorf(CodeInvalidArgument, "route is required")
-	case t.Routes[m.Route] == nil:
+	case m.Route != "" && t.Routes[m.Route] == nil:
 		return unknownRouteError{Errorf(CodeInvalidArgument, "route %q is not configured", clip(m.Route))}
 	case m.Recipient != "" && !ValidRecipient(m.Recipient):
 		return Errorf(CodeInvalidArgument, "recipient %q is not valid: 1 to %d characters without spaces or control characters", clip(m.Recipient), MaxRecipientLen)
-	case t.Routes[m.Route].Lookup != nil && m.Recipient == "":
+	case m.Route != "" && t.Routes[m.Route].Lookup != nil && m.Recipient == "":
 		return Errorf(CodeInvalidArgument, "route %q looks up each message's endpoint by its recipient: recipient is required", m.Route)
 	case m.Priority < 0 || m.Priority > MaxPriority:
 		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to %d", m.Priority, MaxPriority)

@@ -351,17 +351,22 @@ type NoticeBody struct {
 	AgeSeconds  int64      `json:"age_seconds"`
 	NoticeAt    time.Time  `json:"notice_at"`
 	OriginRoute string     `json:"fallback_from,omitempty"`
+	// Subscription is set for a delivery of a published message.
+	Subscription string `json:"subscription,omitempty"`
 }
 
 // notice builds the message that tells endpoint about n. Its id is derived
 // from n's, so that applying the same decision twice sends it once.
 func notice(n *Message, kind, endpoint, seq string, now time.Time, text string) *Message {
 	body, _ := json.Marshal(NoticeBody{
-		Notice: kind, Text: text, MessageID: n.ID, Type: n.Type, Route: n.Route, State: n.State, Reason: n.Reason,
+		Notice: kind, Text: text, MessageID: n.ID, Subscription: n.Subscription, Type: n.Type, Route: n.Route, State: n.State, Reason: n.Reason,
 		Attempts: n.Attempts, Endpoint: n.Endpoint, LastError: n.LastError, LastClass: n.LastClass,
 		CreatedAt: n.CreatedAt, AgeSeconds: int64(now.Sub(n.CreatedAt) / time.Second), NoticeAt: now, OriginRoute: n.FallbackFrom,
 	})
 	id := n.ID + "." + kind + "." + seq + "." + endpoint
+	if n.Subscription != "" {
+		id = n.ID + "." + n.Subscription + "." + kind + "." + seq + "." + endpoint
+	}
 	if len(id) > MaxIDLen {
 		sum := sha256.Sum256([]byte(id))
 		id = "notice." + hex.EncodeToString(sum[:])

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -57,9 +58,15 @@ func (r Reason) Valid() bool { return slices.Contains(Reasons, r) }
 // Message is one unit of work. The first group of fields is what the sender
 // gave; the rest is kept by the store as the message moves through its states.
 type Message struct {
-	ID           string
-	Type         string
-	Route        string
+	ID    string
+	Type  string
+	Route string
+	// Subscription names the subscription whose delivery of a published
+	// message this is (DESIGN §14): a published message is stored as one
+	// delivery per subscription that wants it, each with its own state,
+	// attempts and ordering, and its payload kept once. Empty for a
+	// message sent to a route by name.
+	Subscription string
 	Payload      []byte // may be nil where a store lists messages without their payloads
 	Size         int    // the payload's length
 	ContentType  string
@@ -121,6 +128,47 @@ type Message struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    time.Time // when it became delivered, discarded or suspended
+}
+
+// Key addresses one delivery in a store: the message's id for a message
+// sent to a route by name, and the id, "/" and the subscription for a
+// delivery of a published message ('/' is in neither an id nor a name).
+// Attempts and operator actions are kept under it.
+func (m *Message) Key() string { return DeliveryKey(m.ID, m.Subscription) }
+
+// DeliveryKey is the Key of the delivery of message id to subscription
+// (empty: the message sent to a route by name).
+func DeliveryKey(id, subscription string) string {
+	if subscription == "" {
+		return id
+	}
+	return id + "/" + subscription
+}
+
+// ParseKey splits a Key into the message's id and the subscription.
+func ParseKey(key string) (id, subscription string) {
+	id, subscription, _ = strings.Cut(key, "/")
+	return id, subscription
+}
+
+// Summary is the state of a published message as a whole, from the states
+// of its deliveries (DESIGN §14): delivered when every delivery is
+// delivered or discarded, suspended when one is suspended and none is
+// still queued or in flight, else queued.
+func Summary(deliveries []*Message) State {
+	suspended := false
+	for _, d := range deliveries {
+		switch d.State {
+		case StateQueued, StateInflight:
+			return StateQueued
+		case StateSuspended:
+			suspended = true
+		}
+	}
+	if suspended {
+		return StateSuspended
+	}
+	return StateDelivered
 }
 
 // Waiting reports whether m is queued behind another message of its

@@ -151,7 +151,6 @@ func TestValidate(t *testing.T) {
 		{"bad id", func(m *courier.Message) { m.ID = "a b" }, "id"},
 		{"no type", func(m *courier.Message) { m.Type = "" }, "type is required"},
 		{"bad type", func(m *courier.Message) { m.Type = "a:b" }, "type"},
-		{"no route", func(m *courier.Message) { m.Route = "" }, "route is required"},
 		{"unknown route", func(m *courier.Message) { m.Route = "globex" }, `"globex"`},
 		{"priority low", func(m *courier.Message) { m.Priority = -1 }, "priority"},
 		{"priority high", func(m *courier.Message) { m.Priority = 10 }, "priority"},
@@ -268,7 +267,7 @@ func TestTopologyAdmit(t *testing.T) {
 			code: courier.CodeInvalidArgument, in: "expires_at 2026-11-23T10:00:00Z is in the past"},
 		{name: "bad id", change: func(m *courier.Message) { m.ID = "a b" }, code: courier.CodeInvalidArgument, in: `id "a b" is not valid`},
 		{name: "bad type", change: func(m *courier.Message) { m.Type = "in voice" }, code: courier.CodeInvalidArgument, in: `type "in voice" is not valid`},
-		{name: "no route", change: func(m *courier.Message) { m.Route = "" }, code: courier.CodeInvalidArgument, in: "route is required"},
+		{name: "no route and no subscription", change: func(m *courier.Message) { m.Route = "" }, code: courier.CodeInvalidArgument, in: `no subscription wants messages of type "invoice"`},
 		{name: "unknown route", change: func(m *courier.Message) { m.Route = "globex" },
 			code: courier.CodeInvalidArgument, in: `route "globex" is not configured`},
 		{name: "bad priority", change: func(m *courier.Message) { m.Priority = 10 }, priorityGiven: true,
@@ -284,7 +283,7 @@ func TestTopologyAdmit(t *testing.T) {
 			tt.change(m)
 			before := *m
 			in := courier.Intake{MaxPayload: 16, PriorityGiven: tt.priorityGiven, NewIDFunc: func() (string, error) { return "new-1", nil }}
-			err := top.Admit(m, in, now)
+			_, err := top.Admit(m, in, now)
 			if got := courier.ErrorCode(err); got != tt.code {
 				t.Fatalf("code %q, want %q (%v)", got, tt.code, err)
 			}
@@ -308,7 +307,7 @@ func TestTopologyAdmit(t *testing.T) {
 func TestTopologyAdmitNewIDFails(t *testing.T) {
 	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme"}}}
 	m := &courier.Message{Type: "t", Route: "acme", Payload: []byte("x")}
-	err := top.Admit(m, courier.Intake{NewIDFunc: func() (string, error) { return "", errors.New("no entropy") }}, time.Now())
+	_, err := top.Admit(m, courier.Intake{NewIDFunc: func() (string, error) { return "", errors.New("no entropy") }}, time.Now())
 	if courier.ErrorCode(err) != courier.CodeInternal || !strings.Contains(err.Error(), "no entropy") {
 		t.Fatalf("got %v, want an internal error", err)
 	}

@@ -114,6 +114,48 @@ func Resubmit(m *Message, route string, now time.Time) (*Message, error) {
 	return &n, nil
 }
 
+// Resend returns finished m back in the queue at now, with a new round,
+// for an operator who wants it delivered again (a receiver lost what it
+// got): a delivered or discarded message goes again on its route, out of
+// its key's order (that order was kept when it went first), and a
+// suspended one is resubmitted. Messages of workflows are not resent: what
+// their steps did stands, and doing it again is a new message. Queued and
+// in-flight messages answer CodeConflict: they are on their way.
+func Resend(m *Message, now time.Time) (*Message, error) {
+	switch {
+	case m.Workflow != "":
+		return nil, Errorf(CodeConflict, "message %q went through workflow %s; its steps are not done again: send a new message", m.ID, m.Workflow)
+	case m.State == StateSuspended:
+		return Resubmit(m, "", now)
+	case m.State != StateDelivered && m.State != StateDiscarded:
+		return nil, stateConflict(m, ActionResend, StateDelivered, StateDiscarded, StateSuspended)
+	}
+	n := *m
+	n.State, n.Reason, n.Attempts, n.Abandoned, n.Escalated = StateQueued, "", 0, 0, 0
+	n.ResubmitCount++
+	n.OrderSkipped = m.OrderingKey != ""
+	n.NextAttemptAt, n.RoundStartedAt, n.TimerAt, n.UpdatedAt = now, now, now, now
+	n.FinishedAt, n.LeaseUntil, n.LeaseOwner = time.Time{}, time.Time{}, ""
+	return &n, nil
+}
+
+// Replayed is the delivery that a replay gives subscription s of a
+// published message that has none for it yet; m is one of the message's
+// deliveries, as stored. The new delivery is m's message, due at now (or
+// its deliver_after) on s's route, with a round of its own: its timer is
+// due at once, so that the engine works out its escalations and expiry by
+// the type's policy.
+func Replayed(m *Message, s *Subscription, now time.Time) *Message {
+	d := &Message{ID: m.ID, Type: m.Type, Route: s.Route, Subscription: s.Name, Payload: m.Payload, Size: m.Size,
+		ContentType: m.ContentType, Headers: m.Headers, OrderingKey: m.OrderingKey, Priority: m.Priority,
+		DeliverAfter: m.DeliverAfter, ExpiresAt: m.ExpiresAt, Sender: m.Sender, Hash: m.Hash, Recipient: m.Recipient,
+		State: StateQueued, CreatedAt: m.CreatedAt, UpdatedAt: now, RoundStartedAt: now, TimerAt: now, NextAttemptAt: now}
+	if d.DeliverAfter.After(now) {
+		d.NextAttemptAt = d.DeliverAfter
+	}
+	return d
+}
+
 func stateConflict(m *Message, a ActionKind, allowed ...State) error {
 	names := make([]string, len(allowed))
 	for i, s := range allowed {

@@ -54,7 +54,8 @@ type Receiver struct {
 	Dir       DirSource
 
 	// Type and Route are fixed, or read from the headers TypeHeader and
-	// RouteHeader of each item.
+	// RouteHeader of each item. Without either route the items are
+	// published to the subscriptions that want their type.
 	Type, TypeHeader   string
 	Route, RouteHeader string
 	// IDHeader names the header that carries the message id; without it (or
@@ -155,17 +156,19 @@ func (it *InboundItem) Header(name string) (v string, ok bool, err error) {
 	return "", false, nil
 }
 
-// Admit turns an inbound item into a message for Store.Ingest. A usable
-// item becomes a queued message, taken in by Topology.Admit as a message
+// Admit turns an inbound item into what Store.Ingest takes: a usable item
+// becomes a queued message, or the deliveries of a published one (when
+// the receiver gives it no route), taken in by Topology.Admit as a message
 // sent through the API is. An item that cannot be delivered as it is
 // becomes a suspended message with reason invalid (or no_route when it
-// names a route that is not configured) and says why in LastError, with the
+// names a route that is not configured, or is published and no
+// subscription wants it) and says why in LastError, with the
 // message the API would answer; problem is then that refusal, so that a
 // receiver with on_error: stop can refuse the item instead. Nothing about
 // the item is dropped: its body is kept whole, also when it is over
 // maxPayload.
-func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now time.Time) (m *Message, problem error) {
-	m = &Message{Payload: it.Body, ContentType: it.ContentType, Type: r.Type, Route: r.Route}
+func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now time.Time) (msgs []*Message, problem error) {
+	m := &Message{Payload: it.Body, ContentType: it.ContentType, Type: r.Type, Route: r.Route}
 	fail := func(format string, args ...any) {
 		if problem == nil {
 			problem = Errorf(CodeInvalidArgument, format, args...)
@@ -194,8 +197,8 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 	read(r.IDHeader, &m.ID, "")
 	if problem == nil {
 		derived := func() (string, error) { return r.derivedID(it), nil }
-		if problem = t.Admit(m, Intake{MaxPayload: maxPayload, NewIDFunc: derived}, now); problem == nil {
-			return m, nil
+		if msgs, problem = t.Admit(m, Intake{MaxPayload: maxPayload, NewIDFunc: derived}, now); problem == nil {
+			return msgs, nil
 		}
 	}
 	// Kept under an id and a content type that can be stored and sent; the
@@ -207,7 +210,7 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 		m.ContentType = "application/octet-stream"
 	}
 	Unusable(m, refusalReason(problem), fmt.Sprintf("receiver %s: %s", r.Name, ErrorMessage(problem)), now)
-	return m, problem
+	return []*Message{m}, problem
 }
 
 // Unusable makes m a suspended message with the reason and error, for an

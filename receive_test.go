@@ -63,7 +63,8 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, problem := tt.r.Admit(&tt.it, top, tt.maxSize, now)
+			ms, problem := tt.r.Admit(&tt.it, top, tt.maxSize, now)
+			m := ms[0]
 			if got := m.State; got != tt.wantState {
 				t.Fatalf("state %s, want %s (problem %v)", got, tt.wantState, problem)
 			}
@@ -106,11 +107,11 @@ func TestAdmitDerivedID(t *testing.T) {
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
 	r := &courier.Receiver{Name: "drop", Type: "invoice", Route: "acme"}
 	id := func(name, body string) string {
-		m, err := r.Admit(&courier.InboundItem{Name: name, Body: []byte(body)}, top, 0, time.Now())
+		ms, err := r.Admit(&courier.InboundItem{Name: name, Body: []byte(body)}, top, 0, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.ID
+		return ms[0].ID
 	}
 	if a, b := id("a.xml", "<x/>"), id("a.xml", "<x/>"); a != b {
 		t.Fatalf("the same item got ids %s and %s", a, b)
@@ -138,11 +139,13 @@ func TestAdmitRecipient(t *testing.T) {
 	top := &courier.Topology{Routes: map[string]*courier.Route{"nemhandel": {Name: "nemhandel", Lookup: &courier.Lookup{URL: "https://r.example/{recipient}"}}},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
 	r := &courier.Receiver{Name: "vans", Type: "invoice", Route: "nemhandel", RecipientHeader: "x-recipient"}
-	m, err := r.Admit(&courier.InboundItem{Body: []byte("<Invoice/>"), Headers: map[string]string{"X-Recipient": "0088:5798000000001"}}, top, 0, time.Now())
+	ms, err := r.Admit(&courier.InboundItem{Body: []byte("<Invoice/>"), Headers: map[string]string{"X-Recipient": "0088:5798000000001"}}, top, 0, time.Now())
+	m := ms[0]
 	if err != nil || m.Recipient != "0088:5798000000001" || m.State != courier.StateQueued {
 		t.Fatalf("with the header: %+v, %v", m, err)
 	}
-	m, err = r.Admit(&courier.InboundItem{Body: []byte("<Invoice/>")}, top, 0, time.Now())
+	ms, err = r.Admit(&courier.InboundItem{Body: []byte("<Invoice/>")}, top, 0, time.Now())
+	m = ms[0]
 	if err == nil || m.State != courier.StateSuspended || !strings.Contains(m.LastError, "recipient is required") {
 		t.Fatalf("without it: %s %q, %v", m.State, m.LastError, err)
 	}

@@ -18,26 +18,45 @@ type Store interface {
 	// with the stored message, and changes nothing. A created message that
 	// waits for an earlier message of its ordering key has its NextAttemptAt
 	// set to zero, as stored, so that its sender is told what a read says.
+	//
+	// A published message comes as its deliveries (Topology.Publish), one
+	// after another: the same id, each with its Subscription. The store
+	// keeps its payload once and creates every delivery or, when a message
+	// with the id exists already (published or not), none: then each of
+	// them is reported as the first stored delivery compares.
 	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
 
-	// Message returns one message, or an error with CodeNotFound.
-	Message(ctx context.Context, id string) (*Message, error)
+	// Message returns one message, or one delivery of a published message,
+	// by its Key, or an error with CodeNotFound.
+	Message(ctx context.Context, key string) (*Message, error)
+
+	// Deliveries returns every delivery of a message by subscription name:
+	// the message itself when it was sent to a route by name. CodeNotFound
+	// when there is none.
+	Deliveries(ctx context.Context, id string) ([]*Message, error)
 
 	// Messages lists messages matching the filter, newest first.
 	Messages(ctx context.Context, f MessageFilter) (MessagePage, error)
 
-	// Attempts returns every attempt of a message, oldest first, or an
-	// error with CodeNotFound when the message does not exist.
-	Attempts(ctx context.Context, id string) ([]Attempt, error)
+	// Attempts returns every attempt of a message or delivery (by Key),
+	// oldest first, or an error with CodeNotFound when it does not exist.
+	Attempts(ctx context.Context, key string) ([]Attempt, error)
 
-	// Discard changes a message as the root's Discard decides, reading it
-	// and writing the change in one transaction, and records the action.
-	Discard(ctx context.Context, id string, a Action) (*Message, error)
+	// Discard changes a message or delivery (by Key) as the root's Discard
+	// decides, reading it and writing the change in one transaction, and
+	// records the action.
+	Discard(ctx context.Context, key string, a Action) (*Message, error)
 
-	// Resubmit changes a message as the root's Resubmit decides (a new
-	// round at a.At, optionally on another route), reading it and writing
-	// the change in one transaction, and records the action.
-	Resubmit(ctx context.Context, id, route string, a Action) (*Message, error)
+	// Resend changes a message or delivery (by Key) as the root's Resend
+	// decides (delivered again, in a new round at a.At), reading it and
+	// writing the change in one transaction, and records the action.
+	Resend(ctx context.Context, key string, a Action) (*Message, error)
+
+	// Resubmit changes a message or delivery (by Key) as the root's
+	// Resubmit decides (a new round at a.At, optionally on another route),
+	// reading it and writing the change in one transaction, and records
+	// the action.
+	Resubmit(ctx context.Context, key, route string, a Action) (*Message, error)
 
 	// KeyHolder returns the message of an ordering key on a route that the
 	// key's waiting messages wait for: the active one (due, in flight or
@@ -48,8 +67,10 @@ type Store interface {
 	// Actions returns the operator actions on one subject, oldest first.
 	Actions(ctx context.Context, subject string) ([]Action, error)
 
-	// Purge deletes up to limit terminal messages (with their attempts) that
-	// finished before the cutoff, and reports how many it deleted.
+	// Purge deletes up to limit terminal messages or deliveries (with
+	// their attempts and actions) that finished before the cutoff, and
+	// reports how many it deleted. A published message's payload goes with
+	// the last of its deliveries.
 	Purge(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// ClaimDue leases due queued messages for delivery: for each route quota,
@@ -89,7 +110,11 @@ type Store interface {
 
 	// RunBulk does the next batch of up to limit messages of an operation:
 	// each is resubmitted or discarded (at now) with its action recorded, in
-	// one transaction with the operation's progress. It returns the operation
+	// one transaction with the operation's progress. A replay looks at up
+	// to limit published messages (the first delivery of each, in ingest
+	// order) and gives its subscription a delivery of each it Wants that
+	// has none for it (Replayed, keeping the order of its key), or with
+	// Again, Resends the one it has; Count counts those. It returns the operation
 	// as it stands after the batch; Done when nothing is left.
 	RunBulk(ctx context.Context, id string, limit int, now time.Time) (BulkOp, error)
 
@@ -138,11 +163,24 @@ type Store interface {
 	// every request.
 	CountLive(ctx context.Context) (LiveCounts, error)
 
+	// Types lists the message types taken in (by Ingest), by name, each
+	// with how many messages of it came and when the first and the last
+	// did. Its cost grows with the number of types, not of messages.
+	Types(ctx context.Context) ([]TypeSeen, error)
+
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
 
 	// Close releases the store; pending writes finish first.
 	Close() error
+}
+
+// TypeSeen is a message type the store has taken in.
+type TypeSeen struct {
+	Type      string
+	Count     int64 // messages of the type ingested (a published one counts once)
+	FirstSeen time.Time
+	LastSeen  time.Time
 }
 
 // Claim asks for due messages, route by route in the order given, each up
@@ -203,6 +241,7 @@ type MessageFilter struct {
 	Type          string
 	Route         string
 	Endpoint      string
+	Subscription  string // the deliveries of published messages to this subscription
 	Reason        Reason
 	Sender        string // the API key that ingested the messages
 	CreatedAfter  time.Time
@@ -236,17 +275,18 @@ const (
 
 // Attempt is one try to deliver one message to one endpoint.
 type Attempt struct {
-	MessageID string
-	N         int // 1 for the first attempt of the message, counting across resubmits
-	Endpoint  string
-	Route     string
-	StartedAt time.Time
-	Duration  time.Duration
-	Outcome   Outcome
-	Class     ErrorClass
-	Status    int    // transport status (HTTP status, SMTP reply code), 0 if none
-	Error     string // what went wrong, for people
-	Response  string // the start of the receiver's answer, at most MaxResponseExcerpt bytes
+	MessageID    string
+	Subscription string // of a delivery of a published message; empty for a message sent to a route
+	N            int    // 1 for the first attempt of the message, counting across resubmits
+	Endpoint     string
+	Route        string
+	StartedAt    time.Time
+	Duration     time.Duration
+	Outcome      Outcome
+	Class        ErrorClass
+	Status       int    // transport status (HTTP status, SMTP reply code), 0 if none
+	Error        string // what went wrong, for people
+	Response     string // the start of the receiver's answer, at most MaxResponseExcerpt bytes
 }
 
 // MaxResponseExcerpt bounds the response kept with an attempt.
@@ -258,7 +298,7 @@ type Action struct {
 	At      time.Time
 	Who     string // the API key's name
 	Kind    ActionKind
-	Subject string // a message id or an endpoint name
+	Subject string // a message's Key or an endpoint name
 	Detail  string // e.g. the new route of a resubmit
 }
 
@@ -269,6 +309,8 @@ type ActionKind string
 const (
 	ActionResubmit    ActionKind = "resubmit"
 	ActionDiscard     ActionKind = "discard"
+	ActionResend      ActionKind = "resend" // a finished message delivered again
+	ActionReplay      ActionKind = "replay" // a subscription given deliveries of earlier messages
 	ActionEndpointOff ActionKind = "endpoint_off"
 	ActionEndpointOn  ActionKind = "endpoint_on"
 )
@@ -276,15 +318,51 @@ const (
 // BulkOp is a resubmit or discard of every message that matches a filter,
 // done in batches that survive a restart.
 type BulkOp struct {
-	ID        string
-	Kind      ActionKind // ActionResubmit or ActionDiscard
-	Filter    MessageFilter
-	Route     string // for a resubmit: the route to resubmit to; empty keeps each message's
-	Who       string
-	Count     int // messages done so far
-	Done      bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID     string
+	Kind   ActionKind // ActionResubmit or ActionDiscard
+	Filter MessageFilter
+	Route  string // for a resubmit: the route to resubmit to; empty keeps each message's
+	// Replay is what a replay (Kind ActionReplay) gives deliveries of, and
+	// to which subscription; nil for other operations. Filter is not used.
+	Replay *Replay
+	Who    string
+	Count  int // messages done so far
+	Done   bool
+	// Position and End say how far it got: the ingest sequence number of
+	// the last message looked at, and of the last it will look at (the
+	// newest when it began). Position/End is its progress.
+	Position, End int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Replay gives a subscription a delivery of every retained published
+// message it wants that came in a span of time (DESIGN §14), in batches
+// that survive a restart.
+type Replay struct {
+	// Subscription is the subscription as it was when the replay began:
+	// what it wants and its route.
+	Subscription Subscription
+	Since        time.Time // messages ingested at or after this
+	Until        time.Time // and before this
+	// Types, when given, narrows the replay to these types (exact, or
+	// prefixes ending in ".*") of those the subscription wants.
+	Types []string
+	// Again also delivers again the messages the subscription has a
+	// delivery of, delivered or not (Resend); without it they are left.
+	Again bool
+}
+
+// Wants reports whether the replay gives subscription a delivery of m.
+func (r *Replay) Wants(m *Message) bool {
+	if !r.Subscription.Matches(m.Type, m.Headers) || m.CreatedAt.Before(r.Since) || !m.CreatedAt.Before(r.Until) {
+		return false
+	}
+	if len(r.Types) == 0 {
+		return true
+	}
+	narrow := Subscription{Types: r.Types}
+	return narrow.WantsType(m.Type)
 }
 
 // BulkStates are the states a bulk operation takes messages from: the

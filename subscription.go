@@ -34,10 +34,12 @@ func ValidTypePattern(s string) bool {
 // Matches reports whether the subscription wants a message of the type
 // with the headers.
 func (s *Subscription) Matches(msgType string, headers map[string]string) bool {
-	return s.matchesType(msgType) && s.matchesHeaders(headers)
+	return s.WantsType(msgType) && s.matchesHeaders(headers)
 }
 
-func (s *Subscription) matchesType(msgType string) bool {
+// WantsType reports whether the subscription's types take in msgType, whatever
+// its header filter says.
+func (s *Subscription) WantsType(msgType string) bool {
 	for _, p := range s.Types {
 		if prefix, ok := strings.CutSuffix(p, "*"); ok {
 			if strings.HasPrefix(msgType, prefix) && len(msgType) > len(prefix) {

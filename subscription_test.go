@@ -2,7 +2,9 @@ package courier_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -70,5 +72,90 @@ func TestSubscribersByName(t *testing.T) {
 	}
 	if got := top.Subscribers("shipment.sent", nil); len(got) != 0 {
 		t.Errorf("subscribers of a type nobody wants: %v", got)
+	}
+}
+
+// A message without a route is published: one delivery per subscription
+// that wants it, by name, each on its subscription's route, all with the
+// one content hash of what the sender gave.
+func TestAdmitPublishes(t *testing.T) {
+	top := &courier.Topology{
+		Routes: map[string]*courier.Route{"erp": {Name: "erp"}, "crm": {Name: "crm"},
+			"peppol": {Name: "peppol", Lookup: &courier.Lookup{URL: "https://r.example/{recipient}"}}},
+		Subscriptions: map[string]*courier.Subscription{
+			"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "erp"},
+			"crm-acme":   {Name: "crm-acme", Types: []string{"order.created"}, Route: "crm", Headers: map[string]string{"x-tenant": "acme"}},
+			"invoices":   {Name: "invoices", Types: []string{"invoice"}, Route: "peppol"},
+		},
+	}
+	top.Prepare()
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	in := courier.Intake{NewIDFunc: func() (string, error) { return "new-1", nil }}
+	publish := func(typ string, headers map[string]string) ([]*courier.Message, error) {
+		return top.Admit(&courier.Message{Type: typ, Payload: []byte(`{}`), Headers: headers}, in, now)
+	}
+
+	ds, err := publish("order.created", map[string]string{"X-Tenant": "acme"})
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("order.created from acme: %d deliveries, %v; want 2", len(ds), err)
+	}
+	for i, want := range []struct{ sub, route string }{{"crm-acme", "crm"}, {"erp-orders", "erp"}} {
+		d := ds[i]
+		if d.Subscription != want.sub || d.Route != want.route || d.ID != "new-1" || d.State != courier.StateQueued || d.Key() != "new-1/"+want.sub {
+			t.Errorf("delivery %d: %s on %s (%s, %s)", i, d.Key(), d.Route, d.ID, d.State)
+		}
+		if d.Hash != ds[0].Hash || d.Hash == "" {
+			t.Errorf("delivery %d: hash %q, want the message's", i, d.Hash)
+		}
+	}
+	if ds, err := publish("order.created", map[string]string{"X-Tenant": "other"}); err != nil || len(ds) != 1 || ds[0].Subscription != "erp-orders" {
+		t.Errorf("another tenant: %d deliveries, %v; want erp-orders only", len(ds), err)
+	}
+	_, err = publish("shipment.sent", nil)
+	if courier.ErrorCode(err) != courier.CodeInvalidArgument || !strings.Contains(courier.ErrorMessage(err), `"shipment.sent"`) {
+		t.Errorf("a type nobody wants: %v, want 422 naming the type", err)
+	}
+	// A subscription to a lookup route needs the recipient, as the route does.
+	if _, err := publish("invoice", nil); courier.ErrorCode(err) != courier.CodeInvalidArgument || !strings.Contains(err.Error(), "recipient is required") {
+		t.Errorf("invoice without recipient: %v", err)
+	}
+	// A message with a route is not published, whatever subscribes to its type.
+	ms, err := top.Admit(&courier.Message{Type: "order.created", Route: "crm", Payload: []byte(`{}`)}, in, now)
+	if err != nil || len(ms) != 1 || ms[0].Subscription != "" || ms[0].Route != "crm" {
+		t.Errorf("to a route: %d messages, %v", len(ms), err)
+	}
+}
+
+func TestKeysAndSummary(t *testing.T) {
+	if k := courier.DeliveryKey("o-1", "erp"); k != "o-1/erp" {
+		t.Errorf("key %q", k)
+	}
+	if id, sub := courier.ParseKey("o-1/erp"); id != "o-1" || sub != "erp" {
+		t.Errorf("parsed %q %q", id, sub)
+	}
+	if id, sub := courier.ParseKey("inv:1"); id != "inv:1" || sub != "" {
+		t.Errorf("parsed %q %q", id, sub)
+	}
+	d := func(states ...courier.State) []*courier.Message {
+		var out []*courier.Message
+		for _, s := range states {
+			out = append(out, &courier.Message{State: s})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		in   []*courier.Message
+		want courier.State
+	}{
+		{d(courier.StateDelivered, courier.StateDiscarded), courier.StateDelivered},
+		{d(courier.StateDelivered, courier.StateSuspended), courier.StateSuspended},
+		{d(courier.StateInflight, courier.StateSuspended), courier.StateQueued},
+		{d(courier.StateQueued, courier.StateDelivered), courier.StateQueued},
+		{d(courier.StateInflight), courier.StateQueued},
+		{d(courier.StateDiscarded), courier.StateDelivered},
+	} {
+		if got := courier.Summary(tt.in); got != tt.want {
+			t.Errorf("Summary(%v) = %s, want %s", tt.in, got, tt.want)
+		}
 	}
 }

@@ -67,21 +67,33 @@ func (c *Client) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]Batch
 	return out.Results, nil
 }
 
-// Message returns one message with its payload.
-func (c *Client) Message(ctx context.Context, id string) (*Message, error) {
-	return request[Message](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id), nil)
+// messagePath is the path of a message, or of one delivery of a published
+// message given by its key ("id/subscription", as courier.Message.Key).
+func messagePath(key string) string {
+	id, sub := courier.ParseKey(key)
+	if sub == "" {
+		return "/v1/messages/" + url.PathEscape(id)
+	}
+	return "/v1/messages/" + url.PathEscape(id) + "/deliveries/" + url.PathEscape(sub)
+}
+
+// Message returns one message with its payload: a published one with its
+// deliveries, or one delivery of it when key is "id/subscription".
+func (c *Client) Message(ctx context.Context, key string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodGet, messagePath(key), nil)
 }
 
 // StoredMessage is Message, but with the payload as stored, in
 // PayloadBase64: the JSON form of a JSON payload is encoded anew (compacted,
 // with <, > and & escaped), which a preview must not show for the payload.
-func (c *Client) StoredMessage(ctx context.Context, id string) (*Message, error) {
-	return request[Message](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"?payload=base64", nil)
+func (c *Client) StoredMessage(ctx context.Context, key string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodGet, messagePath(key)+"?payload=base64", nil)
 }
 
-// Attempts returns the attempts of a message, oldest first.
-func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
-	out, err := request[AttemptList](ctx, c, http.MethodGet, "/v1/messages/"+url.PathEscape(id)+"/attempts", nil)
+// Attempts returns the attempts of a message (of every delivery of a
+// published one), or of one delivery, oldest first.
+func (c *Client) Attempts(ctx context.Context, key string) ([]Attempt, error) {
+	out, err := request[AttemptList](ctx, c, http.MethodGet, messagePath(key)+"/attempts", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +112,7 @@ func (c *Client) Messages(ctx context.Context, f courier.MessageFilter) (*Messag
 	set("type", f.Type)
 	set("route", f.Route)
 	set("endpoint", f.Endpoint)
+	set("subscription", f.Subscription)
 	set("reason", string(f.Reason))
 	set("cursor", f.Cursor)
 	if f.Limit > 0 {
@@ -118,15 +131,35 @@ func (c *Client) Messages(ctx context.Context, f courier.MessageFilter) (*Messag
 	return request[MessageList](ctx, c, http.MethodGet, path, nil)
 }
 
-// Resubmit puts a suspended message back in the queue, optionally on
-// another route.
-func (c *Client) Resubmit(ctx context.Context, id, route string) (*Message, error) {
-	return request[Message](ctx, c, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/resubmit", ResubmitRequest{Route: route})
+// Resubmit puts a suspended message (or delivery, by its key) back in the
+// queue, optionally on another route.
+func (c *Client) Resubmit(ctx context.Context, key, route string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodPost, messagePath(key)+"/resubmit", ResubmitRequest{Route: route})
 }
 
-// Discard gives a queued or suspended message up.
-func (c *Client) Discard(ctx context.Context, id string) (*Message, error) {
-	return request[Message](ctx, c, http.MethodPost, "/v1/messages/"+url.PathEscape(id)+"/discard", nil)
+// Discard gives a queued or suspended message (or delivery, by its key) up.
+func (c *Client) Discard(ctx context.Context, key string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodPost, messagePath(key)+"/discard", nil)
+}
+
+// Types returns the catalog of message types taken in.
+func (c *Client) Types(ctx context.Context) ([]TypeView, error) {
+	out, err := request[TypeList](ctx, c, http.MethodGet, "/v1/types", nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Types, nil
+}
+
+// Replay starts a replay for subscription name and returns the operation
+// at once; Operation tells how far it got.
+func (c *Client) Replay(ctx context.Context, name string, req ReplayRequest) (*Operation, error) {
+	return request[Operation](ctx, c, http.MethodPost, "/v1/subscriptions/"+url.PathEscape(name)+"/replay", req)
+}
+
+// Resend delivers a finished message (or delivery, by its key) again.
+func (c *Client) Resend(ctx context.Context, key string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodPost, messagePath(key)+"/resend", nil)
 }
 
 // Ready reports whether the server and its store answer.

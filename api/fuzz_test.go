@@ -35,7 +35,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	}, MaxPayload: 1024})
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		m, err := s.decodeMessage(body, "", now)
+		ms, err := s.decodeMessage(body, "", now)
 		if err != nil {
 			if status := StatusOf(err); status < 400 || status >= 500 {
 				t.Fatalf("refusal with status %d: %v", status, err)
@@ -45,6 +45,10 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
+		if len(ms) != 1 {
+			t.Fatalf("%d messages to ingest from a topology without subscriptions", len(ms))
+		}
+		m := ms[0]
 		if !courier.ValidID(m.ID) || !courier.ValidType(m.Type) || m.Hash == "" || m.State != courier.StateQueued {
 			t.Fatalf("accepted an invalid message: %+v", m)
 		}

@@ -38,15 +38,16 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.decodeMessage(body, pathID, now)
+	msgs, err := s.decodeMessage(body, pathID, now)
 	if err == nil {
-		err = s.admit(r.Context(), k, m)
+		err = s.admit(r.Context(), k, msgs)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.opts.Store.Ingest(r.Context(), []*courier.Message{m})
+	m := msgs[0]
+	res, err := s.opts.Store.Ingest(r.Context(), msgs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -56,41 +57,68 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	}
 	switch res[0].Status {
 	case courier.IngestCreated:
-		s.opts.Observer.Ingested(m)
-		if m.NextAttemptAt.After(now) {
-			s.opts.ScheduledFunc(m.Route, m.NextAttemptAt)
-		} else {
-			s.opts.DueFunc([]string{m.Route})
+		var due []string
+		for _, d := range msgs {
+			s.opts.Observer.Ingested(d)
+			if d.NextAttemptAt.After(now) {
+				s.opts.ScheduledFunc(d.Route, d.NextAttemptAt)
+			} else if !slices.Contains(due, d.Route) {
+				due = append(due, d.Route)
+			}
+		}
+		if len(due) > 0 {
+			s.opts.DueFunc(due)
 		}
 		w.Header().Set("Location", "/v1/messages/"+m.ID)
 		// As a read would show it: due, or waiting for its key.
-		v := toMessage(m, s.topology.Load(), false)
+		v := toPublished(msgs, s.topology.Load(), false)
 		v.WaitingFor = s.waitingFor(r, m)
 		writeJSON(w, http.StatusCreated, v)
 	case courier.IngestExists:
-		writeJSON(w, http.StatusOK, toMessage(res[0].Message, s.topology.Load(), false))
+		stored := []*courier.Message{res[0].Message}
+		if m.Subscription != "" {
+			if stored, err = s.opts.Store.Deliveries(r.Context(), m.ID); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, toPublished(stored, s.topology.Load(), false))
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
 }
 
-// admit checks what the sending key may do with a decoded message and marks
-// the message as the key's. The suspended cap is checked here, after the
-// cheap checks, as it costs a query.
-func (s *Server) admit(ctx context.Context, k *Key, m *courier.Message) error {
+// admit checks what the sending key may do with a decoded message (its
+// deliveries, when it is published) and marks it as the key's. The
+// suspended cap is checked here, after the cheap checks, as it costs a
+// query.
+func (s *Server) admit(ctx context.Context, k *Key, msgs []*courier.Message) error {
 	if k == nil {
 		return nil
 	}
-	if err := checkRoute(k, m.Route); err != nil {
+	if err := own(k, msgs); err != nil {
 		return err
 	}
-	m.Sender = k.Name
 	return s.checkSuspended(ctx, k)
 }
 
-// decodeMessage reads one ingest body and returns the message ready for
-// Store.Ingest, or the error to answer.
-func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) (*courier.Message, error) {
+// own checks that key k may send to the route of each of msgs (the
+// deliveries of a published message go to its subscriptions' routes) and
+// marks them as the key's.
+func own(k *Key, msgs []*courier.Message) error {
+	for _, m := range msgs {
+		if err := checkRoute(k, m.Route); err != nil {
+			return err
+		}
+		m.Sender = k.Name
+	}
+	return nil
+}
+
+// decodeMessage reads one ingest body and returns what to hand to
+// Store.Ingest (the message, or the deliveries of a published one), or the
+// error to answer.
+func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) ([]*courier.Message, error) {
 	var req IngestRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -106,7 +134,7 @@ func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) (*cour
 	return s.requestToMessage(&req, pathID, now)
 }
 
-func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Time) (*courier.Message, error) {
+func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Time) ([]*courier.Message, error) {
 	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
 	hasB64 := req.PayloadBase64 != nil
 	if hasJSON == hasB64 {
@@ -153,10 +181,7 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		m.ExpiresAt = *req.ExpiresAt
 	}
 	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
-	if err := s.topology.Load().Admit(m, in, now); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return s.topology.Load().Admit(m, in, now)
 }
 
 // newMessageID names a message sent without an id: a UUIDv7, so that ids
@@ -204,11 +229,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	var msgs []*courier.Message
 	var index []int // index[i] is the position of msgs[i] in the batch
 	for i, raw := range req.Messages {
-		m, err := s.decodeMessage(raw, "", now)
+		ms, err := s.decodeMessage(raw, "", now)
 		if err == nil && k != nil {
-			if err = checkRoute(k, m.Route); err == nil {
-				m.Sender = k.Name
-			}
+			err = own(k, ms)
 		}
 		if err != nil {
 			if courier.ErrorCode(err) == courier.CodeInternal {
@@ -218,8 +241,10 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			results[i] = BatchResult{ID: itemID(raw), Status: StatusOf(err), Error: errorInfo(err)}
 			continue
 		}
-		msgs = append(msgs, m)
-		index = append(index, i)
+		msgs = append(msgs, ms...)
+		for range ms {
+			index = append(index, i)
+		}
 	}
 	if len(msgs) > 0 {
 		res, err := s.opts.Store.Ingest(r.Context(), msgs)
@@ -231,8 +256,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		later := map[string]time.Time{} // the earliest of each route's messages due later
 		for j, ir := range res {
 			i := index[j]
-			switch ir.Status {
-			case courier.IngestCreated:
+			first := j == 0 || index[j-1] != i // the others are more deliveries of the same
+			switch {
+			case ir.Status == courier.IngestCreated:
 				s.opts.Observer.Ingested(msgs[j])
 				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
 				r, at := msgs[j].Route, msgs[j].NextAttemptAt
@@ -244,7 +270,8 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 				case later[r].IsZero() || at.Before(later[r]):
 					later[r] = at
 				}
-			case courier.IngestExists:
+			case !first:
+			case ir.Status == courier.IngestExists:
 				if ir.Message.Sender != msgs[j].Sender {
 					err := conflictError(msgs[j].ID)
 					results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}

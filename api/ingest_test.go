@@ -109,7 +109,7 @@ func TestIngestErrors(t *testing.T) {
 		{"invalid type", "PUT", "/v1/messages/a", `{"type":"in voice","route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "type"},
 		{"type too long", "PUT", "/v1/messages/a", `{"type":"` + strings.Repeat("t", 129) + `","route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "type"},
 		{"missing type", "PUT", "/v1/messages/a", `{"route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "type is required"},
-		{"missing route", "PUT", "/v1/messages/a", `{"type":"invoice","payload":1}`, 422, courier.CodeInvalidArgument, "route is required"},
+		{"no route and no subscription", "PUT", "/v1/messages/a", `{"type":"invoice","payload":1}`, 422, courier.CodeInvalidArgument, `no subscription wants messages of type "invoice"`},
 		{"invalid id", "PUT", "/v1/messages/a%20b", `{"type":"invoice","route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "id"},
 		{"id too long", "POST", "/v1/messages", `{"id":"` + strings.Repeat("i", 257) + `","type":"invoice","route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "id"},
 		{"ids differ", "PUT", "/v1/messages/a", `{"id":"b","type":"invoice","route":"acme","payload":1}`, 422, courier.CodeInvalidArgument, "differs"},

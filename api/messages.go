@@ -9,13 +9,40 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
+// handleGet shows a message: one sent to a route as itself, a published
+// one with its deliveries.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	m, err := s.ownMessage(r, r.PathValue("id"))
+	id := r.PathValue("id")
+	ds, err := s.opts.Store.Deliveries(r.Context(), id)
+	if err == nil && !ownsMessage(r, ds[0]) {
+		err = hiddenNotFound(id)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	v := toMessage(m, s.topology.Load(), true)
+	s.writeMessage(w, r, ds[0], toPublished(ds, s.topology.Load(), true))
+}
+
+// handleDelivery shows one delivery of a published message in full.
+func (s *Server) handleDelivery(w http.ResponseWriter, r *http.Request) {
+	m, err := s.ownMessage(r, pathKey(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeMessage(w, r, m, toMessage(m, s.topology.Load(), true))
+}
+
+// pathKey is the Key of the message or delivery a request's path names.
+func pathKey(r *http.Request) string {
+	return courier.DeliveryKey(r.PathValue("id"), r.PathValue("subscription"))
+}
+
+// writeMessage answers with v, the full view of a message or delivery m
+// (the first delivery of a published message).
+func (s *Server) writeMessage(w http.ResponseWriter, r *http.Request, m *courier.Message, v Message) {
+	var err error
 	switch r.URL.Query().Get("payload") {
 	case "":
 	case "base64":
@@ -27,11 +54,13 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "payload=%q: the only form to ask for is base64", r.URL.Query().Get("payload")))
 		return
 	}
-	if v.Actions, err = s.actionViews(r.Context(), m.ID); err != nil {
-		s.writeError(w, r, err)
-		return
+	if len(v.Deliveries) == 0 {
+		if v.Actions, err = s.actionViews(r.Context(), m.Key()); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		v.WaitingFor = s.waitingFor(r, m)
 	}
-	v.WaitingFor = s.waitingFor(r, m)
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -48,35 +77,75 @@ func (s *Server) waitingFor(r *http.Request, m *courier.Message) *KeyHolder {
 	return &KeyHolder{ID: h.ID, State: h.State, Reason: h.Reason, LastError: h.LastError}
 }
 
-// ownMessage returns a message the request may see. Another key's message
-// is not found, exactly as a missing one, so that a sender cannot probe for
-// the ids of others.
-func (s *Server) ownMessage(r *http.Request, id string) (*courier.Message, error) {
-	m, err := s.opts.Store.Message(r.Context(), id)
+// ownMessage returns a message or delivery (by its Key) the request may
+// see. Another key's message is not found, exactly as a missing one, so
+// that a sender cannot probe for the ids of others.
+func (s *Server) ownMessage(r *http.Request, key string) (*courier.Message, error) {
+	m, err := s.opts.Store.Message(r.Context(), key)
 	if err != nil {
-		return nil, err
+		return nil, s.published(r, key, err)
 	}
 	if !ownsMessage(r, m) {
-		return nil, courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+		return nil, hiddenNotFound(key)
 	}
 	return m, nil
 }
 
+// hiddenNotFound is the answer for a message or delivery the caller may not
+// see, worded as for one that does not exist.
+func hiddenNotFound(key string) error {
+	if id, sub := courier.ParseKey(key); sub != "" {
+		return courier.Errorf(courier.CodeNotFound, "message %q has no delivery to subscription %q", id, sub)
+	}
+	return courier.Errorf(courier.CodeNotFound, "message %q not found", key)
+}
+
+// published turns the not-found of a message read or changed by its id
+// into a pointer to its deliveries when it is a published message: those
+// are what is read, resubmitted and discarded one by one.
+func (s *Server) published(r *http.Request, key string, err error) error {
+	id, sub := courier.ParseKey(key)
+	if courier.ErrorCode(err) != courier.CodeNotFound || sub != "" {
+		return err
+	}
+	ds, derr := s.opts.Store.Deliveries(r.Context(), id)
+	if derr != nil || !ownsMessage(r, ds[0]) {
+		return err
+	}
+	return courier.Errorf(courier.CodeConflict, "message %q is published: it has a delivery for each subscription, at /v1/messages/%s/deliveries/{subscription}", id, id)
+}
+
+// handleAttempts lists every attempt of a message, or of a delivery; of a
+// published message, those of all its deliveries, by subscription.
 func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
-	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
-		if _, err := s.ownMessage(r, r.PathValue("id")); err != nil {
+	keys := []string{pathKey(r)}
+	if r.PathValue("subscription") == "" {
+		ds, err := s.opts.Store.Deliveries(r.Context(), r.PathValue("id"))
+		if err == nil && !ownsMessage(r, ds[0]) {
+			err = hiddenNotFound(keys[0])
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-	}
-	attempts, err := s.opts.Store.Attempts(r.Context(), r.PathValue("id"))
-	if err != nil {
+		keys = keys[:0]
+		for _, d := range ds {
+			keys = append(keys, d.Key())
+		}
+	} else if _, err := s.ownMessage(r, keys[0]); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := AttemptList{Attempts: make([]Attempt, len(attempts))}
-	for i, a := range attempts {
-		out.Attempts[i] = toAttempt(a)
+	out := AttemptList{Attempts: []Attempt{}}
+	for _, key := range keys {
+		attempts, err := s.opts.Store.Attempts(r.Context(), key)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, a := range attempts {
+			out.Attempts = append(out.Attempts, toAttempt(a))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -108,19 +177,20 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 }
 
 // filterParams are the query parameters of a listing.
-var filterParams = []string{"state", "type", "route", "endpoint", "reason", "sender", "limit", "cursor", "created_after", "created_before"}
+var filterParams = []string{"state", "type", "route", "endpoint", "subscription", "reason", "sender", "limit", "cursor", "created_after", "created_before"}
 
 // parseFilter reads the query of a listing, which names only filterParams.
 func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 	q := r.URL.Query()
 	f := courier.MessageFilter{
-		State:    courier.State(q.Get("state")),
-		Type:     q.Get("type"),
-		Route:    q.Get("route"),
-		Endpoint: q.Get("endpoint"),
-		Reason:   courier.Reason(q.Get("reason")),
-		Sender:   q.Get("sender"),
-		Cursor:   q.Get("cursor"),
+		State:        courier.State(q.Get("state")),
+		Type:         q.Get("type"),
+		Route:        q.Get("route"),
+		Endpoint:     q.Get("endpoint"),
+		Subscription: q.Get("subscription"),
+		Reason:       courier.Reason(q.Get("reason")),
+		Sender:       q.Get("sender"),
+		Cursor:       q.Get("cursor"),
 	}
 	if f.State != "" && !f.State.Valid() {
 		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not one of queued, inflight, delivered, suspended, discarded", f.State)
@@ -160,12 +230,12 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.opts.Store.Resubmit(r.Context(), r.PathValue("id"), req.Route, s.action(r))
+	m, err := s.opts.Store.Resubmit(r.Context(), pathKey(r), req.Route, s.action(r))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, s.published(r, pathKey(r), err))
 		return
 	}
-	s.opts.Logger.Info("message resubmitted", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Logger.Info("message resubmitted", "id", m.Key(), "route", m.Route, "by", actor(r))
 	s.opts.Observer.Acted(courier.ActionResubmit, 1)
 	s.opts.DueFunc([]string{m.Route})
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
@@ -189,12 +259,12 @@ func (s *Server) checkResubmitRoute(route string) error {
 }
 
 func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
-	m, err := s.opts.Store.Discard(r.Context(), r.PathValue("id"), s.action(r))
+	m, err := s.opts.Store.Discard(r.Context(), pathKey(r), s.action(r))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, s.published(r, pathKey(r), err))
 		return
 	}
-	s.opts.Logger.Info("message discarded", "id", m.ID, "route", m.Route, "by", actor(r))
+	s.opts.Logger.Info("message discarded", "id", m.Key(), "route", m.Route, "by", actor(r))
 	s.opts.Observer.Acted(courier.ActionDiscard, 1)
 	if m.OrderingKey != "" {
 		s.opts.DueFunc([]string{m.Route}) // the next message of its key may go now

@@ -68,11 +68,13 @@ type Options struct {
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
-// or finds the operation and waits for it until ctx ends. The runner counts
-// the messages it acts on (engine.NewBulk's acted), so that they are
-// counted once, however often an operation's request is repeated.
+// or finds the operation and waits for it until ctx ends; Begin starts or
+// finds it and returns it as it stands. The runner counts the messages it
+// acts on (engine.NewBulk's acted), so that they are counted once, however
+// often an operation's request is repeated.
 type BulkRunner interface {
 	Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
+	Begin(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
 }
 
 // HealthObserver is an Observer that is also told when an operator's switch
@@ -143,6 +145,14 @@ func NewServer(o Options) *Server {
 		{"GET /v1/messages/{id}/attempts", accessRead, nil, s.handleAttempts},
 		{"POST /v1/messages/{id}/resubmit", accessOperate, nil, s.handleResubmit},
 		{"POST /v1/messages/{id}/discard", accessOperate, nil, s.handleDiscard},
+		{"GET /v1/types", accessRead, nil, s.handleTypes},
+		{"POST /v1/subscriptions/{name}/replay", accessOperate, nil, s.handleReplay},
+		{"POST /v1/messages/{id}/resend", accessOperate, nil, s.handleResend},
+		{"POST /v1/messages/{id}/deliveries/{subscription}/resend", accessOperate, nil, s.handleResend},
+		{"GET /v1/messages/{id}/deliveries/{subscription}", accessRead, []string{"payload"}, s.handleDelivery},
+		{"GET /v1/messages/{id}/deliveries/{subscription}/attempts", accessRead, nil, s.handleAttempts},
+		{"POST /v1/messages/{id}/deliveries/{subscription}/resubmit", accessOperate, nil, s.handleResubmit},
+		{"POST /v1/messages/{id}/deliveries/{subscription}/discard", accessOperate, nil, s.handleDiscard},
 		{"POST /v1/messages/resubmit", accessOperate, nil, s.handleBulk(courier.ActionResubmit)},
 		{"POST /v1/messages/discard", accessOperate, nil, s.handleBulk(courier.ActionDiscard)},
 		{"GET /v1/operations/{id}", accessOperate, nil, s.handleOperation},

@@ -60,9 +60,12 @@ type ErrorInfo struct {
 
 // Message is a message as the API shows it.
 type Message struct {
-	ID            string         `json:"id"`
-	Type          string         `json:"type"`
-	Route         string         `json:"route"`
+	ID    string `json:"id"`
+	Type  string `json:"type"`
+	Route string `json:"route,omitempty"` // empty for a published message: its deliveries have theirs
+	// Subscription names the subscription of a delivery of a published
+	// message, where one delivery is shown (a list, a delivery read).
+	Subscription  string         `json:"subscription,omitempty"`
 	State         courier.State  `json:"state"`
 	Reason        courier.Reason `json:"reason,omitempty"`
 	Attempts      int            `json:"attempts"`
@@ -98,6 +101,33 @@ type Message struct {
 	// Workflow tells where a message of a workflow route stands; nil for
 	// other messages.
 	Workflow *WorkflowView `json:"workflow,omitempty"`
+	// Deliveries are a published message's, by subscription (DESIGN §14);
+	// its State sums them up.
+	Deliveries []Delivery `json:"deliveries,omitempty"`
+}
+
+// Key is the message's id, or for one delivery of a published message
+// "id/subscription": what the client's calls take (courier.Message.Key).
+func (m Message) Key() string { return courier.DeliveryKey(m.ID, m.Subscription) }
+
+// Delivery is one subscription's delivery of a published message: each
+// has the state, attempts and suspended entry a message sent to a route
+// has, and is read, resubmitted and discarded on its own at
+// /v1/messages/{id}/deliveries/{subscription}.
+type Delivery struct {
+	Subscription  string         `json:"subscription"`
+	Route         string         `json:"route"`
+	State         courier.State  `json:"state"`
+	Reason        courier.Reason `json:"reason,omitempty"`
+	Attempts      int            `json:"attempts"`
+	ResubmitCount int            `json:"resubmit_count"`
+	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
+	Endpoint      string         `json:"endpoint,omitempty"`
+	LastError     string         `json:"last_error,omitempty"`
+	LastClass     string         `json:"last_class,omitempty"`
+	Ordering      string         `json:"ordering,omitempty"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+	FinishedAt    *time.Time     `json:"finished_at,omitempty"`
 }
 
 // WorkflowView is where a message stands in the workflow of its workflow
@@ -163,16 +193,19 @@ type MessageList struct {
 
 // Attempt is one delivery attempt as the API shows it.
 type Attempt struct {
-	N          int                `json:"n"`
-	Endpoint   string             `json:"endpoint"`
-	Route      string             `json:"route"`
-	StartedAt  time.Time          `json:"started_at"`
-	DurationMS float64            `json:"duration_ms"`
-	Outcome    courier.Outcome    `json:"outcome"`
-	Class      courier.ErrorClass `json:"class,omitempty"`
-	Status     int                `json:"status,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	Response   string             `json:"response,omitempty"`
+	// Subscription names the delivery of a published message the attempt
+	// was made for.
+	Subscription string             `json:"subscription,omitempty"`
+	N            int                `json:"n"`
+	Endpoint     string             `json:"endpoint"`
+	Route        string             `json:"route"`
+	StartedAt    time.Time          `json:"started_at"`
+	DurationMS   float64            `json:"duration_ms"`
+	Outcome      courier.Outcome    `json:"outcome"`
+	Class        courier.ErrorClass `json:"class,omitempty"`
+	Status       int                `json:"status,omitempty"`
+	Error        string             `json:"error,omitempty"`
+	Response     string             `json:"response,omitempty"`
 }
 
 // AttemptList is every attempt of a message, oldest first.
@@ -190,7 +223,7 @@ type ResubmitRequest struct {
 // topology in force.
 func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	v := Message{
-		ID: m.ID, Type: m.Type, Route: m.Route, State: m.State, Reason: m.Reason,
+		ID: m.ID, Type: m.Type, Route: m.Route, Subscription: m.Subscription, State: m.State, Reason: m.Reason,
 		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
 		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
 		Priority: m.Priority, OrderingKey: m.OrderingKey, Recipient: m.Recipient, ContentType: m.ContentType,
@@ -198,14 +231,7 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
 	}
-	switch {
-	case m.Waiting():
-		v.Ordering = OrderingWaiting
-	case m.HoldsKey():
-		v.Ordering = OrderingHoldsKey
-	case m.OrderSkipped:
-		v.Ordering = OrderingSkipped
-	}
+	v.Ordering = ordering(m)
 	if full {
 		if json.Valid(m.Payload) {
 			v.Payload = json.RawMessage(m.Payload)
@@ -215,6 +241,49 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	}
 	if m.Workflow != "" {
 		v.Workflow = toWorkflow(m, t, full)
+	}
+	return v
+}
+
+// ordering is where a message with an ordering key stands in its key's
+// order (Message.Ordering).
+func ordering(m *courier.Message) string {
+	switch {
+	case m.Waiting():
+		return OrderingWaiting
+	case m.HoldsKey():
+		return OrderingHoldsKey
+	case m.OrderSkipped:
+		return OrderingSkipped
+	}
+	return ""
+}
+
+// toPublished shows a published message: what it is, from its first
+// delivery (they share it), with the summary state and every delivery.
+// A message sent to a route by name is shown as itself.
+func toPublished(ds []*courier.Message, t *courier.Topology, full bool) Message {
+	if len(ds) == 1 && ds[0].Subscription == "" {
+		return toMessage(ds[0], t, full)
+	}
+	v := toMessage(ds[0], t, full)
+	v.Route, v.Subscription, v.Workflow = "", "", nil
+	v.Reason, v.NextAttemptAt, v.Endpoint, v.LastError, v.LastClass, v.Ordering = "", nil, "", "", "", ""
+	v.State, v.Attempts, v.ResubmitCount, v.FinishedAt = courier.Summary(ds), 0, 0, nil
+	v.Deliveries = make([]Delivery, len(ds))
+	for i, d := range ds {
+		v.Attempts += d.Attempts
+		v.ResubmitCount += d.ResubmitCount
+		if d.UpdatedAt.After(v.UpdatedAt) {
+			v.UpdatedAt = d.UpdatedAt
+		}
+		if v.State.Terminal() && (v.FinishedAt == nil || d.FinishedAt.After(*v.FinishedAt)) {
+			v.FinishedAt = timePtr(d.FinishedAt)
+		}
+		v.Deliveries[i] = Delivery{Subscription: d.Subscription, Route: d.Route, State: d.State, Reason: d.Reason,
+			Attempts: d.Attempts, ResubmitCount: d.ResubmitCount, NextAttemptAt: timePtr(d.NextAttemptAt),
+			Endpoint: d.Endpoint, LastError: d.LastError, LastClass: string(d.LastClass), Ordering: ordering(d),
+			UpdatedAt: d.UpdatedAt, FinishedAt: timePtr(d.FinishedAt)}
 	}
 	return v
 }
@@ -261,7 +330,7 @@ func responseJSON(resp string) json.RawMessage {
 
 func toAttempt(a courier.Attempt) Attempt {
 	return Attempt{
-		N: a.N, Endpoint: a.Endpoint, Route: a.Route, StartedAt: a.StartedAt,
+		Subscription: a.Subscription, N: a.N, Endpoint: a.Endpoint, Route: a.Route, StartedAt: a.StartedAt,
 		DurationMS: float64(a.Duration.Microseconds()) / 1000, Outcome: a.Outcome, Class: a.Class,
 		Status: a.Status, Error: a.Error, Response: a.Response,
 	}
@@ -280,6 +349,7 @@ type Filter struct {
 	Type          string         `json:"type,omitempty"`
 	Route         string         `json:"route,omitempty"`
 	Endpoint      string         `json:"endpoint,omitempty"`
+	Subscription  string         `json:"subscription,omitempty"`
 	Reason        courier.Reason `json:"reason,omitempty"`
 	CreatedAfter  *time.Time     `json:"created_after,omitempty"`
 	CreatedBefore *time.Time     `json:"created_before,omitempty"`
@@ -296,24 +366,62 @@ type BulkRequest struct {
 
 // Operation is a bulk operation and how far it got.
 type Operation struct {
-	ID        string             `json:"operation_id"`
-	Kind      courier.ActionKind `json:"kind"`
-	Count     int                `json:"count"`
-	Done      bool               `json:"done"`
-	Who       string             `json:"who"`
-	Route     string             `json:"route,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	UpdatedAt time.Time          `json:"updated_at"`
+	ID    string             `json:"operation_id"`
+	Kind  courier.ActionKind `json:"kind"`
+	Count int                `json:"count"`
+	Done  bool               `json:"done"`
+	Who   string             `json:"who"`
+	Route string             `json:"route,omitempty"`
+	// Progress is how far it got through the messages, from 0 to 1.
+	Progress  float64     `json:"progress"`
+	Replay    *ReplayView `json:"replay,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+}
+
+// ReplayView is what a replay gives deliveries of, and to which
+// subscription (Count counts the deliveries given).
+type ReplayView struct {
+	Subscription string    `json:"subscription"`
+	Route        string    `json:"route"`
+	Since        time.Time `json:"since"`
+	Until        time.Time `json:"until"`
+	Types        []string  `json:"types,omitempty"`
+	Again        bool      `json:"again,omitempty"`
+}
+
+// ReplayRequest is the body of POST /v1/subscriptions/{name}/replay: the
+// retained messages ingested from Since until Until (default now) that the
+// subscription wants (of Types only, when given) get a delivery to it;
+// with Again also those it had one of. OperationID makes the request
+// repeatable.
+type ReplayRequest struct {
+	Since       *time.Time `json:"since"`
+	Until       *time.Time `json:"until,omitempty"`
+	Types       []string   `json:"types,omitempty"`
+	Again       bool       `json:"again,omitempty"`
+	OperationID string     `json:"operation_id,omitempty"`
 }
 
 func toOperation(op courier.BulkOp) Operation {
-	return Operation{ID: op.ID, Kind: op.Kind, Count: op.Count, Done: op.Done, Who: op.Who, Route: op.Route,
+	v := Operation{ID: op.ID, Kind: op.Kind, Count: op.Count, Done: op.Done, Who: op.Who, Route: op.Route,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	switch {
+	case op.Done:
+		v.Progress = 1
+	case op.End > 0:
+		v.Progress = min(float64(op.Position)/float64(op.End), 1)
+	}
+	if r := op.Replay; r != nil {
+		v.Replay = &ReplayView{Subscription: r.Subscription.Name, Route: r.Subscription.Route, Since: r.Since, Until: r.Until,
+			Types: r.Types, Again: r.Again}
+	}
+	return v
 }
 
 // MessageFilter is the filter as the store takes it.
 func (f Filter) MessageFilter() courier.MessageFilter {
-	mf := courier.MessageFilter{State: f.State, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Reason: f.Reason}
+	mf := courier.MessageFilter{State: f.State, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Subscription: f.Subscription, Reason: f.Reason}
 	if f.CreatedAfter != nil {
 		mf.CreatedAfter = *f.CreatedAfter
 	}

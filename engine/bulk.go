@@ -108,13 +108,29 @@ func (b *Bulk) Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, erro
 	if err != nil || op.Done {
 		return op, err
 	}
-	b.logger.Info("bulk operation started", "operation", op.ID, "kind", op.Kind, "by", op.Who, "route", op.Route)
-	done := b.launch(op.ID, op.Count)
+	done := b.start(op)
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
 	return b.store.Bulk(context.WithoutCancel(ctx), op.ID)
+}
+
+// Begin starts an operation as Run does, or finds the one with its id,
+// and returns it as it stands without waiting for it: a replay, which
+// runs as long as it takes, is watched by its progress.
+func (b *Bulk) Begin(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
+	op, err := b.store.StartBulk(ctx, op)
+	if err != nil || op.Done {
+		return op, err
+	}
+	b.start(op)
+	return op, nil
+}
+
+func (b *Bulk) start(op courier.BulkOp) chan struct{} {
+	b.logger.Info("bulk operation started", "operation", op.ID, "kind", op.Kind, "by", op.Who, "route", op.Route)
+	return b.launch(op.ID, op.Count)
 }
 
 // launch starts the worker of an operation unless one runs, and returns the
@@ -162,8 +178,8 @@ func (b *Bulk) work(ctx, life context.Context, id string, count int, done chan s
 		}
 		b.tell(op.Kind, min(op.Count-count, bulkBatch))
 		count = op.Count
-		if op.Kind == courier.ActionResubmit {
-			b.wake()
+		if op.Kind == courier.ActionResubmit || op.Kind == courier.ActionReplay {
+			b.wake() // messages are queued now
 		}
 		if op.Done {
 			b.logger.Info("bulk operation done", "operation", id, "kind", op.Kind, "count", op.Count)

@@ -60,7 +60,7 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 			t = e.topology.Load()
 		}
 		next, notices := t.AfterAttempt(o.msg, ep, o.result, now, e.opts.RandFunc())
-		a := &courier.Attempt{MessageID: o.msg.ID, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,
+		a := &courier.Attempt{MessageID: o.msg.ID, Subscription: o.msg.Subscription, N: o.msg.TotalAttempts, Endpoint: ep.Name, Route: o.msg.Route,
 			StartedAt: o.started, Duration: o.duration, Outcome: courier.OutcomeDelivered, Status: o.result.Status,
 			Response: o.result.Response}
 		if !o.result.Delivered() {
@@ -113,7 +113,7 @@ func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 func (e *Engine) logChange(c courier.Change, applied bool) {
 	m := c.Message
 	if !applied {
-		e.logger.Debug("outcome dropped: the lease was taken over meanwhile", "id", m.ID, "route", m.Route)
+		e.logger.Debug("outcome dropped: the lease was taken over meanwhile", "id", m.Key(), "route", m.Route)
 		return
 	}
 	e.opts.Observer.Applied(c)
@@ -122,17 +122,17 @@ func (e *Engine) logChange(c courier.Change, applied bool) {
 		// One line per delivery is for debugging only; the check spares the
 		// delivery path building the line's arguments.
 		if e.logger.Enabled(e.life, slog.LevelDebug) {
-			e.logger.Debug("message delivered", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
+			e.logger.Debug("message delivered", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
 		}
 	case m.State == courier.StateSuspended:
-		e.logger.Info("message suspended", "id", m.ID, "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
+		e.logger.Info("message suspended", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
 			"reason", m.Reason, "attempts", m.Attempts, "last_error", m.LastError)
 	case m.State == courier.StateDiscarded:
-		e.logger.Info("message discarded by its policy", "id", m.ID, "type", m.Type, "route", m.Route, "attempts", m.Attempts)
+		e.logger.Info("message discarded by its policy", "id", m.Key(), "type", m.Type, "route", m.Route, "attempts", m.Attempts)
 	case m.FallbackFrom != "" && m.Attempts == 0 && m.State == courier.StateQueued && c.From != courier.StateQueued || m.FallbackFrom != "" && m.Attempts == 0 && c.Attempt == nil:
-		e.logger.Info("message falls back", "id", m.ID, "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
+		e.logger.Info("message falls back", "id", m.Key(), "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
 	case m.State == courier.StateQueued && c.Attempt != nil && c.Attempt.Outcome != courier.OutcomeDelivered:
-		e.logger.Debug("attempt failed; the message will be retried", "id", m.ID, "type", m.Type, "route", m.Route,
+		e.logger.Debug("attempt failed; the message will be retried", "id", m.Key(), "type", m.Type, "route", m.Route,
 			"endpoint", c.Attempt.Endpoint, "class", c.Attempt.Class, "attempts", m.Attempts, "next_attempt_at", m.NextAttemptAt)
 	}
 	for _, n := range c.Notices {
@@ -155,7 +155,7 @@ func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 		for i, m := range msgs {
 			next, notices := t.AfterAbandon(m, now)
 			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
-				Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
+				Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
 					StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
 					Error: "the lease of " + m.LeaseOwner + " lapsed before it reported an outcome"}}
 		}

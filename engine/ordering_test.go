@@ -37,10 +37,15 @@ func (h *harness) message(id, typ, route, key string, prio int) *courier.Message
 }
 
 // delivered returns the ids that the sink answered 2xx, each with the
-// sequence number of its first such arrival.
-func delivered(sk *sink.Sink) map[string]int {
+// sequence number of its first such arrival; at path only, unless path is
+// empty.
+func delivered(sk *sink.Sink, path string) map[string]int {
+	arrivals := sk.All()
+	if path != "" {
+		arrivals = sk.Arrivals(path)
+	}
 	first := map[string]int{}
-	for _, a := range sk.All() {
+	for _, a := range arrivals {
 		id := a.Header.Get("webhook-id")
 		if _, seen := first[id]; !seen && a.Status >= 200 && a.Status < 300 {
 			first[id] = a.Seq
@@ -52,9 +57,17 @@ func delivered(sk *sink.Sink) map[string]int {
 // waitDelivered waits until every id of want has arrived successfully.
 func (h *harness) waitDelivered(want []string, within time.Duration) map[string]int {
 	h.t.Helper()
+	return waitArrived(h.t, h.sink, "", want, within)
+}
+
+// waitArrived waits until every id of want has arrived at path (anywhere,
+// for an empty path) with a 2xx, and returns each one's first such
+// arrival.
+func waitArrived(t *testing.T, sk *sink.Sink, path string, want []string, within time.Duration) map[string]int {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		got := delivered(h.sink)
+		got := delivered(sk, path)
 		missing := 0
 		for _, id := range want {
 			if _, ok := got[id]; !ok {
@@ -65,9 +78,9 @@ func (h *harness) waitDelivered(want []string, within time.Duration) map[string]
 			return got
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("%d of %d messages not delivered within %s", missing, len(want), within)
+			t.Fatalf("%d of %d messages not delivered (at %q) within %s", missing, len(want), path, within)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -270,7 +283,7 @@ func TestPriorityJumpsTheBacklog(t *testing.T) {
 	before := h.sink.Count("/shop")
 	h.ingestAll([]*courier.Message{h.message("urgent", "order", "shop", "", 9)})
 	h.waitDelivered([]string{"urgent"}, 30*time.Second)
-	at := delivered(h.sink)["urgent"]
+	at := delivered(h.sink, "")["urgent"]
 	ahead := at - before - 1
 	// Ahead of urgent may go: the attempts in flight at its ingest (up to
 	// the endpoint's concurrency), those of a claim under way as the ingest

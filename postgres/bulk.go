@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at`
+const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq`
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
@@ -47,40 +47,22 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		if op.Done {
 			return nil
 		}
-		w := sqlstore.Where{Numbered: true}
-		w.BulkBatch(op, cursor, maxSeq)
-		rows, err := tx.Query(ctx, `SELECT seq, id, ordering_key FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
-		var keys []string
-		ids, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
-			var id string
-			var key pgtype.Text
-			err := row.Scan(&cursor, &id, &key)
-			if key.Valid {
-				keys = append(keys, key.String)
-			}
-			return id, err
-		})
+		var n int
+		var finished bool
+		if op.Replay != nil {
+			n, finished, err = replayBatch(ctx, tx, op.Replay, &cursor, maxSeq, limit, now)
+		} else {
+			n, finished, err = bulkBatch(ctx, tx, op, &cursor, maxSeq, limit, now)
+		}
 		if err != nil {
 			return err
 		}
-		if len(keys) > 0 {
-			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return classify("lock ordering keys", err)
-			}
-		}
-		n, err := sqlstore.BulkBatch(op, ids, now,
-			func(id string, decide sqlstore.Decide) error { _, err := act(ctx, tx, id, decide); return err },
-			func(a courier.Action) error { return insertAction(ctx, tx, a) })
-		if err != nil {
-			return err
-		}
-		finished := len(ids) < limit
 		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET cursor = $1, count = count + $2, done = $3, updated_at = $4 WHERE id = $5`,
 			cursor, n, finished, now, id); err != nil {
 			return classify("record bulk progress", err)
 		}
 		out.Count += n
-		out.Done = finished
+		out.Done, out.Position = finished, cursor
 		out.UpdatedAt = now
 		return nil
 	})
@@ -89,6 +71,37 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 	}
 	s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
 	return out, nil
+}
+
+// bulkBatch resubmits or discards the next batch of the messages op's
+// filter matches, after cursor (moved on to the last one looked at),
+// under the locks of their ordering keys.
+func bulkBatch(ctx context.Context, tx pgx.Tx, op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	w := sqlstore.Where{Numbered: true}
+	w.BulkBatch(op, *cursor, maxSeq)
+	rows, err := tx.Query(ctx, `SELECT seq, id, subscription, ordering_key FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
+	var lockKeys []string
+	keys, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
+		var id, sub string
+		var orderingKey pgtype.Text
+		err := row.Scan(cursor, &id, &sub, &orderingKey)
+		if orderingKey.Valid {
+			lockKeys = append(lockKeys, orderingKey.String)
+		}
+		return courier.DeliveryKey(id, sub), err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	if len(lockKeys) > 0 {
+		if _, err := tx.Exec(ctx, lockKeysSQL, lockKeys); err != nil {
+			return 0, false, classify("lock ordering keys", err)
+		}
+	}
+	n, err = sqlstore.BulkBatch(op, keys, now,
+		func(key string, decide sqlstore.Decide) error { _, err := act(ctx, tx, key, decide); return err },
+		func(a courier.Action) error { return insertAction(ctx, tx, a) })
+	return n, len(keys) < limit, err
 }
 
 // Bulk returns one operation.
@@ -111,14 +124,13 @@ func scanBulk(row scanner) (courier.BulkOp, error) {
 	var kind string
 	var filter []byte
 	var route pgtype.Text
-	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &op.CreatedAt, &op.UpdatedAt); err != nil {
+	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &op.CreatedAt, &op.UpdatedAt, &op.Position, &op.End); err != nil {
 		return op, err
 	}
-	f, err := sqlstore.DecodeFilter(filter)
-	if err != nil {
+	if err := sqlstore.DecodeSettings(filter, &op); err != nil {
 		return op, fmt.Errorf("operation %s: %w", op.ID, err)
 	}
-	op.Filter, op.Kind, op.Route = f, courier.ActionKind(kind), route.String
+	op.Kind, op.Route = courier.ActionKind(kind), route.String
 	op.CreatedAt, op.UpdatedAt = op.CreatedAt.UTC(), op.UpdatedAt.UTC()
 	return op, nil
 }

@@ -39,7 +39,7 @@ var claimSQL = `WITH quota AS (
 UPDATE messages m SET state = 'inflight', lease_until = $5, lease_owner = $6,
 	total_attempts = m.total_attempts + 1, updated_at = $3
 FROM chosen WHERE m.seq = chosen.seq
-RETURNING ` + columns("m") + `, (SELECT payload FROM bodies b WHERE b.seq = m.seq)`
+RETURNING ` + columns("m") + `, (SELECT payload FROM bodies b WHERE b.seq = ` + payloadOf("m") + `)`
 
 // ClaimDue leases due messages route by route, highest priority first.
 func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Message, error) {
@@ -79,25 +79,27 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 }
 
 // applySQL writes decided changes in one statement, from one array per
-// column: each change is guarded by the state and lease token
-// (total_attempts) it was decided on, and its attempt (when has_attempt) is
-// recorded only if the change applied. It returns the ordinals (from 1) of
-// the changes that applied. A queued message without a due time keeps the
-// stored one: such a change was decided on a message waiting for its key,
-// which waits on, or, if it was let go meanwhile, keeps the due time, round
-// and timer that gave it.
+// column: each change, to the row of its id and subscription, is guarded
+// by the state and lease token (total_attempts) it was decided on, and its
+// attempt (when has_attempt) is recorded, under the row's key, only if the
+// change applied. It returns the ordinals (from 1) of the changes that
+// applied. A queued message without a due time keeps the stored one: such
+// a change was decided on a message waiting for its key, which waits on,
+// or, if it was let go meanwhile, keeps the due time, round and timer that
+// gave it.
 const applySQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::text[],
 		$14::text[], $15::text[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[], $20::int[],
 		$21::boolean[], $22::boolean[], $23::int[], $24::text[], $25::text[], $26::timestamptz[], $27::bigint[],
 		$28::text[], $29::text[], $30::int[], $31::text[], $32::text[], $33::int[], $34::int[], $35::text[],
-		$36::int[], $37::text[])
+		$36::int[], $37::text[], $38::text[], $39::text[])
 	WITH ORDINALITY AS t(state, reason, route, attempts, abandoned, escalated, fallback_from,
 		round_started_at, timer_at, next_attempt_at, lease_until, lease_owner, endpoint,
 		last_error, last_class, updated_at, finished_at, id, from_state, token,
 		order_skipped, has_attempt, n, a_endpoint, a_route, started_at, duration_us,
-		outcome, class, status, error, response, step, failed_step, step_responses, resubmit_count, workflow, ord)
+		outcome, class, status, error, response, step, failed_step, step_responses, resubmit_count, workflow,
+		subscription, key, ord)
 ), changed AS (
 	UPDATE messages m SET state = i.state, reason = i.reason, route = i.route, attempts = i.attempts,
 		abandoned = i.abandoned, escalated = i.escalated, fallback_from = i.fallback_from,
@@ -112,11 +114,11 @@ const applySQL = `WITH input AS (
 		step = i.step, failed_step = i.failed_step, step_responses = i.step_responses,
 		resubmit_count = i.resubmit_count, workflow = i.workflow
 	FROM input i
-	WHERE m.id = i.id AND m.state = i.from_state AND m.total_attempts = i.token
+	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
 	RETURNING i.ord
 ), attempt AS (
 	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
-	SELECT i.id, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
+	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
 	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
 	ON CONFLICT DO NOTHING
 )
@@ -142,6 +144,7 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		stepResponses                               = make([]*string, n)
 		resubmits                                   = make([]int32, n)
 		workflows                                   = make([]*string, n)
+		subs, keys                                  = make([]string, n), make([]string, n)
 	)
 	for i, c := range changes {
 		m := c.Message
@@ -154,6 +157,7 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		skipped[i] = m.OrderSkipped
 		steps[i], failedSteps[i] = int32(m.Step), int32(m.FailedStep)
 		resubmits[i], workflows[i] = int32(m.ResubmitCount), nullString(m.Workflow)
+		subs[i], keys[i] = m.Subscription, m.Key()
 		var err error
 		if stepResponses[i], err = encodeStepResponses(m.StepResponses); err != nil {
 			return nil, err
@@ -170,7 +174,7 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 	return []any{states, reasons, routes, attempts, abandoned, escalated, fallbacks, rounds, timers, nexts, leases,
 		owners, endpoints, errs, classes, updated, finished, ids, froms, tokens, skipped, has, ns, aEndpoints, aRoutes,
 		started, durations, outcomes, aClasses, statuses, aErrors, responses, steps, failedSteps, stepResponses,
-		resubmits, workflows}, nil
+		resubmits, workflows, subs, keys}, nil
 }
 
 // Apply writes decided changes, each guarded by its state and token, in one
@@ -222,7 +226,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			applied[ord-1] = true
 		}
 		for i, c := range changes {
-			if p, ok := priors[c.Message.ID]; ok && applied[i] {
+			if p, ok := priors[c.Message.Key()]; ok && applied[i] {
 				if err := reorder(ctx, tx, c.Message, p); err != nil {
 					return err
 				}
@@ -235,7 +239,9 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 		}
 		// A notice whose id exists was sent by this same decision before.
-		_, noticesDue, err := ingest(ctx, tx, notices)
+		var b ingestBatch
+		b.add(notices)
+		_, noticesDue, err := ingest(ctx, tx, b)
 		due = append(due, noticesDue...)
 		return err
 	})

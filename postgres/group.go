@@ -131,9 +131,9 @@ func (s *Store) commitGroup(group []*ingestCall) {
 		s.commitAlone(live[0])
 		return
 	}
-	var all []*courier.Message
+	var all ingestBatch
 	for _, c := range live {
-		all = append(all, c.msgs...)
+		all.add(c.msgs)
 	}
 	// The statement serves every call: it runs to its end even when one
 	// caller stops waiting, bounded by a timeout of its own.
@@ -175,7 +175,9 @@ func refused(err error) bool {
 
 // commitAlone stores one call's messages in a statement of their own.
 func (s *Store) commitAlone(c *ingestCall) {
-	results, due, err := ingest(c.ctx, s.pool, c.msgs)
+	var b ingestBatch
+	b.add(c.msgs)
+	results, due, err := ingest(c.ctx, s.pool, b)
 	if err == nil {
 		s.dueNow(due...)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // messageFields are read by scanMessage, in this order.
-var messageFields = []string{"seq", "id", "type", "route", "size", "content_type", "headers", "ordering_key", "priority",
+var messageFields = []string{"seq", "id", "subscription", "type", "route", "size", "content_type", "headers", "ordering_key", "priority",
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
 	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender", "order_skipped",
@@ -30,46 +30,106 @@ func columns(alias string) string {
 
 var messageColumns = columns("")
 
+// payloadOf is the seq under which the payload of row m (an alias) is
+// kept in bodies: its own, or its lead's for a delivery that shares it
+// (migration 0009). The lead is only looked up for a shared row.
+func payloadOf(m string) string {
+	return `CASE WHEN ` + m + `.shared THEN (SELECT l.seq FROM messages l WHERE l.id = ` + m + `.id AND NOT l.shared) ELSE ` + m + `.seq END`
+}
+
 // ingestSQL inserts messages and their payloads in one statement, from one
-// array per column, and returns the ids it created. Rows are inserted in
-// input order, so of two items with the same id the first is stored; an id
-// that exists already is left alone (ON CONFLICT DO NOTHING also waits for a
-// concurrent insert of the same id, and then leaves it alone too). The
-// priorities of the messages go into table priorities in the same
-// statement, which claims read for the priorities to look at.
+// array per column, and returns the ordinals (from 1) of the leads it
+// created. A message sent to a route is its own lead; a published one is
+// a run of rows, its deliveries, whose first is the lead, which keeps the
+// payload, and whose others are shared. A lead whose id has a lead already
+// is left alone (ON CONFLICT DO NOTHING on messages_lead of migration 0009,
+// which also waits for a concurrent insert of the same id and then leaves
+// it alone too): of two items with the same id the first is stored, and a
+// published message and one sent to a route never share an id. An id
+// without a lead has no rows, so the one index decides, and the insert
+// checks no other for conflicts. The shared rows are inserted only for the
+// leads that were, so that a run is stored whole or not at all. Every row
+// takes its seq in input order first (from messages_seq_seq, the sequence
+// of the identity column), so that the order of the messages holds across
+// the two inserts. The priorities of the messages go into
+// table priorities in the same statement, which claims read for the
+// priorities to look at, and the messages created into the catalog of
+// types (migration 0010).
 const ingestSQL = `WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
+	SELECT nextval('messages_seq_seq') AS seq, t.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
 		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
-		$20::timestamptz[], $21::bytea[], $22::text[], $23::boolean[], $24::text[], $25::int[], $26::int[], $27::text[], $28::text[])
+		$20::timestamptz[], $21::bytea[], $22::text[], $23::boolean[], $24::text[], $25::int[], $26::int[], $27::text[], $28::text[],
+		$29::text[], $30::boolean[], $31::int[])
 	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, payload, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, ord)
-), created AS (
-	INSERT INTO messages (id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
+		round_started_at, timer_at, payload, sender, order_skipped, workflow, step, failed_step, step_responses, recipient,
+		subscription, shared, lead, ord)
+	ORDER BY t.ord
+), leads AS (
+	INSERT INTO messages (seq, id, subscription, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
 		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient)
-	SELECT id, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
+	OVERRIDING SYSTEM VALUE
+	SELECT seq, id, subscription, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
 		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
-	FROM input ORDER BY ord
-	ON CONFLICT (id) DO NOTHING
-	RETURNING seq, id
+	FROM input WHERE NOT shared ORDER BY ord
+	ON CONFLICT (id) WHERE NOT shared DO NOTHING
+	RETURNING seq
+), created AS (
+	SELECT input.ord, input.seq, input.payload FROM leads JOIN input ON input.seq = leads.seq
+), deliveries AS (
+	INSERT INTO messages (seq, id, subscription, shared, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
+		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient)
+	OVERRIDING SYSTEM VALUE
+	SELECT seq, id, subscription, true, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
+		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
+	FROM input WHERE shared AND lead IN (SELECT ord FROM created)
 ), priorities_used AS (
 	INSERT INTO priorities (priority) SELECT DISTINCT priority FROM input ON CONFLICT DO NOTHING
 ), payloads AS (
-	INSERT INTO bodies (seq, payload)
-	SELECT DISTINCT ON (input.id) created.seq, input.payload
-	FROM created JOIN input ON input.id = created.id ORDER BY input.id, input.ord
+	INSERT INTO bodies (seq, payload) SELECT seq, payload FROM created
+), types_seen AS (
+	INSERT INTO types (type, shard, count, first_seen, last_seen)
+	SELECT input.type, pg_backend_pid() % 16, count(*), min(input.created_at), max(input.created_at)
+	FROM created JOIN input ON input.seq = created.seq GROUP BY input.type
+	ON CONFLICT (type, shard) DO UPDATE SET count = types.count + excluded.count,
+		first_seen = least(types.first_seen, excluded.first_seen), last_seen = greatest(types.last_seen, excluded.last_seen)
 )
-SELECT id FROM created`
+SELECT ord FROM created`
 
-// ingestArgs turns messages into the column arrays of ingestSQL.
-func ingestArgs(msgs []*courier.Message) ([]any, error) {
-	n := len(msgs)
+// ingestBatch is what one ingest statement stores: messages, and for each
+// the index of the first message of its run (sqlstore.Run) in msgs. Runs
+// are found in each caller's messages apart, so that a group of callers
+// never makes one run of two publishes.
+type ingestBatch struct {
+	msgs []*courier.Message
+	lead []int
+}
+
+// add appends a caller's messages.
+func (b *ingestBatch) add(msgs []*courier.Message) {
+	for i := 0; i < len(msgs); {
+		run := sqlstore.Run(msgs[i:])
+		first := len(b.msgs)
+		for range run {
+			b.lead = append(b.lead, first)
+		}
+		b.msgs = append(b.msgs, run...)
+		i += len(run)
+	}
+}
+
+// ingestArgs turns a batch into the column arrays of ingestSQL.
+func ingestArgs(b ingestBatch) ([]any, error) {
+	n := len(b.msgs)
 	var (
 		ids, types, routes, contentTypes, hashes, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		sizes                                            = make([]int32, n)
+		subs                                             = make([]string, n)
+		sizes, leads                                     = make([]int32, n), make([]int32, n)
 		prios                                            = make([]int16, n)
 		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		workflows, responses, recipients                 = make([]*string, n), make([]*string, n), make([]*string, n)
@@ -77,9 +137,9 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 		payloads                                         = make([][]byte, n)
-		skipped                                          = make([]bool, n)
+		skipped, shared                                  = make([]bool, n), make([]bool, n)
 	)
-	for i, m := range msgs {
+	for i, m := range b.msgs {
 		h, err := encodeHeaders(m.Headers)
 		if err != nil {
 			return nil, err
@@ -92,13 +152,17 @@ func ingestArgs(msgs []*courier.Message) ([]any, error) {
 		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
 		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
 		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)
-		payloads[i], senders[i], skipped[i] = sqlstore.NonNil(m.Payload), nullString(m.Sender), m.OrderSkipped
+		senders[i], skipped[i] = nullString(m.Sender), m.OrderSkipped
 		workflows[i], steps[i], failedSteps[i] = nullString(m.Workflow), int32(m.Step), int32(m.FailedStep)
-		recipients[i] = nullString(m.Recipient)
+		recipients[i], subs[i] = nullString(m.Recipient), m.Subscription
+		leads[i], shared[i] = int32(b.lead[i]+1), b.lead[i] != i
+		if !shared[i] {
+			payloads[i] = sqlstore.NonNil(m.Payload) // a shared row's is its lead's
+		}
 	}
 	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
 		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders, skipped,
-		workflows, steps, failedSteps, responses, recipients}, nil
+		workflows, steps, failedSteps, responses, recipients, subs, shared, leads}, nil
 }
 
 // querier is what a pool and a transaction have in common.
@@ -130,7 +194,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			if err := admit(ctx, tx, msgs); err != nil {
 				return err
 			}
-			if results, due, err = ingest(ctx, tx, msgs); err != nil {
+			var b ingestBatch
+			b.add(msgs)
+			if results, due, err = ingest(ctx, tx, b); err != nil {
 				return err
 			}
 			return settleIngested(ctx, tx, msgs, results, &due)
@@ -176,8 +242,9 @@ func settleIngested(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, res
 			continue
 		}
 		var next *time.Time
-		if err := tx.QueryRow(ctx, `SELECT next_attempt_at FROM messages WHERE id = $1`, m.ID).Scan(&next); err != nil {
-			return classify("read back "+m.ID, err)
+		if err := tx.QueryRow(ctx, `SELECT next_attempt_at FROM messages WHERE id = $1 AND subscription = $2`,
+			m.ID, m.Subscription).Scan(&next); err != nil {
+			return classify("read back "+m.Key(), err)
 		}
 		if next != nil {
 			m.NextAttemptAt = *next
@@ -186,13 +253,16 @@ func settleIngested(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, res
 	return nil
 }
 
-// ingest inserts msgs through q and works out each one's result; due
-// lists the routes of the created messages that are queued and due now.
-func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []courier.IngestResult, due []string, err error) {
+// ingest inserts a batch through q and works out each message's result:
+// every message of a run whose lead was created is created; every one of
+// a run whose id exists is reported as the stored lead compares. due lists
+// the routes of the created messages that are queued and due now.
+func ingest(ctx context.Context, q querier, b ingestBatch) (results []courier.IngestResult, due []string, err error) {
+	msgs := b.msgs
 	if len(msgs) == 0 {
 		return []courier.IngestResult{}, nil, nil
 	}
-	args, err := ingestArgs(msgs)
+	args, err := ingestArgs(b)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,32 +270,33 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 	if err != nil {
 		return nil, nil, classify("ingest", err)
 	}
-	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	created, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, nil, classify("ingest", err)
 	}
-	fresh := make(map[string]bool, len(created))
-	for _, id := range created {
-		fresh[id] = true
+	fresh := make([]bool, len(msgs))
+	for _, ord := range created {
+		fresh[ord-1] = true
 	}
 	results = make([]courier.IngestResult, len(msgs))
 	var others []string
 	now := time.Now()
 	for i, m := range msgs {
-		if fresh[m.ID] {
-			fresh[m.ID] = false // a later item with the same id is a repeat of this one
-			results[i].Status = courier.IngestCreated
-			if m.State == courier.StateQueued && !m.NextAttemptAt.After(now) && (len(due) == 0 || due[len(due)-1] != m.Route) {
-				due = append(due, m.Route)
+		if !fresh[b.lead[i]] {
+			if b.lead[i] == i {
+				others = append(others, m.ID)
 			}
 			continue
 		}
-		others = append(others, m.ID)
+		results[i].Status = courier.IngestCreated
+		if m.State == courier.StateQueued && !m.NextAttemptAt.After(now) && (len(due) == 0 || due[len(due)-1] != m.Route) {
+			due = append(due, m.Route)
+		}
 	}
 	if len(others) == 0 {
 		return results, due, nil
 	}
-	rows, err = q.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ANY($1)`, others)
+	rows, err = q.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ANY($1) AND NOT shared`, others)
 	found, err := collectMessages(rows, err, "read existing messages")
 	if err != nil {
 		return nil, nil, err
@@ -242,21 +313,39 @@ func ingest(ctx context.Context, q querier, msgs []*courier.Message) (results []
 		if old == nil {
 			// The insert met a row that a purge removed before the read:
 			// sending it again stores it.
-			return nil, nil, courier.Unavailable("the store", fmt.Errorf("ingest: message %s was neither created nor found", m.ID))
+			return nil, nil, courier.Unavailable("the store", fmt.Errorf("ingest: message %s was neither created nor found", m.Key()))
 		}
 		results[i] = sqlstore.Existing(old, m)
 	}
 	return results, due, nil
 }
 
-// Message returns one message with its payload.
-func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
+// Message returns one message or delivery, by its key, with its payload.
+func (s *Store) Message(ctx context.Context, key string) (*courier.Message, error) {
+	id, sub := courier.ParseKey(key)
 	m, _, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+columns("m")+`, b.payload
-		FROM messages m LEFT JOIN bodies b ON b.seq = m.seq WHERE m.id = $1`, id), true)
+		FROM messages m LEFT JOIN bodies b ON b.seq = `+payloadOf("m")+`
+		WHERE m.id = $1 AND m.subscription = $2`, id, sub), true)
 	if err != nil {
-		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
+		return nil, one("read message "+key, err, sqlstore.MessageNotFound(key))
 	}
 	return m, nil
+}
+
+// Deliveries returns every row of a message, by subscription name (in
+// byte order, as names are compared in Go), with the payload.
+func (s *Store) Deliveries(ctx context.Context, id string) ([]*courier.Message, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+columns("m")+`, b.payload
+		FROM messages m LEFT JOIN bodies b ON b.seq = `+payloadOf("m")+`
+		WHERE m.id = $1 ORDER BY m.subscription COLLATE "C"`, id)
+	out, err := collect(nil, rows, err, "read message "+id, func(row scanner) (*courier.Message, error) {
+		m, _, err := scanMessage(row, true)
+		return m, err
+	})
+	if err == nil && len(out) == 0 {
+		err = sqlstore.MessageNotFound(id)
+	}
+	return out, err
 }
 
 // Messages lists messages newest first; the cursor is the ingest sequence
@@ -268,15 +357,16 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 	return page, classify("list messages", err)
 }
 
-// Attempts returns the attempts of a message, oldest first.
-func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, error) {
-	if _, err := s.Message(ctx, id); err != nil {
+// Attempts returns the attempts of a message or delivery, oldest first.
+func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
+	if _, err := s.Message(ctx, key); err != nil {
 		return nil, err
 	}
+	id, sub := courier.ParseKey(key)
 	rows, err := s.pool.Query(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
-		class, status, error, response FROM attempts WHERE message_id = $1 ORDER BY n`, id)
+		class, status, error, response FROM attempts WHERE message_id = $1 ORDER BY n`, key)
 	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
-		a := courier.Attempt{MessageID: id}
+		a := courier.Attempt{MessageID: id, Subscription: sub}
 		var durationUS int64
 		var class, errText, response pgtype.Text
 		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
@@ -287,32 +377,34 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	})
 }
 
-// Discard moves a queued or suspended message to discarded.
-func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
-	a, decide := sqlstore.Discard(id, a)
-	return s.transition(ctx, id, a, decide)
+// Discard moves a queued or suspended message or delivery to discarded.
+func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Discard(key, a)
+	return s.transition(ctx, key, a, decide)
 }
 
-// Resubmit moves a suspended message back to queued, due at a.At.
-func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
-	a, decide := sqlstore.Resubmit(id, route, a)
-	m, err := s.transition(ctx, id, a, decide)
+// Resubmit moves a suspended message or delivery back to queued, due at a.At.
+func (s *Store) Resubmit(ctx context.Context, key, route string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Resubmit(key, route, a)
+	m, err := s.transition(ctx, key, a, decide)
 	if err == nil {
 		s.dueNow(m.Route)
 	}
 	return m, err
 }
 
-// transition changes a message as decide says and records the operator
-// action, in one transaction under the lock of its ordering key.
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
+// transition changes a message or delivery as decide says and records the
+// operator action, in one transaction under the lock of its ordering key.
+func (s *Store) transition(ctx context.Context, key string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
 	var m *courier.Message
+	id, sub := courier.ParseKey(key)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
-			return classify("lock the ordering key of "+id, err)
+		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages
+			WHERE id = $1 AND subscription = $2`, id, sub); err != nil {
+			return classify("lock the ordering key of "+key, err)
 		}
 		var err error
-		if m, err = act(ctx, tx, id, decide); err != nil {
+		if m, err = act(ctx, tx, key, decide); err != nil {
 			return err
 		}
 		return insertAction(ctx, tx, a)
@@ -326,12 +418,15 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, dec
 	return m, nil
 }
 
-// act reads a message (locking its row), decides its change and writes it,
-// keeping the order of its key; the caller holds the key's lock.
-func act(ctx context.Context, tx pgx.Tx, id string, decide sqlstore.Decide) (*courier.Message, error) {
-	m, seq, err := scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 FOR UPDATE`, id), false)
+// act reads a message or delivery (locking its row), decides its change
+// and writes it, keeping the order of its key; the caller holds the key's
+// lock.
+func act(ctx context.Context, tx pgx.Tx, key string, decide sqlstore.Decide) (*courier.Message, error) {
+	id, sub := courier.ParseKey(key)
+	m, seq, err := scanMessage(tx.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE id = $1 AND subscription = $2 FOR UPDATE`, id, sub), false)
 	if err != nil {
-		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
+		return nil, one("read message "+key, err, sqlstore.MessageNotFound(key))
 	}
 	next, err := decide(m)
 	if err != nil {
@@ -343,15 +438,15 @@ func act(ctx context.Context, tx pgx.Tx, id string, decide sqlstore.Decide) (*co
 	}
 	rows, err := tx.Query(ctx, applySQL, args...)
 	if err != nil {
-		return nil, classify("change message "+id, err)
+		return nil, classify("change message "+key, err)
 	}
 	ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, classify("change message "+id, err)
+		return nil, classify("change message "+key, err)
 	}
 	if len(ords) != 1 {
 		// The row is locked and was read as it is: the change must apply.
-		return nil, courier.Internal(fmt.Errorf("change message %s: %d rows changed", id, len(ords)))
+		return nil, courier.Internal(fmt.Errorf("change message %s: %d rows changed", key, len(ords)))
 	}
 	if err := reorder(ctx, tx, next, prior{seq: seq, route: m.Route, state: m.State}); err != nil {
 		return nil, err
@@ -424,16 +519,24 @@ func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, 
 	})
 }
 
-// Purge deletes up to limit terminal messages that finished before the
-// cutoff, with their payloads, attempts and actions. Nodes purging at the
-// same time skip each other's rows.
+// Purge deletes up to limit terminal messages and deliveries that finished
+// before the cutoff, with their payloads, attempts and actions (kept under
+// the row's key: the id, or the id, '/' and the subscription). The lead of
+// a published message, which keeps the payload, is taken only once no
+// delivery that shares it is left, so the payload goes with the last; the
+// deliveries are looked up by the lead's id (a NOT EXISTS there is planned
+// as a hash of every shared row). Nodes purging at the same time skip each
+// other's rows.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `WITH gone AS (
-			SELECT seq, id FROM messages WHERE state IN ('delivered', 'discarded') AND finished_at < $1
+			SELECT seq, CASE WHEN subscription = '' THEN id ELSE id || '/' || subscription END AS key
+			FROM messages m WHERE state IN ('delivered', 'discarded') AND finished_at < $1
+				AND (m.shared OR m.subscription = ''
+					OR (SELECT o.seq FROM messages o WHERE o.id = m.id AND o.shared LIMIT 1) IS NULL)
 			LIMIT $2 FOR UPDATE SKIP LOCKED
-		), a AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.id
-		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.id
-		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq)
+		), a AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.key
+		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key
+		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq) -- none for a shared row
 		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, before, limit)
 	if err != nil {
 		return 0, classify("purge", err)
@@ -462,7 +565,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient pgtype.Text
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
 	var state string
-	dest := []any{&seq, &m.ID, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
+	dest := []any{&seq, &m.ID, &m.Subscription, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
 		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender,
@@ -475,10 +578,10 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	}
 	var err error
 	if m.Headers, err = sqlstore.DecodeHeaders(headers); err != nil {
-		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
+		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
 	if m.StepResponses, err = courier.DecodeStepResponses(stepResponses); err != nil {
-		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
+		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(prio), sender.String, workflow.String, recipient.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String

@@ -121,35 +121,37 @@ type prior struct {
 	state courier.State
 }
 
-// readPriors reads where the keyed messages of changes stand, by id.
+// readPriors reads where the keyed messages of changes stand, by key.
 func readPriors(ctx context.Context, tx pgx.Tx, changes []courier.Change) (map[string]prior, error) {
-	var ids []string
+	var ids, subs []string
 	for _, c := range changes {
 		if c.Message.OrderingKey != "" {
-			ids = append(ids, c.Message.ID)
+			ids, subs = append(ids, c.Message.ID), append(subs, c.Message.Subscription)
 		}
 	}
 	out := make(map[string]prior, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT id, seq, route, state FROM messages WHERE id = ANY($1)`, ids)
+	rows, err := tx.Query(ctx, `SELECT m.id, m.subscription, m.seq, m.route, m.state
+		FROM unnest($1::text[], $2::text[]) AS k(id, subscription)
+		JOIN messages m ON m.id = k.id AND m.subscription = k.subscription`, ids, subs)
 	type keyed struct {
-		id string
+		key string
 		prior
 	}
 	found, err := collect(nil, rows, err, "read keyed messages", func(row scanner) (keyed, error) {
 		var k keyed
-		var state string
-		err := row.Scan(&k.id, &k.seq, &k.route, &state)
-		k.state = courier.State(state)
+		var id, sub, state string
+		err := row.Scan(&id, &sub, &k.seq, &k.route, &state)
+		k.key, k.state = courier.DeliveryKey(id, sub), courier.State(state)
 		return k, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range found {
-		out[k.id] = k.prior
+		out[k.key] = k.prior
 	}
 	return out, nil
 }

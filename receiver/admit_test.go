@@ -58,7 +58,7 @@ func TestSameVerdictAtBothDoors(t *testing.T) {
 		{"bad id", with(func(s *sent) { s.id = "a b" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
 		{"no type", with(func(s *sent) { s.typ = "" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
 		{"bad type", with(func(s *sent) { s.typ = "in voice" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
-		{"no route", with(func(s *sent) { s.route = "" }), courier.CodeInvalidArgument, courier.ReasonInvalid},
+		{"no route", with(func(s *sent) { s.route = "" }), courier.CodeInvalidArgument, courier.ReasonNoRoute}, // published: no subscription wants it
 		{"unknown route", with(func(s *sent) { s.route = "globex" }), courier.CodeInvalidArgument, courier.ReasonNoRoute},
 		{"payload too large", with(func(s *sent) { s.body = make([]byte, maxPayload+1) }), courier.CodePayloadTooLarge, courier.ReasonInvalid},
 		{"bad content type", with(func(s *sent) { s.contentType = "not a type" }), courier.CodeInvalidArgument, courier.ReasonInvalid},

@@ -407,12 +407,12 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 	msgs := make([]*courier.Message, 0, len(items))
 	stopAt, stopErr := -1, error(nil)
 	for i, it := range items {
-		m, problem := w.r.Admit(it, t, o.MaxPayload, now)
+		ms, problem := w.r.Admit(it, t, o.MaxPayload, now)
 		if problem != nil && w.r.OnError == courier.OnErrorStop {
 			stopAt, stopErr = i, problem
 			break
 		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, ms...)
 	}
 	// The batch's own context: a batch under way when the service stops is
 	// stored, acknowledged and handed back rather than left half done.
@@ -473,8 +473,10 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 		return 0, 0, nil, fmt.Errorf("store %d items: %w", len(msgs), err)
 	}
 	var again []*courier.Message
-	count := func(m *courier.Message) {
-		created++
+	count := func(m *courier.Message, first bool) {
+		if first {
+			created++
+		}
 		if m.State == courier.StateSuspended {
 			invalid++
 			w.logger.Info("received item stored as suspended", "id", m.ID, "reason", m.Reason, "err", m.LastError)
@@ -484,10 +486,14 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 	}
 	for i, res := range results {
 		m := msgs[i]
-		switch res.Status {
-		case courier.IngestCreated:
-			count(m)
-		case courier.IngestConflict:
+		first := i == 0 || msgs[i-1].ID != m.ID
+		switch {
+		case res.Status == courier.IngestCreated:
+			count(m, first)
+		case !first:
+			// Another delivery of a published message whose id is
+			// taken: the first stands for them all.
+		case res.Status == courier.IngestConflict:
 			c := *m
 			c.ID = courier.ConflictID(m.ID, m.Hash)
 			courier.Unusable(&c, courier.ReasonInvalid,
@@ -504,7 +510,7 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 	}
 	for i, res := range results {
 		if res.Status == courier.IngestCreated {
-			count(again[i])
+			count(again[i], true)
 		}
 	}
 	return created, invalid, due, nil

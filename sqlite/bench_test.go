@@ -61,6 +61,33 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
 	})
+	// Published messages with ten subscriptions each: ten deliveries, one
+	// payload.
+	b.Run("publish-1000x10", func(b *testing.B) {
+		s := open(b)
+		top := &courier.Topology{Routes: map[string]*courier.Route{}, Subscriptions: map[string]*courier.Subscription{}}
+		for i := range 10 {
+			route, sub := fmt.Sprintf("r%d", i), fmt.Sprintf("s%d", i)
+			top.Routes[route] = &courier.Route{Name: route}
+			top.Subscriptions[sub] = &courier.Subscription{Name: sub, Types: []string{"bench"}, Route: route}
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			var msgs []*courier.Message
+			for j := range 1000 {
+				ds, err := top.Admit(&courier.Message{ID: fmt.Sprintf("p-%d-%d", i, j), Type: "bench", Payload: payload,
+					ContentType: "application/json", Headers: map[string]string{"X-Bench": "1"}}, courier.Intake{}, time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				msgs = append(msgs, ds...)
+			}
+			if _, err := s.Ingest(context.Background(), msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "published/s")
+	})
 }
 
 // BenchmarkClaim measures claiming 100 due messages at a time, with a small

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
-const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at`
+const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq`
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
@@ -46,35 +47,100 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 			out = op
 			return nil
 		}
-		w := sqlstore.Where{Time: micros}
-		w.BulkBatch(op, cursor, maxSeq)
-		rows, err := tx.Query(`SELECT seq, id FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
-		ids, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
-			var id string
-			err := row.Scan(&cursor, &id)
-			return id, err
-		})
+		var n int
+		var finished bool
+		if op.Replay != nil {
+			n, finished, err = s.replayBatch(tx, op.Replay, &cursor, maxSeq, limit, now)
+		} else {
+			n, finished, err = s.bulkBatch(tx, op, &cursor, maxSeq, limit, now)
+		}
 		if err != nil {
 			return err
 		}
-		n, err := sqlstore.BulkBatch(op, ids, now,
-			func(id string, decide sqlstore.Decide) error { _, err := s.act(tx, id, decide); return err },
-			func(a courier.Action) error { return insertAction(tx, a) })
-		if err != nil {
-			return err
-		}
-		finished := len(ids) < limit
 		if _, err := tx.Exec(`UPDATE bulk_ops SET cursor = ?, count = count + ?, done = ?, updated_at = ? WHERE id = ?`,
 			cursor, n, finished, micros(now), id); err != nil {
 			return classify("record bulk progress", err)
 		}
 		op.Count += n
-		op.Done = finished
+		op.Done, op.Position = finished, cursor
 		op.UpdatedAt = now
 		out = op
 		return nil
 	})
 	return out, err
+}
+
+// bulkBatch resubmits or discards the next batch of the messages op's
+// filter matches, after cursor (moved on to the last one looked at).
+func (s *Store) bulkBatch(tx *sql.Tx, op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	w := sqlstore.Where{Time: micros}
+	w.BulkBatch(op, *cursor, maxSeq)
+	rows, err := tx.Query(`SELECT seq, id, subscription FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
+	keys, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
+		var id, sub string
+		err := row.Scan(cursor, &id, &sub)
+		return courier.DeliveryKey(id, sub), err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	n, err = sqlstore.BulkBatch(op, keys, now,
+		func(key string, decide sqlstore.Decide) error { _, err := s.act(tx, key, decide); return err },
+		func(a courier.Action) error { return insertAction(tx, a) })
+	return n, len(keys) < limit, err
+}
+
+// replayBatch looks at the next published messages of a replay (their
+// first deliveries, which keep the payload), after cursor, and gives the
+// replay's subscription a delivery of each it wants (or, with Again,
+// delivers the one it has again).
+func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages
+		WHERE seq > ? AND seq <= ? AND shared = 0 AND subscription <> '' AND created_at >= ? AND created_at < ?
+		ORDER BY seq LIMIT ?`, *cursor, maxSeq, micros(r.Since), micros(r.Until), limit)
+	var seqs []int64
+	leads, err := collect(nil, rows, err, "select for replay", func(row scanner) (*courier.Message, error) {
+		m, seq, err := scanMessageSeq(row, false)
+		seqs = append(seqs, seq)
+		return m, err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
+	for i, m := range leads {
+		*cursor = seqs[i]
+		if !r.Wants(m) {
+			continue
+		}
+		_, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID, r.Subscription.Name))
+		switch {
+		case err == nil:
+			if !r.Again {
+				continue
+			}
+			key := courier.DeliveryKey(m.ID, r.Subscription.Name)
+			if _, err := s.act(tx, key, func(d *courier.Message) (*courier.Message, error) { return courier.Resend(d, now) }); err != nil {
+				if courier.ErrorCode(err) == courier.CodeConflict {
+					continue // on its way already (queued or in flight): left as it is
+				}
+				return 0, false, err
+			}
+			n++
+			continue
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, false, classify("read a delivery for replay", err)
+		}
+		d := courier.Replayed(m, &r.Subscription, now)
+		if err := s.admit(tx, d); err != nil {
+			return 0, false, err
+		}
+		if _, err := s.execInsert(tx, insert, body, d, seqs[i]); err != nil {
+			return 0, false, err
+		}
+		n++
+	}
+	return n, len(leads) < limit, nil
 }
 
 // Bulk returns one operation.
@@ -97,14 +163,13 @@ func scanBulk(row scanner) (courier.BulkOp, error) {
 	var kind, filter string
 	var route sql.NullString
 	var created, updated int64
-	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &created, &updated); err != nil {
+	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &created, &updated, &op.Position, &op.End); err != nil {
 		return op, err
 	}
-	f, err := sqlstore.DecodeFilter([]byte(filter))
-	if err != nil {
+	if err := sqlstore.DecodeSettings([]byte(filter), &op); err != nil {
 		return op, fmt.Errorf("operation %s: %w", op.ID, err)
 	}
-	op.Filter, op.Kind, op.Route = f, courier.ActionKind(kind), route.String
+	op.Kind, op.Route = courier.ActionKind(kind), route.String
 	op.CreatedAt, op.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return op, nil
 }

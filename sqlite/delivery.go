@@ -67,7 +67,7 @@ const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attem
 	lease_until = ?11, lease_owner = ?12, endpoint = ?13, last_error = ?14, last_class = ?15, updated_at = ?16,
 	finished_at = ?17, order_skipped = ?21, step = ?22, failed_step = ?23, step_responses = ?24,
 	resubmit_count = ?25, workflow = ?26
-	WHERE id = ?18 AND state = ?19 AND total_attempts = ?20`
+	WHERE id = ?18 AND subscription = ?27 AND state = ?19 AND total_attempts = ?20`
 
 const attemptSQL = `INSERT OR IGNORE INTO attempts (message_id, n, endpoint, route, started_at, duration_us,
 	outcome, class, status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -185,14 +185,14 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 			m := c.Message
 			if a := c.Attempt; a != nil {
-				if _, err := attempt.Exec(m.ID, int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
+				if _, err := attempt.Exec(m.Key(), int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
 					string(a.Outcome), nullString(string(a.Class)), int64(a.Status), nullString(a.Error), nullString(a.Response)); err != nil {
-					return classify("record attempt of "+m.ID, err)
+					return classify("record attempt of "+m.Key(), err)
 				}
 			}
 			for _, n := range c.Notices {
 				// A notice whose id exists was sent by this same decision before.
-				if _, err := s.execInsert(tx, insert, body, n); err != nil {
+				if _, err := s.execInsert(tx, insert, body, n, 0); err != nil {
 					return err
 				}
 			}
@@ -213,7 +213,7 @@ func (s *Store) update(tx *sql.Tx, apply *sql.Stmt, c courier.Change) (bool, err
 	var seq int64
 	var priorRoute, priorState string
 	if m.OrderingKey != "" {
-		if err := tx.Stmt(s.priorStmt).QueryRow(m.ID).Scan(&seq, &priorRoute, &priorState); err != nil {
+		if err := tx.Stmt(s.priorStmt).QueryRow(m.ID, m.Subscription).Scan(&seq, &priorRoute, &priorState); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -230,7 +230,7 @@ func (s *Store) update(tx *sql.Tx, apply *sql.Stmt, c courier.Change) (bool, err
 		micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 		nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),
 		m.ID, string(c.From), int64(c.Token), m.OrderSkipped, int64(m.Step), int64(m.FailedStep), responses,
-		int64(m.ResubmitCount), nullString(m.Workflow))
+		int64(m.ResubmitCount), nullString(m.Workflow), m.Subscription)
 	if err != nil {
 		return false, classify("apply "+m.ID, err)
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,51 +13,79 @@ import (
 )
 
 // messageColumns are read by scanMessage, in this order.
-const messageColumns = `seq, id, type, route, size, content_type, headers, ordering_key, priority,
+const messageColumns = `seq, id, subscription, type, route, size, content_type, headers, ordering_key, priority,
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
 	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender, order_skipped,
 	workflow, step, failed_step, step_responses, recipient`
 
-// withPayload adds the payload to messageColumns, for a read of whole messages.
-const withPayload = `, (SELECT payload FROM bodies WHERE bodies.seq = messages.seq)`
+// withPayload adds the payload to messageColumns, for a read of whole
+// messages: a shared row's is its lead's (migration 0009).
+const withPayload = `, (SELECT payload FROM bodies WHERE bodies.seq = CASE WHEN messages.shared = 0 THEN messages.seq
+	ELSE (SELECT l.seq FROM messages AS l WHERE l.id = messages.id AND l.shared = 0) END)`
 
 const insertBody = `INSERT INTO bodies (seq, payload) VALUES (?, ?)`
 
-const insertMessage = `INSERT INTO messages (id, type, route, size, content_type, headers,
+// countType adds to the catalog of types (migration 0010): ?1 the type,
+// ?2 how many messages of it came, ?3 and ?4 when the first and the last.
+const countType = `INSERT INTO types (type, count, first_seen, last_seen) VALUES (?1, ?2, ?3, ?4)
+	ON CONFLICT (type) DO UPDATE SET count = count + excluded.count, last_seen = max(last_seen, excluded.last_seen)`
+
+const insertMessage = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
 	created_at, updated_at, finished_at, round_started_at, timer_at, sender, order_skipped,
 	workflow, step, failed_step, step_responses, recipient)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (id) DO NOTHING`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (id, subscription) DO NOTHING`
 
 // Ingest stores the messages in one transaction shared with every other
-// write waiting at the same time.
+// write waiting at the same time. The one writer makes the check for an
+// id and the insert under it one: an id is a message sent to a route or a
+// published one, never both.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	results := make([]courier.IngestResult, len(msgs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
-		for i, m := range msgs {
-			// Whether it waits for its key: decided before it is stored,
-			// so that the sender is told what is stored.
-			due := m.NextAttemptAt
-			if err := s.admit(tx, m); err != nil {
-				return err
+		insert, body, lead := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt), tx.Stmt(s.leadStmt)
+		var seen sqlstore.TypeCounts
+		for i := 0; i < len(msgs); {
+			run := sqlstore.Run(msgs[i:])
+			stored, err := scanMessage(lead.QueryRow(run[0].ID))
+			switch {
+			case err == nil:
+				for k, m := range run {
+					results[i+k] = sqlstore.Existing(stored, m)
+				}
+			case errors.Is(err, sql.ErrNoRows):
+				var first int64
+				for k, m := range run {
+					// Whether it waits for its key: decided before it
+					// is stored, so that the sender is told what is stored.
+					if err := s.admit(tx, m); err != nil {
+						return err
+					}
+					seq, err := s.execInsert(tx, insert, body, m, first)
+					if err == nil && seq == 0 {
+						// Looked for under the one writer just before.
+						err = courier.Internal(fmt.Errorf("ingest: message %s exists after all", m.Key()))
+					}
+					if err != nil {
+						return err
+					}
+					if k == 0 {
+						first = seq
+					}
+					results[i+k] = courier.IngestResult{Status: courier.IngestCreated}
+				}
+				seen.Add(run[0])
+			default:
+				return classify("read existing message "+run[0].ID, err)
 			}
-			created, err := s.execInsert(tx, insert, body, m)
-			if err != nil {
-				return err
+			i += len(run)
+		}
+		for _, c := range seen {
+			if _, err := tx.Stmt(s.typeStmt).Exec(c.Type, c.Count, micros(c.FirstSeen), micros(c.LastSeen)); err != nil {
+				return classify("count the type "+c.Type, err)
 			}
-			if created {
-				results[i] = courier.IngestResult{Status: courier.IngestCreated}
-				continue
-			}
-			m.NextAttemptAt = due
-			stored, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID))
-			if err != nil {
-				return classify("read existing message "+m.ID, err)
-			}
-			results[i] = sqlstore.Existing(stored, m)
 		}
 		return nil
 	})
@@ -66,13 +95,29 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	return results, nil
 }
 
-// Message returns one message.
-func (s *Store) Message(ctx context.Context, id string) (*courier.Message, error) {
-	m, _, err := scanMessageSeq(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+withPayload+` FROM messages WHERE id = ?`, id), true)
+// Message returns one message or delivery, by its key.
+func (s *Store) Message(ctx context.Context, key string) (*courier.Message, error) {
+	id, sub := courier.ParseKey(key)
+	m, _, err := scanMessageSeq(s.rdb.QueryRowContext(ctx, `SELECT `+messageColumns+withPayload+`
+		FROM messages WHERE id = ? AND subscription = ?`, id, sub), true)
 	if err != nil {
-		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
+		return nil, one("read message "+key, err, sqlstore.MessageNotFound(key))
 	}
 	return m, nil
+}
+
+// Deliveries returns every row of a message, by subscription.
+func (s *Store) Deliveries(ctx context.Context, id string) ([]*courier.Message, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+messageColumns+withPayload+`
+		FROM messages WHERE id = ? ORDER BY subscription`, id)
+	out, err := collect(nil, rows, err, "read message "+id, func(row scanner) (*courier.Message, error) {
+		m, _, err := scanMessageSeq(row, true)
+		return m, err
+	})
+	if err == nil && len(out) == 0 {
+		err = sqlstore.MessageNotFound(id)
+	}
+	return out, err
 }
 
 // Messages lists messages newest first; the cursor is the ingest sequence
@@ -84,15 +129,16 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 	return page, classify("list messages", err)
 }
 
-// Attempts returns the attempts of a message, oldest first.
-func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, error) {
-	if _, err := s.Message(ctx, id); err != nil {
+// Attempts returns the attempts of a message or delivery, oldest first.
+func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
+	if _, err := s.Message(ctx, key); err != nil {
 		return nil, err
 	}
+	id, sub := courier.ParseKey(key)
 	rows, err := s.rdb.QueryContext(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
-		class, status, error, response FROM attempts WHERE message_id = ? ORDER BY n`, id)
+		class, status, error, response FROM attempts WHERE message_id = ? ORDER BY n`, key)
 	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
-		a := courier.Attempt{MessageID: id}
+		a := courier.Attempt{MessageID: id, Subscription: sub}
 		var started, durationUS int64
 		var class, errText, response sql.NullString
 		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
@@ -105,24 +151,30 @@ func (s *Store) Attempts(ctx context.Context, id string) ([]courier.Attempt, err
 	})
 }
 
-// Discard moves a queued or suspended message to discarded.
-func (s *Store) Discard(ctx context.Context, id string, a courier.Action) (*courier.Message, error) {
-	a, decide := sqlstore.Discard(id, a)
-	return s.transition(ctx, id, a, decide)
+// Discard moves a queued or suspended message or delivery to discarded.
+func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Discard(key, a)
+	return s.transition(ctx, key, a, decide)
 }
 
-// Resubmit moves a suspended message back to queued, due now.
-func (s *Store) Resubmit(ctx context.Context, id, route string, a courier.Action) (*courier.Message, error) {
-	a, decide := sqlstore.Resubmit(id, route, a)
-	return s.transition(ctx, id, a, decide)
+// Resend puts a finished message or delivery back in the queue, due now.
+func (s *Store) Resend(ctx context.Context, key string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Resend(key, a)
+	return s.transition(ctx, key, a, decide)
+}
+
+// Resubmit moves a suspended message or delivery back to queued, due now.
+func (s *Store) Resubmit(ctx context.Context, key, route string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Resubmit(key, route, a)
+	return s.transition(ctx, key, a, decide)
 }
 
 // transition reads a message, changes it as decide says and records the
 // operator action, in one transaction.
-func (s *Store) transition(ctx context.Context, id string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
+func (s *Store) transition(ctx context.Context, key string, a courier.Action, decide sqlstore.Decide) (*courier.Message, error) {
 	var out *courier.Message
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		m, err := s.act(tx, id, decide)
+		m, err := s.act(tx, key, decide)
 		if err != nil {
 			return err
 		}
@@ -137,10 +189,11 @@ func (s *Store) transition(ctx context.Context, id string, a courier.Action, dec
 
 // act reads a message, decides its change and writes it, keeping the order
 // of its key. The single writer makes the read and the write one.
-func (s *Store) act(tx *sql.Tx, id string, decide sqlstore.Decide) (*courier.Message, error) {
-	m, _, err := scanMessageSeq(tx.Stmt(s.selectStmt).QueryRow(id), false)
+func (s *Store) act(tx *sql.Tx, key string, decide sqlstore.Decide) (*courier.Message, error) {
+	id, sub := courier.ParseKey(key)
+	m, _, err := scanMessageSeq(tx.Stmt(s.selectStmt).QueryRow(id, sub), false)
 	if err != nil {
-		return nil, one("read message "+id, err, sqlstore.MessageNotFound(id))
+		return nil, one("read message "+key, err, sqlstore.MessageNotFound(key))
 	}
 	next, err := decide(m)
 	if err != nil {
@@ -205,20 +258,27 @@ func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, 
 	})
 }
 
-// Purge deletes up to limit terminal messages that finished before the
-// cutoff, with their attempts and actions.
+// Purge deletes up to limit terminal messages and deliveries that finished
+// before the cutoff, with their attempts and actions. The lead of a
+// published message (the row its payload is kept with) goes last, with the
+// payload.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	type purgeable struct {
-		seq int64
-		id  string
+		seq    int64
+		key    string
+		shared bool
 	}
 	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT seq, id FROM messages INDEXED BY messages_finished
-			WHERE state IN ('delivered', 'discarded') AND finished_at < ? LIMIT ?`, micros(before), limit)
+		rows, err := tx.Query(`SELECT seq, id, subscription, shared FROM messages INDEXED BY messages_finished
+			WHERE state IN ('delivered', 'discarded') AND finished_at < ?
+			AND (shared = 1 OR subscription = '' OR NOT EXISTS (SELECT 1 FROM messages AS o WHERE o.id = messages.id AND o.shared = 1))
+			LIMIT ?`, micros(before), limit)
 		gone, err := collect(nil, rows, err, "select purgeable", func(row scanner) (purgeable, error) {
 			var p purgeable
-			err := row.Scan(&p.seq, &p.id)
+			var id, sub string
+			err := row.Scan(&p.seq, &id, &sub, &p.shared)
+			p.key = courier.DeliveryKey(id, sub)
 			return p, err
 		})
 		if err != nil {
@@ -229,13 +289,13 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 				sql string
 				arg any
 			}{
-				{`DELETE FROM attempts WHERE message_id = ?`, p.id},
-				{`DELETE FROM actions WHERE subject = ?`, p.id},
+				{`DELETE FROM attempts WHERE message_id = ?`, p.key},
+				{`DELETE FROM actions WHERE subject = ?`, p.key},
 				{`DELETE FROM messages WHERE seq = ?`, p.seq},
-				{`DELETE FROM bodies WHERE seq = ?`, p.seq},
+				{`DELETE FROM bodies WHERE seq = ?`, p.seq}, // none for a shared row
 			} {
 				if _, err := tx.Exec(q.sql, q.arg); err != nil {
-					return classify("purge "+p.id, err)
+					return classify("purge "+p.key, err)
 				}
 			}
 		}
@@ -243,6 +303,18 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 		return nil
 	})
 	return n, err
+}
+
+// Types lists the types taken in, by name.
+func (s *Store) Types(ctx context.Context) ([]courier.TypeSeen, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT type, count, first_seen, last_seen FROM types ORDER BY type`)
+	return collect([]courier.TypeSeen{}, rows, err, "list types", func(row scanner) (courier.TypeSeen, error) {
+		var t courier.TypeSeen
+		var first, last int64
+		err := row.Scan(&t.Type, &t.Count, &first, &last)
+		t.FirstSeen, t.LastSeen = fromMicros(first), fromMicros(last)
+		return t, err
+	})
 }
 
 // CountSuspended counts a sender's suspended messages, up to limit, on the
@@ -291,7 +363,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	m := new(courier.Message)
 	r := rowScans.Get().(*rowScan)
 	defer rowScans.Put(r)
-	r.dest = append(r.dest[:0], &r.seq, &m.ID, &m.Type, &m.Route, &r.size, &m.ContentType, &r.headers, &r.orderingKey,
+	r.dest = append(r.dest[:0], &r.seq, &m.ID, &m.Subscription, &m.Type, &m.Route, &r.size, &m.ContentType, &r.headers, &r.orderingKey,
 		&r.priority, &r.deliverAfter, &r.expiresAt, &m.Hash, &r.state, &r.reason, &r.attempts, &r.totalAttempts,
 		&r.abandoned, &r.resubmits, &r.roundStarted, &r.escalated, &r.fallbackFrom, &r.timerAt, &r.nextAttempt,
 		&r.leaseUntil, &r.leaseOwner, &r.endpoint, &r.lastError, &r.lastClass, &r.created, &r.updated, &r.finished, &r.sender,
@@ -389,38 +461,43 @@ func nullString(s string) any {
 	return s
 }
 
-// execInsert inserts a message and its payload in tx unless its id
-// exists, and reports whether it did.
-func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Message) (bool, error) {
+// execInsert inserts a message, or a delivery of a published one, in tx
+// and returns its seq, or 0 when its key exists. A delivery after the
+// first (lead, its seq given) shares the lead's payload.
+func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Message, lead int64) (int64, error) {
 	if err := s.priorities.note(tx, m.Priority); err != nil {
-		return false, err
+		return 0, err
 	}
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	responses, err := encodeStepResponses(m.StepResponses)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	res, err := insert.Exec(m.ID, m.Type, m.Route, len(m.Payload), m.ContentType, headers,
+	size := len(m.Payload)
+	if m.Payload == nil {
+		size = m.Size // a delivery that reads its lead's payload
+	}
+	res, err := insert.Exec(m.ID, m.Subscription, lead != 0, m.Type, m.Route, size, m.ContentType, headers,
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
 		micros(sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
 		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient))
 	if err != nil {
-		return false, classify("insert message "+m.ID, err)
+		return 0, classify("insert message "+m.Key(), err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return false, nil
+		return 0, nil
 	}
 	seq, err := res.LastInsertId()
-	if err == nil {
+	if err == nil && lead == 0 {
 		_, err = body.Exec(seq, sqlstore.NonNil(m.Payload))
 	}
 	if err != nil {
-		return false, classify("insert payload of "+m.ID, err)
+		return 0, classify("insert payload of "+m.ID, err)
 	}
-	return true, nil
+	return seq, nil
 }

@@ -65,6 +65,8 @@ type Store struct {
 	// Statements of the hot paths, prepared once on the write connection.
 	insertStmt  *sql.Stmt
 	selectStmt  *sql.Stmt
+	leadStmt    *sql.Stmt
+	typeStmt    *sql.Stmt
 	dueStmt     *sql.Stmt
 	leaseStmt   *sql.Stmt
 	leasedStmt  *sql.Stmt
@@ -162,14 +164,16 @@ func Open(path string, opts Options) (*Store, error) {
 		sql  string
 	}{
 		{&s.insertStmt, insertMessage},
-		{&s.selectStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ?`},
+		{&s.selectStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ? AND subscription = ?`},
+		{&s.leadStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ? AND shared = 0`},
 		{&s.dueStmt, dueSQL},
 		{&s.leaseStmt, leaseSQL},
 		{&s.leasedStmt, leasedSQL},
 		{&s.applyStmt, applySQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
-		{&s.priorStmt, `SELECT seq, route, state FROM messages WHERE id = ?`},
+		{&s.typeStmt, countType},
+		{&s.priorStmt, `SELECT seq, route, state FROM messages WHERE id = ? AND subscription = ?`},
 		{&s.groupStmt, groupSQL},
 		{&s.promoteStmt, promoteSQL},
 		{&s.waitStmt, waitSQL},

@@ -63,6 +63,12 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Workflow", testWorkflow},
 		{"WorkflowResubmitElsewhere", testWorkflowResubmitElsewhere},
 		{"Recipient", testRecipient},
+		{"PublishFanOut", testPublishFanOut},
+		{"PublishIdempotent", testPublishIdempotent},
+		{"PublishPerDelivery", testPublishPerDelivery},
+		{"PublishBulkAndPurge", testPublishBulkAndPurge},
+		{"Types", testTypes},
+		{"Replay", testReplay},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}.run(t, func(t *testing.T) courier.Store {

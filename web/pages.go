@@ -13,6 +13,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/google/uuid"
 )
 
 // notes are the messages a page shows after a redirect, by the code in its
@@ -116,6 +117,51 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	p := h.base(r, s, "Endpoints", "endpoints")
 	p.Data = d
 	h.render(w, http.StatusOK, "endpoints.html", p)
+}
+
+// types shows the catalog of message types and who subscribes to each.
+func (h *Handler) types(w http.ResponseWriter, r *http.Request, s *session) {
+	types, err := h.client(s).Types(r.Context())
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	p := h.base(r, s, "Types", "types")
+	p.Data = types
+	h.render(w, http.StatusOK, "types.html", p)
+}
+
+// replay starts a replay for a subscription and shows its progress on the
+// operation page.
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, s *session) {
+	var req api.ReplayRequest
+	for _, tf := range []struct {
+		field, name string
+		dst         **time.Time
+	}{{"since", "Ingested from", &req.Since}, {"until", "until", &req.Until}} {
+		text := strings.TrimSpace(r.PostFormValue(tf.field))
+		if text == "" {
+			continue
+		}
+		t, err := time.Parse(timeLayout, text)
+		if err != nil {
+			h.fail(w, r, s, courier.Errorf(courier.CodeInvalidArgument, "%s: %q is not a time like 2026-11-21T10:00", tf.name, text))
+			return
+		}
+		*tf.dst = &t
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	req.Again, req.OperationID = r.PostFormValue("again") != "", "replay-"+id.String()
+	op, err := h.client(s).Replay(r.Context(), strings.TrimSpace(r.PostFormValue("subscription")), req)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/ui/operations/"+url.PathEscape(op.ID), http.StatusSeeOther)
 }
 
 func (h *Handler) switchReceiver(w http.ResponseWriter, r *http.Request, s *session) {
@@ -428,10 +474,13 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session) {
 		h.fail(w, r, s, err)
 		return
 	}
+	// A published message is acted on delivery by delivery, each on its
+	// own page; a compensated workflow has nothing left to do (the API
+	// refuses).
+	one := len(m.Deliveries) == 0
 	d := messageData{M: m, Attempts: attempts, Payload: makePreview(m),
-		// A compensated workflow has nothing left to do (the API refuses).
-		CanResubmit: m.State == courier.StateSuspended && m.Reason != courier.ReasonCompensated,
-		CanDiscard:  m.State == courier.StateSuspended || m.State == courier.StateQueued}
+		CanResubmit: one && m.State == courier.StateSuspended && m.Reason != courier.ReasonCompensated,
+		CanDiscard:  one && (m.State == courier.StateSuspended || m.State == courier.StateQueued)}
 	if m.Workflow != nil {
 		d.Stands = m.WorkflowStands()
 	}

@@ -85,6 +85,7 @@ var funcs = template.FuncMap{
 		return out
 	},
 	"pathesc": url.PathEscape,
+	"percent": func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 	"ptr":     func(t time.Time) *time.Time { return &t },
 	"kib": func(n int) string {
 		if n < 1024 {

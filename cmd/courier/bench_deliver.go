@@ -46,6 +46,7 @@ type benchDeliver struct {
 	cpuProfile  string // write a CPU profile of the delivery to this file
 	inProcess   bool   // run the receiver in this process
 	held        int    // endpoints switched off before the drain
+	subs        int    // publish the messages to this many subscriptions instead of sending them to routes
 	heldShare   float64
 }
 
@@ -132,6 +133,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			if b.held > 0 {
 				fmt.Fprintf(g.stdout, " (%d off, holding %.0f%%: rates count the others only)", b.held, 100*b.heldShare)
 			}
+			if b.subs > 0 {
+				fmt.Fprintf(g.stdout, " published to %d subscriptions (%d deliveries: delivery rates count deliveries)", b.subs, res.Messages*b.subs)
+			}
 			if res.Backlog > 0 {
 				fmt.Fprintf(g.stdout, " behind a backlog of %d", res.Backlog)
 			}
@@ -179,6 +183,7 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.IntVar(&b.keys, "ordering-keys", 0, "give the messages ordering keys, round robin over this many (0: unordered)")
 	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile to this file: of the delivery when draining, of the whole run with --rate")
 	f.BoolVar(&b.inProcess, "in-process-receiver", false, "run the receiver in this process instead of one of its own")
+	f.IntVar(&b.subs, "subscriptions", 0, "publish each message (without a route) to this many subscriptions, round robin over the endpoints: rates count deliveries")
 	f.IntVar(&b.held, "held", 0, "switch this many of the endpoints off before the drain; only deliveries to the others count")
 	f.Float64Var(&b.heldShare, "held-share", 0.9, "with --held: the share of the messages that go to the endpoints that are off")
 	return cmd
@@ -232,6 +237,11 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		route := fmt.Sprintf("bench-%02d", i)
 		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
 	}
+	top.Subscriptions = map[string]*courier.Subscription{}
+	for i := 0; i < b.subs; i++ {
+		name := fmt.Sprintf("sub-%02d", i)
+		top.Subscriptions[name] = &courier.Subscription{Name: name, Types: []string{"bench"}, Route: fmt.Sprintf("bench-%02d", i%b.endpoints)}
+	}
 	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	defer tr.Close()
@@ -284,7 +294,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		go func() {
 			defer wg.Done()
 			for first := range batches {
-				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.routeOf, b.keys, payload); err != nil {
+				if err := postBatch(ctx, client, base, first, min(1000, b.messages-first), b.route(), b.keys, payload); err != nil {
 					ingestErr.Store(err)
 				}
 			}
@@ -385,6 +395,9 @@ func (b benchDeliver) validate() error {
 	if b.held < 0 || b.held > 0 && (b.held >= b.endpoints || b.dead || b.heldShare < 0 || b.heldShare >= 1) {
 		return fmt.Errorf("--held must leave at least one endpoint on, goes without --dead, and --held-share is from 0 to below 1")
 	}
+	if b.subs < 0 || b.subs > 0 && (b.held > 0 || b.dead || b.backlog > 0) {
+		return fmt.Errorf("--subscriptions cannot be negative, and goes without --held, --dead and --backlog")
+	}
 	return nil
 }
 
@@ -445,7 +458,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 		wg.Add(1)
 		go func(first, n int) {
 			defer wg.Done()
-			postBatch(ctx, client, base, first, n, b.routeOf, b.keys, payload)
+			postBatch(ctx, client, base, first, n, b.route(), b.keys, payload)
 		}(sent, n)
 		sent += n
 		if wait := time.Until(start.Add(time.Duration(sent/perTick) * tick)); wait > 0 {
@@ -474,6 +487,8 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 // postBatch ingests n messages through the batch API, each stamped with the
 // time it was sent, and with an ordering key when keys > 0; message i goes
 // to the route of endpoint routeOf(i).
+// postBatch sends messages first to first+n-1 in one batch, each to the
+// route routeOf names, or published when routeOf is nil.
 func postBatch(ctx context.Context, client *http.Client, base string, first, n int, routeOf func(int) int, keys int, payload string) error {
 	var body bytes.Buffer
 	body.WriteString(`{"messages":[`)
@@ -486,8 +501,12 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n i
 		if keys > 0 {
 			key = fmt.Sprintf(`"ordering_key":"key-%d",`, (first+i)%keys)
 		}
-		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench","route":"bench-%02d",%s"headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
-			first+i, routeOf(first+i), key, sent, payload)
+		route := ""
+		if routeOf != nil {
+			route = fmt.Sprintf(`"route":"bench-%02d",`, routeOf(first+i))
+		}
+		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench",%s%s"headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
+			first+i, route, key, sent, payload)
 	}
 	body.WriteString(`]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", &body)
@@ -564,8 +583,21 @@ func (b benchDeliver) routeOf(i int) int {
 	return b.held + (i-heldBefore)%(b.endpoints-b.held)
 }
 
-// healthy is how many of n messages go to endpoints that can take them.
+// route is what postBatch sends messages to: routeOf, or nil to publish
+// them.
+func (b benchDeliver) route() func(int) int {
+	if b.subs > 0 {
+		return nil
+	}
+	return b.routeOf
+}
+
+// healthy is how many deliveries n messages make to endpoints that can
+// take them.
 func (b benchDeliver) healthy(n int) int {
+	if b.subs > 0 {
+		return n * b.subs
+	}
 	out := 0
 	for i := 0; i < n; i++ {
 		r := b.routeOf(i)

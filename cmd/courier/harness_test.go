@@ -203,15 +203,19 @@ func (p *process) create(t *testing.T, id, body string) {
 }
 
 // ingest sends a message of type typ for each id, to the route route(i)
-// names, in batches of 1,000, each batch to the next of nodes; it fails
-// unless every batch is taken whole.
+// names (published when it names none), in batches of 1,000, each batch to
+// the next of nodes; it fails unless every batch is taken whole.
 func ingest(t *testing.T, nodes []*process, typ string, ids []string, route func(i int) string) {
 	t.Helper()
 	client := &http.Client{Timeout: 60 * time.Second}
 	for b := 0; b*1000 < len(ids); b++ {
 		var items []string
 		for i := b * 1000; i < min((b+1)*1000, len(ids)); i++ {
-			items = append(items, fmt.Sprintf(`{"id":%q,"type":%q,"route":%q,"payload":{"n":%d}}`, ids[i], typ, route(i), i))
+			to := ""
+			if r := route(i); r != "" {
+				to = fmt.Sprintf(`"route":%q,`, r)
+			}
+			items = append(items, fmt.Sprintf(`{"id":%q,"type":%q,%s"payload":{"n":%d}}`, ids[i], typ, to, i))
 		}
 		node := nodes[b%len(nodes)]
 		resp, err := client.Post(node.url+"/v1/messages/batch", "application/json", strings.NewReader(`{"messages":[`+strings.Join(items, ",")+`]}`))

@@ -81,6 +81,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSuspendedCmd(g),
 		newEndpointsCmd(g),
 		newStatsCmd(g),
+		newTypesCmd(g),
+		newSubscriptionsCmd(g),
 		newReceiversCmd(g),
 		newLookupCmd(g),
 		newConfigCmd(g),

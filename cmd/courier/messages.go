@@ -21,7 +21,7 @@ func newMessagesCmd(g *globals) *cobra.Command {
 		Short:   "List, show, resubmit and discard messages",
 	}
 	cmd.AddCommand(newMessagesListCmd(g), newMessagesShowCmd(g), newMessagesAttemptsCmd(g),
-		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g))
+		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g), newMessagesResendCmd(g))
 	return cmd
 }
 
@@ -44,6 +44,7 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Type, "type", "", "message type")
 	fl.StringVar(&f.Route, "route", "", "route")
 	fl.StringVar(&f.Endpoint, "endpoint", "", "endpoint of the latest attempt")
+	fl.StringVar(&f.Subscription, "subscription", "", "deliveries of published messages to this subscription")
 	fl.StringVar(&reason, "reason", "", "suspension reason")
 	fl.IntVar(&f.Limit, "limit", 50, "messages per page (at most 1000)")
 	fl.StringVar(&f.Cursor, "cursor", "", "continue a listing")
@@ -52,8 +53,8 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 
 func newMessagesShowCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one message with its payload and attempts",
+		Use:   "show ID[/SUBSCRIPTION]",
+		Short: "Show one message (a published one with its deliveries), or one delivery, with its payload and attempts",
 		Args:  cobra.ExactArgs(1),
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (messageHistory, error) {
 			m, err := c.Message(ctx, args[0])
@@ -66,6 +67,7 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			m, attempts := &mh.Message, mh.History
 			field := g.fields(16, "-")
 			field("ID", m.ID)
+			field("Subscription", m.Subscription)
 			field("Type", m.Type)
 			field("Route", m.Route)
 			field("Recipient", m.Recipient)
@@ -119,6 +121,12 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			}
 			if m.Workflow != nil {
 				if err := printWorkflow(g, m); err != nil {
+					return err
+				}
+			}
+			if len(m.Deliveries) > 0 {
+				fmt.Fprintln(g.stdout)
+				if err := tableOf(g, deliveryHeader, m.Deliveries, deliveryRow); err != nil {
 					return err
 				}
 			}
@@ -191,7 +199,7 @@ func isPrintable(b []byte) bool {
 
 func newMessagesAttemptsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "attempts ID",
+		Use:   "attempts ID[/SUBSCRIPTION]",
 		Short: "List every delivery attempt of a message",
 		Args:  cobra.ExactArgs(1),
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (api.AttemptList, error) {
@@ -212,9 +220,13 @@ func printAttempts(g *globals, attempts []api.Attempt) error {
 		// Implicit routes (a workflow's steps) have a colon in their names.
 		withRoute = withRoute || a.Route != attempts[0].Route || strings.Contains(a.Route, ":")
 	}
+	withSub := slices.ContainsFunc(attempts, func(a api.Attempt) bool { return a.Subscription != "" })
 	header := []string{"N", "STARTED", "ENDPOINT", "OUTCOME", "CLASS", "STATUS", "MS", "ERROR"}
 	if withRoute {
 		header = slices.Insert(header, 2, "ROUTE")
+	}
+	if withSub {
+		header = slices.Insert(header, 0, "SUBSCRIPTION")
 	}
 	return tableOf(g, header, attempts, func(a api.Attempt) []string {
 		status := "-"
@@ -226,20 +238,34 @@ func printAttempts(g *globals, attempts []api.Attempt) error {
 		if withRoute {
 			row = slices.Insert(row, 2, a.Route)
 		}
+		if withSub {
+			row = slices.Insert(row, 0, a.Subscription)
+		}
 		return row
 	})
+}
+
+var deliveryHeader = []string{"SUBSCRIPTION", "ROUTE", "STATE", "REASON", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR"}
+
+// deliveryRow is one delivery of a published message, in its table.
+func deliveryRow(d api.Delivery) []string {
+	reason := string(d.Reason)
+	if reason == "" {
+		reason = "-"
+	}
+	return []string{d.Subscription, d.Route, string(d.State), reason, fmt.Sprint(d.Attempts), ago(d.NextAttemptAt), short(d.LastError, 40)}
 }
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {
 	var route string
 	cmd := &cobra.Command{
-		Use:   "resubmit ID",
+		Use:   "resubmit ID[/SUBSCRIPTION]",
 		Short: "Put a suspended message back in the queue",
 		Args:  cobra.ExactArgs(1),
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
 			return c.Resubmit(ctx, args[0], route)
 		}, func(m *api.Message) error {
-			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", m.ID, m.Route, m.State)
+			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
 			return nil
 		}),
 	}
@@ -247,15 +273,29 @@ func newMessagesResubmitCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+func newMessagesResendCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resend ID[/SUBSCRIPTION]",
+		Short: "Deliver a delivered (or discarded) message again, in a new round",
+		Args:  cobra.ExactArgs(1),
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
+			return c.Resend(ctx, args[0])
+		}, func(m *api.Message) error {
+			fmt.Fprintf(g.stdout, "resent %s on route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
+			return nil
+		}),
+	}
+}
+
 func newMessagesDiscardCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "discard ID",
+		Use:   "discard ID[/SUBSCRIPTION]",
 		Short: "Give up a queued or suspended message",
 		Args:  cobra.ExactArgs(1),
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
 			return c.Discard(ctx, args[0])
 		}, func(m *api.Message) error {
-			fmt.Fprintf(g.stdout, "discarded %s\n", m.ID)
+			fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
 			return nil
 		}),
 	}

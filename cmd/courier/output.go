@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 )
 
@@ -100,7 +101,7 @@ func messageRow(m api.Message) []string {
 	if reason == "" {
 		reason = "-"
 	}
-	return []string{m.ID, m.Type, m.Route, string(m.State), reason, fmt.Sprint(m.Attempts),
+	return []string{courier.DeliveryKey(m.ID, m.Subscription), m.Type, m.Route, string(m.State), reason, fmt.Sprint(m.Attempts),
 		ago(m.NextAttemptAt), m.CreatedAt.Local().Format("2006-01-02 15:04:05"), short(m.LastError, 40)}
 }
 

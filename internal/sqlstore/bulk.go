@@ -7,30 +7,39 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// EncodeFilter is how stores keep the filter of a bulk operation: JSON.
-func EncodeFilter(f courier.MessageFilter) (string, error) {
-	b, err := json.Marshal(f)
+// settings are what a bulk operation does to which messages, as stores
+// keep them (the column filter): the filter's fields, and a replay's.
+type settings struct {
+	courier.MessageFilter
+	Replay *courier.Replay `json:",omitempty"`
+}
+
+// EncodeSettings is how stores keep the filter of a bulk operation, and
+// what a replay does: JSON.
+func EncodeSettings(op courier.BulkOp) (string, error) {
+	b, err := json.Marshal(settings{op.Filter, op.Replay})
 	if err != nil {
 		return "", fmt.Errorf("encode filter: %w", err)
 	}
 	return string(b), nil
 }
 
-// DecodeFilter reads what EncodeFilter wrote.
-func DecodeFilter(b []byte) (courier.MessageFilter, error) {
-	var f courier.MessageFilter
-	if err := json.Unmarshal(b, &f); err != nil {
-		return f, fmt.Errorf("filter: %w", err)
+// DecodeSettings reads what EncodeSettings wrote into op.
+func DecodeSettings(b []byte, op *courier.BulkOp) error {
+	var s settings
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("filter: %w", err)
 	}
-	return f, nil
+	op.Filter, op.Replay = s.MessageFilter, s.Replay
+	return nil
 }
 
 // SameBulk reports whether a stored bulk operation has the settings of op,
 // which would start under the same id: starting it again is then a repeat,
 // else a conflict.
 func SameBulk(stored, op courier.BulkOp) bool {
-	a, errA := EncodeFilter(stored.Filter)
-	b, errB := EncodeFilter(op.Filter)
+	a, errA := EncodeSettings(stored)
+	b, errB := EncodeSettings(op)
 	return stored.Kind == op.Kind && stored.Route == op.Route && errA == nil && errB == nil && a == b
 }
 
@@ -42,7 +51,7 @@ func SameBulk(stored, op courier.BulkOp) bool {
 // stands; starting another under its id is a conflict.
 func StartBulk[Tx any](op courier.BulkOp, inTx func(func(Tx) error) error,
 	insert func(tx Tx, filter string) error, read func(Tx) (courier.BulkOp, error)) (courier.BulkOp, error) {
-	filter, err := EncodeFilter(op.Filter)
+	filter, err := EncodeSettings(op)
 	if err != nil {
 		return courier.BulkOp{}, err
 	}

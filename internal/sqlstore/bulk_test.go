@@ -30,15 +30,26 @@ func TestSameBulk(t *testing.T) {
 			t.Errorf("%s: SameBulk = %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	f, err := EncodeFilter(op.Filter)
+	f, err := EncodeSettings(op)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := DecodeFilter([]byte(f)); err != nil || back != op.Filter {
+	var back courier.BulkOp
+	if err := DecodeSettings([]byte(f), &back); err != nil || back.Filter != op.Filter || back.Replay != nil {
 		t.Errorf("filter %s decodes to %+v, %v; want %+v", f, back, err, op.Filter)
 	}
-	if _, err := DecodeFilter([]byte("{")); err == nil {
-		t.Error("DecodeFilter of broken JSON succeeded")
+	if err := DecodeSettings([]byte("{"), &back); err == nil {
+		t.Error("DecodeSettings of broken JSON succeeded")
+	}
+	// A filter kept before replays existed reads as it was.
+	if err := DecodeSettings([]byte(`{"State":"suspended","Route":"acme"}`), &back); err != nil || back.Filter.Route != "acme" || back.Filter.State != courier.StateSuspended {
+		t.Errorf("an older filter: %+v, %v", back.Filter, err)
+	}
+	replay := courier.BulkOp{Kind: courier.ActionReplay, Replay: &courier.Replay{Subscription: courier.Subscription{Name: "s", Types: []string{"order.*"}, Route: "erp"},
+		Since: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Again: true}}
+	f, _ = EncodeSettings(replay)
+	if err := DecodeSettings([]byte(f), &back); err != nil || back.Replay == nil || back.Replay.Subscription.Route != "erp" || !back.Replay.Again || !back.Replay.Until.Equal(replay.Replay.Until) {
+		t.Errorf("replay %s decodes to %+v, %v", f, back.Replay, err)
 	}
 }
 
@@ -66,7 +77,7 @@ func TestStartBulk(t *testing.T) {
 	if got, err := start(op, false); err != nil || got.ID != "b" || got.Route != "other" {
 		t.Fatalf("first start: %+v, %v", got, err)
 	}
-	if want, _ := EncodeFilter(op.Filter); len(filters) != 1 || filters[0] != want {
+	if want, _ := EncodeSettings(op); len(filters) != 1 || filters[0] != want {
 		t.Errorf("inserted with filters %q, want %q", filters, want)
 	}
 	if got, err := start(op, false); err != nil || got.ID != "b" {

@@ -39,9 +39,13 @@ func Says(err error, msg string) bool {
 	return false
 }
 
-// MessageNotFound is the answer to a read of a message that is not stored.
-func MessageNotFound(id string) error {
-	return courier.Errorf(courier.CodeNotFound, "message %q not found", id)
+// MessageNotFound is the answer to a read of a message, or a delivery (by
+// its Key), that is not stored.
+func MessageNotFound(key string) error {
+	if id, sub := courier.ParseKey(key); sub != "" {
+		return courier.Errorf(courier.CodeNotFound, "message %q has no delivery to subscription %q", id, sub)
+	}
+	return courier.Errorf(courier.CodeNotFound, "message %q not found", key)
 }
 
 // BulkNotFound is the answer to a read of a bulk operation that is not

@@ -73,6 +73,9 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	if f.Endpoint != "" {
 		w.Add("endpoint = ?", f.Endpoint)
 	}
+	if f.Subscription != "" {
+		w.Add("subscription = ?", f.Subscription)
+	}
 	if f.Reason != "" {
 		w.Add("reason = ?", string(f.Reason))
 	}

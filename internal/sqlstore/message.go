@@ -71,3 +71,38 @@ func OrDefault(t, def time.Time) time.Time {
 	}
 	return t
 }
+
+// Run returns what Store.Ingest stores as one from the head of msgs: the
+// deliveries of one published message (one after another, the same id,
+// each with its subscription, in name order: a name again begins the next
+// publish), or else the one message at the head.
+func Run(msgs []*courier.Message) []*courier.Message {
+	n := 1
+	if msgs[0].Subscription != "" {
+		for n < len(msgs) && msgs[n].ID == msgs[0].ID && msgs[n].Subscription > msgs[n-1].Subscription {
+			n++
+		}
+	}
+	return msgs[:n]
+}
+
+// TypeCounts gathers the types of the messages one ingest creates, for the
+// catalog of types: one row to write per type, not per message.
+type TypeCounts []courier.TypeSeen
+
+// Add counts message m (a published one once: add its first delivery).
+func (c *TypeCounts) Add(m *courier.Message) {
+	for i := range *c {
+		if t := &(*c)[i]; t.Type == m.Type {
+			t.Count++
+			if m.CreatedAt.After(t.LastSeen) {
+				t.LastSeen = m.CreatedAt
+			}
+			if m.CreatedAt.Before(t.FirstSeen) {
+				t.FirstSeen = m.CreatedAt
+			}
+			return
+		}
+	}
+	*c = append(*c, courier.TypeSeen{Type: m.Type, Count: 1, FirstSeen: m.CreatedAt, LastSeen: m.CreatedAt})
+}

@@ -90,6 +90,9 @@ func (t *Transport) header(d courier.Delivery, body []byte, steps stepResponses,
 	}
 	h = append(h, headerField{name: "Courier-Attempt", value: strconv.Itoa(d.Attempt)},
 		headerField{name: "Courier-Type", value: m.Type})
+	if m.Subscription != "" {
+		h = append(h, headerField{name: "Courier-Subscription", value: m.Subscription})
+	}
 	if d.Step != nil {
 		var left []int
 		if h, left = stepHeader(h, d.Step, steps); len(left) > 0 {

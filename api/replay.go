@@ -1,0 +1,96 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/google/uuid"
+)
+
+// handleReplay starts a replay for a subscription (DESIGN §14) and answers
+// 202 with the operation at once: it runs in the background, survives a
+// restart, and its progress is at /v1/operations/{id}.
+func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
+	var req ReplayRequest
+	if err := s.decodeSmall(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.replayOp(r, &req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.opts.Bulk == nil {
+		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "replays are not available on this server"))
+		return
+	}
+	op, err = s.opts.Bulk.Begin(r.Context(), op)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.opts.Logger.Info("replay started", "operation", op.ID, "subscription", op.Replay.Subscription.Name, "by", actor(r))
+	w.Header().Set("Location", "/v1/operations/"+op.ID)
+	writeJSON(w, http.StatusAccepted, toOperation(op))
+}
+
+// replayOp checks a replay request and makes the operation of it, with the
+// subscription as it is now.
+func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, error) {
+	name := r.PathValue("name")
+	t := s.topology.Load()
+	sub := t.Subscriptions[name]
+	now := s.opts.Clock.Now()
+	until := now
+	if req.Until != nil {
+		until = *req.Until
+	}
+	switch {
+	case sub == nil:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeNotFound, "subscription %q is not configured", name)
+	case t.Routes[sub.Route] != nil && t.Routes[sub.Route].Workflow != nil:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "subscription %q delivers to workflow route %q: messages enter a workflow when they are sent, not by a replay", name, sub.Route)
+	case req.Since == nil:
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "since is required: the replay gives deliveries of the messages ingested from then on")
+	case !until.After(*req.Since):
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "until must be after since")
+	case req.OperationID != "" && !courier.ValidID(req.OperationID):
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
+	}
+	for _, p := range req.Types {
+		if !courier.ValidTypePattern(p) {
+			return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "types: %q is not a type or a prefix of types ending in .*", p)
+		}
+	}
+	id := req.OperationID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
+		}
+		id = u.String()
+	}
+	replay := &courier.Replay{Subscription: *sub, Since: req.Since.UTC().Truncate(time.Microsecond),
+		Until: until.UTC().Truncate(time.Microsecond), Types: req.Types, Again: req.Again}
+	return courier.BulkOp{ID: id, Kind: courier.ActionReplay, Route: sub.Route, Who: actor(r), CreatedAt: now, Replay: replay}, nil
+}
+
+// handleResend delivers a finished message, or delivery, again.
+func (s *Server) handleResend(w http.ResponseWriter, r *http.Request) {
+	if err := s.decodeSmall(w, r, &struct{}{}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	m, err := s.opts.Store.Resend(r.Context(), pathKey(r), s.action(r))
+	if err != nil {
+		s.writeError(w, r, s.published(r, pathKey(r), err))
+		return
+	}
+	s.opts.Logger.Info("message resent", "id", m.Key(), "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionResend, 1)
+	s.opts.DueFunc([]string{m.Route})
+	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+}

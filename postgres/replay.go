@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// Resend puts a finished message or delivery back in the queue, due at a.At.
+func (s *Store) Resend(ctx context.Context, key string, a courier.Action) (*courier.Message, error) {
+	a, decide := sqlstore.Resend(key, a)
+	m, err := s.transition(ctx, key, a, decide)
+	if err == nil {
+		s.dueNow(m.Route)
+	}
+	return m, err
+}
+
+// Types lists the types taken in, by name, summing the shards of each
+// (migration 0010).
+func (s *Store) Types(ctx context.Context) ([]courier.TypeSeen, error) {
+	rows, err := s.pool.Query(ctx, `SELECT type, sum(count)::bigint, min(first_seen), max(last_seen) FROM types
+		GROUP BY type ORDER BY type COLLATE "C"`)
+	return collect([]courier.TypeSeen{}, rows, err, "list types", func(row scanner) (courier.TypeSeen, error) {
+		var t courier.TypeSeen
+		err := row.Scan(&t.Type, &t.Count, &t.FirstSeen, &t.LastSeen)
+		t.FirstSeen, t.LastSeen = t.FirstSeen.UTC(), t.LastSeen.UTC()
+		return t, err
+	})
+}
+
+// replayedSQL stores a delivery that a replay gives: a shared row, whose
+// payload is its lead's.
+const replayedSQL = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers, ordering_key,
+	priority, deliver_after, expires_at, hash, state, next_attempt_at, created_at, updated_at, round_started_at, timer_at,
+	sender, recipient)
+	VALUES ($1, $2, true, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $15, $15, $16, $17)
+	ON CONFLICT (id, subscription) DO NOTHING`
+
+// replayBatch looks at the next published messages of a replay (their
+// leads, which keep the payload), after cursor, and gives the replay's
+// subscription a delivery of each it wants (or, with Again, delivers the
+// one it has again), under the locks of their ordering keys. The caller
+// holds the operation's row, so no other node runs the same batch.
+func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE seq > $1 AND seq <= $2 AND NOT shared AND subscription <> '' AND created_at >= $3 AND created_at < $4
+		ORDER BY seq LIMIT $5`, *cursor, maxSeq, r.Since, r.Until, limit)
+	var seqs []int64
+	leads, err := collect(nil, rows, err, "select for replay", func(row scanner) (*courier.Message, error) {
+		m, seq, err := scanMessage(row, false)
+		seqs = append(seqs, seq)
+		return m, err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	var keys []string
+	for _, m := range leads {
+		if m.OrderingKey != "" && r.Wants(m) {
+			keys = append(keys, m.OrderingKey)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+			return 0, false, classify("lock ordering keys", err)
+		}
+	}
+	for i, m := range leads {
+		*cursor = seqs[i]
+		if !r.Wants(m) {
+			continue
+		}
+		var has int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND subscription = $2`, m.ID, r.Subscription.Name).Scan(&has)
+		switch {
+		case err == nil:
+			if !r.Again {
+				continue
+			}
+			key := courier.DeliveryKey(m.ID, r.Subscription.Name)
+			if _, err := act(ctx, tx, key, func(d *courier.Message) (*courier.Message, error) { return courier.Resend(d, now) }); err != nil {
+				if courier.ErrorCode(err) == courier.CodeConflict {
+					continue // on its way already (queued or in flight): left as it is
+				}
+				return 0, false, err
+			}
+			n++
+			continue
+		case !errors.Is(err, pgx.ErrNoRows):
+			return 0, false, classify("read a delivery for replay", err)
+		}
+		d := courier.Replayed(m, &r.Subscription, now)
+		if err := admit(ctx, tx, []*courier.Message{d}); err != nil {
+			return 0, false, err
+		}
+		headers, err := encodeHeaders(d.Headers)
+		if err != nil {
+			return 0, false, err
+		}
+		if _, err := tx.Exec(ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
+			nullString(d.OrderingKey), int16(d.Priority), ts(d.DeliverAfter), ts(d.ExpiresAt), d.Hash, ts(d.NextAttemptAt),
+			d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient)); err != nil {
+			return 0, false, classify("store a replayed delivery of "+d.ID, err)
+		}
+		n++
+	}
+	return n, len(leads) < limit, nil
+}
