@@ -89,7 +89,9 @@ type Metrics struct {
 	done   chan struct{}
 }
 
-type typeRoute struct{ typ, route string }
+// typeRoute labels the messages of a type on a route; subscription is that
+// of a published message's delivery, empty for a message sent to a route.
+type typeRoute struct{ typ, route, subscription string }
 
 // healthEntry is an endpoint's health state as last learnt: seq is the
 // healthSeq of the HealthChanged that told it, 0 when a Refresh read it.
@@ -99,8 +101,8 @@ type healthEntry struct {
 }
 
 type suspension struct {
-	typ, route string
-	reason     courier.Reason
+	typ, route, subscription string
+	reason                   courier.Reason
 }
 
 type attemptKey struct {
@@ -131,13 +133,13 @@ func New(o Options) *Metrics {
 	m.types.max = o.MaxTypes
 
 	ingested := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_ingested_total",
-		Help: "Messages taken in (created, not repeated ingests), by type and route."}, []string{"type", "route"})
+		Help: "Messages taken in (created, not repeated ingests), by type and route, and the deliveries of published ones by subscription."}, []string{"type", "route", "subscription"})
 	delivered := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_delivered_total",
-		Help: "Messages delivered, by type and route."}, []string{"type", "route"})
+		Help: "Messages (and deliveries of published ones) delivered, by type, route and subscription."}, []string{"type", "route", "subscription"})
 	suspended := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_suspended_total",
-		Help: "Messages suspended by the engine (waiting for an operator), by type, route and reason."}, []string{"type", "route", "reason"})
+		Help: "Messages (and deliveries) suspended by the engine (waiting for an operator), by type, route, subscription and reason."}, []string{"type", "route", "subscription", "reason"})
 	discarded := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_messages_discarded_total",
-		Help: "Messages discarded by their policy (on_exhausted: discard), by type and route."}, []string{"type", "route"})
+		Help: "Messages (and deliveries) discarded by their policy (on_exhausted: discard), by type, route and subscription."}, []string{"type", "route", "subscription"})
 	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_attempts_total",
 		Help: "Delivery attempts by endpoint, outcome (delivered, failed, abandoned) and error class (empty when delivered)."},
 		[]string{"endpoint", "outcome", "class"})
@@ -154,12 +156,12 @@ func New(o Options) *Metrics {
 	suspends := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_endpoint_suspensions_total",
 		Help: "Times this node saw an endpoint suspended by the outcomes of its attempts."}, []string{"endpoint"})
 
-	m.ingested = newVec(func(k typeRoute) prometheus.Counter { return ingested.WithLabelValues(k.typ, k.route) })
-	m.delivered = newVec(func(k typeRoute) prometheus.Counter { return delivered.WithLabelValues(k.typ, k.route) })
+	m.ingested = newVec(func(k typeRoute) prometheus.Counter { return ingested.WithLabelValues(k.typ, k.route, k.subscription) })
+	m.delivered = newVec(func(k typeRoute) prometheus.Counter { return delivered.WithLabelValues(k.typ, k.route, k.subscription) })
 	m.suspended = newVec(func(k suspension) prometheus.Counter {
-		return suspended.WithLabelValues(k.typ, k.route, string(k.reason))
+		return suspended.WithLabelValues(k.typ, k.route, k.subscription, string(k.reason))
 	})
-	m.discarded = newVec(func(k typeRoute) prometheus.Counter { return discarded.WithLabelValues(k.typ, k.route) })
+	m.discarded = newVec(func(k typeRoute) prometheus.Counter { return discarded.WithLabelValues(k.typ, k.route, k.subscription) })
 	m.attempts = newVec(func(k attemptKey) prometheus.Counter {
 		return attempts.WithLabelValues(k.endpoint, string(k.outcome), string(k.class))
 	})
@@ -255,7 +257,7 @@ func (m *Metrics) Refresh(ctx context.Context) error {
 
 // Ingested counts a message taken in by the API.
 func (m *Metrics) Ingested(msg *courier.Message) {
-	m.ingested.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+	m.ingested.get(typeRoute{m.types.label(msg.Type), msg.Route, msg.Subscription}).Inc()
 	m.totals.ingested.Add(1)
 }
 
@@ -291,7 +293,7 @@ func (m *Metrics) Applied(c courier.Change) {
 	}
 	switch msg.State {
 	case courier.StateDelivered:
-		m.delivered.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+		m.delivered.get(typeRoute{m.types.label(msg.Type), msg.Route, msg.Subscription}).Inc()
 		end := msg.FinishedAt
 		if end.IsZero() {
 			end = m.opts.Clock.Now()
@@ -300,10 +302,10 @@ func (m *Metrics) Applied(c courier.Change) {
 		m.totals.delivered.Add(1)
 		m.minutes.add(end, 1, 0)
 	case courier.StateSuspended:
-		m.suspended.get(suspension{m.types.label(msg.Type), msg.Route, msg.Reason}).Inc()
+		m.suspended.get(suspension{m.types.label(msg.Type), msg.Route, msg.Subscription, msg.Reason}).Inc()
 		m.totals.suspended.Add(1)
 	case courier.StateDiscarded:
-		m.discarded.get(typeRoute{m.types.label(msg.Type), msg.Route}).Inc()
+		m.discarded.get(typeRoute{m.types.label(msg.Type), msg.Route, msg.Subscription}).Inc()
 		m.totals.discarded.Add(1)
 	}
 }

@@ -68,6 +68,7 @@ func TestScrape(t *testing.T) {
 	}
 
 	m.Ingested(&courier.Message{Type: "invoice", Route: "acme"})
+	m.Ingested(&courier.Message{Type: "invoice", Route: "acme", Subscription: "erp-invoices"}) // a delivery of a published one
 	for range 2 {
 		m.AttemptDone("acme", courier.Result{Status: 204}, 30*time.Millisecond)
 		m.Applied(courier.Change{From: courier.StateInflight, Message: message("d", "invoice", "acme", courier.StateDelivered, now.Add(-2*time.Second)),
@@ -90,7 +91,8 @@ func TestScrape(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme"}, 1},
+		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme", "subscription", ""}, 1},
+		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme", "subscription", "erp-invoices"}, 1},
 		{"courier_messages_delivered_total", []string{"type", "invoice", "route", "acme"}, 2},
 		{"courier_messages_suspended_total", []string{"type", "invoice", "route", "acme", "reason", "rejected"}, 1},
 		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "delivered", "class", ""}, 2},
@@ -121,7 +123,7 @@ func TestScrape(t *testing.T) {
 	}
 
 	s := m.Stats()
-	if s.Live.Queued != 3 || s.Delivered != 2 || s.Suspended != 1 || s.Ingested != 1 || !s.CountedAt.Equal(now) {
+	if s.Live.Queued != 3 || s.Delivered != 2 || s.Suspended != 1 || s.Ingested != 2 || !s.CountedAt.Equal(now) {
 		t.Errorf("stats: %+v", s)
 	}
 	if len(s.Minutes) != 60 {
