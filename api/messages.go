@@ -231,13 +231,25 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.opts.Store.Resubmit(r.Context(), pathKey(r), req.Route, s.action(r))
+	s.answerAction(w, r, courier.ActionResubmit, m, err)
+}
+
+// answerAction answers an operator's action on the message or delivery
+// the path names: m as the action left it, or the failure (a published
+// message's pointing at its deliveries). The action is logged and counted,
+// and m's route told when it has work now: every resubmitted or resent
+// message, and the next of a discarded one's ordering key.
+func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, kind courier.ActionKind, m *courier.Message, err error) {
 	if err != nil {
 		s.writeError(w, r, s.published(r, pathKey(r), err))
 		return
 	}
-	s.opts.Logger.Info("message resubmitted", "id", m.Key(), "route", m.Route, "by", actor(r))
-	s.opts.Observer.Acted(courier.ActionResubmit, 1)
-	s.opts.DueFunc([]string{m.Route})
+	done := map[courier.ActionKind]string{courier.ActionResubmit: "resubmitted", courier.ActionDiscard: "discarded", courier.ActionResend: "resent"}[kind]
+	s.opts.Logger.Info("message "+done, "id", m.Key(), "route", m.Route, "by", actor(r))
+	s.opts.Observer.Acted(kind, 1)
+	if kind != courier.ActionDiscard || m.OrderingKey != "" {
+		s.opts.DueFunc([]string{m.Route})
+	}
 	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
 }
 
@@ -260,14 +272,5 @@ func (s *Server) checkResubmitRoute(route string) error {
 
 func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
 	m, err := s.opts.Store.Discard(r.Context(), pathKey(r), s.action(r))
-	if err != nil {
-		s.writeError(w, r, s.published(r, pathKey(r), err))
-		return
-	}
-	s.opts.Logger.Info("message discarded", "id", m.Key(), "route", m.Route, "by", actor(r))
-	s.opts.Observer.Acted(courier.ActionDiscard, 1)
-	if m.OrderingKey != "" {
-		s.opts.DueFunc([]string{m.Route}) // the next message of its key may go now
-	}
-	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+	s.answerAction(w, r, courier.ActionDiscard, m, err)
 }

@@ -85,12 +85,5 @@ func (s *Server) handleResend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.opts.Store.Resend(r.Context(), pathKey(r), s.action(r))
-	if err != nil {
-		s.writeError(w, r, s.published(r, pathKey(r), err))
-		return
-	}
-	s.opts.Logger.Info("message resent", "id", m.Key(), "route", m.Route, "by", actor(r))
-	s.opts.Observer.Acted(courier.ActionResend, 1)
-	s.opts.DueFunc([]string{m.Route})
-	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+	s.answerAction(w, r, courier.ActionResend, m, err)
 }

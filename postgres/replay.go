@@ -70,44 +70,31 @@ func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int6
 			return 0, false, classify("lock ordering keys", err)
 		}
 	}
-	for i, m := range leads {
-		*cursor = seqs[i]
-		if !r.Wants(m) {
-			continue
-		}
-		var has int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND subscription = $2`, m.ID, r.Subscription.Name).Scan(&has)
-		switch {
-		case err == nil:
-			if !r.Again {
-				continue
+	n, err = sqlstore.ReplayBatch(r, leads, now,
+		func(id string) (bool, error) {
+			var one int
+			err := tx.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND subscription = $2`, id, r.Subscription.Name).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false, nil
 			}
-			key := courier.DeliveryKey(m.ID, r.Subscription.Name)
-			if _, err := act(ctx, tx, key, func(d *courier.Message) (*courier.Message, error) { return courier.Resend(d, now) }); err != nil {
-				if courier.ErrorCode(err) == courier.CodeConflict {
-					continue // on its way already (queued or in flight): left as it is
-				}
-				return 0, false, err
+			return err == nil, classify("read a delivery for replay", err)
+		},
+		func(key string, decide sqlstore.Decide) error { _, err := act(ctx, tx, key, decide); return err },
+		func(_ int, d *courier.Message) error {
+			if err := admit(ctx, tx, []*courier.Message{d}); err != nil {
+				return err
 			}
-			n++
-			continue
-		case !errors.Is(err, pgx.ErrNoRows):
-			return 0, false, classify("read a delivery for replay", err)
-		}
-		d := courier.Replayed(m, &r.Subscription, now)
-		if err := admit(ctx, tx, []*courier.Message{d}); err != nil {
-			return 0, false, err
-		}
-		headers, err := encodeHeaders(d.Headers)
-		if err != nil {
-			return 0, false, err
-		}
-		if _, err := tx.Exec(ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
-			nullString(d.OrderingKey), int16(d.Priority), ts(d.DeliverAfter), ts(d.ExpiresAt), d.Hash, ts(d.NextAttemptAt),
-			d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient)); err != nil {
-			return 0, false, classify("store a replayed delivery of "+d.ID, err)
-		}
-		n++
+			headers, err := encodeHeaders(d.Headers)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
+				nullString(d.OrderingKey), int16(d.Priority), ts(d.DeliverAfter), ts(d.ExpiresAt), d.Hash, ts(d.NextAttemptAt),
+				d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient))
+			return classify("store a replayed delivery of "+d.ID, err)
+		})
+	if len(seqs) > 0 {
+		*cursor = seqs[len(seqs)-1]
 	}
-	return n, len(leads) < limit, nil
+	return n, len(leads) < limit, err
 }

@@ -108,39 +108,27 @@ func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq
 		return 0, false, err
 	}
 	insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
-	for i, m := range leads {
-		*cursor = seqs[i]
-		if !r.Wants(m) {
-			continue
-		}
-		_, err := scanMessage(tx.Stmt(s.selectStmt).QueryRow(m.ID, r.Subscription.Name))
-		switch {
-		case err == nil:
-			if !r.Again {
-				continue
+	n, err = sqlstore.ReplayBatch(r, leads, now,
+		func(id string) (bool, error) {
+			var one int
+			err := tx.QueryRow(`SELECT 1 FROM messages WHERE id = ? AND subscription = ?`, id, r.Subscription.Name).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return false, nil
 			}
-			key := courier.DeliveryKey(m.ID, r.Subscription.Name)
-			if _, err := s.act(tx, key, func(d *courier.Message) (*courier.Message, error) { return courier.Resend(d, now) }); err != nil {
-				if courier.ErrorCode(err) == courier.CodeConflict {
-					continue // on its way already (queued or in flight): left as it is
-				}
-				return 0, false, err
+			return err == nil, classify("read a delivery for replay", err)
+		},
+		func(key string, decide sqlstore.Decide) error { _, err := s.act(tx, key, decide); return err },
+		func(i int, d *courier.Message) error {
+			if err := s.admit(tx, d); err != nil {
+				return err
 			}
-			n++
-			continue
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, false, classify("read a delivery for replay", err)
-		}
-		d := courier.Replayed(m, &r.Subscription, now)
-		if err := s.admit(tx, d); err != nil {
-			return 0, false, err
-		}
-		if _, err := s.execInsert(tx, insert, body, d, seqs[i]); err != nil {
-			return 0, false, err
-		}
-		n++
+			_, err := s.execInsert(tx, insert, body, d, seqs[i])
+			return err
+		})
+	if len(seqs) > 0 {
+		*cursor = seqs[len(seqs)-1]
 	}
-	return n, len(leads) < limit, nil
+	return n, len(leads) < limit, err
 }
 
 // Bulk returns one operation.

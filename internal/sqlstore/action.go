@@ -64,3 +64,40 @@ func BulkBatch(op courier.BulkOp, keys []string, now time.Time, act func(key str
 	}
 	return n, nil
 }
+
+// ReplayBatch gives the subscription of replay r its deliveries of a batch
+// of published messages (each read as its lead, the delivery that keeps
+// the payload), as the root decides: nothing for a message the replay does
+// not want; a Replayed delivery of one the subscription has none of; and,
+// with Again, a Resend of the one it has, unless that one is on its way
+// (queued or in flight). has reports whether the subscription has a
+// delivery of message id; act changes one as decide says; create stores
+// the new delivery d of leads[i]. It returns how many deliveries it gave.
+func ReplayBatch(r *courier.Replay, leads []*courier.Message, now time.Time, has func(id string) (bool, error),
+	act func(key string, decide Decide) error, create func(i int, d *courier.Message) error) (int, error) {
+	n := 0
+	for i, m := range leads {
+		if !r.Wants(m) {
+			continue
+		}
+		found, err := has(m.ID)
+		switch {
+		case err != nil:
+			return n, err
+		case found && !r.Again:
+			continue
+		case found:
+			err = act(courier.DeliveryKey(m.ID, r.Subscription.Name), func(d *courier.Message) (*courier.Message, error) { return courier.Resend(d, now) })
+			if courier.ErrorCode(err) == courier.CodeConflict {
+				continue // on its way already: left as it is
+			}
+		default:
+			err = create(i, courier.Replayed(m, &r.Subscription, now))
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
