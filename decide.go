@@ -15,6 +15,11 @@ import (
 // message but never cause notices themselves.
 const NoticeType = "courier.notice"
 
+// NoticeSequenceGap is the kind of notice (NoticeBody.Notice) that tells
+// of a message that left its ordering key's order, leaving a gap in the
+// key's Courier-Sequence.
+const NoticeSequenceGap = "sequence_gap"
+
 // noticeRoutePrefix starts the name of the route that carries notices to one
 // endpoint; configured routes may not use it.
 const noticeRoutePrefix = "courier.notice."
@@ -33,10 +38,10 @@ func (t *Topology) Route(name string) *Route {
 	if r := t.Routes[name]; r != nil {
 		return r
 	}
-	if t.implicit != nil {
-		return t.implicit[name]
+	if t.implicit == nil || strings.HasPrefix(name, noticeRoutePrefix) {
+		return t.makeImplicit(name)
 	}
-	return t.makeImplicit(name)
+	return t.implicit[name]
 }
 
 // makeImplicit makes the implicit route of that name, or nil.
@@ -336,7 +341,7 @@ func noticeAll(n *Message, p *Policy, kind string, now time.Time, text string) [
 
 // NoticeBody is the payload of a notice.
 type NoticeBody struct {
-	Notice      string     `json:"notice"` // escalation, fallback or suspended
+	Notice      string     `json:"notice"` // escalation, fallback, suspended or sequence_gap
 	Text        string     `json:"text"`
 	MessageID   string     `json:"message_id"`
 	Type        string     `json:"type"`
@@ -353,6 +358,10 @@ type NoticeBody struct {
 	OriginRoute string     `json:"fallback_from,omitempty"`
 	// Subscription is set for a delivery of a published message.
 	Subscription string `json:"subscription,omitempty"`
+	// OrderingKey is the message's ordering key, if any, and Sequence its
+	// number among the key's messages on its route (Message.Sequence).
+	OrderingKey string `json:"ordering_key,omitempty"`
+	Sequence    int64  `json:"sequence,omitempty"`
 }
 
 // notice builds the message that tells endpoint about n. Its id is derived
@@ -362,6 +371,7 @@ func notice(n *Message, kind, endpoint, seq string, now time.Time, text string) 
 		Notice: kind, Text: text, MessageID: n.ID, Subscription: n.Subscription, Type: n.Type, Route: n.Route, State: n.State, Reason: n.Reason,
 		Attempts: n.Attempts, Endpoint: n.Endpoint, LastError: n.LastError, LastClass: n.LastClass,
 		CreatedAt: n.CreatedAt, AgeSeconds: int64(now.Sub(n.CreatedAt) / time.Second), NoticeAt: now, OriginRoute: n.FallbackFrom,
+		OrderingKey: n.OrderingKey, Sequence: n.Sequence,
 	})
 	id := n.ID + "." + kind + "." + seq + "." + endpoint
 	if n.Subscription != "" {

@@ -369,3 +369,72 @@ func TestPreparedImplicitRoutes(t *testing.T) {
 		t.Error("a prepared implicit route is made anew on each lookup")
 	}
 }
+
+// A numbered message that leaves its key's order sends a sequence_gap
+// notice, with its key and number, to the endpoints its policy escalates
+// to: the receiver will get the number after it without it. A message
+// that holds its key (block), or has no number, sends none.
+func TestSequenceGapNotice(t *testing.T) {
+	p := courier.DefaultPolicy()
+	p.Escalate = []courier.Escalation{{After: 24 * time.Hour, Notify: "ops-mail"}, {After: 48 * time.Hour, Notify: "ops-web"}}
+	top := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"ops-mail": {Name: "ops-mail"}, "ops-web": {Name: "ops-web"}, "erp": {Name: "erp"}},
+		Routes: map[string]*courier.Route{
+			"skip":  {Name: "skip", Endpoints: []string{"erp"}, OrderedOnFailure: courier.OrderedSkip},
+			"block": {Name: "block", Endpoints: []string{"erp"}, OrderedOnFailure: courier.OrderedBlock},
+		},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: p},
+	}
+	top.Prepare()
+	inflight := func(route string, seq int64) *courier.Message {
+		m := &courier.Message{ID: "m-3", Type: "invoice", Route: route, OrderingKey: "cust-1", Sequence: seq, PreviousID: "m-2"}
+		courier.Accept(m, p, false, t0)
+		m.State, m.TotalAttempts = courier.StateInflight, 1
+		return m
+	}
+	rejected := courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400"}
+	for _, tc := range []struct {
+		name  string
+		m     *courier.Message
+		want  string
+		skips bool
+	}{
+		{"skip leaves a gap", inflight("skip", 3), "suspended>ops-mail,suspended>ops-web,sequence_gap>ops-mail,sequence_gap>ops-web", true},
+		{"block holds the key", inflight("block", 3), "suspended>ops-mail,suspended>ops-web", false},
+		{"no number, no gap", inflight("skip", 0), "suspended>ops-mail,suspended>ops-web", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ns := top.AfterAttempt(tc.m, top.Endpoints["erp"], rejected, t0.Add(time.Minute), 0.5)
+			if n.State != courier.StateSuspended || n.OrderSkipped != tc.skips {
+				t.Fatalf("decided %s, skipped %v; want suspended, skipped %v", n.State, n.OrderSkipped, tc.skips)
+			}
+			if got := strings.Join(notices(t, ns), ","); got != tc.want {
+				t.Fatalf("notices %s, want %s", got, tc.want)
+			}
+			for _, notice := range ns {
+				var b courier.NoticeBody
+				if err := json.Unmarshal(notice.Payload, &b); err != nil {
+					t.Fatal(err)
+				}
+				if b.Notice == courier.NoticeSequenceGap && (b.Sequence != 3 || b.OrderingKey != "cust-1" || b.MessageID != "m-3" || b.Route != "skip") {
+					t.Errorf("gap notice %+v, want message m-3, sequence 3 of cust-1 on skip", b)
+				}
+			}
+		})
+	}
+
+	// A waiting message that expires leaves the order even on a route
+	// that blocks: a gap too.
+	w := inflight("block", 5)
+	w.State, w.TotalAttempts, w.NextAttemptAt = courier.StateQueued, 0, time.Time{}
+	w.ExpiresAt = t0.Add(time.Hour)
+	n, ns, _ := top.OnTimer(w, t0.Add(time.Hour))
+	if !n.OrderSkipped || !strings.Contains(strings.Join(notices(t, ns), ","), "sequence_gap>ops-mail") {
+		t.Fatalf("expired while waiting: skipped %v, notices %v; want a sequence_gap notice", n.OrderSkipped, notices(t, ns))
+	}
+	// Sent again, the same decision makes the same notice ids: stored once.
+	_, again, _ := top.OnTimer(w, t0.Add(time.Hour))
+	if len(again) != len(ns) || again[len(again)-1].ID != ns[len(ns)-1].ID {
+		t.Errorf("the gap notice's id changed when decided again")
+	}
+}

@@ -11,15 +11,18 @@ type Code string
 
 // The error codes of the API contract.
 const (
-	CodeInvalidArgument  Code = "invalid_argument"
-	CodeNotFound         Code = "not_found"
-	CodeConflict         Code = "conflict"
-	CodeUnauthenticated  Code = "unauthenticated"
-	CodePermissionDenied Code = "permission_denied"
-	CodePayloadTooLarge  Code = "payload_too_large"
-	CodeRateLimited      Code = "rate_limited"
-	CodeUnavailable      Code = "unavailable"
-	CodeInternal         Code = "internal"
+	CodeInvalidArgument Code = "invalid_argument"
+	CodeNotFound        Code = "not_found"
+	CodeConflict        Code = "conflict"
+	// CodeFailedPrecondition: a conditional change (If-Match) found the
+	// object at another version than the caller read.
+	CodeFailedPrecondition Code = "failed_precondition"
+	CodeUnauthenticated    Code = "unauthenticated"
+	CodePermissionDenied   Code = "permission_denied"
+	CodePayloadTooLarge    Code = "payload_too_large"
+	CodeRateLimited        Code = "rate_limited"
+	CodeUnavailable        Code = "unavailable"
+	CodeInternal           Code = "internal"
 )
 
 // Error is an error meant to be shown to the caller: a code and a message

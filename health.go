@@ -115,9 +115,11 @@ func (h EndpointHealth) SwitchedOn(now time.Time) EndpointHealth {
 }
 
 // EndpointActivity is what one node knows of an endpoint's recent work: the
-// attempts under way and the outcomes of the last hour, by "delivered" or
-// error class.
+// attempts under way, the outcomes of the last hour, by "delivered" or
+// error class, and how many attempts it lets be in flight at once
+// (max_concurrency, or the limit learnt with auto).
 type EndpointActivity struct {
-	InFlight int
-	LastHour map[string]int
+	InFlight         int
+	LastHour         map[string]int
+	ConcurrencyLimit int
 }

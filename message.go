@@ -116,7 +116,23 @@ type Message struct {
 	// (resubmitted there, or fallen back) joins its key's order on that
 	// route and is not marked.
 	OrderSkipped bool
-	TimerAt      time.Time // the next escalation, fallback or expiry; zero for none
+	// Sequence numbers the messages of one ordering key on one route, 1, 2,
+	// 3 … in ingest order, so that a receiver can check their order itself
+	// (Courier-Sequence). The store gives it at ingest to a message that
+	// joins its key's order then (JoinsKey); 0 for any other. A message
+	// keeps it for life: resubmitted to another route, fallen back or sent
+	// again, it still carries its place on the route it was ingested to.
+	Sequence int64
+	// PreviousID is the id of the message numbered Sequence-1 on that route
+	// and key, whether or not it was delivered (Courier-Previous-Id); empty
+	// for the first.
+	PreviousID string
+	// TraceParent is the W3C trace context (traceparent) of the ingest
+	// that stored the message, so that its attempts continue the sender's
+	// trace; empty when tracing was off. A published message's deliveries
+	// share it.
+	TraceParent string
+	TimerAt     time.Time // the next escalation, fallback or expiry; zero for none
 	// NextAttemptAt is when a queued message is due. It is zero while the
 	// message waits for an earlier message of its ordering key (Waiting).
 	NextAttemptAt time.Time

@@ -57,6 +57,22 @@ func (g KeyGroup) Next() int64 {
 	return g.OldestWaiting
 }
 
+// SequenceHead is where the numbering of an ordering key on a route
+// stands (Message.Sequence): the last number given and the id of its
+// message; zero before the first.
+type SequenceHead struct {
+	Last int64
+	ID   string
+}
+
+// Number gives m, a message that joins its key's order at ingest, the
+// number after h and h's message as its previous one, and returns the head
+// that leaves.
+func (h SequenceHead) Number(m *Message) SequenceHead {
+	m.Sequence, m.PreviousID = h.Last+1, h.ID
+	return SequenceHead{Last: m.Sequence, ID: m.ID}
+}
+
 // Wait makes m a waiting member of its key's group: queued with no due time.
 func Wait(m *Message) { m.NextAttemptAt = time.Time{} }
 

@@ -64,13 +64,15 @@ type Store interface {
 	// Message.HoldsKey). CodeNotFound when none does.
 	KeyHolder(ctx context.Context, route, key string) (*Message, error)
 
-	// Actions returns the operator actions on one subject, oldest first.
+	// Actions returns the actions recorded on one subject, oldest first:
+	// operator actions, and changes of topology objects of that name.
 	Actions(ctx context.Context, subject string) ([]Action, error)
 
 	// Purge deletes up to limit terminal messages or deliveries (with
 	// their attempts and actions) that finished before the cutoff, and
 	// reports how many it deleted. A published message's payload goes with
-	// the last of its deliveries.
+	// the last of its deliveries. Up to limit operational events recorded
+	// before the cutoff go too.
 	Purge(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// ClaimDue leases due queued messages for delivery: for each route quota,
@@ -121,6 +123,11 @@ type Store interface {
 	// Bulk returns one operation, or CodeNotFound.
 	Bulk(ctx context.Context, id string) (BulkOp, error)
 
+	// StopBulk ends an operation not yet done, for the reason given, at
+	// now: it takes no batch more. It returns the operation as it stands
+	// (as it was, when it was done already), or CodeNotFound.
+	StopBulk(ctx context.Context, id, reason string, now time.Time) (BulkOp, error)
+
 	// PendingBulks returns the operations not yet done, to resume them.
 	PendingBulks(ctx context.Context) ([]BulkOp, error)
 
@@ -167,6 +174,43 @@ type Store interface {
 	// with how many messages of it came and when the first and the last
 	// did. Its cost grows with the number of types, not of messages.
 	Types(ctx context.Context) ([]TypeSeen, error)
+
+	// TopologyVersion returns the version of the topology held in the
+	// store: 0 before its first change.
+	TopologyVersion(ctx context.Context) (int64, error)
+
+	// TopologyChanges returns the objects written after version since
+	// (deleted ones as tombstones, with a nil Spec), in no particular
+	// order, and the version they bring a reader to. Every change up to
+	// that version is in the answer or earlier ones: a writer's objects
+	// become visible together with its version.
+	TopologyChanges(ctx context.Context, since int64) ([]TopologyObject, int64, error)
+
+	// WriteTopology writes objects (a nil Spec deletes: it leaves a
+	// tombstone) and records the actions, in one transaction, as version
+	// base+1, which it returns; each object and action gets that Version.
+	// When the stored version is no longer base it writes nothing and
+	// returns ErrTopologyMoved. Writers of every node are serialized, so
+	// versions become visible in order.
+	WriteTopology(ctx context.Context, base int64, objects []TopologyObject, actions []Action) (int64, error)
+
+	// Audit lists the recorded actions, operator actions and topology
+	// changes alike, newest first.
+	Audit(ctx context.Context, f AuditFilter) (AuditPage, error)
+
+	// RecordEvent records an operational event, unless one with its ID is
+	// recorded already (another node, or an earlier try, recorded the same
+	// transition): then it writes nothing and reports false. In the same
+	// transaction, taken in turns with the other writers of the event's
+	// subject, decide is given the subject's events recorded at or after
+	// since, newest first, and returns the event as it is to be recorded
+	// (its Notified decided) with the notices it sends, which are ingested
+	// as Apply ingests a change's notices.
+	RecordEvent(ctx context.Context, ev Event, since time.Time, decide func(recent []Event) (Event, []*Message)) (Event, bool, error)
+
+	// Events lists the recorded operational events that the filter
+	// selects, newest first.
+	Events(ctx context.Context, f EventFilter) (EventPage, error)
 
 	// Ping reports whether the store can be read and written.
 	Ping(ctx context.Context) error
@@ -237,13 +281,15 @@ type IngestResult struct {
 
 // MessageFilter selects messages for a listing. Empty fields match all.
 type MessageFilter struct {
-	State         State
-	Type          string
-	Route         string
-	Endpoint      string
-	Subscription  string // the deliveries of published messages to this subscription
-	Reason        Reason
-	Sender        string // the API key that ingested the messages
+	State        State
+	Type         string
+	Route        string
+	Endpoint     string
+	Subscription string // the deliveries of published messages to this subscription
+	Reason       Reason
+	// Reasons, when given, matches messages suspended for any of them.
+	Reasons       []Reason `json:",omitempty"`
+	Sender        string   // the API key that ingested the messages
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
 	Limit         int    // at most MaxListLimit; 0 means DefaultListLimit
@@ -298,8 +344,20 @@ type Action struct {
 	At      time.Time
 	Who     string // the API key's name
 	Kind    ActionKind
-	Subject string // a message's Key or an endpoint name
+	Subject string // a message's Key, an endpoint name, or a topology object's name
 	Detail  string // e.g. the new route of a resubmit
+	// Object is the kind of topology object a topology change (create,
+	// replace, delete) changed; empty for other actions.
+	Object TopologyKind
+	// Before and After are a changed topology object's spec (JSON, its
+	// secrets shown as "set") before and after the change; empty when it did
+	// not exist.
+	Before, After string
+	// Version is the topology version a topology change made; 0 for other
+	// actions.
+	Version int64
+	// Seq orders the log: set by the store.
+	Seq int64
 }
 
 // ActionKind names an operator action.
@@ -313,6 +371,12 @@ const (
 	ActionReplay      ActionKind = "replay" // a subscription given deliveries of earlier messages
 	ActionEndpointOff ActionKind = "endpoint_off"
 	ActionEndpointOn  ActionKind = "endpoint_on"
+
+	// Changes of the topology held in the store (DESIGN §15).
+	ActionCreate        ActionKind = "create"         // an object that did not exist
+	ActionReplace       ActionKind = "replace"        // an object written anew
+	ActionDelete        ActionKind = "delete"         // an object removed
+	ActionRotateSecrets ActionKind = "rotate_secrets" // an object's secrets encrypted under a new key
 )
 
 // BulkOp is a resubmit or discard of every message that matches a filter,
@@ -325,9 +389,15 @@ type BulkOp struct {
 	// Replay is what a replay (Kind ActionReplay) gives deliveries of, and
 	// to which subscription; nil for other operations. Filter is not used.
 	Replay *Replay
-	Who    string
-	Count  int // messages done so far
-	Done   bool
+	// Redrive says which recovery of an endpoint a re-drive (a resubmit by
+	// courier itself) follows; nil for an operator's operation.
+	Redrive *RedriveOf
+	Who     string
+	Count   int // messages done so far
+	Done    bool
+	// Stopped says why an operation was ended before it was through
+	// (StopBulk); empty for one that was not.
+	Stopped string
 	// Position and End say how far it got: the ingest sequence number of
 	// the last message looked at, and of the last it will look at (the
 	// newest when it began). Position/End is its progress.

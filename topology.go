@@ -79,10 +79,14 @@ func ParseRate(s string) (Rate, error) {
 // Endpoint is one concrete target on one transport, with its own health
 // rules and politeness limits.
 type Endpoint struct {
-	Name                    string
-	Transport               Transport
-	Timeout                 time.Duration
-	MaxConcurrency          int
+	Name           string
+	Transport      Transport
+	Timeout        time.Duration
+	MaxConcurrency int
+	// AutoConcurrency (max_concurrency: auto) lets the engine adapt the
+	// attempts in flight to the receiver (AdaptiveLimit); MaxConcurrency is
+	// then the most it may reach (max_concurrency_ceiling).
+	AutoConcurrency         bool
 	MinInterval             time.Duration
 	Rate                    Rate
 	TimeoutOn               []ErrorClass
@@ -190,6 +194,9 @@ type Route struct {
 	// own, and EndpointTemplate gives the settings of the resolved ones.
 	Lookup           *Lookup
 	EndpointTemplate *Endpoint
+	// Redrive resubmits the route's suspended messages when one of its
+	// endpoints recovers (redrive:); nil when the route does not.
+	Redrive *Redrive
 }
 
 // Policy says how often and how long messages of a type are retried, and what
@@ -241,22 +248,19 @@ type Topology struct {
 	// Subscriptions give published messages their deliveries (DESIGN §14).
 	Subscriptions map[string]*Subscription
 
-	// implicit holds the implicit routes by name once Prepare made them;
-	// until then Route makes one on each call.
+	// implicit holds the workflows' implicit routes by name once Prepare
+	// made them; until then Route makes one on each call.
 	implicit map[string]*Route
 }
 
-// Prepare makes the implicit routes of the topology (the notices to each
-// endpoint, each workflow's steps and compensations) once, so that looking
-// one up parses no name. Call it when the topology is complete and before
-// it is shared; a topology is not changed after that (a reload makes a new
-// one).
+// Prepare makes the implicit routes of the workflows (their steps and
+// compensations) once, so that looking one up parses no name. Notice
+// routes, one per endpoint, are made when asked for: notices are rare,
+// and making ten thousand routes on every change of the topology is not.
+// Call it when the topology is complete and before it is shared; a
+// topology is not changed after that (a change makes a new one).
 func (t *Topology) Prepare() {
 	implicit := map[string]*Route{}
-	for name := range t.Endpoints {
-		r := NoticeRoute(name)
-		implicit[r] = t.makeImplicit(r)
-	}
 	for _, w := range t.Routes {
 		if w.Workflow == nil {
 			continue

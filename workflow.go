@@ -432,7 +432,7 @@ func (t *Topology) AfterAttempt(m *Message, e *Endpoint, r Result, now time.Time
 		next, notices = AfterAttempt(m, t.Policy(m.Type), e, r, now, rnd)
 	}
 	t.keepOrder(next)
-	return next, notices
+	return next, append(notices, t.gapNotices(m, next, now)...)
 }
 
 // AfterAbandon is AfterAbandon by m's policy, or AfterStepAbandoned, with
@@ -444,7 +444,7 @@ func (t *Topology) AfterAbandon(m *Message, now time.Time) (next *Message, notic
 		next, notices = AfterAbandon(m, t.Policy(m.Type), now)
 	}
 	t.keepOrder(next)
-	return next, notices
+	return next, append(notices, t.gapNotices(m, next, now)...)
 }
 
 // OnTimer is OnTimer by m's policy, or OnStepTimer, with the route's
@@ -456,7 +456,7 @@ func (t *Topology) OnTimer(m *Message, now time.Time) (next *Message, notices []
 		next, notices, changed = OnTimer(m, t.Policy(m.Type), now)
 	}
 	t.keepOrder(next)
-	return next, notices, changed
+	return next, append(notices, t.gapNotices(m, next, now)...), changed
 }
 
 // keepOrder is KeepOrder by the route a decided message is on, looked up
@@ -465,6 +465,29 @@ func (t *Topology) keepOrder(n *Message) {
 	if n.State == StateSuspended && n.OrderingKey != "" {
 		KeepOrder(n, t.Route(n.Route))
 	}
+}
+
+// gapNotices tells of a numbered message that left its key's order in
+// decision m → n (suspended on a route that skips, or expired while it
+// waited): the messages numbered after it go on without it, so its
+// receiver will get n+1 without n. The notice goes, like the policy's
+// suspension notice, to every endpoint the policy escalates to; a policy
+// without escalations sends none (the engine logs the gap).
+func (t *Topology) gapNotices(m, n *Message, now time.Time) []*Message {
+	if !LeftOrder(m, n) {
+		return nil
+	}
+	return noticeAll(n, t.PolicyFor(n), NoticeSequenceGap, now,
+		fmt.Sprintf("message %s (%s, sequence %d of ordering key %s on route %s) is %s and left its key's order: "+
+			"the messages after it go on without it, so the receiver gets sequence %d without it",
+			n.ID, n.Type, n.Sequence, n.OrderingKey, n.Route, n.State, n.Sequence))
+}
+
+// LeftOrder reports whether decision m → n takes a numbered message
+// (Message.Sequence) out of its key's order for good, which leaves a gap
+// in the sequence its receiver sees.
+func LeftOrder(m, n *Message) bool {
+	return n.Sequence != 0 && !m.OrderSkipped && n.OrderSkipped && n.State == StateSuspended
 }
 
 // StepContext returns what the delivery of m's current step carries, or nil

@@ -171,6 +171,11 @@ func (c *Client) Ready(ctx context.Context) error {
 // do sends a request and decodes a 2xx answer into out; any other answer
 // becomes a *courier.Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	return c.doWith(ctx, method, path, nil, in, out)
+}
+
+// doWith is do with headers of the caller's.
+func (c *Client) doWith(ctx context.Context, method, path string, header http.Header, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -185,6 +190,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

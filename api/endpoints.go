@@ -55,7 +55,7 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	actions, err := s.actionViews(r.Context(), name)
+	actions, err := s.actionViews(r.Context(), name, courier.KindEndpoint)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -66,6 +66,12 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Actions = actions
+	if s.opts.Catalog != nil {
+		if o, ok := s.opts.Catalog.Object(courier.KindEndpoint, name); ok {
+			v.Spec, v.Version, v.UpdatedAt, v.UpdatedBy = o.Spec, o.Version, timePtr(o.UpdatedAt), o.UpdatedBy
+			setETag(w, o.Version)
+		}
+	}
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -85,6 +91,9 @@ func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *couri
 	}
 	a := s.opts.ActivityFunc(e.Name)
 	v.Queued, v.InFlight, v.LastHour = queued, a.InFlight, a.LastHour
+	if a.ConcurrencyLimit > 0 {
+		v.ConcurrencyLimit = a.ConcurrencyLimit
+	}
 	if v.LastHour == nil {
 		v.LastHour = map[string]int{}
 	}
@@ -119,6 +128,7 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 		if ho, ok := s.opts.Observer.(HealthObserver); ok {
 			ho.HealthChanged(name, before, h)
 		}
+		s.opts.HealthSwitchedFunc(name, before, h, a.Who)
 		if on {
 			s.opts.DueFunc(nil) // its held messages may go now
 		}

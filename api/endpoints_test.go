@@ -16,7 +16,7 @@ func TestEndpoints(t *testing.T) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{
 			"acme-primary": {Name: "acme-primary", Transport: courier.TransportHTTP, Timeout: 30 * time.Second, MaxConcurrency: 4,
 				HTTP: courier.HTTPTarget{URL: "https://erp:s3cret@erp.acme.example/inbox?token=t0ken&tenant=acme", Secrets: []string{"whsec_c2VjcmV0"}}},
-			"globex": {Name: "globex", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 16,
+			"globex": {Name: "globex", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 16, AutoConcurrency: true,
 				HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}},
 		}
 		o.DueFunc = func([]string) { woken++ }
@@ -24,7 +24,7 @@ func TestEndpoints(t *testing.T) {
 			if name == "acme-primary" {
 				return courier.EndpointActivity{InFlight: 3, LastHour: map[string]int{"delivered": 5, "http_5xx": 1}}
 			}
-			return courier.EndpointActivity{}
+			return courier.EndpointActivity{ConcurrencyLimit: 11}
 		}
 	})
 	for i := 0; i < 2; i++ {
@@ -49,6 +49,12 @@ func TestEndpoints(t *testing.T) {
 	}
 	if e := list.Endpoints[1]; e.Queued != 0 || e.LastHour == nil {
 		t.Errorf("globex's queue and activity: %+v", e)
+	}
+	if e := list.Endpoints[0]; e.ConcurrencyAuto || e.ConcurrencyLimit != 4 {
+		t.Errorf("acme-primary's concurrency: auto %v, limit %d; want the fixed 4", e.ConcurrencyAuto, e.ConcurrencyLimit)
+	}
+	if e := list.Endpoints[1]; !e.ConcurrencyAuto || e.ConcurrencyLimit != 11 || e.MaxConcurrency != 16 {
+		t.Errorf("globex's concurrency: auto %v, limit %d, max %d; want auto at 11 of 16", e.ConcurrencyAuto, e.ConcurrencyLimit, e.MaxConcurrency)
 	}
 
 	status, body, _ = ts.call(t, "POST", "/v1/endpoints/globex/off", "")

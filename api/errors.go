@@ -21,13 +21,14 @@ func malformed(format string, args ...any) error {
 // statuses are the HTTP statuses of the error codes but invalid_argument,
 // which is 400 or 422 by how the request was wrong.
 var statuses = map[courier.Code]int{
-	courier.CodeNotFound:         http.StatusNotFound,
-	courier.CodeConflict:         http.StatusConflict,
-	courier.CodeUnauthenticated:  http.StatusUnauthorized,
-	courier.CodePermissionDenied: http.StatusForbidden,
-	courier.CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
-	courier.CodeRateLimited:      http.StatusTooManyRequests,
-	courier.CodeUnavailable:      http.StatusServiceUnavailable,
+	courier.CodeNotFound:           http.StatusNotFound,
+	courier.CodeConflict:           http.StatusConflict,
+	courier.CodeFailedPrecondition: http.StatusPreconditionFailed,
+	courier.CodeUnauthenticated:    http.StatusUnauthorized,
+	courier.CodePermissionDenied:   http.StatusForbidden,
+	courier.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
+	courier.CodeRateLimited:        http.StatusTooManyRequests,
+	courier.CodeUnavailable:        http.StatusServiceUnavailable,
 }
 
 // StatusOf maps an error to its HTTP status: the one place where codes
@@ -55,12 +56,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The caller went away; nobody reads this answer. A write it asked
 		// for may still have been committed: repeating it with the same id
 		// is answered 200.
-		s.opts.Logger.Debug("request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
+		s.opts.Logger.DebugContext(r.Context(), "request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
 		return
 	}
 	status := StatusOf(err)
 	if status >= 500 {
-		s.opts.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		s.opts.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	if v := retryAfter(err); v != "" {
 		w.Header().Set("Retry-After", v)

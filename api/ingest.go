@@ -27,6 +27,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
+	w, r, end := traceIngest(w, r, "ingest")
+	if end != nil {
+		defer end()
+	}
 	k := keyOf(r)
 	now := s.opts.Clock.Now()
 	if err := s.limits.take(k, now, 1); err != nil {
@@ -47,6 +51,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		return
 	}
 	m := msgs[0]
+	stampTrace(r, msgs)
 	res, err := s.opts.Store.Ingest(r.Context(), msgs)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -195,6 +200,10 @@ func newMessageID() (string, error) {
 }
 
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	w, r, end := traceIngest(w, r, "ingest batch")
+	if end != nil {
+		defer end()
+	}
 	body, err := readBody(r, w, s.opts.MaxBatchBytes)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -247,6 +256,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(msgs) > 0 {
+		stampTrace(r, msgs)
 		res, err := s.opts.Store.Ingest(r.Context(), msgs)
 		if err != nil {
 			s.writeError(w, r, err)

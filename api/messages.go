@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"net/http"
-	"strconv"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -55,7 +54,7 @@ func (s *Server) writeMessage(w http.ResponseWriter, r *http.Request, m *courier
 		return
 	}
 	if len(v.Deliveries) == 0 {
-		if v.Actions, err = s.actionViews(r.Context(), m.Key()); err != nil {
+		if v.Actions, err = s.actionViews(r.Context(), m.Key(), ""); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -198,26 +197,11 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason", f.Reason)
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > courier.MaxListLimit {
-			return f, courier.Errorf(courier.CodeInvalidArgument, "limit must be a whole number from 1 to %d", courier.MaxListLimit)
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = listLimit(q); err != nil {
+		return f, err
 	}
-	for _, tf := range []struct {
-		key string
-		dst *time.Time
-	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
-		if v := q.Get(tf.key); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return f, courier.Errorf(courier.CodeInvalidArgument, "%s must be an RFC 3339 time", tf.key)
-			}
-			*tf.dst = t
-		}
-	}
-	return f, nil
+	return f, queryTimes(q, map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore})
 }
 
 func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {

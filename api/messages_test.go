@@ -170,3 +170,37 @@ func TestOrderingShown(t *testing.T) {
 		t.Fatalf("o-1 shown as %s", body)
 	}
 }
+
+// TestSequenceShown: a message with an ordering key is shown with its
+// number in its key's order and the id of the one before it, in the answer
+// to its ingest and in a read; a message without a key has neither field.
+func TestSequenceShown(t *testing.T) {
+	ts := newTestServer(t)
+	for i, id := range []string{"s-1", "s-2", "s-free"} {
+		key := `"ordering_key":"c-7",`
+		if id == "s-free" {
+			key = ""
+		}
+		st, body, _ := ts.call(t, "PUT", "/v1/messages/"+id, `{"type":"order","route":"acme",`+key+`"payload":{}}`)
+		if st != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", id, st, body)
+		}
+		_, got, _ := ts.call(t, "GET", "/v1/messages/"+id, "")
+		wantSeq, wantPrev := []int64{1, 2, 0}[i], []string{"", "s-1", ""}[i]
+		for _, b := range [][]byte{body, got} {
+			var raw map[string]any
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			m := decode[api.Message](t, b)
+			if m.Sequence != wantSeq || m.PreviousID != wantPrev {
+				t.Errorf("%s shown with sequence %d after %q, want %d after %q: %s", id, m.Sequence, m.PreviousID, wantSeq, wantPrev, b)
+			}
+			_, hasSeq := raw["sequence"]
+			_, hasPrev := raw["previous_id"]
+			if hasSeq != (wantSeq != 0) || hasPrev != (wantPrev != "") {
+				t.Errorf("%s: fields sequence %v and previous_id %v shown; want them only when set: %s", id, hasSeq, hasPrev, b)
+			}
+		}
+	}
+}

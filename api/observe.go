@@ -135,13 +135,20 @@ func (s *Server) handleMetrics(h http.Handler) http.HandlerFunc {
 }
 
 // actionViews returns the operator actions on a message or endpoint.
-func (s *Server) actionViews(ctx context.Context, subject string) ([]ActionView, error) {
+// actionViews returns the actions on a message or an endpoint: those
+// recorded with the subject, less the changes of topology objects of
+// another kind that share its name (object is the kind it is, empty for
+// a message).
+func (s *Server) actionViews(ctx context.Context, subject string, object courier.TopologyKind) ([]ActionView, error) {
 	actions, err := s.opts.Store.Actions(ctx, subject)
 	if err != nil {
 		return nil, err
 	}
 	var out []ActionView
 	for _, a := range actions {
+		if a.Object != "" && a.Object != object {
+			continue
+		}
 		out = append(out, ActionView{At: a.At, Who: a.Who, Kind: a.Kind, Detail: a.Detail})
 	}
 	return out, nil

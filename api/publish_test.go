@@ -79,6 +79,13 @@ func TestPublish(t *testing.T) {
 	if l := decode[api.AttemptList](t, body); status != 200 || len(l.Attempts) != 1 || l.Attempts[0].Subscription != "globex-acme" || l.Attempts[0].Status != 400 {
 		t.Fatalf("attempts of the message: %d %s", status, body)
 	}
+	status, body, _ = ts.call(t, "GET", "/v1/messages/o-1/deliveries/globex-acme/attempts", "")
+	if l := decode[api.AttemptList](t, body); status != 200 || len(l.Attempts) != 1 || l.Attempts[0].Subscription != "globex-acme" {
+		t.Fatalf("attempts of one delivery: %d %s", status, body)
+	}
+	// A published message is resent delivery by delivery.
+	status, body, _ = ts.call(t, "POST", "/v1/messages/o-1/resend", "")
+	wantError(t, status, body, 409, courier.CodeConflict, "/v1/messages/o-1/deliveries/")
 	status, body, _ = ts.call(t, "GET", "/v1/messages?subscription=globex-acme&state=suspended", "")
 	if l := decode[api.MessageList](t, body); status != 200 || len(l.Messages) != 1 || l.Messages[0].Subscription != "globex-acme" || l.Messages[0].ID != "o-1" {
 		t.Fatalf("suspended list by subscription: %d %s", status, body)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -33,6 +35,34 @@ func checkQuery(r *http.Request, params []string) error {
 			return courier.Errorf(courier.CodeInvalidArgument, "unknown query parameter %q", key)
 		case len(q[key]) > 1:
 			return courier.Errorf(courier.CodeInvalidArgument, "query parameter %q is given %d times; it takes one value", key, len(q[key]))
+		}
+	}
+	return nil
+}
+
+// listLimit reads the limit of a listing, 0 when the query gives none.
+func listLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > courier.MaxListLimit {
+		return 0, courier.Errorf(courier.CodeInvalidArgument, "limit must be a whole number from 1 to %d", courier.MaxListLimit)
+	}
+	return n, nil
+}
+
+// queryTimes reads RFC 3339 times of a query into their destinations,
+// leaving those the query does not give.
+func queryTimes(q url.Values, dst map[string]*time.Time) error {
+	for _, key := range slices.Sorted(maps.Keys(dst)) {
+		if v := q.Get(key); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return courier.Errorf(courier.CodeInvalidArgument, "%s must be an RFC 3339 time", key)
+			}
+			*dst[key] = t
 		}
 	}
 	return nil

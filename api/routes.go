@@ -31,7 +31,8 @@ type EndpointConfig struct {
 	Name                    string               `json:"name"`
 	Transport               courier.Transport    `json:"transport"`
 	Timeout                 string               `json:"timeout"`
-	MaxConcurrency          int                  `json:"max_concurrency"`
+	MaxConcurrency          int                  `json:"max_concurrency"`            // with concurrency_auto, the ceiling
+	ConcurrencyAuto         bool                 `json:"concurrency_auto,omitempty"` // max_concurrency: auto
 	MinInterval             string               `json:"min_interval,omitempty"`
 	Rate                    string               `json:"rate,omitempty"`
 	TimeoutOn               []courier.ErrorClass `json:"timeout_on"`
@@ -147,7 +148,8 @@ func toConfig(t *courier.Topology) Config {
 // toEndpointConfig shows an endpoint that has been redacted already.
 func toEndpointConfig(e *courier.Endpoint) EndpointConfig {
 	v := EndpointConfig{Name: e.Name, Transport: e.Transport, Timeout: e.Timeout.String(), MaxConcurrency: e.MaxConcurrency,
-		TimeoutOn: e.TimeoutOn, SuspendOn: e.SuspendOn, Permanent: e.PermanentClasses,
+		ConcurrencyAuto: e.AutoConcurrency,
+		TimeoutOn:       e.TimeoutOn, SuspendOn: e.SuspendOn, Permanent: e.PermanentClasses,
 		RetriesBeforeSuspension: e.RetriesBeforeSuspension, Suspension: toBackoff(e.Suspension)}
 	if e.MinInterval > 0 {
 		v.MinInterval = e.MinInterval.String()

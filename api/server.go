@@ -65,6 +65,14 @@ type Options struct {
 	Receivers courier.Receivers
 	// Resolver, if set, answers GET /v1/lookup (courier lookup).
 	Resolver courier.Resolver
+	// Catalog, if set, shows the topology's objects and, when the store
+	// holds them, changes them (DESIGN §15); without it those paths
+	// answer 503.
+	Catalog Catalog
+	// HealthSwitchedFunc, if set, is told of every endpoint switch, with
+	// the health before and after and who switched (the engine's
+	// HealthSwitched, which records its operational event).
+	HealthSwitchedFunc func(endpoint string, before, after courier.EndpointHealth, who string)
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
@@ -93,6 +101,9 @@ type Server struct {
 	keys     atomic.Pointer[keyring]
 	limits   limiter
 	mux      *http.ServeMux
+	// patterns are the route table's, in its order: what the OpenAPI
+	// description must cover (checked by a test).
+	patterns []string
 }
 
 // NewServer returns a Server for the options.
@@ -117,6 +128,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.ScheduledFunc == nil {
 		o.ScheduledFunc = func(string, time.Time) {}
+	}
+	if o.HealthSwitchedFunc == nil {
+		o.HealthSwitchedFunc = func(string, courier.EndpointHealth, courier.EndpointHealth, string) {}
 	}
 	if o.ActivityFunc == nil {
 		o.ActivityFunc = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
@@ -165,13 +179,38 @@ func NewServer(o Options) *Server {
 		{"POST /v1/receivers/{name}/stop", accessOperate, nil, s.handleReceiverSwitch(false)},
 		{"POST /v1/receivers/{name}/start", accessOperate, nil, s.handleReceiverSwitch(true)},
 		{"POST /v1/reload", accessAdmin, nil, s.handleReload},
+		{"GET /v1/topology", accessOperate, nil, s.handleTopology},
+		{"PUT /v1/topology", accessAdmin, []string{"prune", "dry_run"}, s.handleApply},
+		{"POST /v1/topology/rotate-secrets", accessAdmin, nil, s.handleRotateSecrets},
+		{"PUT /v1/endpoints/{name}", accessAdmin, nil, s.handlePutObject(courier.KindEndpoint)},
+		{"DELETE /v1/endpoints/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindEndpoint)},
+		{"GET /v1/routes/{name}", accessOperate, nil, s.handleObject(courier.KindRoute)},
+		{"PUT /v1/routes/{name}", accessAdmin, nil, s.handlePutObject(courier.KindRoute)},
+		{"DELETE /v1/routes/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindRoute)},
+		{"GET /v1/policies", accessOperate, nil, s.handleObjects(courier.KindPolicy)},
+		{"GET /v1/policies/{name}", accessOperate, nil, s.handleObject(courier.KindPolicy)},
+		{"PUT /v1/policies/{name}", accessAdmin, nil, s.handlePutObject(courier.KindPolicy)},
+		{"DELETE /v1/policies/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindPolicy)},
+		{"GET /v1/subscriptions", accessOperate, nil, s.handleObjects(courier.KindSubscription)},
+		{"GET /v1/subscriptions/{name}", accessOperate, nil, s.handleObject(courier.KindSubscription)},
+		{"PUT /v1/subscriptions/{name}", accessAdmin, nil, s.handlePutObject(courier.KindSubscription)},
+		{"DELETE /v1/subscriptions/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindSubscription)},
+		{"GET /v1/audit", accessOperate, auditParams, s.handleAudit},
+		{"GET /v1/events", accessOperate, eventParams, s.handleEvents},
+		{"GET /v1/keys", accessAdmin, nil, s.handleObjects(courier.KindKey)},
+		{"GET /v1/keys/{name}", accessAdmin, nil, s.handleObject(courier.KindKey)},
+		{"PUT /v1/keys/{name}", accessAdmin, nil, s.handlePutObject(courier.KindKey)},
+		{"DELETE /v1/keys/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindKey)},
 		{"GET /v1/stats", accessOperate, nil, s.handleStats},
 		{"GET /v1/routes", accessOperate, nil, s.handleRoutes},
 		{"GET /metrics", accessOperate, anyQuery, s.handleMetrics(o.Metrics)},
 		{"GET /healthz", accessPublic, anyQuery, s.handleHealthz},
 		{"GET /readyz", accessPublic, anyQuery, s.handleReadyz},
+		{"GET /v1/openapi.json", accessPublic, nil, s.handleOpenAPIJSON},
+		{"GET /v1/openapi.yaml", accessPublic, nil, s.handleOpenAPIYAML},
 	} {
 		s.mux.Handle(rt.pattern, s.guard(rt.access, rt.params, rt.handler))
+		s.patterns = append(s.patterns, rt.pattern)
 	}
 	return s
 }
@@ -219,8 +258,10 @@ func (s *Server) guard(a access, params []string, h http.HandlerFunc) http.Handl
 }
 
 // publicPaths answer without a key: probes of load balancers and
-// orchestrators carry none.
-var publicPaths = map[string]bool{"/healthz": true, "/readyz": true}
+// orchestrators carry none, and the OpenAPI description tells only what
+// the API is (no data, no configuration), which client generators fetch
+// before they have a key.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true}
 
 // ServeHTTP authenticates and routes a request. With keys configured, every
 // request but the probes needs a valid key, before anything else about it

@@ -46,7 +46,7 @@ func newTestServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
 	for _, f := range mutate {
 		f(&o)
 	}
-	ts.Server = httptest.NewServer(api.NewServer(o))
+	ts.Server = httptest.NewServer(validated(t, api.NewServer(o)))
 	t.Cleanup(ts.Close)
 	return ts
 }

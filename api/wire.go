@@ -76,7 +76,13 @@ type Message struct {
 	LastClass     string         `json:"last_class,omitempty"`
 	Priority      int            `json:"priority"`
 	OrderingKey   string         `json:"ordering_key,omitempty"`
-	Recipient     string         `json:"recipient,omitempty"`
+	// Sequence is the message's number among the messages of its ordering
+	// key on the route it was ingested to, and PreviousID the id of the one
+	// numbered before it: what the receiver gets as Courier-Sequence and
+	// Courier-Previous-Id. Omitted for a message without a number.
+	Sequence   int64  `json:"sequence,omitempty"`
+	PreviousID string `json:"previous_id,omitempty"`
+	Recipient  string `json:"recipient,omitempty"`
 	// Ordering tells where a message with an ordering key stands in its
 	// key's order: "waiting" behind an earlier message of the key (shown
 	// whole as WaitingFor), "holds_key" (suspended: the key waits until it
@@ -126,8 +132,12 @@ type Delivery struct {
 	LastError     string         `json:"last_error,omitempty"`
 	LastClass     string         `json:"last_class,omitempty"`
 	Ordering      string         `json:"ordering,omitempty"`
-	UpdatedAt     time.Time      `json:"updated_at"`
-	FinishedAt    *time.Time     `json:"finished_at,omitempty"`
+	// Sequence and PreviousID are the delivery's, numbered on its route
+	// (Message.Sequence).
+	Sequence   int64      `json:"sequence,omitempty"`
+	PreviousID string     `json:"previous_id,omitempty"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 // WorkflowView is where a message stands in the workflow of its workflow
@@ -226,7 +236,8 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 		ID: m.ID, Type: m.Type, Route: m.Route, Subscription: m.Subscription, State: m.State, Reason: m.Reason,
 		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
 		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
-		Priority: m.Priority, OrderingKey: m.OrderingKey, Recipient: m.Recipient, ContentType: m.ContentType,
+		Priority: m.Priority, OrderingKey: m.OrderingKey, Sequence: m.Sequence, PreviousID: m.PreviousID,
+		Recipient: m.Recipient, ContentType: m.ContentType,
 		Headers: m.Headers, Size: m.Size, DeliverAfter: timePtr(m.DeliverAfter),
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
@@ -268,6 +279,7 @@ func toPublished(ds []*courier.Message, t *courier.Topology, full bool) Message 
 	}
 	v := toMessage(ds[0], t, full)
 	v.Route, v.Subscription, v.Workflow = "", "", nil
+	v.Sequence, v.PreviousID = 0, "" // each delivery's, on its route
 	v.Reason, v.NextAttemptAt, v.Endpoint, v.LastError, v.LastClass, v.Ordering = "", nil, "", "", "", ""
 	v.State, v.Attempts, v.ResubmitCount, v.FinishedAt = courier.Summary(ds), 0, 0, nil
 	v.Deliveries = make([]Delivery, len(ds))
@@ -283,7 +295,7 @@ func toPublished(ds []*courier.Message, t *courier.Topology, full bool) Message 
 		v.Deliveries[i] = Delivery{Subscription: d.Subscription, Route: d.Route, State: d.State, Reason: d.Reason,
 			Attempts: d.Attempts, ResubmitCount: d.ResubmitCount, NextAttemptAt: timePtr(d.NextAttemptAt),
 			Endpoint: d.Endpoint, LastError: d.LastError, LastClass: string(d.LastClass), Ordering: ordering(d),
-			UpdatedAt: d.UpdatedAt, FinishedAt: timePtr(d.FinishedAt)}
+			Sequence: d.Sequence, PreviousID: d.PreviousID, UpdatedAt: d.UpdatedAt, FinishedAt: timePtr(d.FinishedAt)}
 	}
 	return v
 }
@@ -372,6 +384,9 @@ type Operation struct {
 	Done  bool               `json:"done"`
 	Who   string             `json:"who"`
 	Route string             `json:"route,omitempty"`
+	// Stopped says why the operation was ended before it was through (a
+	// re-drive whose endpoint was suspended again).
+	Stopped string `json:"stopped,omitempty"`
 	// Progress is how far it got through the messages, from 0 to 1.
 	Progress  float64     `json:"progress"`
 	Replay    *ReplayView `json:"replay,omitempty"`
@@ -405,7 +420,7 @@ type ReplayRequest struct {
 
 func toOperation(op courier.BulkOp) Operation {
 	v := Operation{ID: op.ID, Kind: op.Kind, Count: op.Count, Done: op.Done, Who: op.Who, Route: op.Route,
-		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+		Stopped: op.Stopped, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	switch {
 	case op.Done:
 		v.Progress = 1
@@ -445,10 +460,22 @@ type Endpoint struct {
 	Queued         int                 `json:"queued"`             // on the routes that use it
 	LastHour       map[string]int      `json:"last_hour_outcomes"` // on this node, by "delivered" or class
 	Timeout        string              `json:"timeout"`
-	MaxConcurrency int                 `json:"max_concurrency"`
-	MinInterval    string              `json:"min_interval,omitempty"`
-	Rate           string              `json:"rate,omitempty"`
-	Actions        []ActionView        `json:"actions,omitempty"`
+	MaxConcurrency int                 `json:"max_concurrency"` // with concurrency_auto, the ceiling
+	// ConcurrencyAuto is max_concurrency: auto; ConcurrencyLimit is the
+	// attempts this node lets be in flight now: max_concurrency, or with
+	// auto the limit it has learnt from the endpoint's answers.
+	ConcurrencyAuto  bool         `json:"concurrency_auto"`
+	ConcurrencyLimit int          `json:"concurrency_limit"`
+	MinInterval      string       `json:"min_interval,omitempty"`
+	Rate             string       `json:"rate,omitempty"`
+	Actions          []ActionView `json:"actions,omitempty"`
+	// Spec is the endpoint's fields as in the configuration file (secrets
+	// shown as "set"), and Version the topology version that last wrote
+	// it (0 when the file holds the topology): its ETag for If-Match.
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	Version   int64           `json:"version,omitempty"`
+	UpdatedAt *time.Time      `json:"updated_at,omitempty"`
+	UpdatedBy string          `json:"updated_by,omitempty"`
 }
 
 // EndpointList is every configured endpoint.
@@ -466,7 +493,8 @@ type ActionView struct {
 
 func toEndpoint(e *courier.Endpoint, h courier.EndpointHealth) Endpoint {
 	v := Endpoint{Name: e.Name, Transport: e.Transport, Target: target(e), State: h.State, Failures: h.Failures,
-		Suspensions: h.Suspensions, Timeout: e.Timeout.String(), MaxConcurrency: e.MaxConcurrency}
+		Suspensions: h.Suspensions, Timeout: e.Timeout.String(), MaxConcurrency: e.MaxConcurrency,
+		ConcurrencyAuto: e.AutoConcurrency, ConcurrencyLimit: max(e.MaxConcurrency, 1)}
 	if v.State == "" {
 		v.State = courier.HealthActive
 	}

@@ -29,7 +29,7 @@ func TestWorkflowShown(t *testing.T) {
 	store := sqlitetest.Open(t)
 	top := workflowTopology()
 	srv := api.NewServer(api.Options{Store: store, Topology: top})
-	ts := &testServer{Server: httptest.NewServer(srv), store: store}
+	ts := &testServer{Server: httptest.NewServer(validated(t, srv)), store: store}
 	t.Cleanup(ts.Close)
 
 	status, body, _ := ts.call(t, "PUT", "/v1/messages/w-1", `{"type":"booking","route":"book","payload":{"seat":"12A"}}`)

@@ -1,6 +1,8 @@
 // Package config reads courier's YAML configuration (DESIGN §9) into the
 // server settings and the courier.Topology of endpoints, routes, policies
-// and subscriptions.
+// and subscriptions. When the file leaves the topology to the store (DESIGN
+// §15), the same rules read the store's objects one at a time
+// (DecodeObject) and put them together (Assemble).
 //
 // Everything is checked at load: unknown keys, types, ranges and references
 // between sections. All problems are reported at once, each naming the file,
@@ -44,6 +46,9 @@ type Config struct {
 	MaxBatchBytes int64
 	// Log chooses the log handler.
 	Log Log
+	// Tracing turns on OpenTelemetry tracing; the standard
+	// OTEL_EXPORTER_OTLP_* variables turn it on too.
+	Tracing Tracing
 	// PublicURL is where people reach courier, for links in notices; empty
 	// when unknown.
 	PublicURL string
@@ -51,11 +56,33 @@ type Config struct {
 	Keys map[string]Key
 	// Outbound is the SSRF guard of http endpoints.
 	Outbound Outbound
+	// SecretsKey encrypts the secrets of the topology held in the store;
+	// SecretsOldKey, during a change of key, decrypts what the old key
+	// encrypted. Each is SecretsKeySize bytes, or nil when not set.
+	SecretsKey    []byte
+	SecretsOldKey []byte
+
+	// TopologyInStore says that the file has none of the sections
+	// endpoints, routes, policies and subscriptions (or that there is no
+	// file): the topology lives in the store and is changed through the
+	// API (DESIGN §15), and Topology holds only the default policy.
+	TopologyInStore bool
+	// KeysInStore says that the API keys live in the store too, changed
+	// through the API: the topology does, and the file has no keys
+	// section.
+	KeysInStore bool
 	// Topology holds the endpoints, routes, policies and subscriptions; its
 	// Policies always has courier.DefaultPolicyName.
 	Topology *courier.Topology
+	// Specs are the file's topology objects in the store's form, for
+	// courier apply; empty when the topology is in the store.
+	Specs Specs
 	// Receivers are the receive locations by name.
 	Receivers map[string]*courier.Receiver
+	// Alerts are who hears of operational events, when a route lags and
+	// how many notices a subject may send in an hour; PublicURL is not
+	// set here (the server's public_url is).
+	Alerts courier.Alerts
 
 	// lines maps a top-level field path (store.dsn) to its line in the file,
 	// and envs to the COURIER_* variable that set it, so that checks made
@@ -82,6 +109,15 @@ const (
 	DriverSQLite   = "sqlite"
 	DriverPostgres = "postgres"
 )
+
+// Tracing sends spans over OTLP/HTTP to Endpoint (e.g.
+// http://collector:4318) when it is set, recording Sample (0 to 1) of the
+// traces courier starts; a caller's trace is recorded as the caller
+// decided.
+type Tracing struct {
+	Endpoint string
+	Sample   float64
+}
 
 // Log chooses the log handler: Format "text" or "json", Level "debug",
 // "info", "warn" or "error".

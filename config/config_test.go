@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func mustParse(t *testing.T, src string, env map[string]string) *Config {
 	if err != nil {
 		t.Fatalf("Parse:\n%v", err)
 	}
+	checkRoundTrip(t, c)
 	return c
 }
 
@@ -91,6 +93,7 @@ func TestParseExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse:\n%v", err)
 	}
+	checkRoundTrip(t, c)
 
 	if got, want := c.File, "testdata/courier.yaml"; got != want {
 		t.Errorf("File = %q, want %q", got, want)
@@ -205,6 +208,9 @@ func TestParseExample(t *testing.T) {
 	}
 	if got, want := len(c.Receivers), 3; got != want {
 		t.Errorf("%d receivers, want %d", got, want)
+	}
+	if got, want := c.Alerts, (courier.Alerts{Notify: []string{"ops-mail"}, OldestDue: 15 * time.Minute, MaxPerHour: 6}); !reflect.DeepEqual(got, want) {
+		t.Errorf("Alerts = %+v, want %+v", got, want)
 	}
 }
 
@@ -440,8 +446,14 @@ routes:
   spread: {endpoints: [a, b, c], strategy: weighted, weights: {a: 5, b: 1}}
   rr: {endpoints: [a, b], strategy: round_robin, ordered_on_failure: skip}
   one: {endpoints: [c], strategy: single}
+  again: {endpoints: [a], redrive: {on_recovery: true, reasons: [exhausted, poison], max_age: 24h}}
+  defaults: {endpoints: [b], redrive: {on_recovery: true}}
 `, nil)
 	want := map[string]*courier.Route{
+		"again": {Name: "again", Endpoints: []string{"a"}, Strategy: courier.StrategySingle, OrderedOnFailure: courier.OrderedBlock,
+			Redrive: &courier.Redrive{OnRecovery: true, Reasons: []courier.Reason{courier.ReasonExhausted, courier.ReasonPoison}, MaxAge: 24 * time.Hour}},
+		"defaults": {Name: "defaults", Endpoints: []string{"b"}, Strategy: courier.StrategySingle, OrderedOnFailure: courier.OrderedBlock,
+			Redrive: &courier.Redrive{OnRecovery: true, Reasons: []courier.Reason{courier.ReasonExhausted, courier.ReasonExpired}, MaxAge: 72 * time.Hour}},
 		"spread": {Name: "spread", Endpoints: []string{"a", "b", "c"}, Strategy: courier.StrategyWeighted,
 			Weights: map[string]int{"a": 5, "b": 1}, OrderedOnFailure: courier.OrderedBlock},
 		"rr":  {Name: "rr", Endpoints: []string{"a", "b"}, Strategy: courier.StrategyRoundRobin, OrderedOnFailure: courier.OrderedSkip},
@@ -515,6 +527,44 @@ endpoints:
 	e := c.Topology.Endpoints["c"]
 	if e.File.Dir != "c" || e.Timeout != 2*time.Minute || e.MaxConcurrency != 1 {
 		t.Errorf("endpoint merged from two: %+v", e)
+	}
+}
+
+func TestAutoConcurrency(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+endpoints:
+  a: {transport: file, dir: a, max_concurrency: auto}
+  b: {transport: file, dir: b, max_concurrency: auto, max_concurrency_ceiling: 200}
+  c: {transport: file, dir: c, max_concurrency: 4}
+  d: {transport: file, dir: d, max_concurrency: auto, suspend_on: [http_429]}
+routes:
+  nh:
+    lookup: {url: "https://registry.example/lookup?p={recipient}"}
+    endpoint_template: {max_concurrency: auto, max_concurrency_ceiling: 10}
+`, nil)
+	tests := []struct {
+		name string
+		e    *courier.Endpoint
+		auto bool
+		max  int
+	}{
+		{"auto", c.Topology.Endpoints["a"], true, courier.DefaultConcurrencyCeiling},
+		{"auto with a ceiling", c.Topology.Endpoints["b"], true, 200},
+		{"fixed", c.Topology.Endpoints["c"], false, 4},
+		{"template", c.Topology.Routes["nh"].EndpointTemplate, true, 10},
+	}
+	for _, tt := range tests {
+		if tt.e.AutoConcurrency != tt.auto || tt.e.MaxConcurrency != tt.max {
+			t.Errorf("%s: auto %v, max_concurrency %d; want %v, %d", tt.name, tt.e.AutoConcurrency, tt.e.MaxConcurrency, tt.auto, tt.max)
+		}
+	}
+	// With auto, a 429 cuts the limit instead of suspending the endpoint,
+	// unless suspend_on names it.
+	for name, want := range map[string]bool{"a": false, "c": true, "d": true} {
+		if got := slices.Contains(c.Topology.Endpoints[name].SuspendOn, courier.ClassHTTP429); got != want {
+			t.Errorf("endpoint %s suspends on http_429: %v, want %v", name, got, want)
+		}
 	}
 }
 

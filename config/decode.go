@@ -25,8 +25,16 @@ import (
 type decoder struct {
 	file      string
 	lookupEnv func(string) (string, bool)
-	lines     map[string]int // field path → line, kept on the Config for later checks
+	lines     map[string]int // field path → line, kept on the Config for later checks; nil: not kept
 	errs      Errors
+
+	// literal takes values as they are, without ${NAME} expansion or $$:
+	// a spec held in the store is final, and a $ in it is a $.
+	literal bool
+	// baseUnknown says that the policy being read will inherit from a
+	// default policy not known yet, so checks against inherited values
+	// wait until it is (see Assemble).
+	baseUnknown bool
 }
 
 func (d *decoder) errorf(line int, field, format string, args ...any) {
@@ -326,8 +334,15 @@ func (o *object) sub(name string, known []string) *object {
 	if !o.has(name) {
 		return nil
 	}
-	o.d.lines[o.field(name)] = o.keyLine(name)
+	o.d.setLine(o.field(name), o.keyLine(name))
 	return o.d.object(o.value(name), o.field(name), o.keyLine(name), known)
+}
+
+// setLine records where a field is, when the decoder keeps lines.
+func (d *decoder) setLine(field string, line int) {
+	if d.lines != nil {
+		d.lines[field] = line
+	}
 }
 
 // The typed setters below store the field's value in dst when it is given
@@ -384,7 +399,7 @@ func (o *object) parsed(name string, parse func(string) error) int {
 		o.d.errorf(n.Line, o.field(name), "%v", err)
 		return 0
 	}
-	o.d.lines[o.field(name)] = n.Line
+	o.d.setLine(o.field(name), n.Line)
 	return n.Line
 }
 
@@ -478,7 +493,8 @@ func (o *object) list(name string) (items []item, ok bool) {
 	return items, true
 }
 
-// scalar returns the text of a single value with ${NAME} expanded.
+// scalar returns the text of a single value with ${NAME} expanded (unless
+// the decoder is literal).
 func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
 		d.errorf(n.Line, path, "must be a single value, not a %s", kindName(n))
@@ -486,6 +502,9 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 	}
 	if isNull(n) {
 		return "", true
+	}
+	if d.literal {
+		return n.Value, true
 	}
 	s, err := expand(n.Value, d.lookupEnv)
 	if err != nil {

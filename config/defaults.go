@@ -14,8 +14,9 @@ import (
 const DefaultShutdownTimeout = 20 * time.Second
 
 // Default returns the configuration of a courier started without a file: a
-// loopback listener, an embedded SQLite store in ./courier-data and an empty
-// topology that has only the built-in default policy.
+// loopback listener, an embedded SQLite store in ./courier-data, and the
+// topology in the store (the file's Topology has only the built-in default
+// policy).
 func Default() *Config {
 	return &Config{
 		Listen:          "127.0.0.1:8425",
@@ -25,8 +26,13 @@ func Default() *Config {
 		MaxPayload:      courier.DefaultMaxPayload,
 		MaxBatchBytes:   courier.DefaultMaxBatchBytes,
 		Log:             Log{Format: "text", Level: "info"},
+		Tracing:         Tracing{Sample: 1},
 		Keys:            map[string]Key{},
 		Receivers:       map[string]*courier.Receiver{},
+		Alerts:          defaultAlerts(),
+		TopologyInStore: true,
+		KeysInStore:     true,
+		Specs:           Specs{},
 		Topology: &courier.Topology{
 			Endpoints:     map[string]*courier.Endpoint{},
 			Routes:        map[string]*courier.Route{},

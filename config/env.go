@@ -89,6 +89,8 @@ var envOverrides = []envOverride{
 	{"COURIER_LOG_LEVEL", "log.level", text(func(c *Config) *string { return &c.Log.Level })},
 	{"COURIER_TLS_CERT", "tls.cert", text(func(c *Config) *string { return &c.TLS.Cert })},
 	{"COURIER_TLS_KEY", "tls.key", text(func(c *Config) *string { return &c.TLS.Key })},
+	{"COURIER_SECRETS_KEY", "secrets_key", parsed(parseSecretsKey, func(c *Config) *[]byte { return &c.SecretsKey })},
+	{"COURIER_SECRETS_OLD_KEY", "secrets_old_key", parsed(parseSecretsKey, func(c *Config) *[]byte { return &c.SecretsOldKey })},
 }
 
 // text sets a field to the variable's value as it is.

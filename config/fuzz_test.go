@@ -9,9 +9,10 @@ import (
 )
 
 // FuzzParse feeds Parse arbitrary files. It must never panic; every problem
-// it reports must point at a line of the file, the same way every time; and
-// what it accepts must hang together (every reference resolves, the default
-// policy exists).
+// it reports must point at a line of the file, the same way every time; what
+// it accepts must hang together (every reference resolves, the default
+// policy exists); and its topology must come back whole from its specs, as
+// the store would hold them.
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile("testdata/courier.yaml")
 	if err != nil {
@@ -35,6 +36,8 @@ func FuzzParse(f *testing.F) {
 		"\xff\xfe",
 		"listen: $${X}\npublic_url: http://${X}/\n",
 		"routes: {r: {endpoints: [a]}}\nsubscriptions:\n  s: {types: [a.*, b], route: r, filter: {headers: {X-A: '1'}}}\n",
+		"endpoints:\n  a: {transport: file, dir: \"a\\x7f\\N\\u2028$$b\", max_concurrency: 010}\n",
+		"policies:\n  default: {backoff: {initial: 1s, max: 5s}}\n  a: {backoff: {max: 2s, factor: 1.50}}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -57,6 +60,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		checkTopology(t, c.Topology)
+		checkRoundTrip(t, c)
 	})
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -16,7 +17,8 @@ import (
 )
 
 var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
-	"log", "public_url", "keys", "outbound", "endpoints", "routes", "policies", "subscriptions", "receivers"}
+	"log", "tracing", "public_url", "secrets_key", "secrets_old_key", "keys", "outbound", "endpoints", "routes", "policies",
+	"subscriptions", "receivers", "alerts"}
 
 // config reads the top-level mapping into c. The server fields are only
 // parsed here; checkServer judges them after the environment overrides.
@@ -44,20 +46,43 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		l.str("format", &c.Log.Format)
 		l.str("level", &c.Log.Level)
 	}
+	if t := o.sub("tracing", []string{"endpoint", "sample"}); t != nil {
+		t.str("endpoint", &c.Tracing.Endpoint)
+		t.number("sample", &c.Tracing.Sample)
+	}
 	o.str("public_url", &c.PublicURL)
+	o.parsed("secrets_key", func(s string) (err error) {
+		c.SecretsKey, err = parseSecretsKey(s)
+		return err
+	})
+	o.parsed("secrets_old_key", func(s string) (err error) {
+		c.SecretsOldKey, err = parseSecretsKey(s)
+		return err
+	})
 
-	var refs []ref
+	c.TopologyInStore = !slices.ContainsFunc(courier.TopologyKinds, func(k courier.TopologyKind) bool { return o.has(k.Section()) })
+	c.KeysInStore = c.TopologyInStore && !o.has("keys")
+	var refs, routeRefs []ref
 	d.endpoints(o.value("endpoints"), c.Topology)
 	d.routes(o.value("routes"), c.Topology, &refs)
 	d.policies(o.value("policies"), c.Topology, &refs)
 	d.subscriptions(o.value("subscriptions"), c.Topology, &refs)
-	d.keys(o.value("keys"), c, &refs)
-	d.receivers(o.value("receivers"), c, &refs)
+	d.keys(o.value("keys"), c, &routeRefs)
+	d.receivers(o.value("receivers"), c, &routeRefs)
+	d.alerts(o, c, &routeRefs)
 	if out := o.sub("outbound", []string{"allow_networks"}); out != nil {
 		c.Outbound.AllowNetworks = d.networks(out, "allow_networks")
 	}
+	if !c.TopologyInStore {
+		// With the topology in the store, the routes that keys and receive
+		// locations name are the store's, which may change at run time.
+		refs = append(refs, routeRefs...)
+	}
 	d.checkRefs(c.Topology, refs)
 	c.Topology.Prepare()
+	if !c.TopologyInStore && len(d.errs) == 0 {
+		c.Specs = d.specs(o)
+	}
 }
 
 // networks parses a list of CIDRs, as the SSRF guard compares addresses
@@ -83,62 +108,76 @@ var keyFields = []string{"role", "hash", "routes", "rate", "max_suspended"}
 func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 	hashes := map[string]string{}
 	for _, p := range d.entries(n, "keys") {
-		path := "keys." + p.key
-		d.checkName(p, path, courier.ValidName)
-		o := d.object(p.value, path, p.line, keyFields)
-		k := Key{Name: p.key, MaxSuspended: DefaultMaxSuspended}
-		var role string
-		if o.required("role", ": one of sender, operator, admin") {
-			if l := o.str("role", &role); l > 0 && !slices.Contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
-				d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", clip(role))
-			}
+		k, hashLine := d.key(p, refs)
+		if hashLine > 0 && validHash(k.Hash) {
+			d.uniqueHash(hashes, k, hashLine, "keys."+p.key+".hash")
 		}
-		k.Role = Role(role)
-		if o.required("hash", `: "sha256:" and the lowercase hex SHA-256 of the secret`) {
-			if l := o.str("hash", &k.Hash); l > 0 {
-				if !validHash(k.Hash) {
-					d.errorf(l, o.field("hash"), `must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`)
-				} else if other, dup := hashes[k.Hash]; dup {
-					d.errorf(l, o.field("hash"), "is the same as the hash of key %q: each key needs its own secret", other)
-				} else {
-					hashes[k.Hash] = p.key
-				}
-			}
-		}
-		if items, ok := o.list("routes"); ok {
-			if k.Role == RoleOperator || k.Role == RoleAdmin {
-				o.errorf("routes", "only sender keys are limited to routes; %s keys reach every route", role)
-			}
-			seen := map[string]bool{}
-			for _, it := range items {
-				if seen[it.value] {
-					d.errorf(it.line, it.field, "route %q is listed twice", clip(it.value))
-					continue
-				}
-				seen[it.value] = true
-				k.Routes = append(k.Routes, it.value)
-				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
-			}
-		}
-		o.parsed("rate", func(s string) (err error) {
-			k.Rate, err = parseRate(s)
-			return err
-		})
-		o.parsed("max_suspended", func(s string) error {
-			s = strings.TrimSpace(s)
-			if s == "unlimited" {
-				k.MaxSuspended = 0
-				return nil
-			}
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return fmt.Errorf("%q must be a whole number of at least 1, or unlimited", clip(s))
-			}
-			k.MaxSuspended = n
-			return nil
-		})
 		c.Keys[p.key] = k
 	}
+}
+
+// uniqueHash refuses a key whose hash another key has.
+func (d *decoder) uniqueHash(hashes map[string]string, k Key, line int, field string) {
+	if other, dup := hashes[k.Hash]; dup {
+		d.errorf(line, field, "is the same as the hash of key %q: each key needs its own secret", other)
+		return
+	}
+	hashes[k.Hash] = k.Name
+}
+
+// key reads one API key, and returns it with the line of its hash (0 when
+// it has none).
+func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
+	path := "keys." + p.key
+	d.checkName(p, path, courier.ValidName)
+	o := d.object(p.value, path, p.line, keyFields)
+	k := Key{Name: p.key, MaxSuspended: DefaultMaxSuspended}
+	var role string
+	if o.required("role", ": one of sender, operator, admin") {
+		if l := o.str("role", &role); l > 0 && !slices.Contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
+			d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", clip(role))
+		}
+	}
+	k.Role = Role(role)
+	hashLine := 0
+	if o.required("hash", `: "sha256:" and the lowercase hex SHA-256 of the secret`) {
+		if hashLine = o.str("hash", &k.Hash); hashLine > 0 && !validHash(k.Hash) {
+			d.errorf(hashLine, o.field("hash"), `must be "sha256:" followed by the 64 lowercase hex digits of the SHA-256 of the secret`)
+		}
+	}
+	if items, ok := o.list("routes"); ok {
+		if k.Role == RoleOperator || k.Role == RoleAdmin {
+			o.errorf("routes", "only sender keys are limited to routes; %s keys reach every route", role)
+		}
+		seen := map[string]bool{}
+		for _, it := range items {
+			if seen[it.value] {
+				d.errorf(it.line, it.field, "route %q is listed twice", clip(it.value))
+				continue
+			}
+			seen[it.value] = true
+			k.Routes = append(k.Routes, it.value)
+			*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
+		}
+	}
+	o.parsed("rate", func(s string) (err error) {
+		k.Rate, err = parseRate(s)
+		return err
+	})
+	o.parsed("max_suspended", func(s string) error {
+		s = strings.TrimSpace(s)
+		if s == "unlimited" {
+			k.MaxSuspended = 0
+			return nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q must be a whole number of at least 1, or unlimited", clip(s))
+		}
+		k.MaxSuspended = n
+		return nil
+	})
+	return k, hashLine
 }
 
 // parseRate reads a rate, or "unlimited": how a zero Rate prints, so that
@@ -224,12 +263,40 @@ func (c *Config) checkServer() Errors {
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad([]string{"log.level", "log"}, "must be debug, info, warn or error, not %q", clip(c.Log.Level))
 	}
+	if c.Tracing.Endpoint != "" {
+		if err := checkURL(c.Tracing.Endpoint, "http", "https"); err != nil {
+			bad([]string{"tracing.endpoint", "tracing"}, "must be an absolute http or https URL (the OTLP/HTTP collector, e.g. http://collector:4318)")
+		}
+	}
+	if c.Tracing.Sample < 0 || c.Tracing.Sample > 1 {
+		bad([]string{"tracing.sample", "tracing"}, "must be between 0 and 1, not %g", c.Tracing.Sample)
+	}
 	if c.PublicURL != "" {
 		if err := checkURL(c.PublicURL, "http", "https"); err != nil {
 			bad([]string{"public_url"}, "must be an absolute http or https URL")
 		}
 	}
+	if c.SecretsOldKey != nil && c.SecretsKey == nil {
+		bad([]string{"secrets_old_key"}, "requires secrets_key: the old key only reads what was stored before secrets_key replaced it")
+	}
 	return errs
+}
+
+// SecretsKeySize is the size of the keys that encrypt the secrets of the
+// topology held in the store.
+const SecretsKeySize = 32
+
+// parseSecretsKey reads a key of SecretsKeySize bytes in standard base64.
+// The errors never quote the value: it is a secret, even when mistyped.
+func parseSecretsKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.Strict().DecodeString(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("is not standard base64: give %d random bytes in standard base64 (openssl rand -base64 %d)", SecretsKeySize, SecretsKeySize)
+	case len(key) != SecretsKeySize:
+		return nil, fmt.Errorf("holds %d bytes, not %d: give %d random bytes in standard base64 (openssl rand -base64 %d)", len(key), SecretsKeySize, SecretsKeySize, SecretsKeySize)
+	}
+	return key, nil
 }
 
 // setBy reports whether the file or the environment set the field.

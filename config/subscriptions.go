@@ -15,36 +15,42 @@ var subscriptionFields = []string{"types", "route", "filter"}
 // headers a message must carry for it.
 func (d *decoder) subscriptions(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "subscriptions") {
-		path := "subscriptions." + p.key
-		d.checkName(p, path, courier.ValidName)
-		o := d.object(p.value, path, p.line, subscriptionFields)
-		s := &courier.Subscription{Name: p.key}
-		if o.required("types", ": a list of message types (order.created) or prefixes of types (order.*)") {
-			items, _ := o.list("types")
-			if v := o.value("types"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
-				o.errorf("types", "must list at least one type")
-			}
-			for _, it := range items {
-				switch {
-				case !courier.ValidTypePattern(it.value):
-					d.errorf(it.line, it.field, "%q is not a message type or a prefix of types: use a type of 1 to %d letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)", clip(it.value), courier.MaxTypeLen)
-				case slices.Contains(s.Types, it.value):
-					d.errorf(it.line, it.field, "%q is listed twice", clip(it.value))
-				default:
-					s.Types = append(s.Types, it.value)
-				}
-			}
-		}
-		if o.required("route", ": the route that delivers this subscription's messages") {
-			if l := o.str("route", &s.Route); l > 0 {
-				*refs = append(*refs, ref{line: l, field: o.field("route"), kind: "route", name: s.Route})
-			}
-		}
-		if f := o.sub("filter", []string{"headers"}); f != nil {
-			s.Headers = d.headerFilter(f)
-		}
-		t.Subscriptions[p.key] = s
+		t.Subscriptions[p.key] = d.subscription(p, refs)
 	}
+}
+
+// subscription reads one entry of subscriptions: (or one subscription of
+// the store), adding the route it uses to refs.
+func (d *decoder) subscription(p pair, refs *[]ref) *courier.Subscription {
+	path := "subscriptions." + p.key
+	d.checkName(p, path, courier.ValidName)
+	o := d.object(p.value, path, p.line, subscriptionFields)
+	s := &courier.Subscription{Name: p.key}
+	if o.required("types", ": a list of message types (order.created) or prefixes of types (order.*)") {
+		items, _ := o.list("types")
+		if v := o.value("types"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+			o.errorf("types", "must list at least one type")
+		}
+		for _, it := range items {
+			switch {
+			case !courier.ValidTypePattern(it.value):
+				d.errorf(it.line, it.field, "%q is not a message type or a prefix of types: use a type of 1 to %d letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)", clip(it.value), courier.MaxTypeLen)
+			case slices.Contains(s.Types, it.value):
+				d.errorf(it.line, it.field, "%q is listed twice", clip(it.value))
+			default:
+				s.Types = append(s.Types, it.value)
+			}
+		}
+	}
+	if o.required("route", ": the route that delivers this subscription's messages") {
+		if l := o.str("route", &s.Route); l > 0 {
+			*refs = append(*refs, ref{line: l, field: o.field("route"), kind: "route", name: s.Route})
+		}
+	}
+	if f := o.sub("filter", []string{"headers"}); f != nil {
+		s.Headers = d.headerFilter(f)
+	}
+	return s
 }
 
 // headerFilter reads the headers a message must have, each with exactly its

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/mail"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +70,7 @@ func suggest[V any](name string, defined map[string]V) string {
 	return ""
 }
 
-var endpointFields = []string{"transport", "timeout", "max_concurrency", "min_interval", "rate",
+var endpointFields = []string{"transport", "timeout", "max_concurrency", "max_concurrency_ceiling", "min_interval", "rate",
 	"timeout_on", "suspend_on", "permanent", "retries_before_suspension", "suspension"}
 
 // transportFields are the fields each transport takes besides the common
@@ -97,38 +98,43 @@ var allEndpointFields = func() []string {
 
 func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 	for _, p := range d.entries(n, "endpoints") {
-		path := "endpoints." + p.key
-		d.checkName(p, path, courier.ValidName)
-		o := d.object(p.value, path, p.line, allEndpointFields)
-		var tr string
-		if o.required("transport", ": one of http, smtp, file, amqp, nats") {
-			if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.Transports, courier.Transport(tr)) {
-				d.errorf(l, o.field("transport"), "must be http, smtp, file, amqp or nats, not %q", clip(tr))
-			}
-		}
-		e := newEndpoint(p.key, courier.Transport(tr))
-		if own, ok := transportFields[e.Transport]; ok {
-			for _, f := range o.order {
-				if !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
-					o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
-				}
-			}
-		}
-		d.endpointRules(o, e)
-		switch e.Transport {
-		case courier.TransportHTTP:
-			d.httpTarget(o, e)
-		case courier.TransportSMTP:
-			d.smtpTarget(o, e)
-		case courier.TransportFile:
-			d.fileTarget(o, e)
-		case courier.TransportAMQP:
-			d.amqpTarget(o, e)
-		case courier.TransportNATS:
-			d.natsTarget(o, e)
-		}
-		t.Endpoints[p.key] = e
+		t.Endpoints[p.key] = d.endpoint(p)
 	}
+}
+
+// endpoint reads one entry of endpoints: (or one endpoint of the store).
+func (d *decoder) endpoint(p pair) *courier.Endpoint {
+	path := "endpoints." + p.key
+	d.checkName(p, path, courier.ValidName)
+	o := d.object(p.value, path, p.line, allEndpointFields)
+	var tr string
+	if o.required("transport", ": one of http, smtp, file, amqp, nats") {
+		if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.Transports, courier.Transport(tr)) {
+			d.errorf(l, o.field("transport"), "must be http, smtp, file, amqp or nats, not %q", clip(tr))
+		}
+	}
+	e := newEndpoint(p.key, courier.Transport(tr))
+	if own, ok := transportFields[e.Transport]; ok {
+		for _, f := range o.order {
+			if !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
+				o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
+			}
+		}
+	}
+	d.endpointRules(o, e)
+	switch e.Transport {
+	case courier.TransportHTTP:
+		d.httpTarget(o, e)
+	case courier.TransportSMTP:
+		d.smtpTarget(o, e)
+	case courier.TransportFile:
+		d.fileTarget(o, e)
+	case courier.TransportAMQP:
+		d.amqpTarget(o, e)
+	case courier.TransportNATS:
+		d.natsTarget(o, e)
+	}
+	return e
 }
 
 func fieldOwners(f string) string {
@@ -147,9 +153,7 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	if l := o.duration("timeout", &e.Timeout); l > 0 && e.Timeout <= 0 {
 		d.errorf(l, o.field("timeout"), "must be greater than 0")
 	}
-	if l := o.integer("max_concurrency", &e.MaxConcurrency); l > 0 && e.MaxConcurrency < 1 {
-		d.errorf(l, o.field("max_concurrency"), "must be at least 1")
-	}
+	d.concurrency(o, e)
 	o.duration("min_interval", &e.MinInterval)
 	o.parsed("rate", func(s string) (err error) {
 		e.Rate, err = parseRate(s)
@@ -187,12 +191,46 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	}
 	if suspendGiven {
 		e.SuspendOn = toClasses(suspendOn)
+	} else if e.AutoConcurrency {
+		// A 429 is what an adaptive limit learns from: it cuts the limit
+		// rather than suspending the endpoint, unless suspend_on says so.
+		e.SuspendOn = slices.DeleteFunc(e.SuspendOn, func(c courier.ErrorClass) bool { return c == courier.ClassHTTP429 })
 	}
 	if l := o.integer("retries_before_suspension", &e.RetriesBeforeSuspension); l > 0 && e.RetriesBeforeSuspension < 0 {
 		d.errorf(l, o.field("retries_before_suspension"), "must not be negative")
 	}
 	if s := o.sub("suspension", []string{"initial", "factor", "max"}); s != nil {
 		d.backoff(s, &e.Suspension, false)
+	}
+}
+
+// concurrency reads max_concurrency, a number or auto, and with auto the
+// max_concurrency_ceiling it may reach (DESIGN §4).
+func (d *decoder) concurrency(o *object, e *courier.Endpoint) {
+	l := o.parsed("max_concurrency", func(s string) error {
+		if strings.TrimSpace(s) == "auto" {
+			e.AutoConcurrency, e.MaxConcurrency = true, courier.DefaultConcurrencyCeiling
+			return nil
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is neither a whole number nor auto", clip(s))
+		}
+		e.MaxConcurrency = v
+		return nil
+	})
+	if l > 0 && !e.AutoConcurrency && e.MaxConcurrency < 1 {
+		d.errorf(l, o.field("max_concurrency"), "must be at least 1")
+	}
+	if !o.has("max_concurrency_ceiling") {
+		return
+	}
+	if !e.AutoConcurrency {
+		o.errorf("max_concurrency_ceiling", "only with max_concurrency: auto (a fixed max_concurrency is its own ceiling)")
+		return
+	}
+	if l := o.integer("max_concurrency_ceiling", &e.MaxConcurrency); l > 0 && e.MaxConcurrency < 1 {
+		d.errorf(l, o.field("max_concurrency_ceiling"), "must be at least 1")
 	}
 }
 
@@ -245,7 +283,13 @@ func (d *decoder) backoff(o *object, b *courier.Backoff, withJitter bool) {
 	if lFactor > 0 && b.Factor < 1 {
 		d.errorf(lFactor, o.field("factor"), "must be at least 1")
 	}
-	if (lMax > 0 || lInitial > 0) && b.Initial > 0 && b.Max < b.Initial {
+	// Against a base not known yet, only the values given together can be
+	// compared; the rest is checked once the base is known.
+	given := lMax > 0 || lInitial > 0
+	if d.baseUnknown {
+		given = lMax > 0 && lInitial > 0
+	}
+	if given && b.Initial > 0 && b.Max < b.Initial {
 		if lMax > 0 {
 			d.errorf(lMax, o.field("max"), "must be at least initial (%s)", b.Initial)
 		} else {
@@ -480,62 +524,111 @@ func validSubject(s string) bool {
 }
 
 var routeFields = []string{"endpoints", "strategy", "weights", "ordered_on_failure", "workflow", "envelope", "compensation_policy",
-	"lookup", "endpoint_template"}
+	"lookup", "endpoint_template", "redrive"}
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
-		path := "routes." + p.key
-		d.checkName(p, path, courier.ValidName)
-		if strings.HasPrefix(p.key, "courier.") {
-			d.errorf(p.line, path, "route names starting with \"courier.\" are reserved for courier's own notices")
-		}
-		o := d.object(p.value, path, p.line, routeFields)
-		r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
-		switch {
-		case o.has("workflow"):
-			d.workflow(o, r, refs)
-		case o.has("lookup") || o.has("endpoint_template"):
-			d.lookup(o, r)
-		}
-		if r.Workflow == nil {
-			for _, f := range []string{"envelope", "compensation_policy"} {
-				if o.has(f) {
-					o.errorf(f, "only a workflow route has it")
-				}
-			}
-		}
-		if r.Workflow == nil && r.Lookup == nil && o.required("endpoints", ": a list of endpoint names (or a workflow: of steps, or a lookup: of recipients)") {
-			items, _ := o.list("endpoints")
-			if v := o.value("endpoints"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
-				o.errorf("endpoints", "must list at least one endpoint")
-			}
-			for _, it := range items {
-				if slices.Contains(r.Endpoints, it.value) {
-					d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
-					continue
-				}
-				r.Endpoints = append(r.Endpoints, it.value)
-				*refs = append(*refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value})
-			}
-		}
-		r.Strategy = defaultStrategy(len(r.Endpoints))
-		var strategy string
-		if l := o.str("strategy", &strategy); l > 0 {
-			switch s := courier.Strategy(strategy); {
-			case !slices.Contains(courier.Strategies, s):
-				d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", clip(strategy))
-			case s == courier.StrategySingle && len(r.Endpoints) > 1:
-				d.errorf(l, o.field("strategy"), "single takes one endpoint and this route has %d; use failover, round_robin or weighted", len(r.Endpoints))
-			default:
-				r.Strategy = s
-			}
-		}
-		if o.has("weights") && (strategy == "" || slices.Contains(courier.Strategies, courier.Strategy(strategy))) {
-			d.weights(o, r, strategy)
-		}
-		oneOf(o, "ordered_on_failure", &r.OrderedOnFailure, courier.OrderedBlock, courier.OrderedSkip)
-		t.Routes[p.key] = r
+		t.Routes[p.key] = d.route(p, refs)
 	}
+}
+
+// route reads one entry of routes: (or one route of the store), adding the
+// names it uses to refs.
+func (d *decoder) route(p pair, refs *[]ref) *courier.Route {
+	path := "routes." + p.key
+	d.checkName(p, path, courier.ValidName)
+	if strings.HasPrefix(p.key, "courier.") {
+		d.errorf(p.line, path, "route names starting with \"courier.\" are reserved for courier's own notices")
+	}
+	o := d.object(p.value, path, p.line, routeFields)
+	r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
+	switch {
+	case o.has("workflow"):
+		d.workflow(o, r, refs)
+	case o.has("lookup") || o.has("endpoint_template"):
+		d.lookup(o, r)
+	}
+	if r.Workflow == nil {
+		for _, f := range []string{"envelope", "compensation_policy"} {
+			if o.has(f) {
+				o.errorf(f, "only a workflow route has it")
+			}
+		}
+	}
+	if r.Workflow == nil && r.Lookup == nil && o.required("endpoints", ": a list of endpoint names (or a workflow: of steps, or a lookup: of recipients)") {
+		items, _ := o.list("endpoints")
+		if v := o.value("endpoints"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
+			o.errorf("endpoints", "must list at least one endpoint")
+		}
+		for _, it := range items {
+			if slices.Contains(r.Endpoints, it.value) {
+				d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
+				continue
+			}
+			r.Endpoints = append(r.Endpoints, it.value)
+			*refs = append(*refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value})
+		}
+	}
+	r.Strategy = defaultStrategy(len(r.Endpoints))
+	var strategy string
+	if l := o.str("strategy", &strategy); l > 0 {
+		switch s := courier.Strategy(strategy); {
+		case !slices.Contains(courier.Strategies, s):
+			d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", clip(strategy))
+		case s == courier.StrategySingle && len(r.Endpoints) > 1:
+			d.errorf(l, o.field("strategy"), "single takes one endpoint and this route has %d; use failover, round_robin or weighted", len(r.Endpoints))
+		default:
+			r.Strategy = s
+		}
+	}
+	if o.has("weights") && (strategy == "" || slices.Contains(courier.Strategies, courier.Strategy(strategy))) {
+		d.weights(o, r, strategy)
+	}
+	oneOf(o, "ordered_on_failure", &r.OrderedOnFailure, courier.OrderedBlock, courier.OrderedSkip)
+	d.redrive(o, r)
+	return r
+}
+
+var redriveFields = []string{"on_recovery", "reasons", "max_age"}
+
+// redrive reads a route's redrive: which suspended messages are resubmitted
+// when one of its endpoints recovers. Only suspension reasons a receiver
+// may take on a second try are allowed: never rejected or invalid.
+func (d *decoder) redrive(o *object, r *courier.Route) {
+	ro := o.sub("redrive", redriveFields)
+	if ro == nil {
+		return
+	}
+	if r.Workflow != nil || r.Lookup != nil {
+		o.errorf("redrive", "only a route with endpoints of its own has it")
+		return
+	}
+	rd := &courier.Redrive{MaxAge: courier.DefaultRedriveMaxAge}
+	ro.boolean("on_recovery", &rd.OnRecovery)
+	if items, ok := ro.list("reasons"); ok {
+		if len(items) == 0 {
+			ro.errorf("reasons", "must list at least one suspension reason (default [exhausted, expired])")
+		}
+		for _, it := range items {
+			switch reason := courier.Reason(it.value); {
+			case !reason.Valid():
+				d.errorf(it.line, it.field, "%q is not a suspension reason", clip(it.value))
+			case !reason.Redrivable():
+				d.errorf(it.line, it.field, "%s messages are never re-driven: they would fail again", reason)
+			case slices.Contains(rd.Reasons, reason):
+				d.errorf(it.line, it.field, "%q is listed twice", reason)
+			default:
+				rd.Reasons = append(rd.Reasons, reason)
+			}
+		}
+	}
+	if len(rd.Reasons) == 0 {
+		rd.Reasons = slices.Clone(courier.DefaultRedriveReasons)
+	}
+	if l := ro.duration("max_age", &rd.MaxAge); l > 0 && rd.MaxAge <= 0 {
+		d.errorf(l, ro.field("max_age"), "must be greater than 0")
+	}
+	r.Redrive = rd
 }
 
 func (d *decoder) weights(o *object, r *courier.Route, strategy string) {
@@ -567,7 +660,12 @@ var policyFields = []string{"backoff", "schedule", "max_attempts", "max_age", "p
 // policies reads the default policy first: every other policy starts from it
 // and overrides only what it gives.
 func (d *decoder) policies(n *yaml.Node, t *courier.Topology, refs *[]ref) {
-	entries := d.entries(n, "policies")
+	d.policySet(d.entries(n, "policies"), t, refs)
+}
+
+// policySet reads the entries of policies: (or the policies of the store)
+// into t, the default policy first.
+func (d *decoder) policySet(entries []pair, t *courier.Topology, refs *[]ref) {
 	base := courier.DefaultPolicy()
 	for _, p := range entries {
 		if p.key == courier.DefaultPolicyName {

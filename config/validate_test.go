@@ -82,6 +82,12 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:1: log.format: must be text or json, not "xml"`}},
 		{"log level", lines("log:", "  level: verbose"),
 			nil, []string{`c.yaml:2: log.level: must be debug, info, warn or error, not "verbose"`}},
+		{"tracing endpoint", lines("tracing:", "  endpoint: collector:4318"),
+			nil, []string{`c.yaml:2: tracing.endpoint: must be an absolute http or https URL (the OTLP/HTTP collector, e.g. http://collector:4318)`}},
+		{"tracing sample", lines("tracing: {endpoint: 'http://127.0.0.1:4318', sample: 1.5}"),
+			nil, []string{`c.yaml:1: tracing.sample: must be between 0 and 1, not 1.5`}},
+		{"tracing sample not a number", lines("tracing:", "  sample: all"),
+			nil, []string{`c.yaml:2: tracing.sample: "all" is not a number`}},
 		{"public_url", lines("public_url: courier.example.org"),
 			nil, []string{`c.yaml:1: public_url: must be an absolute http or https URL`}},
 		{"public_url scheme", lines("public_url: ftp://courier.example.org"),
@@ -112,7 +118,9 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: keys.erp.rate: rate "100/d": the period must be s, m, h or a positive duration`}},
 		{"key max_suspended", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", max_suspended: 0}`),
 			nil, []string{`c.yaml:2: keys.erp.max_suspended: "0" must be a whole number of at least 1, or unlimited`}},
-		{"key route undefined", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", routes: [acme]}`),
+		// With a topology section the file is the topology (with none, the
+		// routes are the store's: see TestStoreMode).
+		{"key route undefined", lines("keys:", `  erp: {role: sender, hash: "`+hashA+`", routes: [acme]}`, "routes: {}"),
 			nil, []string{`c.yaml:2: keys.erp.routes[0]: route "acme" is not defined`}},
 		{"key routes for an operator", lines(
 			"endpoints: {a: {transport: file, dir: out}}",
@@ -203,7 +211,15 @@ func TestRules(t *testing.T) {
 		{"max_concurrency zero", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: 0}"),
 			nil, []string{`c.yaml:2: endpoints.a.max_concurrency: must be at least 1`}},
 		{"max_concurrency word", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: many}"),
-			nil, []string{`c.yaml:2: endpoints.a.max_concurrency: "many" is not a whole number`}},
+			nil, []string{`c.yaml:2: endpoints.a.max_concurrency: "many" is neither a whole number nor auto`}},
+		{"max_concurrency_ceiling without auto", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    max_concurrency: 4", "    max_concurrency_ceiling: 8"),
+			nil, []string{`c.yaml:6: endpoints.a.max_concurrency_ceiling: only with max_concurrency: auto (a fixed max_concurrency is its own ceiling)`}},
+		{"max_concurrency_ceiling zero", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: auto, max_concurrency_ceiling: 0}"),
+			nil, []string{`c.yaml:2: endpoints.a.max_concurrency_ceiling: must be at least 1`}},
+		{"max_concurrency_ceiling word", lines("endpoints:", "  a: {transport: file, dir: out, max_concurrency: auto, max_concurrency_ceiling: lots}"),
+			nil, []string{`c.yaml:2: endpoints.a.max_concurrency_ceiling: "lots" is not a whole number`}},
+		{"max_concurrency_ceiling in a template without auto", lines("routes:", "  r:", "    lookup: {url: 'https://smp.example/{recipient}'}", "    endpoint_template: {max_concurrency_ceiling: 8}"),
+			nil, []string{`c.yaml:4: routes.r.endpoint_template.max_concurrency_ceiling: only with max_concurrency: auto (a fixed max_concurrency is its own ceiling)`}},
 		{"min_interval negative", lines("endpoints:", "  a: {transport: file, dir: out, min_interval: -1s}"),
 			nil, []string{`c.yaml:2: endpoints.a.min_interval: duration -1s must not be negative`}},
 		{"rate", lines("endpoints:", "  a: {transport: file, dir: out, rate: 100}"),
@@ -314,6 +330,19 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: receivers.in.url: must be an amqp:// or amqps:// URL`, `c.yaml:2: receivers.in.queue: required: the queue to consume`}},
 		{"ordered_on_failure", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r: {endpoints: [a], ordered_on_failure: wait}"),
 			nil, []string{`c.yaml:3: routes.r.ordered_on_failure: must be block or skip, not "wait"`}},
+		{"redrive reasons", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r:", "    endpoints: [a]", "    redrive:",
+			"      on_recovery: yes", "      reasons: [rejected, invalid, tired, exhausted, exhausted]", "      max_age: 0s", "      every: 1m"),
+			nil, []string{`c.yaml:6: routes.r.redrive.on_recovery: "yes" is not true or false`,
+				`c.yaml:7: routes.r.redrive.reasons[0]: rejected messages are never re-driven: they would fail again`,
+				`c.yaml:7: routes.r.redrive.reasons[1]: invalid messages are never re-driven: they would fail again`,
+				`c.yaml:7: routes.r.redrive.reasons[2]: "tired" is not a suspension reason`,
+				`c.yaml:7: routes.r.redrive.reasons[4]: "exhausted" is listed twice`,
+				`c.yaml:8: routes.r.redrive.max_age: must be greater than 0`,
+				`c.yaml:9: routes.r.redrive.every: unknown field`}},
+		{"redrive empty reasons", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  r: {endpoints: [a], redrive: {reasons: []}}"),
+			nil, []string{`c.yaml:3: routes.r.redrive.reasons: must list at least one suspension reason (default [exhausted, expired])`}},
+		{"redrive of a workflow", lines("endpoints: {a: {transport: file, dir: a}}", "routes:", "  w:", "    workflow: [{endpoint: a}]", "    redrive: {on_recovery: true}"),
+			nil, []string{`c.yaml:5: routes.w.redrive: only a route with endpoints of its own has it`}},
 
 		// Policies.
 		{"policy name", lines("policies:", "  'an invoice': {priority: 1}"),
@@ -460,6 +489,29 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: endpoints.a.transport: must be http, smtp, file, amqp or nats, not "` + strings.Repeat("é", 32) + `…"`}},
 		{"key not a name", lines("? [a, b]", ": 1"),
 			nil, []string{`c.yaml:1: keys must be plain names, not a list`}},
+		// Alerts.
+		{"alerts notify undefined", lines("endpoints: {hook: {transport: http, url: 'https://ops.example/in'}}", "alerts:", "  notify: [hook, hoook]"),
+			nil, []string{`c.yaml:3: alerts.notify[1]: endpoint "hoook" is not defined (did you mean "hook"?)`}},
+		{"alerts notify not smtp or http", lines("endpoints: {out: {transport: file, dir: out}}", "alerts: {notify: [out]}"),
+			nil, []string{`c.yaml:2: alerts.notify[0]: endpoint "out" is a file endpoint; notices go to smtp or http endpoints`}},
+		{"alerts notify twice", lines("endpoints: {hook: {transport: http, url: 'https://ops.example/in'}}", "alerts:", "  notify:", "    - hook", "    - hook"),
+			nil, []string{`c.yaml:5: alerts.notify[1]: endpoint "hook" is listed twice`}},
+		{"alerts notify not a list", lines("endpoints: {hook: {transport: http, url: 'https://ops.example/in'}}", "alerts: {notify: hook}"),
+			nil, []string{`c.yaml:2: alerts.notify: must be a list ([a, b] or one "- a" per line), not a single value`}},
+		{"alerts oldest_due zero", lines("alerts:", "  oldest_due: 0s"),
+			nil, []string{`c.yaml:2: alerts.oldest_due: must be greater than 0`}},
+		{"alerts oldest_due not a duration", lines("alerts: {oldest_due: 15 minutes}"),
+			nil, []string{`c.yaml:1: alerts.oldest_due: "15 minutes" is not a duration: write a Go duration such as 30s, 5m or 48h`}},
+		{"alerts max_per_hour zero", lines("alerts:", "  max_per_hour: 0"),
+			nil, []string{`c.yaml:2: alerts.max_per_hour: must be at least 1`}},
+		{"alerts max_per_hour not a number", lines("alerts: {max_per_hour: many}"),
+			nil, []string{`c.yaml:1: alerts.max_per_hour: "many" is not a whole number`}},
+		{"alerts unknown field", lines("alerts: {notfy: [a]}"),
+			nil, []string{`c.yaml:1: alerts.notfy: unknown field (did you mean "notify"?)`}},
+		{"alerts with the topology in the store", lines("alerts: {notify: [hook], oldest_due: 5m, max_per_hour: 2}"),
+			nil, nil},
+		{"alerts good", lines("endpoints: {hook: {transport: http, url: 'https://ops.example/in'}, mail: {transport: smtp, addr: '127.0.0.1:25', from: a@b.c, to: [d@e.f]}}", "alerts: {notify: [hook, mail]}"),
+			nil, nil},
 		{"variable not set", lines("public_url: https://${HOST}/"),
 			nil, []string{`c.yaml:1: public_url: environment variable HOST is not set`}},
 		{"variable unterminated", lines("listen: 127.0.0.1:1", "public_url: https://${HOST/"),
@@ -470,9 +522,12 @@ func TestRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := Parse("c.yaml", []byte(tt.src), envOf(tt.env))
+			c, err := Parse("c.yaml", []byte(tt.src), envOf(tt.env))
 			if got := errorLines(t, err); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("source:\n%s\ngot\n  %s\nwant\n  %s", tt.src, strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+			if err == nil {
+				checkRoundTrip(t, c)
 			}
 		})
 	}

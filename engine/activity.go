@@ -66,5 +66,24 @@ func (a *activity) lastHour(endpoint string, now time.Time) map[string]int {
 // Activity returns this node's attempts under way on an endpoint and the
 // outcomes of its attempts in the last hour.
 func (e *Engine) Activity(endpoint string) courier.EndpointActivity {
-	return courier.EndpointActivity{InFlight: e.InFlight(endpoint), LastHour: e.activity.lastHour(endpoint, e.clock.Now())}
+	return courier.EndpointActivity{InFlight: e.InFlight(endpoint), LastHour: e.activity.lastHour(endpoint, e.clock.Now()),
+		ConcurrencyLimit: e.ConcurrencyLimit(endpoint)}
+}
+
+// ConcurrencyLimit returns how many attempts this node lets be in flight to
+// an endpoint now: its max_concurrency, or with max_concurrency: auto the
+// limit learnt so far (the starting one before any attempt). It is 0 for an
+// endpoint neither configured nor used lately.
+func (e *Engine) ConcurrencyLimit(endpoint string) int {
+	if l, ok := e.slots.concurrencyLimit(endpoint); ok {
+		return l
+	}
+	ep := e.topology.Load().Endpoints[endpoint]
+	switch {
+	case ep == nil:
+		return 0
+	case ep.AutoConcurrency:
+		return courier.NewAdaptiveLimit(ep.MaxConcurrency).Limit()
+	}
+	return max(ep.MaxConcurrency, 1)
 }

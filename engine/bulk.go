@@ -20,6 +20,7 @@ type Bulk struct {
 	logger *slog.Logger
 	wake   func()
 	acted  func(kind courier.ActionKind, n int)
+	pace   PaceFunc
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // closed when the operation is done
@@ -29,6 +30,11 @@ type Bulk struct {
 	kill    context.CancelFunc
 	wg      sync.WaitGroup
 }
+
+// PaceFunc is asked before each batch of an operation how many messages
+// it may take: it may wait for room (until ctx ends), and returns a
+// non-empty stop to end the operation for that reason instead.
+type PaceFunc func(ctx context.Context, op courier.BulkOp) (limit int, stop string, err error)
 
 // NewBulk returns a runner of bulk operations on store; wake is called
 // after each batch of resubmits (nil: nothing to wake). acted is told,
@@ -48,10 +54,20 @@ func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake
 	if acted == nil {
 		acted = func(courier.ActionKind, int) {}
 	}
-	b := &Bulk{store: store, clock: clock, logger: logger, wake: wake, acted: acted, running: map[string]chan struct{}{}}
+	b := &Bulk{store: store, clock: clock, logger: logger, wake: wake, acted: acted, running: map[string]chan struct{}{},
+		pace: func(context.Context, courier.BulkOp) (int, string, error) { return bulkBatch, "", nil }}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.life, b.kill = context.WithCancel(context.Background())
 	return b
+}
+
+// Pace makes pace decide the batches of the operations, instead of one of
+// bulkBatch messages after the other: set before Start, it decides those
+// of the operations resumed there too.
+func (b *Bulk) Pace(pace PaceFunc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pace = pace
 }
 
 // tell reports n messages acted on by a batch.
@@ -76,7 +92,7 @@ func (b *Bulk) Start(ctx context.Context) error {
 	}
 	for _, op := range pending {
 		b.logger.Info("resuming a bulk operation", "operation", op.ID, "kind", op.Kind, "done_so_far", op.Count)
-		b.launch(op.ID, op.Count)
+		b.launch(op)
 	}
 	return nil
 }
@@ -130,22 +146,22 @@ func (b *Bulk) Begin(ctx context.Context, op courier.BulkOp) (courier.BulkOp, er
 
 func (b *Bulk) start(op courier.BulkOp) chan struct{} {
 	b.logger.Info("bulk operation started", "operation", op.ID, "kind", op.Kind, "by", op.Who, "route", op.Route)
-	return b.launch(op.ID, op.Count)
+	return b.launch(op)
 }
 
 // launch starts the worker of an operation unless one runs, and returns the
-// channel closed when it is done. count is how many messages the operation
-// had done when it was read.
-func (b *Bulk) launch(id string, count int) chan struct{} {
+// channel closed when it is done. op is the operation as it was read (its
+// Count, how many messages it had done).
+func (b *Bulk) launch(op courier.BulkOp) chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ch, ok := b.running[id]; ok {
+	if ch, ok := b.running[op.ID]; ok {
 		return ch
 	}
 	ch := make(chan struct{})
-	b.running[id] = ch
+	b.running[op.ID] = ch
 	b.wg.Add(1)
-	go b.work(b.ctx, b.life, id, count, ch)
+	go b.work(b.ctx, b.life, op, b.pace, ch)
 	return ch
 }
 
@@ -153,7 +169,8 @@ func (b *Bulk) launch(id string, count int) chan struct{} {
 // messages are told to the acted func: what the operation's count grew by
 // since the last batch, at most a batch (should another node work on the
 // same operation, resumed at its start, its batches are not taken as ours).
-func (b *Bulk) work(ctx, life context.Context, id string, count int, done chan struct{}) {
+func (b *Bulk) work(ctx, life context.Context, op courier.BulkOp, pace PaceFunc, done chan struct{}) {
+	id, count := op.ID, op.Count
 	defer b.wg.Done()
 	defer func() {
 		b.mu.Lock()
@@ -166,7 +183,17 @@ func (b *Bulk) work(ctx, life context.Context, id string, count int, done chan s
 		// A batch under way when Stop comes is finished and told: only
 		// between batches does the stop take effect, unless it runs out
 		// of time.
-		op, err := b.store.RunBulk(life, id, bulkBatch, b.clock.Now())
+		limit, stop, err := pace(ctx, op)
+		if err == nil && stop != "" {
+			if _, err = b.store.StopBulk(life, id, stop, b.clock.Now()); err == nil {
+				b.logger.Info("bulk operation stopped", "operation", id, "kind", op.Kind, "count", count, "reason", stop)
+				return
+			}
+		}
+		var after courier.BulkOp
+		if err == nil {
+			after, err = b.store.RunBulk(life, id, min(max(limit, 1), bulkBatch), b.clock.Now())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -176,6 +203,7 @@ func (b *Bulk) work(ctx, life context.Context, id string, count int, done chan s
 			pause = min(pause*2, 5*time.Second)
 			continue
 		}
+		op = after
 		b.tell(op.Kind, min(op.Count-count, bulkBatch))
 		count = op.Count
 		if op.Kind == courier.ActionResubmit || op.Kind == courier.ActionReplay {

@@ -71,11 +71,17 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 	// Health first: a message due again at once must not be claimed for an
 	// endpoint whose suspension is not written yet.
 	e.updateHealth(batch)
+	span := startBatch(e.life, "commit outcomes")
 	applied := e.applyRetrying(changes)
+	endBatch(span, len(changes), nil)
 	e.pending.Add(-int64(len(batch)))
-	for i := range batch {
+	for i, o := range batch {
 		if applied != nil {
-			e.logChange(changes[i], applied[i])
+			ctx := o.ctx
+			if ctx == nil {
+				ctx = e.life
+			}
+			e.logChange(ctx, changes[i], applied[i])
 		}
 	}
 	e.noteChanges(changes, applied)
@@ -110,10 +116,11 @@ func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 }
 
 // logChange writes one line for the changes an operator wants to know of.
-func (e *Engine) logChange(c courier.Change, applied bool) {
+// ctx carries the attempt's span, when there is one, for the log's trace id.
+func (e *Engine) logChange(ctx context.Context, c courier.Change, applied bool) {
 	m := c.Message
 	if !applied {
-		e.logger.Debug("outcome dropped: the lease was taken over meanwhile", "id", m.Key(), "route", m.Route)
+		e.logger.DebugContext(ctx, "outcome dropped: the lease was taken over meanwhile", "id", m.Key(), "route", m.Route)
 		return
 	}
 	e.opts.Observer.Applied(c)
@@ -121,22 +128,27 @@ func (e *Engine) logChange(c courier.Change, applied bool) {
 	case m.State == courier.StateDelivered:
 		// One line per delivery is for debugging only; the check spares the
 		// delivery path building the line's arguments.
-		if e.logger.Enabled(e.life, slog.LevelDebug) {
-			e.logger.Debug("message delivered", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
+		if e.logger.Enabled(ctx, slog.LevelDebug) {
+			e.logger.DebugContext(ctx, "message delivered", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint, "attempts", m.Attempts)
 		}
 	case m.State == courier.StateSuspended:
-		e.logger.Info("message suspended", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
+		e.logger.InfoContext(ctx, "message suspended", "id", m.Key(), "type", m.Type, "route", m.Route, "endpoint", m.Endpoint,
 			"reason", m.Reason, "attempts", m.Attempts, "last_error", m.LastError)
+		if m.OrderSkipped && m.Sequence != 0 {
+			// Logged whether or not a policy's escalation sends the notice.
+			e.logger.InfoContext(ctx, "ordering key goes on without the message: its receiver gets a gap in the sequence", "id", m.Key(),
+				"route", m.Route, "ordering_key", m.OrderingKey, "sequence", m.Sequence)
+		}
 	case m.State == courier.StateDiscarded:
-		e.logger.Info("message discarded by its policy", "id", m.Key(), "type", m.Type, "route", m.Route, "attempts", m.Attempts)
+		e.logger.InfoContext(ctx, "message discarded by its policy", "id", m.Key(), "type", m.Type, "route", m.Route, "attempts", m.Attempts)
 	case m.FallbackFrom != "" && m.Attempts == 0 && m.State == courier.StateQueued && c.From != courier.StateQueued || m.FallbackFrom != "" && m.Attempts == 0 && c.Attempt == nil:
-		e.logger.Info("message falls back", "id", m.Key(), "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
+		e.logger.InfoContext(ctx, "message falls back", "id", m.Key(), "type", m.Type, "from", m.FallbackFrom, "route", m.Route)
 	case m.State == courier.StateQueued && c.Attempt != nil && c.Attempt.Outcome != courier.OutcomeDelivered:
-		e.logger.Debug("attempt failed; the message will be retried", "id", m.Key(), "type", m.Type, "route", m.Route,
+		e.logger.DebugContext(ctx, "attempt failed; the message will be retried", "id", m.Key(), "type", m.Type, "route", m.Route,
 			"endpoint", c.Attempt.Endpoint, "class", c.Attempt.Class, "attempts", m.Attempts, "next_attempt_at", m.NextAttemptAt)
 	}
 	for _, n := range c.Notices {
-		e.logger.Info("notice sent", "id", n.ID, "about", m.ID, "route", n.Route)
+		e.logger.InfoContext(ctx, "notice sent", "id", n.ID, "about", m.ID, "route", n.Route)
 	}
 }
 
@@ -167,7 +179,7 @@ func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 		for i, ok := range applied {
 			if ok {
 				n++
-				e.logChange(changes[i], true)
+				e.logChange(ctx, changes[i], true)
 			}
 		}
 		e.logger.Warn("took up messages whose worker stopped", "count", n)
@@ -198,7 +210,7 @@ func (e *Engine) fireTimers(ctx context.Context) error {
 			return err
 		}
 		for i, ok := range applied {
-			e.logChange(changes[i], ok)
+			e.logChange(ctx, changes[i], ok)
 		}
 		e.noteChanges(changes, applied)
 		if len(msgs) < maxBatch {

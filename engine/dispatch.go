@@ -392,6 +392,7 @@ func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.En
 		e.slots.wait(ep)
 	}
 	paced := ep == nil || e.waitPace(ep)
+	ctx, span := e.startAttempt(m, ep)
 	started := e.clock.Now()
 	var res courier.Result
 	switch {
@@ -399,17 +400,22 @@ func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.En
 	case ep == nil:
 		res = courier.Result{Class: courier.ClassTransport, Error: "the route " + m.Route + " has no endpoint"}
 	default:
-		res = e.send(t, m, ep)
+		res = e.send(ctx, t, m, ep)
 	}
 	duration := e.clock.Now().Sub(started)
+	endAttempt(span, res)
 	// The receiver is done with it: free the slot at once, so that the next
 	// attempt need not wait for this outcome to be written, and let the
 	// routes that waited for it go.
 	if ep != nil {
-		e.slots.release(ep.Name)
+		if paced {
+			e.slots.done(ep, res, duration, e.clock.Now())
+		} else {
+			e.slots.release(ep.Name)
+		}
 		e.lanes.release(ep.Name)
 	}
-	e.finished(outcome{t: t, msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration})
+	e.finished(outcome{t: t, msg: m, endpoint: ep, result: res, probe: probe, started: started, duration: duration, ctx: ctx})
 }
 
 // finished hands an ended attempt (or a message put back) to the
@@ -433,8 +439,9 @@ func (e *Engine) finished(o outcome) {
 }
 
 // send makes one attempt of m on ep with ep's transport, under the
-// topology it was claimed under.
-func (e *Engine) send(t *courier.Topology, m *courier.Message, ep *courier.Endpoint) courier.Result {
+// topology it was claimed under. ctx is e.life or a context of it that
+// carries the attempt's span.
+func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Message, ep *courier.Endpoint) courier.Result {
 	sender := e.senderFor(ep)
 	if sender == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(ep.Transport) + " transport"}
@@ -443,7 +450,7 @@ func (e *Engine) send(t *courier.Topology, m *courier.Message, ep *courier.Endpo
 	// attempt short, so that its outcome is known and written, unless it
 	// runs out of time: then the attempt is abandoned (a transport may
 	// still finish a request already sent; finished drops what it gets).
-	actx, cancel := context.WithTimeout(e.life, timeoutOf(ep)+5*time.Second)
+	actx, cancel := context.WithTimeout(ctx, timeoutOf(ep)+5*time.Second)
 	defer cancel()
 	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m)})
 }

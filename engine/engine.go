@@ -61,6 +61,10 @@ type Options struct {
 	// Resolver resolves the endpoints of lookup routes' messages; without
 	// it their attempts fail with class lookup.
 	Resolver courier.Resolver
+	// Alerts says who hears of operational events (Event) and when a
+	// route lags; without it events are recorded and listed, not sent, and
+	// a route lags after courier.DefaultOldestDue.
+	Alerts *courier.Alerts
 }
 
 // Engine delivers due messages: it claims them as capacity frees, hands each
@@ -68,6 +72,8 @@ type Options struct {
 type Engine struct {
 	store    courier.Store
 	topology atomic.Pointer[courier.Topology]
+	bulk     atomic.Pointer[Bulk] // starts re-drives (Redrive); nil: none
+	orphans  orphans
 	senders  map[courier.Transport]courier.Sender
 	clock    courier.Clock
 	logger   *slog.Logger
@@ -87,6 +93,7 @@ type Engine struct {
 	lookups  lookupRoutes    // attempts under way on lookup routes, resolved endpoints in use
 	workers  *workers        // the goroutines attempts run on
 	steady   steadyEndpoints // endpoints whose health deliveries leave as it is
+	lag      lagWatch        // the routes' oldest due messages, for route.lagging
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc // ends the loops: no new claims
@@ -113,6 +120,9 @@ type outcome struct {
 	// deferUntil, when set, puts the message back until then: no attempt
 	// was made (its resolved endpoint could not take it yet).
 	deferUntil time.Time
+	// ctx carries the attempt's span, for the lines logged of its
+	// outcome; nil with tracing off.
+	ctx context.Context
 }
 
 // New returns an engine for the options.
@@ -148,6 +158,9 @@ func New(o Options) *Engine {
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
 	}
+	if o.Alerts == nil {
+		o.Alerts = &courier.Alerts{}
+	}
 	e := &Engine{
 		store:    o.Store,
 		senders:  o.Senders,
@@ -170,10 +183,10 @@ func New(o Options) *Engine {
 // Attempts under way finish with the endpoint they started with; queued
 // messages of routes that are gone are suspended (no_route).
 func (e *Engine) SetTopology(t *courier.Topology) {
-	e.topology.Store(t)
+	before := e.topology.Swap(t)
 	e.lanes.forget(func(route string) bool { return t.Route(route) != nil })
 	e.lanes.releaseAll() // their endpoints, or what holds them, may have changed
-	if err := e.suspendRemovedRoutes(e.life); err != nil {
+	if err := e.suspendRemovedRoutes(e.life, before, t); err != nil {
 		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)
 	}
 	e.Wake()
@@ -260,8 +273,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.done = make(chan struct{})
 	e.life, e.kill = context.WithCancel(context.WithoutCancel(ctx))
 	go e.complete()
-	e.loops.Add(5)
-	go e.every(ctx, 5*time.Minute, e.suspendRemovedRoutes)
+	e.loops.Add(6)
+	go e.every(ctx, 5*time.Minute, e.suspendOrphans)
+	go e.every(ctx, e.lagInterval(), e.checkLag)
 	go e.claimLoop(ctx)
 	go e.sweepLoop(ctx)
 	go e.every(ctx, e.opts.RescueInterval, func(ctx context.Context) error { return e.rescue(ctx, e.clock.Now()) })
@@ -464,6 +478,7 @@ func (e *Engine) sweep(ctx context.Context) error {
 		return err
 	}
 	now := e.clock.Now()
+	e.lag.seen.Store(&dueSeen{at: now, routes: due})
 	t := e.topology.Load()
 	for _, d := range due {
 		if t.Route(d.Route) != nil {
@@ -578,8 +593,10 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	if len(quotas) == 0 {
 		return false, rd.wakeAt, nil
 	}
+	span := startBatch(ctx, "claim")
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
 		Owner: e.opts.Owner, Routes: quotas, Max: int(free)})
+	endBatch(span, len(msgs), err)
 	if err != nil {
 		for _, q := range quotas {
 			e.lanes.claimed(q.Route, true)

@@ -39,6 +39,11 @@ type harness struct {
 	// poll, when a test's build function sets it, is the engine's poll
 	// interval (and so the spacing of its sweeps) instead of 20 ms.
 	poll time.Duration
+	// alerts, when a test's build function sets it, is the engines'
+	// alerts section.
+	alerts *courier.Alerts
+	// bulks are the engines' runners of bulk operations (and re-drives).
+	bulks map[*engine.Engine]*engine.Bulk
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -86,7 +91,7 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 			courier.TransportNATS: natsSender,
 		},
 		PollInterval: cmp.Or(h.poll, 20*time.Millisecond), TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
-		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver,
+		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts,
 	})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -101,6 +106,24 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 		amqpSender.Close()
 		natsSender.Close()
 	})
+	// The node's bulk operations, as courier serve runs them: they stop
+	// before the engine (cleanups run last first).
+	bulk := engine.NewBulk(store, nil, nil, e.Wake, nil)
+	e.Redrive(bulk)
+	if err := bulk.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := bulk.Stop(ctx); err != nil {
+			t.Errorf("stop the bulk operations: %v", err)
+		}
+	})
+	if h.bulks == nil {
+		h.bulks = map[*engine.Engine]*engine.Bulk{}
+	}
+	h.bulks[e] = bulk
 	return e
 }
 

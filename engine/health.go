@@ -184,7 +184,28 @@ func (e *Engine) updateHealth(batch []outcome) {
 		}
 		e.logHealth(name, before, after)
 		e.opts.Observer.HealthChanged(name, before, after)
+		reason := "attempts reach the receiver again"
+		if after.State != courier.HealthActive {
+			for _, r := range results {
+				if f := failureOf(r.r); f != "" {
+					reason = f
+				}
+			}
+		}
+		e.healthEvent(name, before, after, reason)
 	}
+}
+
+// failureOf says what a failed attempt's result was, for the reason of an
+// event; empty for a delivery.
+func failureOf(r courier.Result) string {
+	switch {
+	case r.Delivered():
+		return ""
+	case r.Error != "":
+		return string(r.Class) + ": " + r.Error
+	}
+	return string(r.Class)
 }
 
 func (e *Engine) logHealth(name string, before, after courier.EndpointHealth) {

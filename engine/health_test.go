@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -394,6 +395,21 @@ func TestRemovedRouteSuspendsItsMessages(t *testing.T) {
 	}
 	if m, _ := h.store.Message(context.Background(), "k"); m.State != courier.StateQueued {
 		t.Fatalf("message of the kept route: %s", m.State)
+	}
+
+	// A route this node has not heard of yet (another node made it a
+	// moment ago, and took a message for it) is not taken for a removed
+	// one by a change that did not remove it.
+	m := &courier.Message{ID: "new", Type: "t", Route: "made-elsewhere", Payload: []byte("x"), ContentType: "text/plain"}
+	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+	if _, err := h.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	later := &courier.Topology{Endpoints: maps.Clone(h.top.Endpoints), Policies: h.top.Policies, Routes: next.Routes}
+	later.Endpoints["extra"] = h.httpEndpoint("extra", "/extra")
+	h.engine.SetTopology(later)
+	if m, _ := h.store.Message(context.Background(), "new"); m.State != courier.StateQueued {
+		t.Fatalf("a message of a route this node does not know yet was %s by an unrelated change", m.State)
 	}
 }
 

@@ -138,9 +138,10 @@ func (e *Engine) attemptLookup(rd *round, r *courier.Route, m *courier.Message) 
 	defer e.attempts.Done()
 	defer e.lookups.end(r.Name)
 	started := e.clock.Now()
+	var actx context.Context // the attempt's span, once there is one
 	finish := func(ep *courier.Endpoint, res courier.Result, probe bool, deferUntil time.Time) {
 		e.finished(outcome{t: rd.t, msg: m, endpoint: ep, result: res, probe: probe, started: started,
-			duration: e.clock.Now().Sub(started), deferUntil: deferUntil})
+			duration: e.clock.Now().Sub(started), deferUntil: deferUntil, ctx: actx})
 	}
 	if m.Recipient == "" {
 		// It came to this route without one (a fallback, a resubmit): there
@@ -216,8 +217,13 @@ func (e *Engine) attemptLookup(rd *round, r *courier.Route, m *courier.Message) 
 		return
 	}
 	started = e.clock.Now()
-	result := e.send(rd.t, m, ep)
-	e.slots.release(ep.Name)
+	ctx, span := e.startAttempt(m, ep)
+	result := e.send(ctx, rd.t, m, ep)
+	endAttempt(span, result)
+	if span != nil {
+		actx = ctx
+	}
+	e.slots.done(ep, result, e.clock.Now().Sub(started), e.clock.Now())
 	if !result.Delivered() {
 		// The recipient may have moved: the next attempt asks again.
 		e.opts.Resolver.Invalidate(r, m.Recipient, m.Type)

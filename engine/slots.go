@@ -11,7 +11,9 @@ import (
 
 // endpointSlots counts the attempts running per endpoint, so that claims
 // take only what an endpoint may receive and no endpoint ever has more than
-// max_concurrency requests open. On a store that several nodes share, a node
+// max_concurrency requests open. An endpoint with max_concurrency: auto has
+// the limit its courier.AdaptiveLimit gives, learnt on this node from the
+// outcomes of this node's attempts. On a store that several nodes share, a node
 // may use only the slots it holds in the store (shared != nil): it takes
 // what is free of an endpoint when it has work for it and its claims come
 // back full, and gives back, once a window, what it held beyond the most it
@@ -30,7 +32,22 @@ type endpointSlots struct {
 	hungry   map[string]bool      // shared: a claim for the endpoint came back full
 	retryAt  map[string]time.Time // shared: no asking for more before then
 	renewdAt time.Time
+
+	adaptive map[string]*adaptive // endpoints with max_concurrency: auto
+	prunedAt time.Time
 }
+
+// adaptive is the limit of an endpoint with max_concurrency: auto, and when
+// an attempt on it last ended.
+type adaptive struct {
+	limit *courier.AdaptiveLimit
+	used  time.Time
+}
+
+// adaptiveIdle is how long the limit learnt for an endpoint outlives its
+// last attempt: a resolved endpoint of a lookup route that is no longer
+// used is forgotten, one that is used again starts afresh.
+const adaptiveIdle = 10 * time.Minute
 
 // Slot holds in a shared store: how long a hold outlives its node, how
 // often holds are renewed, and the window over which a node's use of an
@@ -46,7 +63,8 @@ const (
 
 func newEndpointSlots(shared courier.SharedLimits) *endpointSlots {
 	s := &endpointSlots{running: map[string]int{}, waiting: map[string]int{}, shared: shared,
-		held: map[string]int{}, peak: map[string]int{}, hungry: map[string]bool{}, retryAt: map[string]time.Time{}}
+		held: map[string]int{}, peak: map[string]int{}, hungry: map[string]bool{}, retryAt: map[string]time.Time{},
+		adaptive: map[string]*adaptive{}}
 	s.freed = sync.NewCond(&s.mu)
 	return s
 }
@@ -54,9 +72,44 @@ func newEndpointSlots(shared courier.SharedLimits) *endpointSlots {
 // limit is how many attempts e may have running on this node; s.mu is held.
 func (s *endpointSlots) limit(e *courier.Endpoint) int {
 	if s.shared != nil {
-		return s.held[e.Name]
+		return min(s.held[e.Name], s.maxOf(e))
 	}
-	return max(e.MaxConcurrency, 1)
+	return s.maxOf(e)
+}
+
+// maxOf is how many attempts e may have in flight: its max_concurrency, or
+// with auto its adaptive limit now; s.mu is held. On a shared store it is
+// what this node asks for, and the slots of the store count the attempts
+// of every node against it.
+func (s *endpointSlots) maxOf(e *courier.Endpoint) int {
+	if !e.AutoConcurrency {
+		return max(e.MaxConcurrency, 1)
+	}
+	return s.adaptiveOf(e).limit.Limit()
+}
+
+// adaptiveOf returns the adaptive limit of e, made when first asked for;
+// s.mu is held.
+func (s *endpointSlots) adaptiveOf(e *courier.Endpoint) *adaptive {
+	a := s.adaptive[e.Name]
+	if a == nil {
+		a = &adaptive{limit: courier.NewAdaptiveLimit(e.MaxConcurrency)}
+		s.adaptive[e.Name] = a
+	} else if c := max(e.MaxConcurrency, 1); a.limit.Ceiling() != c {
+		a.limit.SetCeiling(c) // changed on reload
+	}
+	return a
+}
+
+// concurrencyLimit returns the adaptive limit of the endpoint named, and
+// false when it has none (not auto, or not used lately).
+func (s *endpointSlots) concurrencyLimit(name string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.adaptive[name]; a != nil {
+		return a.limit.Limit(), true
+	}
+	return 0, false
 }
 
 func (s *endpointSlots) free(e *courier.Endpoint) int {
@@ -108,6 +161,25 @@ func (s *endpointSlots) release(name string) {
 	s.freed.Broadcast()
 }
 
+// done releases the slot of an attempt on e that was sent and got r after
+// d; an endpoint with max_concurrency: auto learns from it.
+func (s *endpointSlots) done(e *courier.Endpoint, r courier.Result, d time.Duration, now time.Time) {
+	if e.AutoConcurrency {
+		s.mu.Lock()
+		a := s.adaptiveOf(e)
+		a.limit.Observe(d, r, s.running[e.Name])
+		a.used = now
+		if now.Sub(s.prunedAt) >= adaptiveIdle {
+			maps.DeleteFunc(s.adaptive, func(name string, a *adaptive) bool {
+				return now.Sub(a.used) > adaptiveIdle && s.running[name]+s.waiting[name] == 0
+			})
+			s.prunedAt = now
+		}
+		s.mu.Unlock()
+	}
+	s.release(e.Name)
+}
+
 // claimed notes, for a shared store, whether a claim for routes using the
 // endpoint came back full: then the node asks for more of its slots.
 func (s *endpointSlots) claimed(endpoint string, full bool) {
@@ -141,7 +213,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 	maxOf := make(map[string]int, len(endpoints))
 	for _, e := range endpoints {
 		held, used := s.held[e.Name], s.running[e.Name]+s.waiting[e.Name]
-		maxSlots := max(e.MaxConcurrency, 1)
+		maxSlots := s.maxOf(e)
 		maxOf[e.Name] = maxSlots
 		switch {
 		case held > maxSlots:
@@ -157,7 +229,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 			maxSlots, ok := maxOf[name]
 			if !ok {
 				if e := known[name]; e != nil {
-					maxSlots = max(e.MaxConcurrency, 1)
+					maxSlots = s.maxOf(e)
 				} else {
 					maxSlots = held // not known here (a resolved endpoint): its use decides
 				}

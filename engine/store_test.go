@@ -73,6 +73,8 @@ func TestOnPostgres(t *testing.T) {
 		{"RemovedRouteSuspendsItsMessages", TestRemovedRouteSuspendsItsMessages},
 		{"OrderedPerKeyOnThreeNodes", func(t *testing.T) { testOrderedPerKey(t, 3) }},
 		{"SkipLetsTheKeyGoOn", TestSkipLetsTheKeyGoOn},
+		{"SequenceInOrderOnThreeNodes", func(t *testing.T) { testSequenceInOrder(t, 3) }},
+		{"SkipLeavesAGapAndSaysSo", TestSkipLeavesAGapAndSaysSo},
 		{"PriorityJumpsTheBacklog", TestPriorityJumpsTheBacklog},
 		{"DeliverAfterHolds", TestDeliverAfterHolds},
 		{"WaitingBehindABlockedHead", TestWaitingBehindABlockedHead},
@@ -84,6 +86,13 @@ func TestOnPostgres(t *testing.T) {
 		{"HeldRoutesAreNeverClaimed", TestHeldRoutesAreNeverClaimed},
 		{"DeepBacklogDoesNotStarveAnotherRoute", TestDeepBacklogDoesNotStarveAnotherRoute},
 		{"ManySmallRoutesClaimedTogether", TestManySmallRoutesClaimedTogether},
+		{"AutoConcurrencySettlesBelowTheKnee", TestAutoConcurrencySettlesBelowTheKnee},
+		{"AutoConcurrencyClimbsToTheCeiling", TestAutoConcurrencyClimbsToTheCeiling},
+		{"SuspensionAndRecoverySendOneNoticeEach", TestSuspensionAndRecoverySendOneNoticeEach},
+		{"OneNoticeForTwoNodes", testOneNoticeForTwoNodes},
+		{"RedriveAfterRecovery", TestRedriveAfterRecovery},
+		{"RedriveStopsWhenSuspendedAgain", TestRedriveStopsWhenSuspendedAgain},
+		{"RedriveOnTwoNodes", testRedriveOnTwoNodes},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

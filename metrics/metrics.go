@@ -41,8 +41,11 @@ type Options struct {
 	// InFlightFunc returns the attempts running on an endpoint on this node
 	// (the engine's InFlight); nil reports none.
 	InFlightFunc func(endpoint string) int
-	Clock        courier.Clock
-	Logger       *slog.Logger
+	// ConcurrencyLimitFunc returns the attempts this node lets be in flight
+	// to an endpoint (the engine's ConcurrencyLimit); nil reports none.
+	ConcurrencyLimitFunc func(endpoint string) int
+	Clock                courier.Clock
+	Logger               *slog.Logger
 	// Interval is how often the live states and endpoint health are read
 	// from the store (default 15s).
 	Interval time.Duration
@@ -379,6 +382,8 @@ var (
 		"1 for the endpoint's health state (active, timeout, suspended, off), 0 for the others.", []string{"endpoint", "state"}, nil)
 	descInFlight = prometheus.NewDesc("courier_endpoint_inflight",
 		"Attempts running on the endpoint on this node.", []string{"endpoint"}, nil)
+	descLimit = prometheus.NewDesc("courier_endpoint_concurrency_limit",
+		"Attempts this node lets be in flight to the endpoint: its max_concurrency, or with auto the limit learnt from its answers.", []string{"endpoint"}, nil)
 )
 
 var healthStates = []courier.HealthState{courier.HealthActive, courier.HealthTimeout, courier.HealthSuspended, courier.HealthOff}
@@ -388,6 +393,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCounted
 	ch <- descHealth
 	ch <- descInFlight
+	ch <- descLimit
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -417,5 +423,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, v, name, string(s))
 		}
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(m.opts.InFlightFunc(name)), name)
+		if m.opts.ConcurrencyLimitFunc != nil {
+			ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(m.opts.ConcurrencyLimitFunc(name)), name)
+		}
 	}
 }

@@ -57,7 +57,8 @@ func TestScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New(metrics.Options{Source: store, TopologyFunc: topology, Clock: clocktest.New(now),
-		InFlightFunc: func(ep string) int { return map[string]int{"acme": 2}[ep] }})
+		InFlightFunc:         func(ep string) int { return map[string]int{"acme": 2}[ep] },
+		ConcurrencyLimitFunc: func(ep string) int { return map[string]int{"acme": 23, "globex": 4}[ep] }})
 
 	fams := scrape(t, m)
 	if _, ok := promtest.Value(fams, "courier_queue_messages", "state", "queued"); ok {
@@ -106,6 +107,8 @@ func TestScrape(t *testing.T) {
 		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "active"}, 0},
 		{"courier_endpoint_health", []string{"endpoint", "globex", "state", "off"}, 1},
 		{"courier_endpoint_inflight", []string{"endpoint", "acme"}, 2},
+		{"courier_endpoint_concurrency_limit", []string{"endpoint", "acme"}, 23},
+		{"courier_endpoint_concurrency_limit", []string{"endpoint", "globex"}, 4},
 		{"courier_endpoint_suspensions_total", []string{"endpoint", "acme"}, 1},
 		{"courier_operator_actions_total", []string{"action", "resubmit"}, 5},
 	} {

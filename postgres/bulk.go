@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq`
+const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq, stopped`
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
@@ -113,6 +113,25 @@ func (s *Store) Bulk(ctx context.Context, id string) (courier.BulkOp, error) {
 	return op, nil
 }
 
+// StopBulk ends an operation not yet done, for the reason given. The
+// update waits for a batch under way (its row lock), which it follows.
+func (s *Store) StopBulk(ctx context.Context, id, reason string, now time.Time) (courier.BulkOp, error) {
+	var out courier.BulkOp
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET done = true, stopped = $1, updated_at = $2 WHERE id = $3 AND NOT done`,
+			reason, now, id); err != nil {
+			return classify("stop bulk operation", err)
+		}
+		op, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, id))
+		if err != nil {
+			return one("read bulk operation", err, sqlstore.BulkNotFound(id))
+		}
+		out = op
+		return nil
+	})
+	return out, err
+}
+
 // PendingBulks returns the operations not yet done.
 func (s *Store) PendingBulks(ctx context.Context) ([]courier.BulkOp, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE NOT done ORDER BY created_at`)
@@ -124,7 +143,7 @@ func scanBulk(row scanner) (courier.BulkOp, error) {
 	var kind string
 	var filter []byte
 	var route pgtype.Text
-	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &op.CreatedAt, &op.UpdatedAt, &op.Position, &op.End); err != nil {
+	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &op.CreatedAt, &op.UpdatedAt, &op.Position, &op.End, &op.Stopped); err != nil {
 		return op, err
 	}
 	if err := sqlstore.DecodeSettings(filter, &op); err != nil {

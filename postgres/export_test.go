@@ -39,3 +39,6 @@ func (s *Store) HoldConnections(ctx context.Context) (release func(), err error)
 	}
 	return release, nil
 }
+
+// ChannelName is channelName, for its tests.
+var ChannelName = channelName

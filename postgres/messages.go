@@ -18,7 +18,7 @@ var messageFields = []string{"seq", "id", "subscription", "type", "route", "size
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
 	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender", "order_skipped",
-	"workflow", "step", "failed_step", "step_responses", "recipient"}
+	"workflow", "step", "failed_step", "step_responses", "recipient", "sequence", "previous_id", "trace_parent"}
 
 // columns lists messageFields, each prefixed with the table alias if one is given.
 func columns(alias string) string {
@@ -60,20 +60,20 @@ const ingestSQL = `WITH input AS (
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
 		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
 		$20::timestamptz[], $21::bytea[], $22::text[], $23::boolean[], $24::text[], $25::int[], $26::int[], $27::text[], $28::text[],
-		$29::text[], $30::boolean[], $31::int[])
+		$29::text[], $30::boolean[], $31::int[], $32::text[])
 	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
 		round_started_at, timer_at, payload, sender, order_skipped, workflow, step, failed_step, step_responses, recipient,
-		subscription, shared, lead, ord)
+		subscription, shared, lead, trace_parent, ord)
 	ORDER BY t.ord
 ), leads AS (
 	INSERT INTO messages (seq, id, subscription, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient)
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent)
 	OVERRIDING SYSTEM VALUE
 	SELECT seq, id, subscription, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent
 	FROM input WHERE NOT shared ORDER BY ord
 	ON CONFLICT (id) WHERE NOT shared DO NOTHING
 	RETURNING seq
@@ -82,11 +82,11 @@ const ingestSQL = `WITH input AS (
 ), deliveries AS (
 	INSERT INTO messages (seq, id, subscription, shared, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient)
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent)
 	OVERRIDING SYSTEM VALUE
 	SELECT seq, id, subscription, true, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent
 	FROM input WHERE shared AND lead IN (SELECT ord FROM created)
 ), priorities_used AS (
 	INSERT INTO priorities (priority) SELECT DISTINCT priority FROM input ON CONFLICT DO NOTHING
@@ -132,7 +132,7 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 		sizes, leads                                     = make([]int32, n), make([]int32, n)
 		prios                                            = make([]int16, n)
 		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		workflows, responses, recipients                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		workflows, responses, recipients, traces         = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		steps, failedSteps                               = make([]int32, n), make([]int32, n)
 		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
@@ -154,7 +154,7 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)
 		senders[i], skipped[i] = nullString(m.Sender), m.OrderSkipped
 		workflows[i], steps[i], failedSteps[i] = nullString(m.Workflow), int32(m.Step), int32(m.FailedStep)
-		recipients[i], subs[i] = nullString(m.Recipient), m.Subscription
+		recipients[i], subs[i], traces[i] = nullString(m.Recipient), m.Subscription, nullString(m.TraceParent)
 		leads[i], shared[i] = int32(b.lead[i]+1), b.lead[i] != i
 		if !shared[i] {
 			payloads[i] = sqlstore.NonNil(m.Payload) // a shared row's is its lead's
@@ -162,7 +162,7 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 	}
 	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
 		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders, skipped,
-		workflows, steps, failedSteps, responses, recipients, subs, shared, leads}, nil
+		workflows, steps, failedSteps, responses, recipients, subs, shared, leads, traces}, nil
 }
 
 // querier is what a pool and a transaction have in common.
@@ -199,6 +199,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			if results, due, err = ingest(ctx, tx, b); err != nil {
 				return err
 			}
+			if err := number(ctx, tx, msgs, results); err != nil {
+				return err
+			}
 			return settleIngested(ctx, tx, msgs, results, &due)
 		})
 		if err != nil {
@@ -210,6 +213,83 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	}
 	s.dueNow(due...)
 	return results, nil
+}
+
+// readSequencesSQL reads where the numbering of keys on routes stands
+// (migration 0012): $1 the routes, $2 the keys, pairwise.
+const readSequencesSQL = `SELECT s.route, s.ordering_key, s.last, s.last_id
+	FROM unnest($1::text[], $2::text[]) AS k(route, ordering_key)
+	JOIN sequences s ON s.route = k.route AND s.ordering_key = k.ordering_key`
+
+// writeSequencesSQL writes the numbers given to messages ($1 ids, $2
+// subscriptions, $3 numbers, $4 previous ids) and where the numbering of
+// their keys stands after them ($5 routes, $6 keys, $7 last numbers, $8
+// their ids), in one statement.
+const writeSequencesSQL = `WITH numbered AS (
+	UPDATE messages m SET sequence = n.sequence, previous_id = n.previous_id
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS n(id, subscription, sequence, previous_id)
+	WHERE m.id = n.id AND m.subscription = n.subscription
+)
+INSERT INTO sequences (route, ordering_key, last, last_id)
+SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::text[])
+ON CONFLICT (route, ordering_key) DO UPDATE SET last = excluded.last, last_id = excluded.last_id`
+
+// number gives the created messages that join their keys' order their
+// Sequence, in input order, after the last number of their key on their
+// route. The caller holds the locks of the keys, so that ingests on other
+// connections and nodes number a key's messages one after another; only
+// created messages are numbered, so that one ingested again (or whose id
+// was taken meanwhile) takes no number.
+func number(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, results []courier.IngestResult) error {
+	type group struct{ route, key string }
+	heads := map[group]courier.SequenceHead{}
+	var order []group
+	var numbered []*courier.Message
+	for i, m := range msgs {
+		if results[i].Status != courier.IngestCreated || !courier.JoinsKey(m) {
+			continue
+		}
+		numbered = append(numbered, m)
+		if gk := (group{m.Route, m.OrderingKey}); len(order) == 0 || order[len(order)-1] != gk {
+			if _, ok := heads[gk]; !ok {
+				heads[gk] = courier.SequenceHead{}
+				order = append(order, gk)
+			}
+		}
+	}
+	if len(numbered) == 0 {
+		return nil
+	}
+	routes, keys := make([]string, len(order)), make([]string, len(order))
+	for i, gk := range order {
+		routes[i], keys[i] = gk.route, gk.key
+	}
+	rows, err := tx.Query(ctx, readSequencesSQL, routes, keys)
+	if err != nil {
+		return classify("read sequences", err)
+	}
+	var gk group
+	var h courier.SequenceHead
+	if _, err := pgx.ForEachRow(rows, []any{&gk.route, &gk.key, &h.Last, &h.ID}, func() error {
+		heads[gk] = h
+		return nil
+	}); err != nil {
+		return classify("read sequences", err)
+	}
+	ids, subs, seqs, prevs := make([]string, len(numbered)), make([]string, len(numbered)), make([]int64, len(numbered)), make([]*string, len(numbered))
+	for i, m := range numbered {
+		gk := group{m.Route, m.OrderingKey}
+		heads[gk] = heads[gk].Number(m)
+		ids[i], subs[i], seqs[i], prevs[i] = m.ID, m.Subscription, m.Sequence, nullString(m.PreviousID)
+	}
+	lasts, lastIDs := make([]int64, len(order)), make([]string, len(order))
+	for i, gk := range order {
+		lasts[i], lastIDs[i] = heads[gk].Last, heads[gk].ID
+	}
+	if _, err := tx.Exec(ctx, writeSequencesSQL, ids, subs, seqs, prevs, routes, keys, lasts, lastIDs); err != nil {
+		return classify("write sequences", err)
+	}
+	return nil
 }
 
 // settleIngested lets go the keyed messages that admit made wait behind a
@@ -499,34 +579,14 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 	return m, nil
 }
 
-func insertAction(ctx context.Context, tx pgx.Tx, a courier.Action) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO actions (at, who, kind, subject, detail) VALUES ($1, $2, $3, $4, $5)`,
-		a.At, a.Who, string(a.Kind), a.Subject, nullString(a.Detail)); err != nil {
-		return classify("record action", err)
-	}
-	return nil
-}
-
-// Actions returns the operator actions on a subject, oldest first.
-func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
-	rows, err := s.pool.Query(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = $1 ORDER BY seq`, subject)
-	return collect([]courier.Action{}, rows, err, "list actions", func(row scanner) (courier.Action, error) {
-		a := courier.Action{Subject: subject}
-		var detail pgtype.Text
-		err := row.Scan(&a.At, &a.Who, &a.Kind, &detail)
-		a.At, a.Detail = a.At.UTC(), detail.String
-		return a, err
-	})
-}
-
 // Purge deletes up to limit terminal messages and deliveries that finished
 // before the cutoff, with their payloads, attempts and actions (kept under
-// the row's key: the id, or the id, '/' and the subscription). The lead of
-// a published message, which keeps the payload, is taken only once no
-// delivery that shares it is left, so the payload goes with the last; the
-// deliveries are looked up by the lead's id (a NOT EXISTS there is planned
-// as a hash of every shared row). Nodes purging at the same time skip each
-// other's rows.
+// the row's key: the id, or the id, '/' and the subscription; not the
+// changes of a topology object of that name). The lead of a published
+// message, which keeps the payload, is taken only once no delivery that
+// shares it is left, so the payload goes with the last; the deliveries are
+// looked up by the lead's id (a NOT EXISTS there is planned as a hash of
+// every shared row). Nodes purging at the same time skip each other's rows.
 func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	tag, err := s.pool.Exec(ctx, `WITH gone AS (
 			SELECT seq, CASE WHEN subscription = '' THEN id ELSE id || '/' || subscription END AS key
@@ -535,11 +595,16 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 					OR (SELECT o.seq FROM messages o WHERE o.id = m.id AND o.shared LIMIT 1) IS NULL)
 			LIMIT $2 FOR UPDATE SKIP LOCKED
 		), a AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.key
-		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key
+		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key AND actions.object = ''
 		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq) -- none for a shared row
 		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, before, limit)
 	if err != nil {
 		return 0, classify("purge", err)
+	}
+	// Operational events go with the messages of their time.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < $1 ORDER BY seq LIMIT $2)`,
+		before, limit); err != nil {
+		return 0, classify("purge events", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -562,14 +627,15 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	var seq int64
 	var prio int16
 	var headers, stepResponses []byte
-	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient pgtype.Text
+	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient, previousID, traceParent pgtype.Text
+	var sequence pgtype.Int8
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
 	var state string
 	dest := []any{&seq, &m.ID, &m.Subscription, &m.Type, &m.Route, &m.Size, &m.ContentType, &headers, &orderingKey,
 		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
 		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender,
-		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient}
+		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient, &sequence, &previousID, &traceParent}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -584,6 +650,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(prio), sender.String, workflow.String, recipient.String
+	m.Sequence, m.PreviousID, m.TraceParent = sequence.Int64, previousID.String, traceParent.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
 	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
 	m.Endpoint, m.LastError, m.LastClass = endpoint.String, lastError.String, courier.ErrorClass(lastClass.String)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sqlstore"
@@ -40,11 +41,12 @@ type Options struct {
 
 // Store is the PostgreSQL implementation of courier.Store.
 type Store struct {
-	pool    *pgxpool.Pool
-	cfg     *pgxpool.Config
-	logger  *slog.Logger
-	channel string // LISTEN/NOTIFY channel of new due messages
-	id      string // this store's payload in its notifications, to skip its own
+	pool            *pgxpool.Pool
+	cfg             *pgxpool.Config
+	logger          *slog.Logger
+	channel         string // LISTEN/NOTIFY channel of new due messages
+	id              string // this store's payload in its notifications, to skip its own
+	topologyChannel string // LISTEN/NOTIFY channel of topology changes, with their versions
 
 	ingests  chan *ingestCall // ingests waiting for a committer (group.go)
 	grouped  atomic.Int64     // statements that served more than one ingest
@@ -101,17 +103,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("read the schema: %w", err)
 	}
-	channel := "courier_due." + schema
 	s := &Store{
-		pool:    pool,
-		cfg:     cfg,
-		logger:  opts.Logger,
-		channel: channel,
-		id:      strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.Itoa(rand.IntN(1<<30)),
-		ingests: make(chan *ingestCall, 4*ingestCommitters),
-		notify:  make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		pool:            pool,
+		cfg:             cfg,
+		logger:          opts.Logger,
+		channel:         channelName("courier_due.", schema),
+		topologyChannel: channelName("courier_topology.", schema),
+		id:              strconv.FormatInt(time.Now().UnixNano(), 36) + "." + strconv.Itoa(rand.IntN(1<<30)),
+		ingests:         make(chan *ingestCall, 4*ingestCommitters),
+		notify:          make(chan struct{}, 1),
+		quit:            make(chan struct{}),
+		stopped:         make(chan struct{}),
 	}
 	s.bg.Add(1 + ingestCommitters)
 	go s.notifyLoop()
@@ -119,6 +121,21 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		go s.ingestLoop()
 	}
 	return s, nil
+}
+
+// channelName is the LISTEN/NOTIFY channel prefix+schema, cut to the
+// length of an identifier (63 bytes) as LISTEN would cut it: pg_notify
+// refuses a longer name.
+func channelName(prefix, schema string) string {
+	name := prefix + schema
+	if len(name) <= 63 {
+		return name
+	}
+	cut := 63
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
 }
 
 func createSchema(ctx context.Context, cfg *pgxpool.Config, schema string) error {
@@ -204,10 +221,16 @@ func (s *Store) Listen(ctx context.Context, due func(routes []string)) {
 	}
 	s.listened = true
 	s.bg.Add(1)
-	go s.listenLoop(ctx, due)
+	go s.listenLoop(ctx, s.channel, "new messages",
+		func() { due(nil) }, // anything ingested while not listening
+		func(payload string) { s.heardDue(payload, due) })
 }
 
-func (s *Store) listenLoop(ctx context.Context, due func(routes []string)) {
+// listenLoop listens on channel on a connection of its own until ctx ends
+// or the store is closed, reconnecting with backoff after a failure (what
+// names the notifications in the log). It calls connected once it listens,
+// after each (re)connect, and heard with the payload of each notification.
+func (s *Store) listenLoop(ctx context.Context, channel, what string, connected func(), heard func(payload string)) {
 	defer s.bg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -220,11 +243,11 @@ func (s *Store) listenLoop(ctx context.Context, due func(routes []string)) {
 	}()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, due)
+		err := s.listenOnce(ctx, channel, connected, heard)
 		if ctx.Err() != nil {
 			return
 		}
-		s.logger.Warn("listening for new messages failed; polling until it reconnects", "err", err, "in", backoff)
+		s.logger.Warn("listening for "+what+" failed; polling until it reconnects", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -234,29 +257,36 @@ func (s *Store) listenLoop(ctx context.Context, due func(routes []string)) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, due func(routes []string)) error {
+func (s *Store) listenOnce(ctx context.Context, channel string, connected func(), heard func(payload string)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
-	due(nil) // anything ingested while not listening
+	connected()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		from, routes, named := strings.Cut(n.Payload, "\n")
-		switch {
-		case from == s.id:
-		case named:
-			due(strings.Split(routes, "\n"))
-		default:
-			due(nil)
-		}
+		heard(n.Payload)
+	}
+}
+
+// heardDue calls due for a notification of new due messages: with its
+// routes, or with none when it could not name them; not for this store's
+// own.
+func (s *Store) heardDue(payload string, due func(routes []string)) {
+	from, routes, named := strings.Cut(payload, "\n")
+	switch {
+	case from == s.id:
+	case named:
+		due(strings.Split(routes, "\n"))
+	default:
+		due(nil)
 	}
 }
 

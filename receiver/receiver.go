@@ -43,6 +43,10 @@ type Options struct {
 	// PendingInterval is how often the items waiting at a source are
 	// counted (default 5s).
 	PendingInterval time.Duration
+	// EventFunc, if set, is told of the operational event of a receive
+	// location that stopped, by an operator or at an item it cannot take
+	// (the engine's Event, which records it and sends its notices).
+	EventFunc func(courier.Event)
 }
 
 // Service runs every configured receive location, each in a goroutine of
@@ -69,6 +73,9 @@ func New(o Options) *Service {
 	}
 	if o.DueFunc == nil {
 		o.DueFunc = func([]string) {}
+	}
+	if o.EventFunc == nil {
+		o.EventFunc = func(courier.Event) {}
 	}
 	if o.RetryInitial <= 0 {
 		o.RetryInitial = 500 * time.Millisecond
@@ -243,17 +250,23 @@ func (w *worker) isStopped() bool {
 	return w.stopped
 }
 
-// stop marks the receiver stopped; the loop closes its source.
+// stop marks the receiver stopped; the loop closes its source. A receiver
+// that was running makes its receiver.stopped event.
 func (w *worker) stop(reason, lastError string) {
 	w.mu.Lock()
+	was := w.stopped
 	w.stopped = true
-	w.setStateLocked(courier.ReceiverStopped, w.s.opts.Clock.Now())
+	now := w.s.opts.Clock.Now()
+	w.setStateLocked(courier.ReceiverStopped, now)
 	w.status.StopReason = reason
 	if lastError != "" {
-		w.status.LastError, w.status.LastErrorAt = lastError, w.s.opts.Clock.Now()
+		w.status.LastError, w.status.LastErrorAt = lastError, now
 	}
 	w.mu.Unlock()
 	w.wake()
+	if !was {
+		w.s.opts.EventFunc(courier.ReceiverEvent(w.r.Name, reason, now))
+	}
 }
 
 func (w *worker) setStateLocked(state string, now time.Time) {

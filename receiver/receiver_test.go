@@ -152,6 +152,21 @@ type harness struct {
 	svc   *receiver.Service
 	top   *courier.Topology
 	mu    sync.Mutex
+	// events are the operational events the service made, under mu.
+	events []courier.Event
+}
+
+// stopEvents returns the receiver.stopped events the service made.
+func (h *harness) stopEvents() []courier.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []courier.Event
+	for _, ev := range h.events {
+		if ev.Kind == courier.EventReceiverStopped {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func newHarness(t *testing.T, r *courier.Receiver, q *queue, wrap func(courier.Store) courier.Store) *harness {
@@ -171,7 +186,12 @@ func newHarness(t *testing.T, r *courier.Receiver, q *queue, wrap func(courier.S
 	h.svc = receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r},
 		TopologyFunc: h.topology, MaxPayload: 1 << 20,
 		OpenFunc:     func(context.Context, *courier.Receiver) (courier.Source, error) { return q, nil },
-		RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, PendingInterval: time.Millisecond})
+		RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, PendingInterval: time.Millisecond,
+		EventFunc: func(ev courier.Event) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.events = append(h.events, ev)
+		}})
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +350,9 @@ func TestOnErrorStop(t *testing.T) {
 	if !strings.Contains(st.StopReason, "on_error: stop: item c cannot be taken") || !strings.Contains(st.StopReason, `route "later" is not configured`) {
 		t.Fatalf("stop reason %q", st.StopReason)
 	}
+	if evs := h.stopEvents(); len(evs) != 1 || evs[0].Details.Reason != st.StopReason || evs[0].Kind != courier.EventReceiverStopped {
+		t.Fatalf("events %+v; want one receiver.stopped with the reason", evs)
+	}
 	if ready, out, acked := q.state(); ready != 2 || out != 0 || acked != 2 {
 		t.Fatalf("source: %d ready, %d out, %d acked; want c and d back at the source", ready, out, acked)
 	}
@@ -388,6 +411,12 @@ func TestStopAndStart(t *testing.T) {
 	h.waitFor("stopped", func() bool { return h.svc.Statuses()[0].State == courier.ReceiverStopped })
 	if st := h.svc.Statuses()[0]; st.StopReason != "stopped by ops" {
 		t.Fatalf("stop reason %q", st.StopReason)
+	}
+	if err := h.svc.StopReceiver("erp", "ops"); err != nil { // stopped already: no second event
+		t.Fatal(err)
+	}
+	if evs := h.stopEvents(); len(evs) != 1 || evs[0].Subject != "erp" || evs[0].Details.Reason != "stopped by ops" {
+		t.Fatalf("events %+v; want one receiver.stopped of erp, by ops", evs)
 	}
 	q.put(item("b", "acme"))
 	time.Sleep(50 * time.Millisecond)

@@ -61,6 +61,23 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
 	})
+	// Messages of 200 ordering keys: each joins its key's order and is
+	// numbered in it (Courier-Sequence).
+	b.Run("keyed-batch-1000", func(b *testing.B) {
+		s := open(b)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			msgs := make([]*courier.Message, 1000)
+			for j := range msgs {
+				msgs[j] = newMsg(fmt.Sprintf("k-%d-%d", i, j))
+				msgs[j].OrderingKey = fmt.Sprintf("key-%d", j%200)
+			}
+			if _, err := s.Ingest(context.Background(), msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
+	})
 	// Published messages with ten subscriptions each: ten deliveries, one
 	// payload.
 	b.Run("publish-1000x10", func(b *testing.B) {

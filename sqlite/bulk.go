@@ -11,7 +11,7 @@ import (
 	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
-const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq`
+const bulkColumns = `id, kind, filter, route, who, count, done, created_at, updated_at, cursor, max_seq, stopped`
 
 // StartBulk records a bulk operation bounded by the newest message now.
 func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error) {
@@ -140,6 +140,24 @@ func (s *Store) Bulk(ctx context.Context, id string) (courier.BulkOp, error) {
 	return op, nil
 }
 
+// StopBulk ends an operation not yet done, for the reason given.
+func (s *Store) StopBulk(ctx context.Context, id, reason string, now time.Time) (courier.BulkOp, error) {
+	var out courier.BulkOp
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`UPDATE bulk_ops SET done = 1, stopped = ?, updated_at = ? WHERE id = ? AND done = 0`,
+			reason, micros(now), id); err != nil {
+			return classify("stop bulk operation", err)
+		}
+		op, err := scanBulk(tx.QueryRow(`SELECT `+bulkColumns+` FROM bulk_ops WHERE id = ?`, id))
+		if err != nil {
+			return one("read bulk operation", err, sqlstore.BulkNotFound(id))
+		}
+		out = op
+		return nil
+	})
+	return out, err
+}
+
 // PendingBulks returns the operations not yet done.
 func (s *Store) PendingBulks(ctx context.Context) ([]courier.BulkOp, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE done = 0 ORDER BY created_at`)
@@ -151,7 +169,7 @@ func scanBulk(row scanner) (courier.BulkOp, error) {
 	var kind, filter string
 	var route sql.NullString
 	var created, updated int64
-	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &created, &updated, &op.Position, &op.End); err != nil {
+	if err := row.Scan(&op.ID, &kind, &filter, &route, &op.Who, &op.Count, &op.Done, &created, &updated, &op.Position, &op.End, &op.Stopped); err != nil {
 		return op, err
 	}
 	if err := sqlstore.DecodeSettings([]byte(filter), &op); err != nil {

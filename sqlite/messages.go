@@ -17,7 +17,7 @@ const messageColumns = `seq, id, subscription, type, route, size, content_type, 
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
 	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient`
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent`
 
 // withPayload adds the payload to messageColumns, for a read of whole
 // messages: a shared row's is its lead's (migration 0009).
@@ -34,9 +34,18 @@ const countType = `INSERT INTO types (type, count, first_seen, last_seen) VALUES
 const insertMessage = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
 	created_at, updated_at, finished_at, round_started_at, timer_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id, subscription) DO NOTHING`
+
+// Where the numbering of a key on a route stands (migration 0012): read
+// with ?1 the route and ?2 the key, and written with ?3 the last number
+// and ?4 its message's id.
+const (
+	readSequence  = `SELECT last, last_id FROM sequences WHERE route = ?1 AND ordering_key = ?2`
+	writeSequence = `INSERT INTO sequences (route, ordering_key, last, last_id) VALUES (?1, ?2, ?3, ?4)
+	ON CONFLICT (route, ordering_key) DO UPDATE SET last = excluded.last, last_id = excluded.last_id`
+)
 
 // Ingest stores the messages in one transaction shared with every other
 // write waiting at the same time. The one writer makes the check for an
@@ -47,6 +56,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		insert, body, lead := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt), tx.Stmt(s.leadStmt)
 		var seen sqlstore.TypeCounts
+		heads := sequenceHeads{}
 		for i := 0; i < len(msgs); {
 			run := sqlstore.Run(msgs[i:])
 			stored, err := scanMessage(lead.QueryRow(run[0].ID))
@@ -61,6 +71,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 					// Whether it waits for its key: decided before it
 					// is stored, so that the sender is told what is stored.
 					if err := s.admit(tx, m); err != nil {
+						return err
+					}
+					if err := s.number(tx, heads, m); err != nil {
 						return err
 					}
 					seq, err := s.execInsert(tx, insert, body, m, first)
@@ -82,6 +95,9 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			}
 			i += len(run)
 		}
+		if err := s.writeSequences(tx, heads); err != nil {
+			return err
+		}
 		for _, c := range seen {
 			if _, err := tx.Stmt(s.typeStmt).Exec(c.Type, c.Count, micros(c.FirstSeen), micros(c.LastSeen)); err != nil {
 				return classify("count the type "+c.Type, err)
@@ -93,6 +109,41 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 		return nil, err
 	}
 	return results, nil
+}
+
+// sequenceHeads are where the numberings of the keys an ingest numbers
+// stand, by route and key, read once and written back once.
+type sequenceHeads map[[2]string]courier.SequenceHead
+
+// number gives m its Sequence, when it joins its key's order: the one
+// writer makes the read of the key's numbering and its write
+// (writeSequences) one. Only created messages come here (an id that
+// exists was looked for first), so a message ingested again takes no
+// number.
+func (s *Store) number(tx *sql.Tx, heads sequenceHeads, m *courier.Message) error {
+	if !courier.JoinsKey(m) {
+		return nil
+	}
+	k := [2]string{m.Route, m.OrderingKey}
+	h, ok := heads[k]
+	if !ok {
+		err := tx.Stmt(s.seqReadStmt).QueryRow(m.Route, m.OrderingKey).Scan(&h.Last, &h.ID)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return classify(fmt.Sprintf("read the sequence of key %s on %s", m.OrderingKey, m.Route), err)
+		}
+	}
+	heads[k] = h.Number(m)
+	return nil
+}
+
+// writeSequences writes back where the numberings of an ingest stand.
+func (s *Store) writeSequences(tx *sql.Tx, heads sequenceHeads) error {
+	for k, h := range heads {
+		if _, err := tx.Stmt(s.seqWriteStmt).Exec(k[0], k[1], h.Last, h.ID); err != nil {
+			return classify(fmt.Sprintf("write the sequence of key %s on %s", k[1], k[0]), err)
+		}
+	}
+	return nil
 }
 
 // Message returns one message or delivery, by its key.
@@ -205,15 +256,6 @@ func (s *Store) act(tx *sql.Tx, key string, decide sqlstore.Decide) (*courier.Me
 	return next, nil
 }
 
-func insertAction(tx *sql.Tx, a courier.Action) error {
-	_, err := tx.Exec(`INSERT INTO actions (at, who, kind, subject, detail) VALUES (?, ?, ?, ?, ?)`,
-		micros(a.At), a.Who, string(a.Kind), a.Subject, nullString(a.Detail))
-	if err != nil {
-		return classify("record action", err)
-	}
-	return nil
-}
-
 // queuedDue is the predicate of the messages_queued index (migration 0003):
 // the queued messages that have a due time, which claims take when it
 // comes. A queued message without one waits for its ordering key.
@@ -243,19 +285,6 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 			courier.Errorf(courier.CodeNotFound, "no message holds ordering key %q on route %q", key, route))
 	}
 	return m, nil
-}
-
-// Actions returns the operator actions on a subject, oldest first.
-func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT at, who, kind, detail FROM actions WHERE subject = ? ORDER BY seq`, subject)
-	return collect([]courier.Action{}, rows, err, "list actions", func(row scanner) (courier.Action, error) {
-		a := courier.Action{Subject: subject}
-		var at int64
-		var detail sql.NullString
-		err := row.Scan(&at, &a.Who, &a.Kind, &detail)
-		a.At, a.Detail = fromMicros(at), detail.String
-		return a, err
-	})
 }
 
 // Purge deletes up to limit terminal messages and deliveries that finished
@@ -290,7 +319,8 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 				arg any
 			}{
 				{`DELETE FROM attempts WHERE message_id = ?`, p.key},
-				{`DELETE FROM actions WHERE subject = ?`, p.key},
+				// Not the changes of a topology object that has its name.
+				{`DELETE FROM actions WHERE subject = ? AND object = ''`, p.key},
 				{`DELETE FROM messages WHERE seq = ?`, p.seq},
 				{`DELETE FROM bodies WHERE seq = ?`, p.seq}, // none for a shared row
 			} {
@@ -300,6 +330,11 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 			}
 		}
 		n = len(gone)
+		// Operational events go with the messages of their time.
+		if _, err := tx.Exec(`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT ?)`,
+			micros(before), limit); err != nil {
+			return classify("purge events", err)
+		}
 		return nil
 	})
 	return n, err
@@ -347,8 +382,10 @@ type rowScan struct {
 	seq, size, priority, deliverAfter, expiresAt, attempts, totalAttempts, abandoned, resubmits, roundStarted,
 	escalated, timerAt, nextAttempt, leaseUntil, created, updated, finished, orderSkipped, step, failedStep any
 
+	sequence any
+
 	headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow,
-	recipient sql.NullString
+	recipient, previousID, traceParent sql.NullString
 
 	stepResponses []byte
 	state         string
@@ -367,7 +404,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 		&r.priority, &r.deliverAfter, &r.expiresAt, &m.Hash, &r.state, &r.reason, &r.attempts, &r.totalAttempts,
 		&r.abandoned, &r.resubmits, &r.roundStarted, &r.escalated, &r.fallbackFrom, &r.timerAt, &r.nextAttempt,
 		&r.leaseUntil, &r.leaseOwner, &r.endpoint, &r.lastError, &r.lastClass, &r.created, &r.updated, &r.finished, &r.sender,
-		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient)
+		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent)
 	if payload {
 		r.dest = append(r.dest, &m.Payload)
 	}
@@ -388,6 +425,8 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	m.Step, m.FailedStep, m.OrderSkipped = int(asInt(r.step)), int(asInt(r.failedStep)), asInt(r.orderSkipped) != 0
 	m.Workflow = r.workflow.String
 	m.Recipient = r.recipient.String
+	m.TraceParent = r.traceParent.String
+	m.Sequence, m.PreviousID = asInt(r.sequence), r.previousID.String
 	m.OrderingKey = r.orderingKey.String
 	m.Sender = r.sender.String
 	m.FallbackFrom = r.fallbackFrom.String
@@ -454,6 +493,14 @@ func fromNullMicros(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
+// nullInt stores 0 as NULL.
+func nullInt(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
 func nullString(s string) any {
 	if s == "" {
 		return nil
@@ -485,7 +532,8 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
 		micros(sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
-		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient))
+		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient), nullInt(m.Sequence), nullString(m.PreviousID),
+		nullString(m.TraceParent))
 	if err != nil {
 		return 0, classify("insert message "+m.Key(), err)
 	}

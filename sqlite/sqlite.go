@@ -78,6 +78,8 @@ type Store struct {
 	promoteStmt *sql.Stmt
 	waitStmt    *sql.Stmt
 	afterStmt   *sql.Stmt
+	// Where the numbering of an ordering key stands (Courier-Sequence).
+	seqReadStmt, seqWriteStmt *sql.Stmt
 
 	priorities priorities // of the messages stored
 
@@ -178,6 +180,8 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.promoteStmt, promoteSQL},
 		{&s.waitStmt, waitSQL},
 		{&s.afterStmt, `SELECT deliver_after FROM messages WHERE seq = ?`},
+		{&s.seqReadStmt, readSequence},
+		{&s.seqWriteStmt, writeSequence},
 	} {
 		if *p.stmt, err = wdb.Prepare(p.sql); err != nil {
 			break

@@ -15,7 +15,8 @@ import (
 
 // A database made by the release that kept the order of keyed messages
 // with triggers (migrations up to 0006), with waiting, in-flight and
-// suspended keyed messages in it, upgrades in place and goes on in order.
+// suspended keyed messages and an operator action in it, upgrades in place,
+// goes on in order and keeps the action in its audit log.
 func TestUpgradeKeepsTheOrder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db, err := sql.Open("sqlite3", path)
@@ -59,6 +60,7 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	storetest.AuditAfterUpgrade(t, s, made)
 	storetest.OrderAfterUpgrade(t, s, made)
 
 	// Nothing in the database decides any more.

@@ -96,3 +96,91 @@ func testBulk(t *testing.T, s courier.Store) {
 		t.Errorf("q1 after bulk discard: %s", m.State)
 	}
 }
+
+// testBulkRedrive checks a re-drive's operation: the reasons it takes,
+// oldest first within its age, the actions it records as courier, and
+// its stop.
+func testBulkRedrive(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	suspended := func(id string, reason courier.Reason, created time.Time) {
+		t.Helper()
+		m := &courier.Message{ID: id, Type: "invoice", Route: "acme", Payload: []byte(id), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, created)
+		m.State, m.Reason, m.FinishedAt, m.TimerAt = courier.StateSuspended, reason, created, time.Time{}
+		mustIngest(t, s, m)
+	}
+	recovered := base.Add(10 * time.Hour)
+	suspended("too-old", courier.ReasonExhausted, recovered.Add(-73*time.Hour))
+	suspended("e1", courier.ReasonExhausted, base.Add(time.Hour))
+	suspended("rejected", courier.ReasonRejected, base.Add(2*time.Hour))
+	suspended("x1", courier.ReasonExpired, base.Add(3*time.Hour))
+	suspended("invalid", courier.ReasonInvalid, base.Add(4*time.Hour))
+	suspended("e2", courier.ReasonExhausted, base.Add(5*time.Hour))
+	suspended("poison", courier.ReasonPoison, base.Add(6*time.Hour))
+
+	route := &courier.Route{Name: "acme", Endpoints: []string{"hook"}, Redrive: &courier.Redrive{OnRecovery: true}}
+	op, ok := route.RedriveOp("hook", recovered)
+	if !ok {
+		t.Fatal("RedriveOp: the route does not re-drive")
+	}
+	if _, err := s.StartBulk(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	// Another node that sees the same recovery finds the same operation.
+	if again, err := s.StartBulk(ctx, op); err != nil || again.ID != op.ID || again.Redrive == nil || again.Redrive.Endpoint != "hook" {
+		t.Fatalf("repeat StartBulk: %+v %v", again, err)
+	}
+	at := recovered.Add(time.Minute)
+	got, err := s.RunBulk(ctx, op.ID, 2, at)
+	if err != nil || got.Count != 2 || got.Done {
+		t.Fatalf("first batch: %+v %v", got, err)
+	}
+	// Oldest first: the first batch took e1 and x1, not e2.
+	if m := mustGet(t, s, "e2"); m.State != courier.StateSuspended {
+		t.Errorf("e2 after the first batch: %s, want suspended (oldest first)", m.State)
+	}
+	if got, err = s.RunBulk(ctx, op.ID, 2, at); err != nil || got.Count != 3 || !got.Done {
+		t.Fatalf("second batch: %+v %v", got, err)
+	}
+	for _, id := range []string{"e1", "x1", "e2"} {
+		if m := mustGet(t, s, id); m.State != courier.StateQueued {
+			t.Errorf("%s after the re-drive: %s, want queued", id, m.State)
+		}
+		actions, _ := s.Actions(ctx, id)
+		if len(actions) != 1 || actions[0].Who != courier.SystemWho || actions[0].Kind != courier.ActionResubmit ||
+			!strings.Contains(actions[0].Detail, "re-drive after the recovery of endpoint hook") {
+			t.Errorf("%s actions: %+v", id, actions)
+		}
+	}
+	for _, id := range []string{"too-old", "rejected", "invalid", "poison"} {
+		if m := mustGet(t, s, id); m.State != courier.StateSuspended {
+			t.Errorf("%s after the re-drive: %s, want it left suspended", id, m.State)
+		}
+	}
+
+	// A stop ends the operation: no batch more, and its reason is kept.
+	route.Redrive.Reasons = []courier.Reason{courier.ReasonPoison, courier.ReasonExhausted}
+	op2, _ := route.RedriveOp("hook", recovered.Add(time.Hour))
+	if _, err := s.StartBulk(ctx, op2); err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := s.StopBulk(ctx, op2.ID, "endpoint hook is suspended again", at)
+	if err != nil || !stopped.Done || stopped.Stopped != "endpoint hook is suspended again" || stopped.Count != 0 {
+		t.Fatalf("StopBulk: %+v %v", stopped, err)
+	}
+	if got, err := s.RunBulk(ctx, op2.ID, 10, at); err != nil || got.Count != 0 || !got.Done {
+		t.Fatalf("a stopped operation does nothing more: %+v %v", got, err)
+	}
+	if m := mustGet(t, s, "poison"); m.State != courier.StateSuspended {
+		t.Errorf("poison after a stopped re-drive: %s", m.State)
+	}
+	if again, err := s.StopBulk(ctx, op2.ID, "another reason", at); err != nil || again.Stopped != "endpoint hook is suspended again" {
+		t.Fatalf("StopBulk of a stopped operation: %+v %v", again, err)
+	}
+	if pending, _ := s.PendingBulks(ctx); len(pending) != 0 {
+		t.Fatalf("pending after the stop: %+v", pending)
+	}
+	if _, err := s.StopBulk(ctx, "nope", "x", at); courier.ErrorCode(err) != courier.CodeNotFound {
+		t.Fatalf("StopBulk of a missing operation: %v", err)
+	}
+}

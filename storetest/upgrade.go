@@ -19,7 +19,9 @@ import (
 //   - key k: m1 suspended (it holds the key), m2 and m3 waiting behind it;
 //   - key j: a1 in flight (leased, token 1), a2 waiting;
 //   - key q: q1 due, q2 waiting, both of priority 4 (a store that claims
-//     only the priorities it knows of must learn them from the old rows).
+//     only the priorities it knows of must learn them from the old rows);
+//
+// and an operator's discard of a message "old", for the audit log.
 var UpgradeSQL = []string{
 	insertOld("m1", 0),
 	`UPDATE messages SET ordering_key = ordering_key, state = 'suspended', reason = 'rejected',
@@ -29,6 +31,7 @@ var UpgradeSQL = []string{
 	`UPDATE messages SET state = 'inflight', lease_until = $1, lease_owner = 'old-node', total_attempts = 1, updated_at = $1 WHERE id = 'a1'`,
 	insertOld("a2", 0),
 	insertOld("q1", 4), insertOld("q2", 4),
+	`INSERT INTO actions (at, who, kind, subject, detail) VALUES ($1, 'ops', 'discard', 'old', 'why')`,
 }
 
 func insertOld(id string, priority int) string {
@@ -78,4 +81,31 @@ func OrderAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
 	}
 	deliver(claimOnly("m2"))
 	deliver(claimOnly("m3"))
+}
+
+// AuditAfterUpgrade checks that the action UpgradeSQL recorded at made
+// reads back from the audit log of a store opened on it with the current
+// schema, as an operator action (no topology object, version 0), and that
+// the topology starts at version 0.
+func AuditAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
+	ctx := context.Background()
+	page, err := s.Audit(ctx, courier.AuditFilter{Subject: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := courier.Action{At: made, Who: "ops", Kind: courier.ActionDiscard, Subject: "old", Detail: "why"}
+	if len(page.Actions) != 1 {
+		t.Fatalf("audit of the old action: %+v, want %+v", page.Actions, want)
+	}
+	got := page.Actions[0]
+	if got.Seq == 0 {
+		t.Errorf("the old action has no seq")
+	}
+	if got.Seq = 0; !sameTime(got.At, made) || got.Who != want.Who || got.Kind != want.Kind || got.Subject != want.Subject ||
+		got.Detail != want.Detail || got.Object != "" || got.Before != "" || got.After != "" || got.Version != 0 {
+		t.Errorf("the old action reads %+v, want %+v", got, want)
+	}
+	if v, err := s.TopologyVersion(ctx); err != nil || v != 0 {
+		t.Errorf("topology version after the upgrade: %d, %v; want 0", v, err)
+	}
 }

@@ -20,12 +20,16 @@ import (
 // ?note= query: fixed texts, so that a link cannot make the dashboard say
 // anything else.
 var notes = map[string]string{
-	"resubmitted":    "The message was resubmitted: it is queued and due now.",
-	"discarded":      "The message was discarded.",
-	"endpoint_off":   "The endpoint was switched off: its messages are held until it is switched on.",
-	"endpoint_on":    "The endpoint was switched on: its held messages go out.",
-	"receiver_stop":  "The receive location was stopped on this node: it takes nothing in until it is started.",
-	"receiver_start": "The receive location was started on this node.",
+	"resubmitted":      "The message was resubmitted: it is queued and due now.",
+	"discarded":        "The message was discarded.",
+	"endpoint_off":     "The endpoint was switched off: its messages are held until it is switched on.",
+	"endpoint_on":      "The endpoint was switched on: its held messages go out.",
+	"receiver_stop":    "The receive location was stopped on this node: it takes nothing in until it is started.",
+	"receiver_start":   "The receive location was started on this node.",
+	"object_created":   "Created. Every node takes it in within a second.",
+	"object_saved":     "Saved. Every node takes the change in within a second.",
+	"object_unchanged": "Saved: it was already so, nothing changed.",
+	"object_deleted":   "Deleted. Every node lets go of it within a second.",
 }
 
 func note(r *http.Request) string { return notes[r.URL.Query().Get("note")] }
@@ -92,6 +96,10 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 type endpointsData struct {
 	Endpoints []api.Endpoint
 	Receivers []courier.ReceiverStatus
+	// Mode says whether endpoints can be created and edited here; Known
+	// are the endpoints of the topology, which have a page of settings.
+	Mode  topologyMode
+	Known map[string]bool
 }
 
 // endpointsAndReceivers reads the endpoints and this node's receive
@@ -109,10 +117,20 @@ func endpointsAndReceivers(ctx context.Context, c *api.Client) (endpointsData, e
 }
 
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
-	d, err := endpointsAndReceivers(r.Context(), h.client(s))
+	c := h.client(s)
+	d, err := endpointsAndReceivers(r.Context(), c)
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
+	}
+	t, mode, err := h.topology(r.Context(), c, s)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	d.Mode, d.Known = mode, map[string]bool{}
+	for name := range t.Endpoints {
+		d.Known[name] = true
 	}
 	p := h.base(r, s, "Endpoints", "endpoints")
 	p.Data = d

@@ -1,13 +1,14 @@
 // Package web is courier's dashboard: server-rendered pages under /ui/ for
 // operators (the overview, endpoints, the suspended queue, one message with
-// its history, bulk operations and their progress), with its templates and
-// assets embedded. It needs no JavaScript; a few lines of it only add
-// "select all".
+// its history, bulk operations and their progress, the topology and the
+// audit log), with its templates and assets embedded. It needs no
+// JavaScript; a few lines of it only add "select all" and confirmations.
 //
-// The dashboard does nothing of its own to messages and endpoints: every
-// page reads, and every form acts, through the HTTP API handler in the same
-// process, with the operator's API key. So the API's rules hold here
-// exactly: roles, validation, and the record of who did what.
+// The dashboard does nothing of its own to messages, endpoints and the
+// topology: every page reads, and every form acts, through the HTTP API
+// handler in the same process, with the operator's API key. So the API's
+// rules hold here exactly: roles, validation, conditional changes, and the
+// record of who did what.
 //
 // An operator logs in with an API key, which the server keeps in a session
 // in memory; the browser gets only the session's random id, in an HttpOnly,
@@ -124,6 +125,14 @@ func New(o Options) *Handler {
 		{"GET /ui/messages/{id}", h.message},
 		{"POST /ui/messages/{id}/{verb}", h.messageAction},
 		{"GET /ui/operations/{id}", h.operation},
+		{"GET /ui/topology", h.topologyPage},
+		{"GET /ui/topology/new/{kind}", h.newObjectPage},
+		{"POST /ui/topology/new/{kind}", h.createObject},
+		{"GET /ui/topology/{kind}/{name}", h.objectPage},
+		{"POST /ui/topology/{kind}/{name}", h.saveObject},
+		{"POST /ui/topology/{kind}/{name}/delete", h.deleteObject},
+		{"GET /ui/audit", h.audit},
+		{"GET /ui/events", h.events},
 		{"/ui/", h.notFound},
 	} {
 		h.mux.Handle(rt.pattern, h.withSession(rt.handler))

@@ -21,7 +21,7 @@ import (
 	"github.com/courier-gw/courier/web"
 )
 
-var secrets = map[string]string{"ops": "secret-of-ops", "erp": "secret-of-erp"}
+var secrets = map[string]string{"ops": "secret-of-ops", "erp": "secret-of-erp", "root": "secret-of-root"}
 
 func keys(t *testing.T) []api.Key {
 	t.Helper()
@@ -32,7 +32,7 @@ func keys(t *testing.T) []api.Key {
 		}
 		return api.Key{Name: name, Role: role, Hash: h}
 	}
-	return []api.Key{mk("ops", courier.RoleOperator), mk("erp", courier.RoleSender)}
+	return []api.Key{mk("ops", courier.RoleOperator), mk("erp", courier.RoleSender), mk("root", courier.RoleAdmin)}
 }
 
 // dashboard is the API and the dashboard on a real loopback server, mounted

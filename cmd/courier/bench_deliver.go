@@ -20,10 +20,13 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/cpustat"
+	"github.com/courier-gw/courier/internal/otlpsink"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/tracing"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -45,9 +48,18 @@ type benchDeliver struct {
 	keys        int    // ordering keys the messages are spread over; 0: unordered
 	cpuProfile  string // write a CPU profile of the delivery to this file
 	inProcess   bool   // run the receiver in this process
+	tracing     bool   // trace every request and attempt, exporting to an OTLP/HTTP receiver on loopback
 	held        int    // endpoints switched off before the drain
 	subs        int    // publish the messages to this many subscriptions instead of sending them to routes
 	heldShare   float64
+	// topologyIn is where the server keeps the topology: "file", built in
+	// this process, or "store", created through the API before the run.
+	topologyIn    string
+	topologyBatch int  // with the topology in the store: objects per PUT /v1/topology (0: all)
+	oneByOne      bool // with the topology in the store: one PUT per object instead
+	// topologyProfile is where to write a CPU profile of the topology's
+	// creation.
+	topologyProfile string
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -72,6 +84,13 @@ type deliverResult struct {
 	// message, when the database runs on this machine.
 	DatabaseCPUus float64 `json:"database_cpu_us_per_message,omitempty"`
 	HeldQueued    int     `json:"held_queued"` // with --held: still queued for the endpoints that are off at the end
+	Topology      string  `json:"topology"`    // where the topology lived: file or store
+	// Creation is what creating the topology through the API took, with
+	// the topology in the store.
+	Creation *topologyCreation `json:"topology_creation,omitempty"`
+	// Spans is how many spans the loopback OTLP receiver got, with
+	// --tracing.
+	Spans int `json:"spans,omitempty"`
 }
 
 func newBenchDeliverCmd(g *globals) *cobra.Command {
@@ -97,12 +116,19 @@ the rates count the others, and the messages left queued for those that are
 off are counted at the end.
 
 With --rate: messages are offered at that rate for --duration while the engine
-delivers, and the time from ingest to arrival at the receiver is reported.`,
+delivers, and the time from ingest to arrival at the receiver is reported.
+
+With --topology store, the server keeps the topology in the store, as a
+configuration file without endpoints and routes has it, and the benchmark
+creates the endpoints, routes and subscriptions through the API before it
+sends anything: by PUT /v1/topology, --topology-batch objects a request, or
+with --one-by-one one PUT per object. How long that took is printed first.`,
 		Example: `  courier bench deliver --messages 200000
   courier bench deliver --messages 200000 --backlog 1000000
   courier bench deliver --messages 100000 --endpoints 10000 --held 10
   courier bench deliver --rate 10000 --duration 10s
-  courier bench deliver --messages 100000 --ordering-keys 200`,
+  courier bench deliver --messages 100000 --ordering-keys 200
+  courier bench deliver --messages 50000 --endpoints 10000 --topology store --one-by-one`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.check(); err != nil {
@@ -122,6 +148,10 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 			}
 			if g.output == "json" {
 				return g.printJSON(res)
+			}
+			if c := res.Creation; c != nil {
+				fmt.Fprintf(g.stdout, "topology in the store: %d objects created in %.2fs, %.0f objects/s (%s, %d requests)\n",
+					c.Objects, c.Seconds, c.PerSec, c.How, c.Puts)
 			}
 			fmt.Fprintf(g.stdout, "%s: %d messages of %d bytes", res.Mode, res.Messages, b.size)
 			if b.endpoints > 1 {
@@ -162,6 +192,9 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 				}
 				fmt.Fprintln(g.stdout)
 			}
+			if b.tracing {
+				fmt.Fprintf(g.stdout, "  tracing on: %d spans exported to the OTLP/HTTP receiver on loopback\n", res.Spans)
+			}
 			if b.held > 0 {
 				fmt.Fprintf(g.stdout, "  still queued for the endpoints that are off: %d\n", res.HeldQueued)
 			}
@@ -182,20 +215,45 @@ delivers, and the time from ingest to arrival at the receiver is reported.`,
 	f.IntVar(&b.nodes, "nodes", 1, "with --postgres: engines in this process competing for the messages as nodes do, each with its own connections")
 	f.IntVar(&b.keys, "ordering-keys", 0, "give the messages ordering keys, round robin over this many (0: unordered)")
 	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile to this file: of the delivery when draining, of the whole run with --rate")
+	f.BoolVar(&b.tracing, "tracing", false, "trace every ingest, attempt, claim and commit (sample 1.0), exporting to an OTLP/HTTP receiver on loopback in this process")
 	f.BoolVar(&b.inProcess, "in-process-receiver", false, "run the receiver in this process instead of one of its own")
 	f.IntVar(&b.subs, "subscriptions", 0, "publish each message (without a route) to this many subscriptions, round robin over the endpoints: rates count deliveries")
 	f.IntVar(&b.held, "held", 0, "switch this many of the endpoints off before the drain; only deliveries to the others count")
 	f.Float64Var(&b.heldShare, "held-share", 0.9, "with --held: the share of the messages that go to the endpoints that are off")
+	f.StringVar(&b.topologyIn, "topology", topologyInFile, "where the server keeps the topology: file (built in this process) or store (created through the API first)")
+	f.IntVar(&b.topologyBatch, "topology-batch", 1000, "with --topology store: objects per PUT /v1/topology (0: all in one)")
+	f.BoolVar(&b.oneByOne, "one-by-one", false, "with --topology store: create each object with a PUT of its own")
+	f.StringVar(&b.topologyProfile, "topology-cpuprofile", "", "with --topology store: write a CPU profile of the topology's creation to this file")
 	return cmd
 }
 
 func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
+	var spans func() int // with --tracing: the spans received once all is flushed
 	stores, limits, cleanup, err := b.openStores(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
 	store := stores[0]
+	if b.tracing {
+		collector, err := otlpsink.Start(true)
+		if err != nil {
+			return nil, err
+		}
+		defer collector.Close()
+		stop, err := tracing.Setup(ctx, tracing.Config{Endpoint: collector.URL(), Sample: 1})
+		if err != nil {
+			return nil, err
+		}
+		defer stop(context.Background())
+		spans = func() int {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			stop(sctx) // flushes what is buffered
+			n, _ := collector.Count()
+			return n
+		}
+	}
 
 	var rcv benchReceiver
 	if b.inProcess {
@@ -215,32 +273,27 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 			b.concurrency = 256
 		}
 	}
-	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
-		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	closedAddr := closed.Addr().String()
+	bt := benchTopology{b: b, rcvAddr: rcv.Addr(), closedAddr: closed.Addr().String()}
 	closed.Close() // nothing listens here: connections are refused
-	for i := 0; i < b.endpoints; i++ {
-		ep := courier.NewEndpoint(fmt.Sprintf("receiver-%02d", i), courier.TransportHTTP)
-		ep.Timeout, ep.MaxConcurrency = 10*time.Second, b.concurrency
-		ep.HTTP = courier.HTTPTarget{URL: fmt.Sprintf("http://%s/in/%02d", rcv.Addr(), i), Method: http.MethodPost}
-		if b.dead && i == 0 {
-			ep.HTTP.URL = "http://" + closedAddr + "/in"
+	// With the topology in the store, the engines and the API start with
+	// the store's (empty) one and take in each change as a server does.
+	top := bt.file()
+	var cat *catalog.Catalog
+	var onTopology atomic.Pointer[func(*courier.Topology)]
+	if b.topologyIn == topologyInStore {
+		cat, err = catalog.Open(ctx, catalog.Options{Store: store, OnChange: func(t *courier.Topology) {
+			if f := onTopology.Load(); f != nil {
+				(*f)(t)
+			}
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("open the topology catalog: %w", err)
 		}
-		if b.dead && i == 1 {
-			ep.HTTP.URL, ep.Timeout = "http://"+rcv.Addr()+"/hole", 5*time.Second
-		}
-		top.Endpoints[ep.Name] = ep
-		route := fmt.Sprintf("bench-%02d", i)
-		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
-	}
-	top.Subscriptions = map[string]*courier.Subscription{}
-	for i := 0; i < b.subs; i++ {
-		name := fmt.Sprintf("sub-%02d", i)
-		top.Subscriptions[name] = &courier.Subscription{Name: name, Types: []string{"bench"}, Route: fmt.Sprintf("bench-%02d", i%b.endpoints)}
+		top = cat.Topology()
 	}
 	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
@@ -252,7 +305,19 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i]}))
 	}
 	eng := &nodes{engines}
-	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled}), ReadHeaderTimeout: 10 * time.Second}
+	apiOpts := api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled}
+	if cat != nil {
+		apiOpts.Catalog = cat
+	}
+	handler := api.NewServer(apiOpts)
+	setTopology := func(t *courier.Topology) {
+		handler.SetTopology(t)
+		for _, e := range engines {
+			e.SetTopology(t)
+		}
+	}
+	onTopology.Store(&setTopology)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -263,6 +328,23 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	payload := `"` + string(bytes.Repeat([]byte("x"), max(b.size-2, 0))) + `"`
 
+	res := &deliverResult{Messages: b.messages, Backlog: b.backlog, Topology: b.topologyIn}
+	if cat != nil {
+		fmt.Fprintf(g.stderr, "creating the topology through the API...\n")
+		stopProfile, err := startCPUProfile(b.topologyProfile)
+		if err != nil {
+			return nil, err
+		}
+		res.Creation, err = createTopology(ctx, g, client, base, bt.objects(), b.topologyBatch, b.oneByOne)
+		stopProfile()
+		if err != nil {
+			return nil, err
+		}
+		if t := cat.Topology(); len(t.Endpoints) != b.endpoints || len(t.Routes) != b.endpoints || len(t.Subscriptions) != b.subs {
+			return nil, fmt.Errorf("the topology created has %d endpoints, %d routes and %d subscriptions, want %d, %d and %d",
+				len(t.Endpoints), len(t.Routes), len(t.Subscriptions), b.endpoints, b.endpoints, b.subs)
+		}
+	}
 	if b.backlog > 0 {
 		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages...\n", b.backlog)
 		if err := fillBacklog(ctx, store, b.backlog, b.routeOf, []byte(payload)); err != nil {
@@ -278,7 +360,6 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		}
 	}
 
-	res := &deliverResult{Messages: b.messages, Backlog: b.backlog}
 	if b.rate > 0 {
 		return b.offered(ctx, g, eng, client, base, payload, rcv, res)
 	}
@@ -372,6 +453,9 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 			return nil, err
 		}
 	}
+	if spans != nil {
+		res.Spans = spans()
+	}
 	return res, nil
 }
 
@@ -397,6 +481,12 @@ func (b benchDeliver) validate() error {
 	}
 	if b.subs < 0 || b.subs > 0 && (b.held > 0 || b.dead || b.backlog > 0) {
 		return fmt.Errorf("--subscriptions cannot be negative, and goes without --held, --dead and --backlog")
+	}
+	if b.topologyIn != topologyInFile && b.topologyIn != topologyInStore {
+		return fmt.Errorf("--topology is %s or %s, not %q", topologyInFile, topologyInStore, b.topologyIn)
+	}
+	if b.topologyBatch < 0 || (b.oneByOne || b.topologyProfile != "") && b.topologyIn != topologyInStore {
+		return fmt.Errorf("--topology-batch cannot be negative, and --one-by-one and --topology-cpuprofile go with --topology store")
 	}
 	return nil
 }

@@ -66,6 +66,23 @@ func TestBenchDeliverOnPostgres(t *testing.T) {
 	}
 }
 
+// With --topology store, the endpoints and routes are created through the
+// API first, in batches or one by one, on either store, and then used.
+func TestBenchDeliverTopologyInStore(t *testing.T) {
+	t.Parallel()
+	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--topology", "store", "--topology-batch", "2")
+	if c := res.Creation; res.Topology != "store" || c == nil || c.Objects != 6 || c.Puts != 3 || c.PerSec <= 0 {
+		t.Errorf("topology %q, creation %+v; want 6 objects created in 3 requests", res.Topology, c)
+	}
+	if res.Delivered != 2000 {
+		t.Errorf("measured %+v; want 2000 delivered", res)
+	}
+	res = benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--topology", "store", "--one-by-one", "--postgres", pgtest.DSN(t))
+	if c := res.Creation; c == nil || c.Objects != 6 || c.Puts != 6 || res.Delivered != 2000 {
+		t.Errorf("one by one on PostgreSQL: creation %+v, %d delivered; want 6 objects in 6 requests, 2000 delivered", c, res.Delivered)
+	}
+}
+
 // With an endpoint switched off, the others are delivered and the messages
 // of the one that is off stay queued, every one.
 func TestBenchDeliverHeld(t *testing.T) {

@@ -57,7 +57,11 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 				}
 				field("Suspensions", fmt.Sprint(e.Suspensions))
 				field("Timeout", e.Timeout)
-				field("Concurrency", fmt.Sprint(e.MaxConcurrency))
+				if e.ConcurrencyAuto {
+					field("Concurrency", fmt.Sprintf("auto: %d now, up to %d", e.ConcurrencyLimit, e.MaxConcurrency))
+				} else {
+					field("Concurrency", fmt.Sprint(e.MaxConcurrency))
+				}
 				field("Min interval", e.MinInterval)
 				field("Rate", e.Rate)
 				for _, a := range e.Actions {

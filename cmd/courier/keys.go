@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -18,7 +19,7 @@ const secretPrefix = "courier_"
 func newKeysCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
-		Short: "Make API keys",
+		Short: "Make API keys, for the config file or in the store",
 	}
 	var role string
 	var routes []string
@@ -63,8 +64,96 @@ resubmits, discards, switches endpoints), admin (everything, reload included).`,
 	newCmd.Flags().StringVar(&role, "role", "", "sender, operator or admin (required)")
 	newCmd.Flags().StringSliceVar(&routes, "routes", nil, "limit a sender key to these routes")
 	newCmd.MarkFlagRequired("role")
-	cmd.AddCommand(newCmd)
+	cmd.AddCommand(newCmd, newKeysCreateCmd(g), newKeysListCmd(g), newKeysDeleteCmd(g))
 	return cmd
+}
+
+// keySpec is a key's fields as the config file and the store have them.
+type keySpec struct {
+	Role         string   `json:"role"`
+	Hash         string   `json:"hash"`
+	Routes       []string `json:"routes,omitempty"`
+	Rate         string   `json:"rate,omitempty"`
+	MaxSuspended string   `json:"max_suspended,omitempty"`
+}
+
+func newKeysCreateCmd(g *globals) *cobra.Command {
+	var spec keySpec
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Make a new API key in the server's store: print its secret once",
+		Long: `Make a new API key and keep it in the server's store, where courier keeps its
+keys when the config file has no keys: section (and the topology is in the
+store too). The key works on every node at once; its secret is printed once
+and kept nowhere, the store holds only its hash. Admin keys only; the first
+key of a server must be an admin key, made from the server's own machine.`,
+		Example: `  courier keys create root --role admin
+  courier keys create erp --role sender --routes acme --rate 100/s`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			secret, err := newSecret()
+			if err != nil {
+				return err
+			}
+			spec.Hash = api.HashSecret(secret)
+			body, err := json.Marshal(spec)
+			if err != nil {
+				return err
+			}
+			// 0: create only; an existing key of that name is not replaced.
+			if _, _, err := g.client().PutObject(cmd.Context(), courier.KindKey, args[0], body, 0); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "key %s created\nsecret (shown only now; give it to the caller): %s\n", args[0], secret)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&spec.Role, "role", "", "sender, operator or admin (required)")
+	cmd.Flags().StringSliceVar(&spec.Routes, "routes", nil, "limit a sender key to these routes")
+	cmd.Flags().StringVar(&spec.Rate, "rate", "", "limit the messages the key may send (100/s)")
+	cmd.Flags().StringVar(&spec.MaxSuspended, "max-suspended", "", "refuse the key's messages while it has this many suspended (or unlimited)")
+	cmd.MarkFlagRequired("role")
+	return cmd
+}
+
+func newKeysListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the API keys in the server's store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			objs, err := g.client().Objects(cmd.Context(), courier.KindKey)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(objs)
+			}
+			return tableOf(g, []string{"NAME", "ROLE", "ROUTES", "VERSION", "UPDATED BY"}, objs, func(o api.TopologyObject) []string {
+				var k keySpec
+				_ = json.Unmarshal(o.Spec, &k)
+				return []string{o.Name, k.Role, strings.Join(k.Routes, ","), fmt.Sprint(o.Version), o.UpdatedBy}
+			})
+		},
+	}
+}
+
+func newKeysDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete an API key from the server's store; it stops working at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.client().DeleteObject(cmd.Context(), courier.KindKey, args[0], -1); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "key %s deleted\n", args[0])
+			return nil
+		},
+	}
 }
 
 // newSecret returns 32 random bytes, URL-safe base64, after secretPrefix.

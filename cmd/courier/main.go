@@ -34,6 +34,10 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 // describe formats an error for a person: API errors show their code.
 func describe(err error) string {
+	var pe plainError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
 	var ce *courier.Error
 	if errors.As(err, &ce) {
 		if ce.Code == courier.CodeUnavailable && ce.Err != nil {
@@ -73,7 +77,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", defServer, "courier server to talk to (env COURIER_SERVER)")
 	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "", "API key secret sent as a bearer token (env COURIER_API_KEY, which keeps it out of the process list)")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json (get: yaml or json)")
 	root.AddCommand(
 		newServeCmd(g),
 		newSendCmd(g),
@@ -87,6 +91,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newLookupCmd(g),
 		newConfigCmd(g),
 		newKeysCmd(g),
+		newApplyCmd(g),
+		newGetCmd(g),
+		newDeleteCmd(g),
+		newAuditCmd(g),
+		newSecretsCmd(g),
 		newBenchCmd(g),
 		&cobra.Command{
 			Use:   "version",

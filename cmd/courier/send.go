@@ -131,9 +131,16 @@ func isJSONType(ct string) bool {
 }
 
 // parseWhen reads an RFC 3339 time or a duration from now.
-func parseWhen(s string) (time.Time, error) {
+func parseWhen(s string) (time.Time, error) { return parseTime(s, 1) }
+
+// parseAgo reads an RFC 3339 time or a duration meaning that long ago.
+func parseAgo(s string) (time.Time, error) { return parseTime(s, -1) }
+
+// parseTime reads an RFC 3339 time, or a duration from now into the future
+// (sign 1) or the past (sign -1).
+func parseTime(s string, sign time.Duration) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(d), nil
+		return time.Now().Add(sign * d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {

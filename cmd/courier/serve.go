@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/certfile"
@@ -26,6 +29,7 @@ import (
 	"github.com/courier-gw/courier/metrics"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/tracing"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -81,10 +85,12 @@ func loadConfig(path string) (*config.Config, error) {
 func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
 	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[cfg.Log.Level]
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// A line logged with a context that carries a span names its trace.
+	return slog.New(tracing.NewHandler(h))
 }
 
 // serve runs the server until ctx ends, then shuts down in order: stop
@@ -93,12 +99,23 @@ func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
 func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	logger := newLogger(cfg, os.Stderr)
 	tuneRuntime()
-	if err := checkListen(cfg); err != nil {
-		return err
-	}
-	keys, err := apiKeys(cfg)
+	stopTracing, err := tracing.Setup(ctx, tracing.Config{Endpoint: cfg.Tracing.Endpoint, Sample: cfg.Tracing.Sample})
 	if err != nil {
 		return err
+	}
+	defer func() {
+		// Spans still buffered go out, for a little while.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			logger.Warn("tracing: spans not sent at stop", "err", err)
+		}
+	}()
+	if tracing.On() {
+		logger.Info("tracing on: spans go over OTLP/HTTP", "sample", cfg.Tracing.Sample)
+	}
+	if err := checkListen(cfg, 0); err != nil && !cfg.KeysInStore {
+		return err // else the store's keys decide, once it is open
 	}
 	var certs *certificate
 	if cfg.TLS.Cert != "" {
@@ -119,34 +136,57 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	}
 	senders, httpSender, closeSenders := newSenders(cfg, logger)
 	defer closeSenders()
+	// The topology comes from the file, or from the store (DESIGN §15):
+	// then every change, whichever node made it, reaches the parts below
+	// through onTopology.
+	var onTopology atomic.Pointer[func(*courier.Topology)]
+	cat, err := openCatalog(ctx, cfg, st, logger, func(t *courier.Topology) {
+		if f := onTopology.Load(); f != nil {
+			(*f)(t)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := checkListen(cfg, len(cat.Keys())); err != nil {
+		return err
+	}
+	keys, err := apiKeys(cfg, cat)
+	if err != nil {
+		return err
+	}
 	// The topology in force, for the metrics; replaced on reload.
 	var topology atomic.Pointer[courier.Topology]
-	topology.Store(cfg.Topology)
+	topology.Store(cat.Topology())
 	resolver := lookup.New(lookup.Options{Logger: logger})
 	var eng *engine.Engine
 	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger,
-		InFlightFunc: func(endpoint string) int { return eng.InFlight(endpoint) }})
+		InFlightFunc:         func(endpoint string) int { return eng.InFlight(endpoint) },
+		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) }})
 	eng = engine.New(engine.Options{
-		Store: store, Topology: cfg.Topology, Logger: logger,
+		Store: store, Topology: cat.Topology(), Logger: logger,
 		Senders:          senders,
 		RescueAllOnStart: st.alone,
 		Limits:           st.limits,
 		Observer:         stats,
 		Resolver:         resolver,
+		Alerts:           alerts(cfg),
 	})
-	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due)
+	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due, eng.Event)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
 	bulk := engine.NewBulk(store, nil, logger, eng.Wake, stats.Acted)
+	eng.Redrive(bulk)
 	// Reloads, by SIGHUP or through the API, are done one at a time by the
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
 	handler := api.NewServer(api.Options{
-		Store: store, Topology: cfg.Topology, Logger: logger,
+		Store: store, Topology: cat.Topology(), Logger: logger, Catalog: cat,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
+		HealthSwitchedFunc: eng.HealthSwitched,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -186,6 +226,20 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		srv.TLSConfig = &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
 	}
 	apiService := &httpService{srv: srv, ln: ln, tls: certs != nil}
+	// setTopology puts a topology in force in every part that uses one.
+	setTopology := func(t *courier.Topology) {
+		if cfg.KeysInStore {
+			if keys, err := apiKeys(cfg, cat); err == nil {
+				handler.SetKeys(keys)
+			} else {
+				logger.Error("the store's API keys cannot be used; keeping the ones in force", "err", err)
+			}
+		}
+		handler.SetTopology(t)
+		eng.SetTopology(t)
+		topology.Store(t)
+	}
+	onTopology.Store(&setTopology)
 	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
 
 	// The parts start in this order and stop in the reverse one, all
@@ -204,6 +258,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 				st.listen(ctx, eng.Due)
 			}
 		}}, ""},
+		{"the topology's watch", cat, ""},
 		{"retention", retention, "the purge goes on at the next start"},
 		{"metrics", stats, ""},
 		{"the API", apiService, "requests still under way were cut off"},
@@ -229,14 +284,14 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	printBanner(g, cfg, scheme+"://"+ln.Addr().String())
+	printBanner(g, cfg, cat, scheme+"://"+ln.Addr().String())
 
 	// apply puts a reloaded configuration in force, or reports why not.
 	apply := func(next *config.Config, err error) error {
 		if err != nil {
 			return err
 		}
-		keys, err := apiKeys(next)
+		keys, err := apiKeys(next, cat)
 		if err != nil {
 			logger.Error("reload failed; keeping the running configuration", "err", err)
 			return courier.Errorf(courier.CodeInvalidArgument, "%v", err)
@@ -250,9 +305,10 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			certs.set(fresh.get(nil))
 		}
 		handler.SetKeys(keys)
-		handler.SetTopology(next.Topology)
-		eng.SetTopology(next.Topology)
-		topology.Store(next.Topology)
+		if !next.TopologyInStore {
+			cat.Reload(next.Specs, next.Topology)
+			setTopology(next.Topology)
+		}
 		httpSender.SetAllowNetworks(next.Outbound.AllowNetworks)
 		// Fresh connection pools read the endpoints' TLS files again, so a
 		// renewed client certificate is taken in by the reload.
@@ -295,6 +351,30 @@ type openedStore struct {
 	alone  bool                 // only this process uses it: leases found at start are from a run that died
 	limits courier.SharedLimits // politeness limits held across the nodes that share it
 	listen func(ctx context.Context, due func(routes []string))
+	// listenTopology tells of topology changes other nodes make; nil when
+	// no other node can make any.
+	listenTopology func(ctx context.Context, changed func(version int64))
+}
+
+// openCatalog reads the topology: the file's, or the store's, which is
+// then watched for the changes of other nodes.
+func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger *slog.Logger, onChange func(*courier.Topology)) (*catalog.Catalog, error) {
+	if !cfg.TopologyInStore {
+		return catalog.FromFile(cfg.File, cfg.Specs, cfg.Topology), nil
+	}
+	keys, err := catalog.NewKeyring(cfg.SecretsKey, cfg.SecretsOldKey)
+	if err != nil {
+		return nil, err
+	}
+	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology}
+	if !cfg.KeysInStore {
+		o.KeysFile = cfg.File
+	}
+	cat, err := catalog.Open(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("read the topology from the store: %w", err)
+	}
+	return cat, nil
 }
 
 // openStore opens the store the configuration names: the embedded SQLite
@@ -307,7 +387,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (op
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
 		}
-		return openedStore{store: s, limits: s, listen: s.Listen}, nil
+		return openedStore{store: s, limits: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
 	default:
 		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
 		if err != nil {
@@ -352,9 +432,10 @@ func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]
 }
 
 // checkListen keeps an API without keys on loopback: without keys, anyone
-// who reaches the address may send, read and discard.
-func checkListen(cfg *config.Config) error {
-	if len(cfg.Keys) > 0 || isLoopback(cfg.Listen) {
+// who reaches the address may send, read and discard. stored is how many
+// keys the store holds.
+func checkListen(cfg *config.Config, stored int) error {
+	if len(cfg.Keys) > 0 || stored > 0 || isLoopback(cfg.Listen) {
 		return nil
 	}
 	return fmt.Errorf("listen %q is not a loopback address, and no API keys are configured: anyone who can reach it "+
@@ -376,10 +457,15 @@ func isLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// apiKeys turns the configured keys into the API's.
-func apiKeys(cfg *config.Config) ([]api.Key, error) {
-	keys := make([]api.Key, 0, len(cfg.Keys))
-	for _, k := range cfg.Keys {
+// apiKeys turns the keys in force into the API's: the file's, or the
+// store's when it holds them.
+func apiKeys(cfg *config.Config, cat *catalog.Catalog) ([]api.Key, error) {
+	configured := slices.Collect(maps.Values(cfg.Keys))
+	if cfg.KeysInStore {
+		configured = cat.Keys()
+	}
+	keys := make([]api.Key, 0, len(configured))
+	for _, k := range configured {
 		h, err := api.ParseKeyHash(k.Hash)
 		if err != nil {
 			return nil, fmt.Errorf("key %s: %w", k.Name, err)
@@ -402,15 +488,33 @@ func reload(cfg *config.Config, logger *slog.Logger) (*config.Config, error) {
 		logger.Error("reload failed; keeping the running configuration", "file", cfg.File, "err", err)
 		return nil, courier.Errorf(courier.CodeInvalidArgument, "the configuration has errors; the running one stays:\n%v", err)
 	}
-	if len(next.Keys) == 0 && !isLoopback(cfg.Listen) {
+	if next.KeysInStore != cfg.KeysInStore {
+		logger.Error("reload refused: it moves the API keys between the file and the store, which takes a restart; keeping the running configuration")
+		return nil, courier.Errorf(courier.CodeInvalidArgument, "the new configuration moves the API keys between the file and the store, which takes a restart; the running configuration stays")
+	}
+	if len(next.Keys) == 0 && !next.KeysInStore && !isLoopback(cfg.Listen) {
 		logger.Error("reload refused: it removes every API key while courier listens beyond loopback; keeping the running configuration", "listen", cfg.Listen)
 		return nil, courier.Errorf(courier.CodeInvalidArgument, "the new configuration has no API keys, and courier listens on %s beyond loopback; the running configuration stays", cfg.Listen)
+	}
+	if next.TopologyInStore != cfg.TopologyInStore {
+		where := map[bool]string{true: "the store", false: "the file"}
+		logger.Error("reload refused: it moves the topology between the file and the store, which takes a restart; keeping the running configuration",
+			"from", where[cfg.TopologyInStore], "to", where[next.TopologyInStore])
+		return nil, courier.Errorf(courier.CodeInvalidArgument, "the new configuration moves the topology from %s to %s, which takes a restart; the running configuration stays",
+			where[cfg.TopologyInStore], where[next.TopologyInStore])
 	}
 	if next.Listen != cfg.Listen || next.Store != cfg.Store || (next.TLS.Cert == "") != (cfg.TLS.Cert == "") {
 		logger.Warn("listen, store and switching TLS on or off take effect only after a restart")
 	}
-	logger.Info("configuration reloaded", "file", cfg.File, "routes", len(next.Topology.Routes),
-		"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies), "keys", len(next.Keys))
+	if !slices.Equal(next.Alerts.Notify, cfg.Alerts.Notify) || next.Alerts.OldestDue != cfg.Alerts.OldestDue || next.Alerts.MaxPerHour != cfg.Alerts.MaxPerHour {
+		logger.Warn("a change of the alerts section takes effect only after a restart")
+	}
+	if next.TopologyInStore {
+		logger.Info("configuration reloaded; the topology stays the store's", "file", cfg.File, "keys", len(next.Keys))
+	} else {
+		logger.Info("configuration reloaded", "file", cfg.File, "routes", len(next.Topology.Routes),
+			"endpoints", len(next.Topology.Endpoints), "policies", len(next.Topology.Policies), "keys", len(next.Keys))
+	}
 	return next, nil
 }
 
@@ -440,7 +544,7 @@ func (c *certificate) set(cert *tls.Certificate, _ error) {
 	c.mu.Unlock()
 }
 
-func printBanner(g *globals, cfg *config.Config, url string) {
+func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url string) {
 	w := g.stdout
 	fmt.Fprintf(w, "courier %s listening on %s\n", versionString(), url)
 	if cfg.Store.Driver == config.DriverPostgres {
@@ -448,21 +552,28 @@ func printBanner(g *globals, cfg *config.Config, url string) {
 	} else {
 		fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
 	}
-	if cfg.File != "" {
-		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(cfg.Topology.Routes), len(cfg.Topology.Endpoints))
+	t := cat.Topology()
+	switch {
+	case cfg.TopologyInStore:
+		if cfg.File != "" {
+			fmt.Fprintf(w, "config: %s\n", cfg.File)
+		}
+		fmt.Fprintf(w, "topology: in the store, version %d (%d routes, %d endpoints)\n", cat.Version(), len(t.Routes), len(t.Endpoints))
+	default:
+		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(t.Routes), len(t.Endpoints))
 	}
-	if len(cfg.Topology.Routes) == 0 {
-		fmt.Fprint(w, `no routes are configured, so every message is refused (422) until one is.
-To add a route, write a config file and restart with it:
+	if len(t.Routes) == 0 && cfg.TopologyInStore {
+		fmt.Fprintf(w, `no routes exist yet, so every message is refused (422) until one does.
+Add an endpoint and a route through the API:
 
-  # courier.yaml
-  endpoints:
-    my-app: {transport: http, url: http://127.0.0.1:9000/inbox}
-  routes:
-    my-app: {endpoints: [my-app]}
+  curl -X PUT %[1]s/v1/endpoints/my-app -d '{"transport": "http", "url": "http://127.0.0.1:9000/inbox"}'
+  curl -X PUT %[1]s/v1/routes/my-app -d '{"endpoints": ["my-app"]}'
 
-  courier serve --config courier.yaml
-`)
+or write them in a file of their own (endpoints: and routes: sections, as in
+the README; not the server's config file, whose sections would take the
+topology out of the store) and
+  courier apply -f topology.yaml
+`, url)
 	}
 }
 
@@ -499,4 +610,12 @@ func tuneRuntime() {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 2)
 	}
+}
+
+// alerts is the alerts section with the server's public_url, for the links
+// of its notices.
+func alerts(cfg *config.Config) *courier.Alerts {
+	a := cfg.Alerts
+	a.PublicURL = cfg.PublicURL
+	return &a
 }

@@ -69,6 +69,7 @@ type Sink struct {
 // pathState is what the sink knows about one path.
 type pathState struct {
 	script  *script
+	load    func(open int) Step // answers by load, before script; nil: none
 	count   int
 	open    int
 	maxOpen int
@@ -163,6 +164,16 @@ func (s *Sink) Script(path string, steps ...Step) {
 	sc := newScript(steps)
 	s.mu.Lock()
 	s.path(path).script = sc
+	s.mu.Unlock()
+}
+
+// ScriptLoad makes path answer each request with the step answer gives for
+// the requests open on the path at its arrival, itself included: a
+// receiver that slows down or refuses work past some load. It comes before
+// the path's script; nil removes it.
+func (s *Sink) ScriptLoad(path string, answer func(open int) Step) {
+	s.mu.Lock()
+	s.path(path).load = answer
 	s.mu.Unlock()
 }
 
@@ -401,6 +412,9 @@ func (s *Sink) next(ps *pathState, id string) Step {
 	st, ok := Step{}, false
 	if sc := s.messages[id]; sc != nil && id != "" {
 		st, ok = sc.take()
+	}
+	if !ok && ps.load != nil {
+		st, ok = ps.load(ps.open+1), true
 	}
 	if !ok && ps.script != nil {
 		st, ok = ps.script.take()

@@ -548,3 +548,45 @@ func TestScriptMessageGoesBeforeThePathScript(t *testing.T) {
 		t.Fatalf("statuses = %v, want %v: m-1's own script first, then the path's", got, want)
 	}
 }
+
+// A path scripted by load answers by the requests open on it, the request
+// itself included: with two held open, the third gets the 429 past two.
+func TestScriptLoadAnswersByOpenRequests(t *testing.T) {
+	s := sink.MustStart(t, sink.Options{})
+	var seen []int
+	var mu sync.Mutex
+	s.ScriptLoad("/in", func(open int) sink.Step {
+		mu.Lock()
+		seen = append(seen, open)
+		mu.Unlock()
+		if open > 2 {
+			return sink.Respond(429)
+		}
+		return sink.Delay(time.Hour, 204) // held until the sink closes
+	})
+	c := newClient(t)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Post(s.URL()+"/in", "text/plain", strings.NewReader("x"))
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Wait(ctx, "/in", 2); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := post(t, c, s.URL()+"/in", "x"); status != 429 {
+		t.Fatalf("third request at once got %d, want 429", status)
+	}
+	s.Close()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(seen)
+	if !slices.Equal(seen, []int{1, 2, 3}) {
+		t.Fatalf("open counts seen %v, want [1 2 3]", seen)
+	}
+}

@@ -53,7 +53,7 @@ func BulkBatch(op courier.BulkOp, keys []string, now time.Time, act func(key str
 			return n, err
 		}
 		n++
-		detail := "bulk operation " + op.ID
+		detail := op.ActionDetail()
 		if a.Detail != "" {
 			detail += ", " + a.Detail
 		}

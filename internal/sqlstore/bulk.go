@@ -11,13 +11,14 @@ import (
 // keep them (the column filter): the filter's fields, and a replay's.
 type settings struct {
 	courier.MessageFilter
-	Replay *courier.Replay `json:",omitempty"`
+	Replay  *courier.Replay    `json:",omitempty"`
+	Redrive *courier.RedriveOf `json:",omitempty"`
 }
 
 // EncodeSettings is how stores keep the filter of a bulk operation, and
 // what a replay does: JSON.
 func EncodeSettings(op courier.BulkOp) (string, error) {
-	b, err := json.Marshal(settings{op.Filter, op.Replay})
+	b, err := json.Marshal(settings{op.Filter, op.Replay, op.Redrive})
 	if err != nil {
 		return "", fmt.Errorf("encode filter: %w", err)
 	}
@@ -30,7 +31,7 @@ func DecodeSettings(b []byte, op *courier.BulkOp) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("filter: %w", err)
 	}
-	op.Filter, op.Replay = s.MessageFilter, s.Replay
+	op.Filter, op.Replay, op.Redrive = s.MessageFilter, s.Replay, s.Redrive
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestSameBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back courier.BulkOp
-	if err := DecodeSettings([]byte(f), &back); err != nil || back.Filter != op.Filter || back.Replay != nil {
+	if err := DecodeSettings([]byte(f), &back); err != nil || !reflect.DeepEqual(back.Filter, op.Filter) || back.Replay != nil {
 		t.Errorf("filter %s decodes to %+v, %v; want %+v", f, back, err, op.Filter)
 	}
 	if err := DecodeSettings([]byte("{"), &back); err == nil {

@@ -79,6 +79,13 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	if f.Reason != "" {
 		w.Add("reason = ?", string(f.Reason))
 	}
+	if len(f.Reasons) > 0 {
+		reasons := make([]string, len(f.Reasons))
+		for i, r := range f.Reasons {
+			reasons[i] = string(r)
+		}
+		w.In("reason", reasons)
+	}
 	if f.Sender != "" {
 		w.Add("sender = ?", f.Sender)
 	}

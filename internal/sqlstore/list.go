@@ -12,11 +12,7 @@ import (
 // w, and the size of the page. It reads one row more than the page holds,
 // which tells Page whether another page follows.
 func ListQuery(w *Where, columns string, f courier.MessageFilter) (query string, limit int, err error) {
-	limit = f.Limit
-	if limit <= 0 {
-		limit = courier.DefaultListLimit
-	}
-	limit = min(limit, courier.MaxListLimit)
+	limit = pageSize(f.Limit)
 	w.Filter(f)
 	if f.Cursor != "" {
 		seq, err := DecodeCursor(f.Cursor)
@@ -61,8 +57,18 @@ func Page(msgs []*courier.Message, seqs []int64, limit int) courier.MessagePage 
 	return courier.MessagePage{Messages: msgs[:limit], Next: EncodeCursor(seqs[limit-1])}
 }
 
-// EncodeCursor returns the cursor of the page after the message with
-// ingest sequence number seq.
+// pageSize is the size of a page asked for with limit: DefaultListLimit
+// for none, at most MaxListLimit.
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return courier.DefaultListLimit
+	}
+	return min(limit, courier.MaxListLimit)
+}
+
+// EncodeCursor returns the cursor of the page after the row (a message by
+// its ingest sequence number, an action by its own) with sequence number
+// seq.
 func EncodeCursor(seq int64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(seq, 10)))
 }

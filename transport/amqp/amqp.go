@@ -25,6 +25,7 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/conncache"
 	"github.com/courier-gw/courier/internal/sendopts"
+	"github.com/courier-gw/courier/tracing"
 )
 
 // Defaults of Options.
@@ -278,6 +279,15 @@ func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoin
 		headers[k] = v
 	}
 	headers["courier-attempt"] = int64(d.Attempt)
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		headers["traceparent"] = tp
+	}
+	if m.Sequence != 0 {
+		headers["courier-sequence"] = m.Sequence
+		if m.PreviousID != "" {
+			headers["courier-previous-id"] = m.PreviousID
+		}
+	}
 	pub := amqp.Publishing{
 		Headers:      headers,
 		ContentType:  m.ContentType,

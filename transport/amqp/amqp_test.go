@@ -17,7 +17,9 @@ import (
 	"github.com/courier-gw/courier/internal/clocktest"
 	"github.com/courier-gw/courier/internal/sendertest"
 	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/tracing"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 var now = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -70,6 +72,7 @@ func TestPublishArrivesWithItsProperties(t *testing.T) {
 			}
 			e := endpoint("erp-mq", a.URL, ex, key)
 			m := message("inv-1")
+			m.Sequence, m.PreviousID = 7, "inv-0"
 			if res := send(t, tr, e, m, 2); !res.Delivered() {
 				t.Fatalf("result %+v", res)
 			}
@@ -79,10 +82,11 @@ func TestPublishArrivesWithItsProperties(t *testing.T) {
 			}
 			got := map[string]any{"message_id": d.MessageId, "type": d.Type, "content_type": d.ContentType,
 				"delivery_mode": d.DeliveryMode, "priority": d.Priority, "app_id": d.AppId, "timestamp": d.Timestamp.UTC(),
-				"X-Tenant": d.Headers["X-Tenant"], "courier-attempt": d.Headers["courier-attempt"]}
+				"X-Tenant": d.Headers["X-Tenant"], "courier-attempt": d.Headers["courier-attempt"],
+				"courier-sequence": d.Headers["courier-sequence"], "courier-previous-id": d.Headers["courier-previous-id"]}
 			want := map[string]any{"message_id": "inv-1", "type": "invoice", "content_type": "application/xml",
 				"delivery_mode": amqp.Persistent, "priority": uint8(5), "app_id": "courier", "timestamp": now,
-				"X-Tenant": "acme", "courier-attempt": int64(2)}
+				"X-Tenant": "acme", "courier-attempt": int64(2), "courier-sequence": int64(7), "courier-previous-id": "inv-0"}
 			for k, w := range want {
 				if got[k] != w {
 					t.Errorf("%s = %#v, want %#v", k, got[k], w)
@@ -241,5 +245,23 @@ func TestStalledBroker(t *testing.T) {
 	}
 	if !seen["inv-1"] {
 		t.Errorf("got %v", seen)
+	}
+}
+
+// TestPublishCarriesTraceParent checks that an attempt made under a span
+// hands its trace context to the receiver as the traceparent header.
+func TestPublishCarriesTraceParent(t *testing.T) {
+	t.Parallel()
+	a := amqptest.NewAdmin(t)
+	tr := newTransport(t)
+	q := a.Queue(nil)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), tracing.Remote(tp))
+	res := tr.Send(ctx, courier.Delivery{Message: message("inv-1"), Endpoint: endpoint("erp-mq", a.URL, "", q), Attempt: 1})
+	if !res.Delivered() {
+		t.Fatalf("result %+v", res)
+	}
+	if got := a.Get(q).Headers["traceparent"]; got != tp {
+		t.Errorf("traceparent = %#v, want %q", got, tp)
 	}
 }

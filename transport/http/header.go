@@ -93,6 +93,14 @@ func (t *Transport) header(d courier.Delivery, body []byte, steps stepResponses,
 	if m.Subscription != "" {
 		h = append(h, headerField{name: "Courier-Subscription", value: m.Subscription})
 	}
+	if m.Sequence != 0 {
+		// The message's place in its key's order, so that the receiver can
+		// check the order itself (DESIGN §8).
+		h = append(h, headerField{name: "Courier-Sequence", value: strconv.FormatInt(m.Sequence, 10)})
+		if m.PreviousID != "" {
+			h = append(h, headerField{name: "Courier-Previous-Id", value: m.PreviousID})
+		}
+	}
 	if d.Step != nil {
 		var left []int
 		if h, left = stepHeader(h, d.Step, steps); len(left) > 0 {
@@ -167,4 +175,16 @@ func clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// withTraceParent puts the attempt's trace context in h as traceparent
+// (W3C Trace Context), in place of any the message carried, keeping h
+// sorted.
+func withTraceParent(h []headerField, tp string) []headerField {
+	h = slices.DeleteFunc(h, func(f headerField) bool { return strings.EqualFold(f.name, "traceparent") })
+	h = append(h, headerField{name: "traceparent", value: tp})
+	slices.SortFunc(h, func(a, b headerField) int {
+		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.key, b.key))
+	})
+	return h
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -276,5 +277,39 @@ func TestSignatureMatchesTheSpecVector(t *testing.T) {
 	}
 	if got := a.Header.Get("webhook-timestamp"); got != "1614265330" {
 		t.Fatalf("webhook-timestamp = %q", got)
+	}
+}
+
+// A message with a number in its key's order carries it and its previous
+// message's id; the first of a key has no previous, and a message without
+// a number carries neither header.
+func TestRequestCarriesTheSequence(t *testing.T) {
+	t.Parallel()
+	s, tr := sinkAndTransport(t)
+	e := endpoint("sequence", s.URL()+"/seq")
+	for _, tc := range []struct {
+		seq        int64
+		prev       string
+		wantSeq    []string
+		wantPrevID []string
+	}{
+		{0, "", nil, nil},
+		{1, "", []string{"1"}, nil},
+		{42, "msg-41", []string{"42"}, []string{"msg-41"}},
+	} {
+		m := message()
+		m.OrderingKey, m.Sequence, m.PreviousID = "cust-1", tc.seq, tc.prev
+		m.Headers = map[string]string{"Courier-Sequence": "forged", "Courier-Previous-Id": "forged"}
+		if res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1}); !res.Delivered() {
+			t.Fatalf("result = %+v", res)
+		}
+		arr := s.Arrivals("/seq")
+		a := arr[len(arr)-1]
+		if got := a.Header.Values("Courier-Sequence"); !slices.Equal(got, tc.wantSeq) {
+			t.Errorf("sequence %d: Courier-Sequence = %q, want %q", tc.seq, got, tc.wantSeq)
+		}
+		if got := a.Header.Values("Courier-Previous-Id"); !slices.Equal(got, tc.wantPrevID) {
+			t.Errorf("sequence %d: Courier-Previous-Id = %q, want %q", tc.seq, got, tc.wantPrevID)
+		}
 	}
 }

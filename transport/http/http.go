@@ -27,6 +27,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sendopts"
+	"github.com/courier-gw/courier/tracing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -197,6 +198,9 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	header, fail := t.header(d, body, steps, now)
 	if fail != nil {
 		return *fail
+	}
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		header = withTraceParent(header, tp)
 	}
 	// A step's answer is kept for the later steps of its workflow; other
 	// deliveries read no more than the excerpt and the drain.

@@ -24,6 +24,7 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/conncache"
 	"github.com/courier-gw/courier/internal/sendopts"
+	"github.com/courier-gw/courier/tracing"
 )
 
 // Defaults of Options.
@@ -142,7 +143,16 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	msg.Header["Content-Type"] = []string{ct}
 	msg.Header["Courier-Type"] = []string{m.Type}
 	msg.Header["Courier-Attempt"] = []string{strconv.Itoa(d.Attempt)}
+	if m.Sequence != 0 {
+		msg.Header["Courier-Sequence"] = []string{strconv.FormatInt(m.Sequence, 10)}
+		if m.PreviousID != "" {
+			msg.Header["Courier-Previous-Id"] = []string{m.PreviousID}
+		}
+	}
 	msg.Header[jetstream.MsgIDHeader] = []string{m.ID}
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		msg.Header["traceparent"] = []string{tp}
+	}
 
 	ack, err := c.js.PublishMsg(actx, msg)
 	if err != nil {

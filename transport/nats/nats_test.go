@@ -14,7 +14,9 @@ import (
 	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/sendertest"
 	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/tracing"
 	natstransport "github.com/courier-gw/courier/transport/nats"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // stream creates a stream of the test's own that keeps its messages in
@@ -63,6 +65,7 @@ func TestPublishArrivesWithItsHeaders(t *testing.T) {
 	s := stream(t, jetstream.StreamConfig{})
 	tr := newTransport(t)
 	m := message("ord-1")
+	m.Sequence, m.PreviousID = 7, "ord-0"
 	res := send(t, tr, endpoint(s.URL, s.Subject), m, 3)
 	if !res.Delivered() || !strings.Contains(res.Response, "as sequence 1") {
 		t.Fatalf("result %+v", res)
@@ -75,7 +78,7 @@ func TestPublishArrivesWithItsHeaders(t *testing.T) {
 		t.Errorf("got %q on %s, want %q on %s", got.Data, got.Subject, m.Payload, s.Subject)
 	}
 	for k, want := range map[string]string{"Nats-Msg-Id": "ord-1", "Courier-Type": "order.created", "Courier-Attempt": "3",
-		"Content-Type": "application/json", "X-Tenant": "acme"} {
+		"Content-Type": "application/json", "X-Tenant": "acme", "Courier-Sequence": "7", "Courier-Previous-Id": "ord-0"} {
 		if v := got.Header.Get(k); v != want {
 			t.Errorf("header %s = %q, want %q", k, v, want)
 		}
@@ -161,5 +164,26 @@ func TestStalledServer(t *testing.T) {
 	})
 	if n := msgCount(t, s); n != 2 {
 		t.Errorf("stream holds %d messages, want 2 (ord-2 once)", n)
+	}
+}
+
+// TestPublishCarriesTraceParent checks that an attempt made under a span
+// hands its trace context to the receiver as the traceparent header.
+func TestPublishCarriesTraceParent(t *testing.T) {
+	t.Parallel()
+	s := stream(t, jetstream.StreamConfig{})
+	tr := newTransport(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), tracing.Remote(tp))
+	res := tr.Send(ctx, courier.Delivery{Message: message("ord-1"), Endpoint: endpoint(s.URL, s.Subject), Attempt: 1})
+	if !res.Delivered() {
+		t.Fatalf("result %+v", res)
+	}
+	got, err := s.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Header.Get("traceparent"); v != tp {
+		t.Errorf("traceparent = %q, want %q", v, tp)
 	}
 }

@@ -40,6 +40,12 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	h.add("Courier-Message-Id", m.ID)
 	h.add("Courier-Type", m.Type)
 	h.add("Courier-Attempt", strconv.Itoa(attempt))
+	if m.Sequence != 0 {
+		h.add("Courier-Sequence", strconv.FormatInt(m.Sequence, 10))
+		if m.PreviousID != "" {
+			h.add("Courier-Previous-Id", m.PreviousID)
+		}
+	}
 
 	if m.Type == courier.NoticeType {
 		var n courier.NoticeBody

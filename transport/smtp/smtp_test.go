@@ -386,6 +386,8 @@ func TestCompose(t *testing.T) {
 			[]string{"X-Long: =?utf-8?b?YWJj", "?=\r\n =?utf-8?b?"}, false},
 		{"long non-ASCII value", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{"X-Name": strings.Repeat("ü", 100)}},
 			[]string{"X-Name: =?utf-8?q?", "?=\r\n =?utf-8?q?"}, false},
+		{"place in its key's order", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", OrderingKey: "k", Sequence: 7, PreviousID: "z"},
+			[]string{"Courier-Sequence: 7\r\n", "Courier-Previous-Id: z\r\n"}, false},
 		{"broken content type", &courier.Message{ID: "a", Type: "t", ContentType: "text/"}, nil, true},
 		{"longest header name", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{strings.Repeat("r", 921): strings.Repeat("ü", 40)}},
 			[]string{strings.Repeat("r", 921) + ": =?utf-8?q?"}, false},

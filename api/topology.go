@@ -1,0 +1,390 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	json "github.com/goccy/go-json"
+)
+
+// Catalog holds the topology's objects (catalog.Catalog is one): in the
+// store, changed through the API, or in the configuration file, which
+// refuses changes.
+type Catalog interface {
+	// File is the configuration file that holds the topology; empty when
+	// the store does.
+	File() string
+	Version() int64
+	// Object and Objects show objects with their secrets as "set".
+	Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool)
+	Objects(kind courier.TopologyKind) []courier.TopologyObject
+	// Put creates (true) or replaces an object; ifMatch, when not
+	// negative, is the version it must have (0: it must not exist).
+	Put(ctx context.Context, who string, kind courier.TopologyKind, name string, spec []byte, ifMatch int64) (courier.TopologyObject, bool, error)
+	Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error
+	// Apply makes the topology hold the specs (by kind, by name), with
+	// prune deleting the others, and returns the changes.
+	Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, prune, dryRun bool) ([]courier.Action, error)
+	// RotateSecrets seals every secret under the current key again.
+	RotateSecrets(ctx context.Context, who string) (int, error)
+}
+
+// TopologyObject is one endpoint, route, policy or subscription: its
+// fields as in the configuration file, secrets shown as "set", and the
+// version that last wrote it (0 when the file holds the topology).
+type TopologyObject struct {
+	Kind      courier.TopologyKind `json:"kind"`
+	Name      string               `json:"name"`
+	Spec      json.RawMessage      `json:"spec"`
+	Version   int64                `json:"version"`
+	UpdatedAt *time.Time           `json:"updated_at,omitempty"`
+	UpdatedBy string               `json:"updated_by,omitempty"`
+}
+
+// ObjectList is GET /v1/policies and /v1/subscriptions.
+type ObjectList struct {
+	Objects []TopologyObject `json:"objects"`
+}
+
+// Topology is GET /v1/topology, and the body of PUT /v1/topology: every
+// object in the configuration file's form, section by section.
+type Topology struct {
+	Version       int64                      `json:"version,omitempty"`
+	File          string                     `json:"file,omitempty"` // the file that holds it, when the store does not
+	Endpoints     map[string]json.RawMessage `json:"endpoints,omitempty"`
+	Routes        map[string]json.RawMessage `json:"routes,omitempty"`
+	Policies      map[string]json.RawMessage `json:"policies,omitempty"`
+	Subscriptions map[string]json.RawMessage `json:"subscriptions,omitempty"`
+}
+
+// Section returns the part of t that holds objects of a kind.
+func (t *Topology) Section(kind courier.TopologyKind) *map[string]json.RawMessage {
+	switch kind {
+	case courier.KindEndpoint:
+		return &t.Endpoints
+	case courier.KindRoute:
+		return &t.Routes
+	case courier.KindPolicy:
+		return &t.Policies
+	default:
+		return &t.Subscriptions
+	}
+}
+
+// ApplyResult is the answer of PUT /v1/topology: what changed (with
+// dry_run, what would change) and the version it made.
+type ApplyResult struct {
+	Version int64    `json:"version"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Changes []Change `json:"changes"`
+}
+
+// Change is one object created, replaced or deleted.
+type Change struct {
+	Action courier.ActionKind   `json:"action"`
+	Kind   courier.TopologyKind `json:"kind"`
+	Name   string               `json:"name"`
+	Before json.RawMessage      `json:"before,omitempty"`
+	After  json.RawMessage      `json:"after,omitempty"`
+}
+
+// AuditEntry is one recorded action: an operator's action on a message or
+// an endpoint, or a change of the topology (with the object's spec before
+// and after, secrets shown as "set").
+type AuditEntry struct {
+	Seq     int64                `json:"seq"`
+	At      time.Time            `json:"at"`
+	Who     string               `json:"who"`
+	Action  courier.ActionKind   `json:"action"`
+	Object  courier.TopologyKind `json:"object,omitempty"`
+	Subject string               `json:"subject"`
+	Detail  string               `json:"detail,omitempty"`
+	Before  json.RawMessage      `json:"before,omitempty"`
+	After   json.RawMessage      `json:"after,omitempty"`
+	Version int64                `json:"version,omitempty"`
+}
+
+// AuditPage is GET /v1/audit: entries newest first, and the cursor of
+// the next page.
+type AuditPage struct {
+	Entries []AuditEntry `json:"entries"`
+	Next    string       `json:"next,omitempty"`
+}
+
+// auditParams are the query parameters of GET /v1/audit.
+var auditParams = []string{"who", "action", "object", "subject", "since", "until", "limit", "cursor"}
+
+func toObject(o courier.TopologyObject) TopologyObject {
+	v := TopologyObject{Kind: o.Kind, Name: o.Name, Spec: o.Spec, Version: o.Version, UpdatedBy: o.UpdatedBy, UpdatedAt: timePtr(o.UpdatedAt)}
+	if v.Spec == nil {
+		v.Spec = json.RawMessage("{}")
+	}
+	return v
+}
+
+func toChange(a courier.Action) Change {
+	return Change{Action: a.Kind, Kind: a.Object, Name: a.Subject, Before: rawOrNil(a.Before), After: rawOrNil(a.After)}
+}
+
+func toAuditEntry(a courier.Action) AuditEntry {
+	return AuditEntry{Seq: a.Seq, At: a.At, Who: a.Who, Action: a.Kind, Object: a.Object, Subject: a.Subject,
+		Detail: a.Detail, Before: rawOrNil(a.Before), After: rawOrNil(a.After), Version: a.Version}
+}
+
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// catalog returns the server's catalog, or says there is none.
+func (s *Server) catalog() (Catalog, error) {
+	if s.opts.Catalog == nil {
+		return nil, courier.Errorf(courier.CodeUnavailable, "this server keeps no topology catalog")
+	}
+	return s.opts.Catalog, nil
+}
+
+func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
+	c, err := s.catalog()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := Topology{Version: c.Version(), File: c.File()}
+	for _, o := range c.Objects("") {
+		sec := out.Section(o.Kind)
+		if *sec == nil {
+			*sec = map[string]json.RawMessage{}
+		}
+		(*sec)[o.Name] = o.Spec
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleObjects(kind courier.TopologyKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.catalog()
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out := ObjectList{Objects: []TopologyObject{}}
+		for _, o := range c.Objects(kind) {
+			out.Objects = append(out.Objects, toObject(o))
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (s *Server) handleObject(kind courier.TopologyKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		o, err := s.object(kind, r.PathValue("name"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		setETag(w, o.Version)
+		writeJSON(w, http.StatusOK, toObject(o))
+	}
+}
+
+// object finds one object of the catalog.
+func (s *Server) object(kind courier.TopologyKind, name string) (courier.TopologyObject, error) {
+	c, err := s.catalog()
+	if err != nil {
+		return courier.TopologyObject{}, err
+	}
+	o, ok := c.Object(kind, name)
+	if !ok {
+		return o, courier.Errorf(courier.CodeNotFound, "no %s %q", kind, name)
+	}
+	return o, nil
+}
+
+// maxSpecBytes bounds the body of one object's PUT.
+const maxSpecBytes = 1 << 20
+
+// changeOf begins a change of one object: the catalog and the version the
+// request says the object must have; false once an error is answered.
+func (s *Server) changeOf(w http.ResponseWriter, r *http.Request) (Catalog, int64, bool) {
+	c, err := s.catalog()
+	var ifMatch int64
+	if err == nil {
+		ifMatch, err = precondition(r)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil, 0, false
+	}
+	return c, ifMatch, true
+}
+
+func (s *Server) handlePutObject(kind courier.TopologyKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ifMatch, ok := s.changeOf(w, r)
+		if !ok {
+			return
+		}
+		body, err := readBody(r, w, maxSpecBytes)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		name := r.PathValue("name")
+		o, created, err := c.Put(r.Context(), actor(r), kind, name, body, ifMatch)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+			w.Header().Set("Location", "/v1/"+kind.Section()+"/"+name)
+		}
+		setETag(w, o.Version)
+		writeJSON(w, status, toObject(o))
+	}
+}
+
+func (s *Server) handleDeleteObject(kind courier.TopologyKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ifMatch, ok := s.changeOf(w, r)
+		if !ok {
+			return
+		}
+		name := r.PathValue("name")
+		if err := c.Delete(r.Context(), actor(r), kind, name, ifMatch); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "kind": kind, "version": c.Version()})
+	}
+}
+
+// precondition reads If-Match (the object's version, as its ETag gives
+// it) and If-None-Match: * (the object must not exist yet): the version
+// the object must have, 0 for none, -1 when the change is unconditional.
+func precondition(r *http.Request) (int64, error) {
+	if v := r.Header.Get("If-None-Match"); v != "" {
+		if strings.TrimSpace(v) != "*" {
+			return 0, courier.Errorf(courier.CodeInvalidArgument, `If-None-Match takes "*" (create only)`)
+		}
+		return 0, nil
+	}
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil || n < 1 {
+		return 0, courier.Errorf(courier.CodeInvalidArgument, `If-Match takes the object's version as its ETag gives it ("12"), not %q`, v)
+	}
+	return n, nil
+}
+
+func setETag(w http.ResponseWriter, version int64) {
+	if version > 0 {
+		w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(version, 10)))
+	}
+}
+
+func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
+	c, err := s.catalog()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	flags := map[string]bool{}
+	for _, name := range []string{"prune", "dry_run"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "%s must be true or false", name))
+				return
+			}
+			flags[name] = b
+		}
+	}
+	body, err := readBody(r, w, s.opts.MaxBatchBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var in Topology
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		s.writeError(w, r, malformed("the body is not a topology ({\"endpoints\": {...}, \"routes\": {...}, ...}): %v", jsonError(err)))
+		return
+	}
+	specs := map[courier.TopologyKind]map[string][]byte{}
+	for _, kind := range courier.TopologyKinds {
+		objs := map[string][]byte{}
+		for name, spec := range *in.Section(kind) {
+			objs[name] = spec
+		}
+		specs[kind] = objs
+	}
+	changes, err := c.Apply(r.Context(), actor(r), specs, flags["prune"], flags["dry_run"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := ApplyResult{Version: c.Version(), DryRun: flags["dry_run"], Changes: []Change{}}
+	for _, a := range changes {
+		out.Changes = append(out.Changes, toChange(a))
+	}
+	if n := len(out.Changes); n > 0 && !out.DryRun {
+		s.opts.Logger.Info("topology applied", "by", actor(r), "changes", n, "version", out.Version)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleRotateSecrets(w http.ResponseWriter, r *http.Request) {
+	c, err := s.catalog()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := c.RotateSecrets(r.Context(), actor(r))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rotated": n, "version": c.Version()})
+}
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := courier.AuditFilter{Who: q.Get("who"), Kind: courier.ActionKind(q.Get("action")),
+		Object: courier.TopologyKind(q.Get("object")), Subject: q.Get("subject"), Cursor: q.Get("cursor")}
+	if f.Object != "" && !f.Object.Valid() {
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "object %q is not endpoint, route, policy or subscription", f.Object))
+		return
+	}
+	var err error
+	if f.Limit, err = listLimit(q); err == nil {
+		err = queryTimes(q, map[string]*time.Time{"since": &f.Since, "until": &f.Until})
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.opts.Store.Audit(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := AuditPage{Entries: []AuditEntry{}, Next: page.Next}
+	for _, a := range page.Actions {
+		out.Entries = append(out.Entries, toAuditEntry(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

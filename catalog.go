@@ -1,0 +1,87 @@
+package courier
+
+import (
+	"errors"
+	"time"
+)
+
+// TopologyKind names a kind of object a topology is made of, as the store
+// holds it (DESIGN §15).
+type TopologyKind string
+
+// The kinds of topology objects.
+const (
+	KindEndpoint     TopologyKind = "endpoint"
+	KindRoute        TopologyKind = "route"
+	KindPolicy       TopologyKind = "policy"
+	KindSubscription TopologyKind = "subscription"
+	// KindKey is an API key kept in the store beside the topology, with
+	// its versions and audit, though it is not part of the topology.
+	KindKey TopologyKind = "key"
+)
+
+// TopologyKinds lists the kinds a topology is made of, in the order it is
+// built: what a kind refers to comes before it. Keys are not among them.
+var TopologyKinds = []TopologyKind{KindEndpoint, KindRoute, KindPolicy, KindSubscription}
+
+// Section is the configuration file's section that holds objects of kind k
+// ("endpoints"), and the plural of the API's paths.
+func (k TopologyKind) Section() string {
+	switch k {
+	case KindPolicy:
+		return "policies"
+	default:
+		return string(k) + "s"
+	}
+}
+
+// Valid reports whether k is one of the kinds.
+func (k TopologyKind) Valid() bool {
+	switch k {
+	case KindEndpoint, KindRoute, KindPolicy, KindSubscription, KindKey:
+		return true
+	}
+	return false
+}
+
+// TopologyObject is one endpoint, route, policy or subscription as the store
+// holds it: its spec in the configuration file's form, as JSON, with its
+// secrets encrypted. The store keeps a deleted object as a tombstone (a nil
+// Spec), so that every node learns of the delete.
+type TopologyObject struct {
+	Kind TopologyKind
+	Name string
+	// Spec is the object's fields as in the file, as a JSON object; nil
+	// when the object was deleted.
+	Spec []byte
+	// Version is the topology version that last wrote the object: the
+	// object's version for a conditional change (If-Match).
+	Version   int64
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+// ErrTopologyMoved is what Store.WriteTopology returns when the stored
+// topology is no longer at the version the change was decided on: read the
+// changes since, decide again and write again.
+var ErrTopologyMoved = errors.New("the topology changed meanwhile")
+
+// AuditFilter selects entries of the audit log: operator actions and
+// topology changes. Empty fields match all.
+type AuditFilter struct {
+	Who     string       // the key's name
+	Kind    ActionKind   // what was done
+	Object  TopologyKind // the kind of topology object changed
+	Subject string       // the message key, endpoint, or object name
+	Since   time.Time    // at or after
+	Until   time.Time    // before
+	Limit   int          // at most MaxListLimit; 0 means DefaultListLimit
+	Cursor  string       // from the previous page's Next
+}
+
+// AuditPage is one page of the audit log, newest first. Next is the
+// cursor of the following page, empty on the last.
+type AuditPage struct {
+	Actions []Action
+	Next    string
+}

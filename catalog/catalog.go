@@ -1,0 +1,455 @@
+// Package catalog keeps the topology that lives in the store (DESIGN §15):
+// every node's copy of it, in step with the store within a second, and the
+// changes made through the API, checked by the configuration file's rules,
+// written as one version each and recorded in the audit log. Secrets are
+// sealed before they reach the store and never shown again.
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/config"
+)
+
+// Options configure a Catalog.
+type Options struct {
+	Store   courier.Store
+	Keyring *Keyring // nil: no secrets can be stored
+	Clock   courier.Clock
+	Logger  *slog.Logger
+	// OnChange, if set, is called with each new topology after this node
+	// took it in (its own changes before they are answered), one call at a
+	// time, in the order of versions.
+	OnChange func(*courier.Topology)
+	// ListenFunc, if set, tells of changes other nodes made as they commit
+	// (postgres.Store.ListenTopology); the version is also polled every
+	// PollInterval, so that a lost notice delays a change by that at most.
+	ListenFunc func(ctx context.Context, changed func(version int64))
+	// PollInterval is how often the store's version is looked at; 1 s when
+	// zero.
+	PollInterval time.Duration
+	// KeysFile, when set, is the configuration file that holds the API
+	// keys: then the store holds none, and writing one is refused.
+	KeysFile string
+}
+
+// minSyncGap spaces the syncs that notices of other nodes' changes cause:
+// a burst of changes (an apply one object at a time) is taken in a few at
+// once rather than the topology being assembled for each.
+const minSyncGap = 100 * time.Millisecond
+
+// Catalog is this node's copy of the topology held in the store, and the
+// way to change it. In file mode (FromFile) it only shows the file's
+// objects and refuses changes.
+type Catalog struct {
+	opts Options
+	file string // the file that holds the topology; empty when the store does
+
+	// write serializes syncs and writes of this node; mu guards what they
+	// change, held only briefly, so that reads never wait for the store.
+	write   sync.Mutex
+	mu      sync.RWMutex
+	version int64
+	entries map[objectKey]*entry
+	// decoded holds the entries' decoded objects, and slot where each is,
+	// so that a change assembles the topology from a copy of the slice
+	// rather than from a walk of the map.
+	decoded  []*config.Object
+	slot     map[objectKey]int
+	topology atomic.Pointer[courier.Topology]
+	keys     atomic.Pointer[[]config.Key]
+
+	poke   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type objectKey struct {
+	kind courier.TopologyKind
+	name string
+}
+
+// entry is one object as this node knows it.
+type entry struct {
+	stored  courier.TopologyObject // as the store holds it: secrets sealed
+	plain   []byte                 // the spec with its secrets open, canonical JSON
+	decoded *config.Object         // nil in file mode
+}
+
+// Open reads the topology from the store and assembles it. An object that
+// no longer passes the checks (written by another version of courier) is
+// an error: the node would not deliver as the others do.
+func Open(ctx context.Context, o Options) (*Catalog, error) {
+	if o.Clock == nil {
+		o.Clock = courier.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.OnChange == nil {
+		o.OnChange = func(*courier.Topology) {}
+	}
+	c := &Catalog{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
+	t, err := config.Assemble(nil)
+	if err != nil {
+		return nil, err
+	}
+	c.topology.Store(t)
+	if err := c.sync(ctx, true); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// FromFile returns a catalog that shows the objects of a configuration
+// file and refuses every change, naming the file.
+func FromFile(file string, specs config.Specs, t *courier.Topology) *Catalog {
+	c := &Catalog{file: file}
+	c.Reload(specs, t)
+	return c
+}
+
+// Reload shows what a reloaded file holds, in file mode.
+func (c *Catalog) Reload(specs config.Specs, t *courier.Topology) {
+	entries := map[objectKey]*entry{}
+	for kind, objs := range specs {
+		for name, spec := range objs {
+			entries[objectKey{kind, name}] = &entry{stored: courier.TopologyObject{Kind: kind, Name: name}, plain: spec}
+		}
+	}
+	c.mu.Lock()
+	c.entries = entries
+	c.mu.Unlock()
+	c.topology.Store(t)
+}
+
+// File is the configuration file that holds the topology, or empty when
+// the store holds it.
+func (c *Catalog) File() string { return c.file }
+
+// Topology returns the topology in force on this node.
+func (c *Catalog) Topology() *courier.Topology { return c.topology.Load() }
+
+// Version returns the version of the topology this node has taken in.
+func (c *Catalog) Version() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.version
+}
+
+// Object returns one object with its secrets shown as Set.
+func (c *Catalog) Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[objectKey{kind, name}]
+	c.mu.RUnlock()
+	if !ok {
+		return courier.TopologyObject{}, false
+	}
+	return e.shown(), true
+}
+
+// Keys returns the API keys the store holds, by name.
+func (c *Catalog) Keys() []config.Key {
+	if k := c.keys.Load(); k != nil {
+		return *k
+	}
+	return nil
+}
+
+// Objects returns the objects of a kind by name, their secrets shown as
+// Set; every object of the topology (keys are not part of it) when kind
+// is empty.
+func (c *Catalog) Objects(kind courier.TopologyKind) []courier.TopologyObject {
+	c.mu.RLock()
+	out := make([]courier.TopologyObject, 0, len(c.entries))
+	for k, e := range c.entries {
+		if kind == k.kind || (kind == "" && k.kind != courier.KindKey) {
+			out = append(out, e.shown())
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return slices.Index(courier.TopologyKinds, out[i].Kind) < slices.Index(courier.TopologyKinds, out[j].Kind)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// shown is the object as answers show it: its open spec with the
+// secrets redacted.
+func (e *entry) shown() courier.TopologyObject {
+	o := e.stored
+	o.Spec = redacted(e.plain)
+	return o
+}
+
+// redacted returns a spec with its secrets shown as Set.
+func redacted(plain []byte) []byte {
+	if plain == nil {
+		return nil
+	}
+	v, err := decodeSpec(plain)
+	if err != nil {
+		return nil
+	}
+	redact(v)
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// decodeSpec reads a spec as generic JSON, numbers kept as written.
+func decodeSpec(spec []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return v, nil
+}
+
+// Sync takes in the changes other nodes made since this node last looked.
+func (c *Catalog) Sync(ctx context.Context) error {
+	if c.file != "" {
+		return nil
+	}
+	return c.sync(ctx, false)
+}
+
+func (c *Catalog) sync(ctx context.Context, first bool) error {
+	c.write.Lock()
+	defer c.write.Unlock()
+	return c.syncLocked(ctx, first)
+}
+
+// syncLocked reads what changed since this node's version and puts the
+// topology it makes in force. Holding c.write.
+func (c *Catalog) syncLocked(ctx context.Context, first bool) error {
+	objs, v, err := c.opts.Store.TopologyChanges(ctx, c.version)
+	if err != nil {
+		return fmt.Errorf("read the topology's changes: %w", err)
+	}
+	if v == c.version && !first {
+		return nil
+	}
+	fresh := map[objectKey]*entry{}
+	gone := map[objectKey]bool{}
+	var problems []string
+	for _, o := range objs {
+		k := objectKey{o.Kind, o.Name}
+		if o.Spec == nil {
+			gone[k] = true
+			continue
+		}
+		e, err := c.open(o)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		fresh[k] = e
+	}
+	if len(problems) > 0 {
+		err := fmt.Errorf("the topology's version %d has objects this node cannot use; it keeps the one it has:\n%s", v, strings.Join(problems, "\n"))
+		if first {
+			return err
+		}
+		c.opts.Logger.Error("topology change not taken in", "version", v, "err", err)
+		return err
+	}
+	t, err := c.assemble(fresh, gone)
+	if err != nil {
+		err = fmt.Errorf("the topology's version %d does not hold together on this node; it keeps the one it has: %w", v, err)
+		if !first {
+			c.opts.Logger.Error("topology change not taken in", "version", v, "err", err)
+		}
+		return err
+	}
+	c.commit(v, fresh, gone, t)
+	return nil
+}
+
+// open decodes a stored object: its secrets opened, its spec checked.
+func (c *Catalog) open(o courier.TopologyObject) (*entry, error) {
+	v, err := decodeSpec(o.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: the stored spec is not JSON: %w", o.Kind, o.Name, err)
+	}
+	obj := string(o.Kind) + "/" + o.Name
+	err = walkSecrets(v, func(_, s string) (string, error) {
+		if !strings.HasPrefix(s, sealedPrefix) {
+			return s, nil
+		}
+		return c.opts.Keyring.open(obj, s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	decoded, err := config.DecodeObject(o.Kind, o.Name, plain)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", o.Kind, o.Name, err)
+	}
+	return &entry{stored: o, plain: plain, decoded: decoded}, nil
+}
+
+// assemble makes the topology of this node's objects with some replaced
+// and some removed.
+func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) (*courier.Topology, error) {
+	c.mu.RLock()
+	objs := make([]*config.Object, len(c.decoded), len(c.decoded)+len(fresh))
+	copy(objs, c.decoded)
+	for k, e := range fresh {
+		if i, ok := c.slot[k]; ok {
+			objs[i] = e.decoded
+		} else {
+			objs = append(objs, e.decoded)
+		}
+	}
+	for k := range gone {
+		if i, ok := c.slot[k]; ok {
+			objs[i] = nil // Assemble passes over nil
+		}
+	}
+	c.mu.RUnlock()
+	return config.Assemble(objs)
+}
+
+// commit puts a version in force on this node. The version is reported
+// last, once the parts that use the topology have it: whoever waits for
+// the version (a client polling GET /v1/topology) finds the change in force.
+func (c *Catalog) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]bool, t *courier.Topology) {
+	keysChanged := false
+	c.mu.Lock()
+	for k := range gone {
+		delete(c.entries, k)
+		if i, ok := c.slot[k]; ok {
+			// The last object takes the slot of the one gone.
+			last := len(c.decoded) - 1
+			c.decoded[i] = c.decoded[last]
+			if moved := c.decoded[i]; moved != nil {
+				c.slot[objectKey{moved.Kind, moved.Name}] = i
+			}
+			c.decoded[last] = nil
+			c.decoded = c.decoded[:last]
+			delete(c.slot, k)
+		}
+		keysChanged = keysChanged || k.kind == courier.KindKey
+	}
+	for k, e := range fresh {
+		c.entries[k] = e
+		if i, ok := c.slot[k]; ok {
+			c.decoded[i] = e.decoded
+		} else {
+			c.slot[k] = len(c.decoded)
+			c.decoded = append(c.decoded, e.decoded)
+		}
+		keysChanged = keysChanged || k.kind == courier.KindKey
+	}
+	if keysChanged || c.keys.Load() == nil {
+		keys := keysOf(c.entries)
+		c.keys.Store(&keys)
+	}
+	c.mu.Unlock()
+	c.topology.Store(t)
+	c.opts.OnChange(t)
+	c.mu.Lock()
+	c.version = v
+	c.mu.Unlock()
+}
+
+// keysOf returns the keys among entries, by name.
+func keysOf(entries map[objectKey]*entry) []config.Key {
+	var keys []config.Key
+	for k, e := range entries {
+		if k.kind == courier.KindKey && e.decoded != nil && e.decoded.Key != nil {
+			keys = append(keys, *e.decoded.Key)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Name < keys[j].Name })
+	return keys
+}
+
+// Start watches the store for other nodes' changes until Stop.
+func (c *Catalog) Start(ctx context.Context) error {
+	if c.file != "" {
+		return nil
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	if c.opts.ListenFunc != nil {
+		go c.opts.ListenFunc(ctx, func(v int64) {
+			if v == 0 || v > c.Version() {
+				select {
+				case c.poke <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	go c.watch(ctx)
+	return nil
+}
+
+// Stop ends the watch.
+func (c *Catalog) Stop(ctx context.Context) error {
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Catalog) watch(ctx context.Context) {
+	defer close(c.done)
+	tick := time.NewTicker(c.opts.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.poke:
+		case <-tick.C:
+			// The version alone is read, which costs the store one row.
+			v, err := c.opts.Store.TopologyVersion(ctx)
+			if err != nil || v == c.Version() {
+				continue
+			}
+		}
+		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("could not take in the topology's changes; will try again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(minSyncGap):
+		}
+	}
+}

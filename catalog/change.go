@@ -1,0 +1,429 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/config"
+)
+
+// maxRetries bounds how often a change is decided again because another
+// node changed the topology meanwhile.
+const maxRetries = 20
+
+// Put writes one object: created (true) or replaced. ifMatch, when not
+// negative, is the version the object must have (0: it must not exist),
+// else the change is refused with CodeFailedPrecondition. A spec that
+// equals the stored one changes nothing and records nothing.
+func (c *Catalog) Put(ctx context.Context, who string, kind courier.TopologyKind, name string, spec []byte, ifMatch int64) (courier.TopologyObject, bool, error) {
+	var created bool
+	var out courier.TopologyObject
+	err := c.change(ctx, func() (*plan, error) {
+		p := c.newPlan(who)
+		old, exists := c.entry(kind, name)
+		if err := checkMatch(kind, name, old, exists, ifMatch); err != nil {
+			return nil, err
+		}
+		created = !exists
+		return p, p.put(kind, name, spec)
+	}, func([]courier.Action) {
+		out, _ = c.Object(kind, name)
+	})
+	return out, created, err
+}
+
+// Delete removes one object, if nothing else uses it. ifMatch as for Put.
+func (c *Catalog) Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error {
+	return c.change(ctx, func() (*plan, error) {
+		p := c.newPlan(who)
+		old, exists := c.entry(kind, name)
+		if !exists {
+			return nil, courier.Errorf(courier.CodeNotFound, "no %s %q", kind, name)
+		}
+		if err := checkMatch(kind, name, old, exists, ifMatch); err != nil {
+			return nil, err
+		}
+		p.remove(kind, name)
+		return p, nil
+	}, nil)
+}
+
+// Apply makes the store's topology hold the specs given (a file's
+// sections): objects that differ are written, with prune the objects the
+// specs lack are deleted, all as one version or, if anything is wrong,
+// none. It returns the changes (with dryRun, the changes it would make).
+func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, prune, dryRun bool) ([]courier.Action, error) {
+	var changes []courier.Action
+	err := c.change(ctx, func() (*plan, error) {
+		p := c.newPlan(who)
+		p.dryRun = dryRun
+		var problems config.Errors
+		for _, kind := range courier.TopologyKinds {
+			names := make([]string, 0, len(specs[kind]))
+			for name := range specs[kind] {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				err := p.put(kind, name, specs[kind][name])
+				var es config.Errors
+				switch {
+				case errors.As(err, &es):
+					problems = append(problems, es...)
+				case err != nil:
+					return nil, err
+				}
+			}
+		}
+		if len(problems) > 0 {
+			return nil, problems
+		}
+		if prune {
+			for _, o := range c.Objects("") {
+				if _, kept := specs[o.Kind][o.Name]; !kept {
+					p.remove(o.Kind, o.Name)
+				}
+			}
+		}
+		return p, nil
+	}, func(done []courier.Action) { changes = done })
+	return changes, err
+}
+
+// RotateSecrets seals again, under the current key, every secret sealed
+// under another, and reports how many objects it wrote.
+func (c *Catalog) RotateSecrets(ctx context.Context, who string) (int, error) {
+	if c.opts.Keyring == nil || c.opts.Keyring.current == nil {
+		return 0, courier.Errorf(courier.CodeInvalidArgument, "this server has no secrets_key to rotate to")
+	}
+	n := 0
+	err := c.change(ctx, func() (*plan, error) {
+		p := c.newPlan(who)
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		for k, e := range c.entries {
+			v, err := decodeSpec(e.stored.Spec)
+			if err != nil {
+				return nil, err
+			}
+			stale := false
+			_ = walkSecrets(v, func(_, s string) (string, error) {
+				if strings.HasPrefix(s, sealedPrefix) && !c.opts.Keyring.isCurrent(s) {
+					stale = true
+				}
+				return s, nil
+			})
+			if stale {
+				if err := p.rotate(k, e); err != nil {
+					return nil, err
+				}
+			}
+		}
+		n = len(p.objects)
+		return p, nil
+	}, nil)
+	return n, err
+}
+
+// entry returns this node's entry of an object.
+func (c *Catalog) entry(kind courier.TopologyKind, name string) (*entry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.entries[objectKey{kind, name}]
+	return e, ok
+}
+
+func checkMatch(kind courier.TopologyKind, name string, old *entry, exists bool, ifMatch int64) error {
+	switch {
+	case ifMatch < 0:
+		return nil
+	case ifMatch == 0 && exists:
+		return courier.Errorf(courier.CodeFailedPrecondition, "%s %q exists already (version %d)", kind, name, old.stored.Version)
+	case ifMatch > 0 && !exists:
+		return courier.Errorf(courier.CodeFailedPrecondition, "%s %q does not exist, so it is not at version %d", kind, name, ifMatch)
+	case ifMatch > 0 && old.stored.Version != ifMatch:
+		return courier.Errorf(courier.CodeFailedPrecondition, "%s %q is at version %d, not %d: read it again", kind, name, old.stored.Version, ifMatch)
+	}
+	return nil
+}
+
+// change decides a change on the newest topology and writes it; when
+// another node wrote first, it takes that in and decides again. done, if
+// set, is given the changes once they are in force here (with a dry run,
+// the changes that would be made). A spec's problems (config.Errors) are
+// the request's: CodeInvalidArgument.
+func (c *Catalog) change(ctx context.Context, decide func() (*plan, error), done func([]courier.Action)) error {
+	if c.file != "" {
+		return courier.Errorf(courier.CodeConflict,
+			"the topology is in the configuration file %s: change it there and reload (SIGHUP or POST /v1/reload); to keep it in the store instead, remove the sections endpoints, routes, policies and subscriptions from the file", c.file)
+	}
+	c.write.Lock()
+	defer c.write.Unlock()
+	for range maxRetries {
+		if err := c.syncLocked(ctx, false); err != nil {
+			return err
+		}
+		p, err := decide()
+		var es config.Errors
+		if errors.As(err, &es) {
+			return courier.Errorf(courier.CodeInvalidArgument, "%s", es.Error())
+		}
+		if err != nil {
+			return err
+		}
+		changes, err := c.carry(ctx, p)
+		if errors.Is(err, courier.ErrTopologyMoved) {
+			continue
+		}
+		if err == nil && done != nil {
+			done(changes)
+		}
+		return err
+	}
+	return courier.Errorf(courier.CodeUnavailable, "the topology kept changing under this change; try again")
+}
+
+// plan is a change decided on this node's topology at one version.
+type plan struct {
+	c       *Catalog
+	who     string
+	now     time.Time
+	base    int64
+	fresh   map[objectKey]*entry
+	gone    map[objectKey]bool
+	objects []courier.TopologyObject
+	actions []courier.Action
+	// own says which objects the change was asked for by name, so that a
+	// reference problem of theirs is the request's mistake (422), while one
+	// of another object means the change breaks what uses it (409).
+	own    map[objectKey]bool
+	dryRun bool
+}
+
+func (c *Catalog) newPlan(who string) *plan {
+	return &plan{c: c, who: who, now: c.opts.Clock.Now(), base: c.Version(), fresh: map[objectKey]*entry{}, gone: map[objectKey]bool{}, own: map[objectKey]bool{}}
+}
+
+// put plans writing an object, unless its spec is what is stored. The
+// spec's problems are config.Errors, so that a batch reports all of them.
+func (p *plan) put(kind courier.TopologyKind, name string, spec []byte) error {
+	path := kind.Section() + "." + name
+	if !kind.Valid() {
+		return courier.Errorf(courier.CodeInvalidArgument, "%q is not a kind of topology object", kind)
+	}
+	v, err := decodeSpec(spec)
+	if _, isObject := v.(map[string]any); err != nil || !isObject {
+		return config.Errors{{Field: path, Message: "must be a JSON object of the fields it has in the configuration file"}}
+	}
+	k := objectKey{kind, name}
+	old, exists := p.c.entry(kind, name)
+	var stored any
+	if exists {
+		stored, _ = decodeSpec(old.plain)
+	}
+	if err := restore(kind.Section(), name, v, stored); err != nil {
+		return err
+	}
+	// URLs with passwords are written as net/url writes them, so that the
+	// same URL compares equal however it was spelt.
+	_ = walkSecrets(v, func(_, s string) (string, error) { return s, nil })
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	p.own[k] = true
+	if exists && bytes.Equal(plain, old.plain) {
+		return nil
+	}
+	decoded, err := config.DecodeObject(kind, name, plain)
+	if err != nil {
+		return err
+	}
+	sealed, err := p.c.seal(kind, name, v)
+	if err != nil {
+		return err
+	}
+	a := p.action(courier.ActionCreate, k)
+	if exists {
+		a.Kind = courier.ActionReplace
+		a.Before = string(redacted(old.plain))
+	}
+	a.After = string(redacted(plain))
+	p.fresh[k] = &entry{stored: courier.TopologyObject{Kind: kind, Name: name, Spec: sealed}, plain: plain, decoded: decoded}
+	p.objects = append(p.objects, p.fresh[k].stored)
+	p.actions = append(p.actions, a)
+	return nil
+}
+
+// remove plans deleting an object.
+func (p *plan) remove(kind courier.TopologyKind, name string) {
+	k := objectKey{kind, name}
+	old, _ := p.c.entry(kind, name)
+	a := p.action(courier.ActionDelete, k)
+	a.Before = string(redacted(old.plain))
+	p.gone[k] = true
+	p.objects = append(p.objects, courier.TopologyObject{Kind: kind, Name: name})
+	p.actions = append(p.actions, a)
+}
+
+// rotate plans sealing an object's secrets again. Holding c.mu for reading.
+func (p *plan) rotate(k objectKey, e *entry) error {
+	v, err := decodeSpec(e.plain)
+	if err != nil {
+		return err
+	}
+	sealed, err := p.c.seal(k.kind, k.name, v)
+	if err != nil {
+		return err
+	}
+	a := p.action(courier.ActionRotateSecrets, k)
+	a.Before = string(redacted(e.plain))
+	a.After = a.Before
+	p.fresh[k] = &entry{stored: courier.TopologyObject{Kind: k.kind, Name: k.name, Spec: sealed}, plain: e.plain, decoded: e.decoded}
+	p.objects = append(p.objects, p.fresh[k].stored)
+	p.actions = append(p.actions, a)
+	return nil
+}
+
+func (p *plan) action(kind courier.ActionKind, k objectKey) courier.Action {
+	return courier.Action{At: p.now, Who: p.who, Kind: kind, Object: k.kind, Subject: k.name}
+}
+
+// seal returns a spec with its secrets sealed for the store.
+func (c *Catalog) seal(kind courier.TopologyKind, name string, plain any) ([]byte, error) {
+	// A copy, through JSON, so that the open spec stays as it is.
+	b, err := json.Marshal(plain)
+	if err != nil {
+		return nil, err
+	}
+	v, err := decodeSpec(b)
+	if err != nil {
+		return nil, err
+	}
+	obj := string(kind) + "/" + name
+	if err := walkSecrets(v, func(_, s string) (string, error) { return c.opts.Keyring.seal(obj, s) }); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// carry checks what a plan makes of the topology and writes it, and
+// returns the changes made. Holding c.write.
+func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) {
+	if len(p.objects) == 0 {
+		return nil, nil
+	}
+	t, err := c.assemble(p.fresh, p.gone)
+	if err != nil {
+		return nil, p.refusal(err)
+	}
+	if err := c.checkKeys(p); err != nil {
+		return nil, err
+	}
+	if p.dryRun {
+		return p.actions, nil
+	}
+	for i := range p.objects {
+		p.objects[i].UpdatedAt, p.objects[i].UpdatedBy = p.now, p.who
+	}
+	v, err := c.opts.Store.WriteTopology(ctx, p.base, p.objects, p.actions)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range p.fresh {
+		e.stored.Version, e.stored.UpdatedAt, e.stored.UpdatedBy = v, p.now, p.who
+	}
+	for i := range p.actions {
+		p.actions[i].Version = v
+	}
+	c.commit(v, p.fresh, p.gone, t)
+	return p.actions, nil
+}
+
+// checkKeys refuses a plan that touches keys the file holds, or that would
+// leave the store's keys without an admin key: nobody could change keys or
+// the topology any more, and with no key left at all the API would be open
+// to every caller. (The first key must so be an admin key.)
+func (c *Catalog) checkKeys(p *plan) error {
+	touched := false
+	for _, o := range p.objects {
+		touched = touched || o.Kind == courier.KindKey
+	}
+	if !touched {
+		return nil
+	}
+	if c.opts.KeysFile != "" {
+		return courier.Errorf(courier.CodeConflict, "the API keys are in the configuration file %s: change them there and reload", c.opts.KeysFile)
+	}
+	c.mu.RLock()
+	after := map[objectKey]*entry{}
+	for k, e := range c.entries {
+		if k.kind == courier.KindKey && !p.gone[k] {
+			after[k] = e
+		}
+	}
+	c.mu.RUnlock()
+	for k, e := range p.fresh {
+		if k.kind == courier.KindKey {
+			after[k] = e
+		}
+	}
+	for _, k := range keysOf(after) {
+		if k.Role == courier.RoleAdmin {
+			return nil
+		}
+	}
+	return courier.Errorf(courier.CodeConflict, "this would leave no admin key: nobody could change keys or the topology any more (and with no key at all, anyone who reaches the API could); keep one admin key, or create one first")
+}
+
+// refusal says why the topology a plan makes does not hold together: a
+// problem in an object the request wrote is the request's (422); one in
+// another object means the change takes away what that one uses (409).
+func (p *plan) refusal(err error) error {
+	var es config.Errors
+	if !errors.As(err, &es) {
+		return err
+	}
+	var own, others config.Errors
+	for _, e := range es {
+		if p.owns(e.Field) {
+			own = append(own, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	if len(own) > 0 {
+		return courier.Errorf(courier.CodeInvalidArgument, "%s", own.Error())
+	}
+	var users []string
+	for _, e := range others {
+		users = append(users, e.Error())
+	}
+	var what []string
+	for k := range p.gone {
+		what = append(what, fmt.Sprintf("%s %q", k.kind, k.name))
+	}
+	for k := range p.fresh {
+		what = append(what, fmt.Sprintf("%s %q", k.kind, k.name))
+	}
+	sort.Strings(what)
+	return courier.Errorf(courier.CodeConflict, "%s is in use; change or delete what uses it first:\n%s", strings.Join(what, ", "), strings.Join(users, "\n"))
+}
+
+// owns reports whether a field path lies in an object the plan writes.
+func (p *plan) owns(field string) bool {
+	for k := range p.own {
+		prefix := k.kind.Section() + "." + k.name
+		if field == prefix || strings.HasPrefix(field, prefix+".") || strings.HasPrefix(field, prefix+"[") {
+			return true
+		}
+	}
+	return false
+}

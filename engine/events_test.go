@@ -1,0 +1,241 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sink"
+)
+
+// withAlerts adds the endpoint ops on the sink's /ops and sends alerts to
+// it, at most perHour per subject, with links to public.example.
+func withAlerts(h *harness, perHour int, oldestDue time.Duration) {
+	h.top.Endpoints["ops"] = h.httpEndpoint("ops", "/ops")
+	h.alerts = &courier.Alerts{Notify: []string{"ops"}, MaxPerHour: perHour, OldestDue: oldestDue, PublicURL: "https://courier.example/"}
+}
+
+// notices returns the bodies of the notices the sink's /ops got.
+func (h *harness) notices() []courier.EventBody {
+	h.t.Helper()
+	var out []courier.EventBody
+	for _, a := range h.sink.Arrivals("/ops") {
+		var b courier.EventBody
+		if err := json.Unmarshal(a.Body, &b); err != nil {
+			h.t.Fatalf("a notice that is not an event's: %s: %v", a.Body, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// waitNotices waits until /ops has had n notices, gives more the time to
+// come, and returns them in the order of their events (notices go out
+// concurrently, so they may arrive in another); it fails when any more
+// came.
+func (h *harness) waitNotices(n int) []courier.EventBody {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.sink.Wait(ctx, "/ops", n); err != nil {
+		h.t.Fatalf("waiting for %d notices: %v; got %+v", n, err, h.notices())
+	}
+	h.countStays("/ops", n, "(notices)")
+	got := h.notices()
+	slices.SortStableFunc(got, func(a, b courier.EventBody) int { return a.At.Compare(b.At) })
+	return got
+}
+
+func (h *harness) events(f courier.EventFilter) []courier.Event {
+	h.t.Helper()
+	page, err := h.store.Events(context.Background(), f)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return page.Events
+}
+
+// An endpoint refusing with 429 is suspended, which sends one notice; its
+// probe succeeds, which sends one more, that it recovered.
+func TestSuspensionAndRecoverySendOneNoticeEach(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		withAlerts(h, 6, time.Hour)
+		ep := withRules(h.httpEndpoint("flaky", "/flaky"), 200*time.Millisecond, time.Hour)
+		h.top.Endpoints["flaky"] = ep
+		h.route("flaky", "flaky")
+		h.policy(schedulePolicy("t", 10*time.Millisecond))
+		h.sink.Script("/flaky", sink.Respond(429), sink.Respond(200), sink.Repeat)
+	})
+	h.send("m", "t", "flaky")
+	h.waitState("m", courier.StateDelivered)
+	got := h.waitNotices(2)
+	for i, want := range []courier.EventKind{courier.EventEndpointSuspended, courier.EventEndpointRecovered} {
+		b := got[i]
+		if b.Event != want || b.Subject != "flaky" || b.Kind != "endpoint" || b.Link != "https://courier.example/ui/endpoints#ep-flaky" || b.At.IsZero() {
+			t.Errorf("notice %d: %+v; want %s of endpoint flaky with its link", i, b, want)
+		}
+	}
+	if d := got[0].Details; d.State != courier.HealthSuspended || d.SuspendedUntil.IsZero() || d.Reason == "" {
+		t.Errorf("the suspension's details: %+v; want the state, suspended_until and the reason", d)
+	}
+	if d := got[1].Details; d.State != courier.HealthActive {
+		t.Errorf("the recovery's details: %+v", d)
+	}
+	if evs := h.events(courier.EventFilter{Subject: "flaky"}); len(evs) != 2 || !evs[0].Notified || !evs[1].Notified {
+		t.Fatalf("recorded events: %+v; want 2, both notified", evs)
+	}
+}
+
+// An operator's switch (as the API reports it) sends endpoint.off, and
+// switching on again endpoint.recovered.
+func TestSwitchOffAndOnSendNotices(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		withAlerts(h, 6, time.Hour)
+		h.direct("acme")
+	})
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		var before courier.EndpointHealth
+		after, err := h.store.UpdateHealth(ctx, "acme", func(eh courier.EndpointHealth) courier.EndpointHealth {
+			before = eh
+			if on {
+				return eh.SwitchedOn(time.Now())
+			}
+			return eh.SwitchedOff(time.Now())
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.engine.HealthSwitched("acme", before, after, "ops-key")
+	}
+	got := h.waitNotices(2)
+	if got[0].Event != courier.EventEndpointOff || got[0].Details.State != courier.HealthOff || got[0].Details.Reason != "switched off by ops-key" {
+		t.Errorf("first notice: %+v; want endpoint.off by ops-key", got[0])
+	}
+	if got[1].Event != courier.EventEndpointRecovered {
+		t.Errorf("second notice: %+v; want endpoint.recovered", got[1])
+	}
+}
+
+// A flapping endpoint, suspended and recovered ten times in a second, sends
+// no more notices than max_per_hour; every transition is recorded.
+func TestFlappingEndpointIsRateLimited(t *testing.T) {
+	const perHour = 3
+	h := newHarness(t, func(h *harness) {
+		withAlerts(h, perHour, time.Hour)
+		ep := withRules(h.httpEndpoint("flap", "/flap"), 20*time.Millisecond, 20*time.Millisecond)
+		// One attempt at a time, spaced so that each outcome is written
+		// before the next attempt ends: each answer moves the health (a
+		// batch of outcomes moves it once).
+		ep.MaxConcurrency, ep.MinInterval = 1, 40*time.Millisecond
+		h.top.Endpoints["flap"] = ep
+		h.route("flap", "flap")
+		h.policy(steadyPolicy("t", 100, 10*time.Millisecond))
+		var steps []sink.Step
+		for range 5 {
+			steps = append(steps, sink.Respond(429), sink.Respond(200))
+		}
+		h.sink.Script("/flap", append(steps, sink.Respond(200), sink.Repeat)...)
+	})
+	for i := range 6 {
+		h.send(fmt.Sprintf("m-%d", i), "t", "flap")
+	}
+	for i := range 6 {
+		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var evs []courier.Event
+	for {
+		evs = h.events(courier.EventFilter{Subject: "flap"})
+		if len(evs) >= 10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(evs) != 10 {
+		for _, a := range h.sink.Arrivals("/flap") {
+			t.Logf("%s %d %s", a.Time.Format("05.000000"), a.Status, a.Header.Get("webhook-id"))
+		}
+		t.Fatalf("%d transitions recorded, want 10 (5 suspensions, 5 recoveries): %+v", len(evs), evs)
+	}
+	notified := 0
+	for _, ev := range evs {
+		if ev.Notified {
+			notified++
+		}
+	}
+	if notified != perHour {
+		t.Errorf("%d events marked notified, want %d", notified, perHour)
+	}
+	if got := h.waitNotices(perHour); got[0].Event != courier.EventEndpointSuspended {
+		t.Errorf("first notice %+v; want the first suspension", got[0])
+	}
+}
+
+// A route whose oldest due message waits longer than oldest_due (its
+// endpoint is off) sends one route.lagging notice, not one per look.
+func TestLaggingRouteSendsOneNotice(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		withAlerts(h, 6, 200*time.Millisecond)
+		h.direct("slow")
+		if _, err := h.store.UpdateHealth(context.Background(), "slow", func(eh courier.EndpointHealth) courier.EndpointHealth { return eh.SwitchedOff(time.Now()) }, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for i := range 3 {
+		h.send(fmt.Sprintf("m-%d", i), "t", "slow")
+	}
+	got := h.waitNotices(1)
+	b := got[0]
+	if b.Event != courier.EventRouteLagging || b.Subject != "slow" || b.Kind != "route" || b.Details.DueSince.IsZero() ||
+		b.Link != "https://courier.example/ui/topology/routes/slow" {
+		t.Fatalf("notice %+v; want route.lagging of route slow", b)
+	}
+	if age := time.Duration(b.Details.OldestDueAge) * time.Second; age > time.Minute {
+		t.Fatalf("oldest due age %v", age)
+	}
+	h.countStays("/ops", 1, "while the route keeps lagging")
+}
+
+// Two nodes on one PostgreSQL database: an endpoint that both fail on is
+// suspended once and notified once; a route both see lagging is notified
+// once.
+func testOneNoticeForTwoNodes(t *testing.T) {
+	addr := closedPort(t)
+	h := newHarness(t, func(h *harness) {
+		withAlerts(h, 6, 300*time.Millisecond)
+		ep := withRules(h.httpEndpoint("down", "/"), time.Hour, time.Hour)
+		ep.HTTP.URL = "http://" + addr + "/in"
+		h.top.Endpoints["down"] = ep
+		h.route("down", "down")
+		h.policy(schedulePolicy("t", 10*time.Millisecond))
+	})
+	other := h.addNode()
+	for i := range 10 {
+		h.send(fmt.Sprintf("m-%d", i), "t", "down")
+		other.Due([]string{"down"})
+	}
+	h.waitHealth("down", courier.HealthSuspended)
+	// The route lags behind its suspended endpoint: both nodes see it.
+	got := h.waitNotices(2)
+	kinds := map[courier.EventKind]int{}
+	for _, b := range got {
+		kinds[b.Event]++
+	}
+	if kinds[courier.EventEndpointSuspended] != 1 || kinds[courier.EventRouteLagging] != 1 {
+		t.Fatalf("notices %+v; want one endpoint.suspended and one route.lagging", got)
+	}
+	// The same transition reported by both nodes is one event.
+	before := courier.EndpointHealth{Endpoint: "down", State: courier.HealthSuspended}
+	after := courier.EndpointHealth{Endpoint: "down", State: courier.HealthOff, UpdatedAt: time.Now()}
+	h.engine.HealthSwitched("down", before, after, "ops")
+	other.HealthSwitched("down", before, after, "ops")
+	got = h.waitNotices(3)
+	if got[2].Event != courier.EventEndpointOff {
+		t.Fatalf("third notice %+v; want endpoint.off", got[2])
+	}
+}

@@ -1,0 +1,222 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// recordEvent records ev with a decide that sets Notified as notify says
+// and sends the notices given; it returns the event as recorded and
+// whether it was new.
+func recordEvent(t *testing.T, s courier.Store, ev courier.Event, notify bool, notices ...*courier.Message) (courier.Event, bool) {
+	t.Helper()
+	got, created, err := s.RecordEvent(context.Background(), ev, ev.At.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+		ev.Notified = notify
+		return ev, notices
+	})
+	if err != nil {
+		t.Fatalf("RecordEvent %s: %v", ev.ID, err)
+	}
+	return got, created
+}
+
+func eventAt(kind courier.EventKind, subject string, at time.Time) courier.Event {
+	return courier.Event{ID: courier.EventID(kind, subject, at), Kind: kind, Subject: subject, At: at,
+		Details: courier.EventDetails{State: courier.HealthSuspended, SuspendedUntil: at.Add(time.Minute), Suspensions: 2, Reason: "connect_refused"}}
+}
+
+// testEventsRecord: an event is recorded once, however often it comes,
+// with its details and the notices it sends; decide sees the events of its
+// subject since the time given, newest first, and no others.
+func testEventsRecord(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	ev := eventAt(courier.EventEndpointSuspended, "acme", base)
+	alerts := &courier.Alerts{Notify: []string{"ops"}}
+	got, created := recordEvent(t, s, ev, true, alerts.Notices(ev, alerts.Notify)...)
+	if !created || got.Seq == 0 || !got.Notified {
+		t.Fatalf("first record: %+v created=%v; want created, with a seq, notified", got, created)
+	}
+	n := mustGet(t, s, ev.ID+".ops")
+	if n.Type != courier.NoticeType || n.Route != courier.NoticeRoute("ops") || n.State != courier.StateQueued {
+		t.Fatalf("the event's notice: %+v", n)
+	}
+	// The same transition again (another node): nothing new, decide not asked.
+	_, created, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+		t.Error("decide called for an event recorded before")
+		return ev, nil
+	})
+	if err != nil || created {
+		t.Fatalf("second record: created=%v %v; want not created", created, err)
+	}
+
+	recordEvent(t, s, eventAt(courier.EventEndpointRecovered, "acme", base.Add(time.Minute)), false)
+	recordEvent(t, s, eventAt(courier.EventEndpointSuspended, "other", base.Add(2*time.Minute)), true)
+	var seen []courier.Event
+	late := eventAt(courier.EventEndpointSuspended, "acme", base.Add(3*time.Minute))
+	if _, _, err := s.RecordEvent(ctx, late, base.Add(30*time.Second), func(recent []courier.Event) (courier.Event, []*courier.Message) {
+		seen = recent
+		return late, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0].Kind != courier.EventEndpointRecovered || seen[0].Notified {
+		t.Fatalf("decide saw %+v; want only acme's recovery since 30s after base, not notified", seen)
+	}
+
+	page, err := s.Events(ctx, courier.EventFilter{Subject: "acme", Kind: courier.EventEndpointSuspended})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 2 {
+		t.Fatalf("acme's suspensions: %+v; want 2", page.Events)
+	}
+	first := page.Events[1]
+	if first.ID != ev.ID || !first.At.Equal(base) || first.Details != ev.Details || !first.Notified {
+		t.Fatalf("read back %+v; want %+v, notified", first, ev)
+	}
+}
+
+// testEventsList: newest first, by kind, subject and time, page by page.
+func testEventsList(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	kinds := []courier.EventKind{courier.EventEndpointSuspended, courier.EventEndpointRecovered, courier.EventRouteLagging}
+	for i := range 9 {
+		subject := []string{"a", "b", "c"}[i%3]
+		recordEvent(t, s, eventAt(kinds[i%3], subject, base.Add(time.Duration(i)*time.Minute)), i%2 == 0)
+	}
+	all, err := s.Events(ctx, courier.EventFilter{})
+	if err != nil || len(all.Events) != 9 || all.Next != "" {
+		t.Fatalf("all events: %d, next %q, %v; want 9 on one page", len(all.Events), all.Next, err)
+	}
+	for i := 1; i < len(all.Events); i++ {
+		if !all.Events[i].At.Before(all.Events[i-1].At) {
+			t.Fatalf("not newest first: %v after %v", all.Events[i].At, all.Events[i-1].At)
+		}
+	}
+	for _, tc := range []struct {
+		f    courier.EventFilter
+		want int
+	}{
+		{courier.EventFilter{Kind: courier.EventRouteLagging}, 3},
+		{courier.EventFilter{Subject: "a"}, 3},
+		{courier.EventFilter{Subject: "a", Kind: courier.EventRouteLagging}, 0},
+		{courier.EventFilter{Since: base.Add(6 * time.Minute)}, 3},
+		{courier.EventFilter{Subject: "b", Since: base.Add(4 * time.Minute)}, 2},
+	} {
+		page, err := s.Events(ctx, tc.f)
+		if err != nil || len(page.Events) != tc.want {
+			t.Errorf("Events(%+v) = %d, %v; want %d", tc.f, len(page.Events), err, tc.want)
+		}
+		for _, ev := range page.Events {
+			if tc.f.Kind != "" && ev.Kind != tc.f.Kind || tc.f.Subject != "" && ev.Subject != tc.f.Subject || ev.At.Before(tc.f.Since) {
+				t.Errorf("Events(%+v) listed %+v", tc.f, ev)
+			}
+		}
+	}
+	var paged []string
+	f := courier.EventFilter{Limit: 4}
+	for range 5 {
+		page, err := s.Events(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range page.Events {
+			paged = append(paged, ev.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		f.Cursor = page.Next
+	}
+	if len(paged) != 9 {
+		t.Fatalf("paged through %d events, want 9", len(paged))
+	}
+	for i, ev := range all.Events {
+		if paged[i] != ev.ID {
+			t.Fatalf("page order differs at %d: %s, want %s", i, paged[i], ev.ID)
+		}
+	}
+	_, err = s.Events(ctx, courier.EventFilter{Cursor: "not a cursor"})
+	wantCode(t, err, courier.CodeInvalidArgument)
+}
+
+// testEventsConcurrent: writers of one subject take turns, so that a
+// decision on the events before (the rate limit) holds when nodes record
+// at once; the same event recorded at once is recorded once.
+func testEventsConcurrent(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	const limit = 3
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 10 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			ev := eventAt(courier.EventEndpointSuspended, "flap", base.Add(time.Duration(i)*time.Second))
+			_, _, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func(recent []courier.Event) (courier.Event, []*courier.Message) {
+				sent := 0
+				for _, r := range recent {
+					if r.Notified {
+						sent++
+					}
+				}
+				ev.Notified = sent < limit
+				return ev, nil
+			})
+			errs <- err
+		}()
+		go func() {
+			defer wg.Done()
+			ev := eventAt(courier.EventRouteLagging, "same", base)
+			_, _, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) { return ev, nil })
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.Events(ctx, courier.EventFilter{Subject: "flap"})
+	if err != nil || len(page.Events) != 10 {
+		t.Fatalf("flap's events: %d %v; want 10", len(page.Events), err)
+	}
+	notified := 0
+	for _, ev := range page.Events {
+		if ev.Notified {
+			notified++
+		}
+	}
+	if notified != limit {
+		t.Fatalf("%d of 10 concurrent events notified, want %d", notified, limit)
+	}
+	if page, err := s.Events(ctx, courier.EventFilter{Subject: "same"}); err != nil || len(page.Events) != 1 {
+		t.Fatalf("one event recorded at once by 10 writers: %d %v; want 1", len(page.Events), err)
+	}
+}
+
+// testEventsPurged: the retention purge takes events recorded before its
+// cutoff along with the messages, and leaves the later ones.
+func testEventsPurged(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	old := eventAt(courier.EventEndpointSuspended, "acme", base)
+	recent := eventAt(courier.EventEndpointRecovered, "acme", base.Add(2*time.Hour))
+	recordEvent(t, s, old, false)
+	recordEvent(t, s, recent, false)
+	if _, err := s.Purge(ctx, base.Add(time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Events(ctx, courier.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || page.Events[0].ID != recent.ID {
+		t.Fatalf("after the purge: %+v; want only the event after the cutoff", page.Events)
+	}
+}
