@@ -47,8 +47,8 @@ func (t *Topology) Admit(m *Message, in Intake, now time.Time) ([]*Message, erro
 		m.ContentType = "application/octet-stream"
 	}
 	switch {
-	case in.MaxPayload > 0 && int64(len(m.Payload)) > in.MaxPayload:
-		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", len(m.Payload), in.MaxPayload)
+	case in.MaxPayload > 0 && int64(m.payloadSize()) > in.MaxPayload:
+		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", m.payloadSize(), in.MaxPayload)
 	case !validContentType(m.ContentType):
 		return nil, Errorf(CodeInvalidArgument, "content_type %q is not a valid media type", clip(m.ContentType))
 	case !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now):
@@ -185,7 +185,9 @@ func (t *Topology) Validate(m *Message) error {
 // the sender chose none, and sets the state and times.
 func Accept(m *Message, p *Policy, priorityGiven bool, now time.Time) {
 	m.Hash = ContentHash(m)
-	m.Size = len(m.Payload)
+	if m.Blob == "" {
+		m.Size = len(m.Payload)
+	}
 	// Stores keep microseconds; the answer to the sender shows what is kept.
 	now = now.Truncate(time.Microsecond)
 	m.DeliverAfter = m.DeliverAfter.Truncate(time.Microsecond)

@@ -67,8 +67,14 @@ type Message struct {
 	// attempts and ordering, and its payload kept once. Empty for a
 	// message sent to a route by name.
 	Subscription string
-	Payload      []byte // may be nil where a store lists messages without their payloads
+	Payload      []byte // may be nil where a store lists messages without their payloads, and for a Blob
 	Size         int    // the payload's length
+	// Blob is where a payload larger than InlineMax is kept in the store's
+	// Blobs, Payload being nil; empty for a payload kept inline.
+	Blob string
+	// Digest is the hex SHA-256 of a Blob's payload, taken as it streamed
+	// in; empty for a payload kept inline.
+	Digest       string
 	ContentType  string
 	Headers      map[string]string
 	OrderingKey  string
@@ -226,7 +232,15 @@ func ContentHash(m *Message) string {
 	str("courier.v1")
 	str(m.Type)
 	str(m.Route)
-	field(m.Payload)
+	if m.Blob != "" {
+		// A blob is hashed by its digest, taken as it streamed in. Only
+		// payloads over InlineMax are blobs, so the same payload is
+		// always hashed the same way.
+		str("sha256")
+		str(m.Digest)
+	} else {
+		field(m.Payload)
+	}
 	str(m.ContentType)
 	keys := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {

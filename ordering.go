@@ -162,7 +162,7 @@ func Resend(m *Message, now time.Time) (*Message, error) {
 // due at once, so that the engine works out its escalations and expiry by
 // the type's policy.
 func Replayed(m *Message, s *Subscription, now time.Time) *Message {
-	d := &Message{ID: m.ID, Type: m.Type, Route: s.Route, Subscription: s.Name, Payload: m.Payload, Size: m.Size,
+	d := &Message{ID: m.ID, Type: m.Type, Route: s.Route, Subscription: s.Name, Payload: m.Payload, Size: m.Size, Blob: m.Blob, Digest: m.Digest,
 		ContentType: m.ContentType, Headers: m.Headers, OrderingKey: m.OrderingKey, Priority: m.Priority,
 		DeliverAfter: m.DeliverAfter, ExpiresAt: m.ExpiresAt, Sender: m.Sender, Hash: m.Hash, Recipient: m.Recipient,
 		State: StateQueued, CreatedAt: m.CreatedAt, UpdatedAt: now, RoundStartedAt: now, TimerAt: now, NextAttemptAt: now}

@@ -219,7 +219,9 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 func Unusable(m *Message, reason Reason, lastError string, now time.Time) {
 	now = now.Truncate(time.Microsecond)
 	m.Hash = ContentHash(m)
-	m.Size = len(m.Payload)
+	if m.Blob == "" {
+		m.Size = len(m.Payload)
+	}
 	m.State, m.Reason, m.LastError = StateSuspended, reason, lastError
 	m.OrderSkipped = m.OrderingKey != ""
 	m.NextAttemptAt, m.TimerAt = time.Time{}, time.Time{}

@@ -26,6 +26,19 @@ type Store interface {
 	// them is reported as the first stored delivery compares.
 	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
 
+	// Blobs is where the store keeps payloads larger than InlineMax; nil
+	// when it keeps none.
+	Blobs() Blobs
+
+	// ReferencedBlobs reports which of refs a stored message refers to
+	// (Blobs.Sweep asks it).
+	ReferencedBlobs(ctx context.Context, refs []string) (map[string]bool, error)
+
+	// Secret returns the named secret of the store's own, 32 random bytes
+	// made at the first call and the same for every node ever after (the
+	// key that signs claim-check URLs is one).
+	Secret(ctx context.Context, name string) ([]byte, error)
+
 	// Message returns one message, or one delivery of a published message,
 	// by its Key, or an error with CodeNotFound.
 	Message(ctx context.Context, key string) (*Message, error)

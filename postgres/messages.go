@@ -18,7 +18,7 @@ var messageFields = []string{"seq", "id", "subscription", "type", "route", "size
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
 	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender", "order_skipped",
-	"workflow", "step", "failed_step", "step_responses", "recipient", "sequence", "previous_id", "trace_parent"}
+	"workflow", "step", "failed_step", "step_responses", "recipient", "sequence", "previous_id", "trace_parent", "blob", "digest"}
 
 // columns lists messageFields, each prefixed with the table alias if one is given.
 func columns(alias string) string {
@@ -60,20 +60,20 @@ const ingestSQL = `WITH input AS (
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
 		$15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::timestamptz[], $19::timestamptz[],
 		$20::timestamptz[], $21::bytea[], $22::text[], $23::boolean[], $24::text[], $25::int[], $26::int[], $27::text[], $28::text[],
-		$29::text[], $30::boolean[], $31::int[], $32::text[])
+		$29::text[], $30::boolean[], $31::int[], $32::text[], $33::text[], $34::text[])
 	WITH ORDINALITY AS t(id, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
 		round_started_at, timer_at, payload, sender, order_skipped, workflow, step, failed_step, step_responses, recipient,
-		subscription, shared, lead, trace_parent, ord)
+		subscription, shared, lead, trace_parent, blob, digest, ord)
 	ORDER BY t.ord
 ), leads AS (
 	INSERT INTO messages (seq, id, subscription, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent)
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent, blob, digest)
 	OVERRIDING SYSTEM VALUE
 	SELECT seq, id, subscription, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent, blob, digest
 	FROM input WHERE NOT shared ORDER BY ord
 	ON CONFLICT (id) WHERE NOT shared DO NOTHING
 	RETURNING seq
@@ -82,11 +82,11 @@ const ingestSQL = `WITH input AS (
 ), deliveries AS (
 	INSERT INTO messages (seq, id, subscription, shared, type, route, size, content_type, headers, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent)
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent, blob, digest)
 	OVERRIDING SYSTEM VALUE
 	SELECT seq, id, subscription, true, type, route, size, content_type, headers::jsonb, ordering_key, priority, deliver_after,
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
-		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent
+		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent, blob, digest
 	FROM input WHERE shared AND lead IN (SELECT ord FROM created)
 ), priorities_used AS (
 	INSERT INTO priorities (priority) SELECT DISTINCT priority FROM input ON CONFLICT DO NOTHING
@@ -133,6 +133,7 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 		prios                                            = make([]int16, n)
 		headers, keys, reasons, lastErrors, senders      = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		workflows, responses, recipients, traces         = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		blobs, digests                                   = make([]*string, n), make([]*string, n)
 		steps, failedSteps                               = make([]int32, n), make([]int32, n)
 		deliverAfter, expires, next, finished, timers    = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		created, updated, round                          = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
@@ -149,6 +150,10 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 		}
 		ids[i], types[i], routes[i], contentTypes[i], hashes[i], states[i] = m.ID, m.Type, m.Route, m.ContentType, m.Hash, string(m.State)
 		sizes[i], prios[i] = int32(len(m.Payload)), int16(m.Priority)
+		if m.Blob != "" {
+			sizes[i] = int32(m.Size)
+		}
+		blobs[i], digests[i] = nullString(m.Blob), nullString(m.Digest)
 		headers[i], keys[i], reasons[i], lastErrors[i] = h, nullString(m.OrderingKey), nullString(string(m.Reason)), nullString(m.LastError)
 		deliverAfter[i], expires[i], next[i], finished[i], timers[i] = ts(m.DeliverAfter), ts(m.ExpiresAt), ts(m.NextAttemptAt), ts(m.FinishedAt), ts(m.TimerAt)
 		created[i], updated[i], round[i] = m.CreatedAt, m.UpdatedAt, sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)
@@ -162,7 +167,7 @@ func ingestArgs(b ingestBatch) ([]any, error) {
 	}
 	return []any{ids, types, routes, sizes, contentTypes, headers, keys, prios, deliverAfter, expires, hashes,
 		states, reasons, lastErrors, next, created, updated, finished, round, timers, payloads, senders, skipped,
-		workflows, steps, failedSteps, responses, recipients, subs, shared, leads, traces}, nil
+		workflows, steps, failedSteps, responses, recipients, subs, shared, leads, traces, blobs, digests}, nil
 }
 
 // querier is what a pool and a transaction have in common.
@@ -627,7 +632,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	var seq int64
 	var prio int16
 	var headers, stepResponses []byte
-	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient, previousID, traceParent pgtype.Text
+	var orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow, recipient, previousID, traceParent, blob, digest pgtype.Text
 	var sequence pgtype.Int8
 	var deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt pgtype.Timestamptz
 	var state string
@@ -635,7 +640,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 		&prio, &deliverAfter, &expiresAt, &m.Hash, &state, &reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &fallbackFrom, &timerAt, &nextAttempt,
 		&leaseUntil, &leaseOwner, &endpoint, &lastError, &lastClass, &m.CreatedAt, &m.UpdatedAt, &finished, &sender,
-		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient, &sequence, &previousID, &traceParent}
+		&m.OrderSkipped, &workflow, &m.Step, &m.FailedStep, &stepResponses, &recipient, &sequence, &previousID, &traceParent, &blob, &digest}
 	if payload {
 		dest = append(dest, &m.Payload)
 	}
@@ -651,6 +656,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(prio), sender.String, workflow.String, recipient.String
 	m.Sequence, m.PreviousID, m.TraceParent = sequence.Int64, previousID.String, traceParent.String
+	m.Blob, m.Digest = blob.String, digest.String
 	m.OrderingKey, m.FallbackFrom, m.LeaseOwner = orderingKey.String, fallbackFrom.String, leaseOwner.String
 	m.State, m.Reason = courier.State(state), courier.Reason(reason.String)
 	m.Endpoint, m.LastError, m.LastClass = endpoint.String, lastError.String, courier.ErrorClass(lastClass.String)

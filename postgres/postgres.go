@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/blobdir"
 	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,11 +38,16 @@ type Options struct {
 	Schema string
 	// MaxConns bounds the connection pool (default 16).
 	MaxConns int32
+	// BlobDir, when set, is a directory that every node shares, where
+	// payloads larger than courier.InlineMax are kept as files; when empty
+	// they are large objects of the database.
+	BlobDir string
 }
 
 // Store is the PostgreSQL implementation of courier.Store.
 type Store struct {
 	pool            *pgxpool.Pool
+	blobs           courier.Blobs
 	cfg             *pgxpool.Config
 	logger          *slog.Logger
 	channel         string // LISTEN/NOTIFY channel of new due messages
@@ -114,6 +120,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		notify:          make(chan struct{}, 1),
 		quit:            make(chan struct{}),
 		stopped:         make(chan struct{}),
+	}
+	if opts.BlobDir != "" {
+		dir, err := blobdir.Open(opts.BlobDir)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		s.blobs = dir
+	} else {
+		s.blobs = largeObjects{pool: pool}
 	}
 	s.bg.Add(1 + ingestCommitters)
 	go s.notifyLoop()

@@ -37,8 +37,8 @@ func (s *Store) Types(ctx context.Context) ([]courier.TypeSeen, error) {
 // payload is its lead's.
 const replayedSQL = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers, ordering_key,
 	priority, deliver_after, expires_at, hash, state, next_attempt_at, created_at, updated_at, round_started_at, timer_at,
-	sender, recipient)
-	VALUES ($1, $2, true, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $15, $15, $16, $17)
+	sender, recipient, blob, digest)
+	VALUES ($1, $2, true, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $15, $15, $16, $17, $18, $19)
 	ON CONFLICT (id, subscription) DO NOTHING`
 
 // replayBatch looks at the next published messages of a replay (their
@@ -90,7 +90,7 @@ func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int6
 			}
 			_, err = tx.Exec(ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
 				nullString(d.OrderingKey), int16(d.Priority), ts(d.DeliverAfter), ts(d.ExpiresAt), d.Hash, ts(d.NextAttemptAt),
-				d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient))
+				d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient), nullString(d.Blob), nullString(d.Digest))
 			return classify("store a replayed delivery of "+d.ID, err)
 		})
 	if len(seqs) > 0 {

@@ -17,7 +17,7 @@ const messageColumns = `seq, id, subscription, type, route, size, content_type, 
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
 	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent`
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest`
 
 // withPayload adds the payload to messageColumns, for a read of whole
 // messages: a shared row's is its lead's (migration 0009).
@@ -34,8 +34,8 @@ const countType = `INSERT INTO types (type, count, first_seen, last_seen) VALUES
 const insertMessage = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
 	created_at, updated_at, finished_at, round_started_at, timer_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id, subscription) DO NOTHING`
 
 // Where the numbering of a key on a route stands (migration 0012): read
@@ -385,7 +385,7 @@ type rowScan struct {
 	sequence any
 
 	headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow,
-	recipient, previousID, traceParent sql.NullString
+	recipient, previousID, traceParent, blob, digest sql.NullString
 
 	stepResponses []byte
 	state         string
@@ -404,7 +404,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 		&r.priority, &r.deliverAfter, &r.expiresAt, &m.Hash, &r.state, &r.reason, &r.attempts, &r.totalAttempts,
 		&r.abandoned, &r.resubmits, &r.roundStarted, &r.escalated, &r.fallbackFrom, &r.timerAt, &r.nextAttempt,
 		&r.leaseUntil, &r.leaseOwner, &r.endpoint, &r.lastError, &r.lastClass, &r.created, &r.updated, &r.finished, &r.sender,
-		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent)
+		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent, &r.blob, &r.digest)
 	if payload {
 		r.dest = append(r.dest, &m.Payload)
 	}
@@ -426,6 +426,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	m.Workflow = r.workflow.String
 	m.Recipient = r.recipient.String
 	m.TraceParent = r.traceParent.String
+	m.Blob, m.Digest = r.blob.String, r.digest.String
 	m.Sequence, m.PreviousID = asInt(r.sequence), r.previousID.String
 	m.OrderingKey = r.orderingKey.String
 	m.Sender = r.sender.String
@@ -525,7 +526,7 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 	}
 	size := len(m.Payload)
 	if m.Payload == nil {
-		size = m.Size // a delivery that reads its lead's payload
+		size = m.Size // a delivery that reads its lead's payload, or a blob
 	}
 	res, err := insert.Exec(m.ID, m.Subscription, lead != 0, m.Type, m.Route, size, m.ContentType, headers,
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
@@ -533,7 +534,7 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
 		micros(sqlstore.OrDefault(m.RoundStartedAt, m.CreatedAt)), micros(m.TimerAt), nullString(m.Sender), m.OrderSkipped,
 		nullString(m.Workflow), m.Step, m.FailedStep, responses, nullString(m.Recipient), nullInt(m.Sequence), nullString(m.PreviousID),
-		nullString(m.TraceParent))
+		nullString(m.TraceParent), nullString(m.Blob), nullString(m.Digest))
 	if err != nil {
 		return 0, classify("insert message "+m.Key(), err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/blobdir"
 	"github.com/courier-gw/courier/internal/sqlstore"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -52,12 +53,16 @@ type Options struct {
 	MaxGroup int
 	// Readers is the size of the read connection pool (default 4).
 	Readers int
+	// BlobDir is where payloads larger than courier.InlineMax are kept
+	// (default: the database's path with "-blobs" added, beside its -wal).
+	BlobDir string
 }
 
 // Store is the SQLite implementation of courier.Store.
 type Store struct {
 	path   string
 	lock   *os.File // held while open: one process per database
+	blobs  *blobdir.Dir
 	logger *slog.Logger
 	wdb    *sql.DB // exactly one connection, used only by the committer
 	rdb    *sql.DB // readers; WAL lets them run beside the writer
@@ -128,6 +133,14 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.BlobDir == "" {
+		opts.BlobDir = path + "-blobs"
+	}
+	blobs, err := blobdir.Open(opts.BlobDir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	wdb, err := sql.Open(driverName, dsn(path, false))
 	if err != nil {
 		lock.Close()
@@ -153,6 +166,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{
 		path:     path,
 		lock:     lock,
+		blobs:    blobs,
 		logger:   opts.Logger,
 		wdb:      wdb,
 		rdb:      rdb,

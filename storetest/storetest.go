@@ -81,6 +81,10 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsList", testEventsList},
 		{"EventsPurged", testEventsPurged},
 		{"EventsConcurrent", testEventsConcurrent},
+		{"BlobIngest", testBlobIngest},
+		{"BlobSweep", testBlobSweep},
+		{"BlobPublished", testBlobPublished},
+		{"Secret", testSecret},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}.run(t, func(t *testing.T) courier.Store {

@@ -1,0 +1,277 @@
+package postgres
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"strconv"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Blobs is where the store keeps payloads larger than courier.InlineMax:
+// large objects of the database, or the directory of Options.BlobDir.
+func (s *Store) Blobs() courier.Blobs { return s.blobs }
+
+// ReferencedBlobs reports which of refs a stored message names, on the
+// partial index of messages with a blob.
+func (s *Store) ReferencedBlobs(ctx context.Context, refs []string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT blob FROM messages WHERE blob = ANY($1)`, refs)
+	known := make(map[string]bool, len(refs))
+	_, err = collect(nil, rows, err, "look up blobs", func(row scanner) (string, error) {
+		var ref string
+		err := row.Scan(&ref)
+		known[ref] = true
+		return ref, err
+	})
+	return known, err
+}
+
+// Secret returns the named secret, made of 32 random bytes by the first
+// call on any node.
+func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	var fresh [32]byte
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return nil, err
+	}
+	var value []byte
+	err := s.pool.QueryRow(ctx, `WITH made AS (
+		INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value)
+		SELECT value FROM made UNION ALL SELECT value FROM settings WHERE name = $1`, name, fresh[:]).Scan(&value)
+	if err != nil {
+		return nil, classify("read secret "+name, err)
+	}
+	return value, nil
+}
+
+// largeObjects keeps blobs as large objects. A blob is written in one
+// transaction, which makes the object and records it in blob_objects; an
+// upload cut off before its commit leaves nothing. From its creation until
+// the writer's Close, the writer's connection holds a session advisory
+// lock on the object, so that a sweep (which takes the locks it can) leaves
+// it alone until its message is stored; a node that dies lets go of its
+// locks with its connections.
+type largeObjects struct {
+	pool *pgxpool.Pool
+}
+
+var _ courier.Blobs = largeObjects{}
+
+// lockKey is the advisory lock of large object oid: its number in a space
+// of courier's own ("cour" in the high half).
+func lockKey(oid uint32) int64 { return 0x636f7572<<32 | int64(oid) }
+
+// ioChunk is how much a blob's reader and writer move per round trip.
+const ioChunk = 1 << 20
+
+func (l largeObjects) Create(ctx context.Context) (courier.BlobWriter, error) {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify("create a blob", err)
+	}
+	w := &loWriter{ctx: ctx, conn: conn}
+	if err := w.start(); err != nil {
+		w.Close()
+		return nil, classify("create a blob", err)
+	}
+	return w, nil
+}
+
+type loWriter struct {
+	ctx       context.Context
+	conn      *pgxpool.Conn
+	tx        pgx.Tx
+	oid       uint32
+	locked    bool
+	obj       *pgx.LargeObject
+	buf       *bufio.Writer
+	size      int64
+	committed bool
+	removed   bool
+}
+
+func (w *loWriter) start() error {
+	var err error
+	if w.tx, err = w.conn.Begin(w.ctx); err != nil {
+		return err
+	}
+	los := w.tx.LargeObjects()
+	if w.oid, err = los.Create(w.ctx, 0); err != nil {
+		return err
+	}
+	if _, err = w.tx.Exec(w.ctx, `SELECT pg_advisory_lock($1)`, lockKey(w.oid)); err != nil {
+		return err
+	}
+	w.locked = true
+	if _, err = w.tx.Exec(w.ctx, `INSERT INTO blob_objects (oid) VALUES ($1)`, w.oid); err != nil {
+		return err
+	}
+	if w.obj, err = los.Open(w.ctx, w.oid, pgx.LargeObjectModeWrite); err != nil {
+		return err
+	}
+	w.buf = bufio.NewWriterSize(w.obj, ioChunk)
+	return nil
+}
+
+func (w *loWriter) Write(p []byte) (int, error) {
+	n, err := w.buf.Write(p)
+	w.size += int64(n)
+	if err != nil {
+		return n, classify("write a blob", err)
+	}
+	return n, nil
+}
+
+func (w *loWriter) Commit() (string, error) {
+	err := w.buf.Flush()
+	if err == nil {
+		err = w.obj.Close()
+	}
+	if err == nil {
+		_, err = w.tx.Exec(w.ctx, `UPDATE blob_objects SET size = $2 WHERE oid = $1`, w.oid, w.size)
+	}
+	if err == nil {
+		err = w.tx.Commit(w.ctx)
+	}
+	if err != nil {
+		return "", classify("commit a blob", err)
+	}
+	w.committed = true
+	return strconv.FormatUint(uint64(w.oid), 10), nil
+}
+
+func (w *loWriter) Abort() error {
+	if w.removed {
+		return nil
+	}
+	w.removed = true
+	if !w.committed {
+		if w.tx != nil {
+			return w.tx.Rollback(w.ctx)
+		}
+		return nil
+	}
+	return unlinkObjects(w.ctx, w.conn, []uint32{w.oid})
+}
+
+func (w *loWriter) Close() error {
+	if w.conn == nil {
+		return nil
+	}
+	var err error
+	if !w.committed {
+		err = w.Abort()
+	}
+	if w.locked {
+		// A lock that could not be let go of goes with the connection.
+		if _, uerr := w.conn.Exec(context.WithoutCancel(w.ctx), `SELECT pg_advisory_unlock($1)`, lockKey(w.oid)); uerr != nil {
+			w.conn.Conn().Close(context.WithoutCancel(w.ctx))
+		}
+	}
+	w.conn.Release()
+	w.conn = nil
+	return err
+}
+
+// unlinkObjects removes large objects and their records.
+func unlinkObjects(ctx context.Context, q querier, oids []uint32) error {
+	_, err := q.Exec(ctx, `WITH gone AS (DELETE FROM blob_objects WHERE oid = ANY($1) RETURNING oid)
+		SELECT lo_unlink(oid) FROM gone`, oids)
+	return classify("remove blobs", err)
+}
+
+func parseOID(ref string) (uint32, bool) {
+	n, err := strconv.ParseUint(ref, 10, 32)
+	return uint32(n), err == nil
+}
+
+func (l largeObjects) Open(ctx context.Context, ref string) (io.ReadCloser, error) {
+	oid, ok := parseOID(ref)
+	if !ok {
+		return nil, courier.Errorf(courier.CodeNotFound, "no blob %q", ref)
+	}
+	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, classify("open blob "+ref, err)
+	}
+	los := tx.LargeObjects()
+	obj, err := los.Open(ctx, oid, pgx.LargeObjectModeRead)
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42704" { // undefined_object
+			return nil, courier.Errorf(courier.CodeNotFound, "blob %s is not there", ref)
+		}
+		return nil, classify("open blob "+ref, err)
+	}
+	return &loReader{ctx: ctx, tx: tx, r: bufio.NewReaderSize(obj, ioChunk)}, nil
+}
+
+type loReader struct {
+	ctx context.Context
+	tx  pgx.Tx
+	r   *bufio.Reader
+}
+
+func (r *loReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = classify("read a blob", err)
+	}
+	return n, err
+}
+
+func (r *loReader) Close() error { return r.tx.Rollback(context.WithoutCancel(r.ctx)) }
+
+// Sweep takes, on a connection of its own, the advisory locks of the
+// recorded objects that no writer holds, asks which of those a message
+// refers to, and removes the others.
+func (l largeObjects) Sweep(ctx context.Context, referenced func(ctx context.Context, refs []string) (map[string]bool, error)) (int, error) {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return 0, classify("sweep blobs", err)
+	}
+	defer conn.Release()
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
+	rows, err := conn.Query(ctx, `SELECT oid FROM blob_objects WHERE pg_try_advisory_lock(`+strconv.FormatInt(0x636f7572, 10)+`::bigint << 32 | oid::bigint)`)
+	oids, err := collect(nil, rows, err, "sweep blobs", func(row scanner) (uint32, error) {
+		var oid uint32
+		return oid, row.Scan(&oid)
+	})
+	if err != nil || len(oids) == 0 {
+		return 0, err
+	}
+	refs := make([]string, len(oids))
+	for i, oid := range oids {
+		refs[i] = strconv.FormatUint(uint64(oid), 10)
+	}
+	known, err := referenced(ctx, refs)
+	if err != nil {
+		return 0, err
+	}
+	var gone []uint32
+	for i, oid := range oids {
+		if !known[refs[i]] {
+			gone = append(gone, oid)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	if err := unlinkObjects(ctx, conn, gone); err != nil {
+		return 0, err
+	}
+	return len(gone), nil
+}
+
+func (l largeObjects) Usage(ctx context.Context) (int, int64, error) {
+	var n int
+	var size int64
+	err := l.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM blob_objects`).Scan(&n, &size)
+	return n, size, classify("measure blobs", err)
+}
