@@ -2,6 +2,7 @@ package courier
 
 import (
 	"context"
+	"io"
 	"strconv"
 	"time"
 )
@@ -20,6 +21,14 @@ type Delivery struct {
 	// Step is set when the delivery is a step of a workflow, or the
 	// compensation of one.
 	Step *StepContext
+	// Blobs is where a Message with a Blob keeps its payload (the store's).
+	Blobs Blobs
+}
+
+// OpenPayload returns the payload to send, from its start, however large:
+// a sender that streams reads it from here, once per attempt.
+func (d Delivery) OpenPayload(ctx context.Context) (io.ReadCloser, error) {
+	return d.Message.OpenPayload(ctx, d.Blobs)
 }
 
 // StepContext is what the delivery of a workflow's step carries besides the

@@ -452,7 +452,7 @@ func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Messa
 	// still finish a request already sent; finished drops what it gets).
 	actx, cancel := context.WithTimeout(ctx, timeoutOf(ep)+5*time.Second)
 	defer cancel()
-	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m)})
+	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m), Blobs: e.store.Blobs()})
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {
