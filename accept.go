@@ -185,7 +185,7 @@ func (t *Topology) Validate(m *Message) error {
 // the sender chose none, and sets the state and times.
 func Accept(m *Message, p *Policy, priorityGiven bool, now time.Time) {
 	m.Hash = ContentHash(m)
-	if m.Blob == "" {
+	if m.Digest == "" {
 		m.Size = len(m.Payload)
 	}
 	// Stores keep microseconds; the answer to the sender shows what is kept.

@@ -63,7 +63,7 @@ func (m *Message) HasBlob() bool { return m.Blob != "" }
 
 // payloadSize is the length of m's payload, inline or a blob.
 func (m *Message) payloadSize() int {
-	if m.Blob != "" {
+	if m.Digest != "" {
 		return m.Size
 	}
 	return len(m.Payload)
@@ -117,10 +117,12 @@ type Spool struct {
 	blobs Blobs
 	limit int64 // the most it takes; 0 for no limit
 
-	buf    []byte
-	w      BlobWriter
-	n      int64
-	digest hash.Hash
+	buf      []byte
+	w        BlobWriter
+	n        int64
+	digest   hash.Hash
+	hashOnly bool // past InlineMax, count and hash but keep nothing
+	spilled  bool
 }
 
 // ErrPayloadTooLarge is what a Spool's Write returns past its limit.
@@ -133,6 +135,14 @@ func NewSpool(ctx context.Context, blobs Blobs, limit int64) *Spool {
 	return &Spool{ctx: ctx, blobs: blobs, limit: limit, digest: sha256.New()}
 }
 
+// NewDigestSpool returns a Spool that takes at most limit bytes (0: any) and
+// keeps a payload up to InlineMax, but of a larger one only its digest and
+// size: enough to compare a repeated ingest with the stored message
+// without storing the payload again.
+func NewDigestSpool(limit int64) *Spool {
+	return &Spool{limit: limit, digest: sha256.New(), hashOnly: true}
+}
+
 // Write takes the next part of the payload.
 func (s *Spool) Write(p []byte) (int, error) {
 	if s.limit > 0 && s.n+int64(len(p)) > s.limit {
@@ -140,8 +150,12 @@ func (s *Spool) Write(p []byte) (int, error) {
 	}
 	s.n += int64(len(p))
 	s.digest.Write(p)
-	if s.w == nil && len(s.buf)+len(p) <= InlineMax {
+	if !s.spilled && len(s.buf)+len(p) <= InlineMax {
 		s.buf = append(s.buf, p...)
+		return len(p), nil
+	}
+	if s.hashOnly {
+		s.spilled, s.buf = true, nil
 		return len(p), nil
 	}
 	if s.w == nil {
@@ -152,7 +166,7 @@ func (s *Spool) Write(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		s.w = w
+		s.w, s.spilled = w, true
 		if _, err := w.Write(s.buf); err != nil {
 			return 0, err
 		}
@@ -170,6 +184,10 @@ func (s *Spool) Size() int64 { return s.n }
 // Finish puts the payload taken on m: Payload when it stayed in memory,
 // else Blob (committed, still held), Digest and Size.
 func (s *Spool) Finish(m *Message) error {
+	if s.hashOnly && s.spilled {
+		m.Payload, m.Blob, m.Digest, m.Size = nil, "", hex.EncodeToString(s.digest.Sum(nil)), int(s.n)
+		return nil
+	}
 	if s.w == nil {
 		m.Payload = s.buf
 		if m.Payload == nil {

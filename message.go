@@ -232,7 +232,7 @@ func ContentHash(m *Message) string {
 	str("courier.v1")
 	str(m.Type)
 	str(m.Route)
-	if m.Blob != "" {
+	if m.Digest != "" {
 		// A blob is hashed by its digest, taken as it streamed in. Only
 		// payloads over InlineMax are blobs, so the same payload is
 		// always hashed the same way.

@@ -219,7 +219,7 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 func Unusable(m *Message, reason Reason, lastError string, now time.Time) {
 	now = now.Truncate(time.Microsecond)
 	m.Hash = ContentHash(m)
-	if m.Blob == "" {
+	if m.Digest == "" {
 		m.Size = len(m.Payload)
 	}
 	m.State, m.Reason, m.LastError = StateSuspended, reason, lastError

@@ -35,7 +35,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	}, MaxPayload: 1024})
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ms, err := s.decodeMessage(body, "", now)
+		ms, err := s.decodeMessage(context.Background(), body, "", now, blobHolds{})
 		if err != nil {
 			if status := StatusOf(err); status < 400 || status >= 500 {
 				t.Fatalf("refusal with status %d: %v", status, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -15,10 +16,18 @@ import (
 )
 
 // singleLimit bounds the body of a one-message ingest: the payload may be
-// base64 (4/3 larger) or escaped JSON, plus the other fields.
-func (s *Server) singleLimit() int64 { return s.opts.MaxPayload*2 + 64<<10 }
+// base64 (4/3 larger) or escaped JSON, plus the other fields. A JSON body
+// is read whole, so it is never larger than a batch may be: a larger
+// payload comes as the raw body of a PUT (ingestRaw), streamed.
+func (s *Server) singleLimit() int64 {
+	return min(s.opts.MaxPayload*2, s.opts.MaxBatchBytes) + 64<<10
+}
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(HeaderType) != "" {
+		s.ingestRaw(w, r, r.PathValue("id"))
+		return
+	}
 	s.ingestOne(w, r, r.PathValue("id"))
 }
 
@@ -38,11 +47,16 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		return
 	}
 	body, err := readBody(r, w, s.singleLimit())
+	if courier.ErrorCode(err) == courier.CodePayloadTooLarge {
+		err = courier.Errorf(courier.CodePayloadTooLarge, "%s; a larger payload is sent as the body itself of PUT /v1/messages/{id} with a %s header", courier.ErrorMessage(err), HeaderType)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	msgs, err := s.decodeMessage(body, pathID, now)
+	holds := blobHolds{}
+	defer holds.close()
+	msgs, err := s.decodeMessage(r.Context(), body, pathID, now, holds)
 	if err == nil {
 		err = s.admit(r.Context(), k, msgs)
 	}
@@ -50,12 +64,22 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		s.writeError(w, r, err)
 		return
 	}
+	if !s.store(w, r, msgs, now) {
+		holds.abort(msgs[0])
+	}
+}
+
+// store ingests one message (the deliveries of a published one) and
+// answers: 201 with the message as a read would show it, 200 with the
+// stored one when it was there with the same content, else 409. It
+// reports whether it was created.
+func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.Message, now time.Time) bool {
 	m := msgs[0]
 	stampTrace(r, msgs)
 	res, err := s.opts.Store.Ingest(r.Context(), msgs)
 	if err != nil {
 		s.writeError(w, r, err)
-		return
+		return false
 	}
 	if res[0].Status == courier.IngestExists && res[0].Message.Sender != m.Sender {
 		res[0].Status = courier.IngestConflict // another key's message: not to be shown
@@ -79,18 +103,20 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		v := toPublished(msgs, s.topology.Load(), false)
 		v.WaitingFor = s.waitingFor(r, m)
 		writeJSON(w, http.StatusCreated, v)
+		return true
 	case courier.IngestExists:
 		stored := []*courier.Message{res[0].Message}
 		if m.Subscription != "" {
 			if stored, err = s.opts.Store.Deliveries(r.Context(), m.ID); err != nil {
 				s.writeError(w, r, err)
-				return
+				return false
 			}
 		}
 		writeJSON(w, http.StatusOK, toPublished(stored, s.topology.Load(), false))
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
+	return false
 }
 
 // admit checks what the sending key may do with a decoded message (its
@@ -123,7 +149,7 @@ func own(k *Key, msgs []*courier.Message) error {
 // decodeMessage reads one ingest body and returns what to hand to
 // Store.Ingest (the message, or the deliveries of a published one), or the
 // error to answer.
-func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) ([]*courier.Message, error) {
+func (s *Server) decodeMessage(ctx context.Context, body []byte, pathID string, now time.Time, holds blobHolds) ([]*courier.Message, error) {
 	var req IngestRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -136,10 +162,10 @@ func (s *Server) decodeMessage(body []byte, pathID string, now time.Time) ([]*co
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, malformed("the body has data after the JSON object")
 	}
-	return s.requestToMessage(&req, pathID, now)
+	return s.requestToMessage(ctx, &req, pathID, now, holds)
 }
 
-func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Time) ([]*courier.Message, error) {
+func (s *Server) requestToMessage(ctx context.Context, req *IngestRequest, pathID string, now time.Time, holds blobHolds) ([]*courier.Message, error) {
 	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
 	hasB64 := req.PayloadBase64 != nil
 	if hasJSON == hasB64 {
@@ -185,8 +211,55 @@ func (s *Server) requestToMessage(req *IngestRequest, pathID string, now time.Ti
 		}
 		m.ExpiresAt = *req.ExpiresAt
 	}
+	if len(m.Payload) > courier.InlineMax && int64(len(m.Payload)) <= s.opts.MaxPayload {
+		if err := holds.spill(ctx, s.opts.Store.Blobs(), m); err != nil {
+			return nil, err
+		}
+	}
 	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
-	return s.topology.Load().Admit(m, in, now)
+	msgs, err := s.topology.Load().Admit(m, in, now)
+	if err != nil {
+		holds.abort(m)
+	}
+	return msgs, err
+}
+
+// blobHolds are the blobs written for the payloads of an ingest's JSON
+// messages that are larger than courier.InlineMax, held by their spools
+// (by ref) until the messages are stored, so that every payload that
+// large is a blob, whichever way it came.
+type blobHolds map[string]*courier.Spool
+
+// spill writes m's payload to a new blob and puts it on m.
+func (h blobHolds) spill(ctx context.Context, blobs courier.Blobs, m *courier.Message) error {
+	sp := courier.NewSpool(ctx, blobs, 0)
+	if _, err := sp.Write(m.Payload); err != nil {
+		sp.Close()
+		if errors.Is(err, courier.ErrPayloadTooLarge) {
+			return courier.ErrBlobsUnavailable
+		}
+		return err
+	}
+	if err := sp.Finish(m); err != nil {
+		sp.Close()
+		return err
+	}
+	h[m.Blob] = sp
+	return nil
+}
+
+// abort removes the blob of m, which was not stored.
+func (h blobHolds) abort(m *courier.Message) {
+	if sp := h[m.Blob]; m.Blob != "" && sp != nil {
+		sp.Abort()
+	}
+}
+
+// close lets go of every blob: those of the messages stored stay.
+func (h blobHolds) close() {
+	for _, sp := range h {
+		sp.Close()
+	}
 }
 
 // newMessageID names a message sent without an id: a UUIDv7, so that ids
@@ -235,10 +308,12 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]BatchResult, len(req.Messages))
+	holds := blobHolds{}
+	defer holds.close()
 	var msgs []*courier.Message
 	var index []int // index[i] is the position of msgs[i] in the batch
 	for i, raw := range req.Messages {
-		ms, err := s.decodeMessage(raw, "", now)
+		ms, err := s.decodeMessage(r.Context(), raw, "", now, holds)
 		if err == nil && k != nil {
 			err = own(k, ms)
 		}
@@ -265,6 +340,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		var due []string
 		later := map[string]time.Time{} // the earliest of each route's messages due later
 		for j, ir := range res {
+			if ir.Status != courier.IngestCreated {
+				holds.abort(msgs[j])
+			}
 			i := index[j]
 			first := j == 0 || index[j-1] != i // the others are more deliveries of the same
 			switch {

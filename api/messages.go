@@ -45,6 +45,10 @@ func (s *Server) writeMessage(w http.ResponseWriter, r *http.Request, m *courier
 	switch r.URL.Query().Get("payload") {
 	case "":
 	case "base64":
+		if m.Digest != "" {
+			s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "the payload of %d bytes is too large to show inside JSON: read it at %s", m.Size, v.PayloadURL))
+			return
+		}
 		// The bytes as stored, whatever they hold: a JSON payload as a JSON
 		// value is encoded anew (compacted, with <, > and & escaped), which
 		// a preview or a byte count must not take for the payload.

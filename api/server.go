@@ -157,6 +157,7 @@ func NewServer(o Options) *Server {
 		{"GET /v1/messages", accessRead, filterParams, s.handleList},
 		{"GET /v1/messages/{id}", accessRead, []string{"payload"}, s.handleGet},
 		{"GET /v1/messages/{id}/attempts", accessRead, nil, s.handleAttempts},
+		{"GET /v1/messages/{id}/payload", accessRead, nil, s.handlePayload},
 		{"POST /v1/messages/{id}/resubmit", accessOperate, nil, s.handleResubmit},
 		{"POST /v1/messages/{id}/discard", accessOperate, nil, s.handleDiscard},
 		{"GET /v1/types", accessRead, nil, s.handleTypes},

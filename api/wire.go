@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -102,6 +103,10 @@ type Message struct {
 	// is a JSON value, else base64.
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	// PayloadURL is where a payload too large to show here (over 1 MiB,
+	// kept as a blob) is read, streamed; PayloadSHA256 is its hex SHA-256.
+	PayloadURL    string `json:"payload_url,omitempty"`
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 	// The operator actions on it, only where one message is shown in full.
 	Actions []ActionView `json:"actions,omitempty"`
 	// Workflow tells where a message of a workflow route stands; nil for
@@ -243,7 +248,10 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 		FinishedAt: timePtr(m.FinishedAt),
 	}
 	v.Ordering = ordering(m)
-	if full {
+	switch {
+	case full && m.Digest != "":
+		v.PayloadURL, v.PayloadSHA256 = "/v1/messages/"+url.PathEscape(m.ID)+"/payload", m.Digest
+	case full:
 		if json.Valid(m.Payload) {
 			v.Payload = json.RawMessage(m.Payload)
 		} else {

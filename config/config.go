@@ -102,6 +102,11 @@ type Store struct {
 	Driver string
 	Path   string
 	DSN    string
+	// BlobDir is where payloads larger than courier.InlineMax are kept as
+	// files: by default, for sqlite, beside the database (its path with
+	// "-blobs"); for postgres, a directory every node shares. Empty on
+	// postgres keeps them as large objects in the database.
+	BlobDir string
 }
 
 // The store drivers.

@@ -85,6 +85,7 @@ var envOverrides = []envOverride{
 	{"COURIER_STORE_DRIVER", "store.driver", text(func(c *Config) *string { return &c.Store.Driver })},
 	{"COURIER_STORE_PATH", "store.path", text(func(c *Config) *string { return &c.Store.Path })},
 	{"COURIER_STORE_DSN", "store.dsn", text(func(c *Config) *string { return &c.Store.DSN })},
+	{"COURIER_STORE_BLOB_DIR", "store.blob_dir", text(func(c *Config) *string { return &c.Store.BlobDir })},
 	{"COURIER_LOG_FORMAT", "log.format", text(func(c *Config) *string { return &c.Log.Format })},
 	{"COURIER_LOG_LEVEL", "log.level", text(func(c *Config) *string { return &c.Log.Level })},
 	{"COURIER_TLS_CERT", "tls.cert", text(func(c *Config) *string { return &c.TLS.Cert })},

@@ -33,10 +33,11 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		t.str("cert", &c.TLS.Cert)
 		t.str("key", &c.TLS.Key)
 	}
-	if s := o.sub("store", []string{"driver", "path", "dsn"}); s != nil {
+	if s := o.sub("store", []string{"driver", "path", "dsn", "blob_dir"}); s != nil {
 		s.str("driver", &c.Store.Driver)
 		s.str("path", &c.Store.Path)
 		s.str("dsn", &c.Store.DSN)
+		s.str("blob_dir", &c.Store.BlobDir)
 	}
 	o.duration("retention", &c.Retention)
 	o.duration("shutdown_timeout", &c.ShutdownTimeout)
@@ -249,13 +250,10 @@ func (c *Config) checkServer() Errors {
 	if c.MaxBatchBytes <= 0 {
 		bad([]string{"max_batch_bytes"}, "must be greater than 0")
 	}
-	if c.MaxPayload > 0 && c.MaxBatchBytes > 0 && c.MaxPayload > c.MaxBatchBytes {
-		// A batch must be able to hold one message of the largest size.
-		if c.setBy("max_payload") {
-			bad([]string{"max_payload"}, "must not exceed max_batch_bytes (%s)", formatSize(c.MaxBatchBytes))
-		} else {
-			bad([]string{"max_batch_bytes"}, "must be at least max_payload (%s)", formatSize(c.MaxPayload))
-		}
+	// max_payload may exceed max_batch_bytes: a batch carries small
+	// messages, and a large one comes alone, streamed (PUT with a raw body).
+	if c.MaxPayload > courier.MaxPayloadCeiling {
+		bad([]string{"max_payload"}, "must be at most %s", formatSize(courier.MaxPayloadCeiling))
 	}
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
 		bad([]string{"log.format", "log"}, "must be text or json, not %q", clip(c.Log.Format))

@@ -118,5 +118,23 @@ func (r *Retention) Sweep(ctx context.Context) int {
 	if total > 0 {
 		r.logger.Info("purged terminal messages past retention", "count", total, "cutoff", cutoff)
 	}
+	r.sweepBlobs(ctx)
 	return total
+}
+
+// sweepBlobs removes the blobs no message refers to any more: those of the
+// messages just purged, and what uploads cut off by a crash left behind.
+// The first sweep runs at start.
+func (r *Retention) sweepBlobs(ctx context.Context) {
+	blobs := r.store.Blobs()
+	if blobs == nil || ctx.Err() != nil {
+		return
+	}
+	n, err := blobs.Sweep(ctx, r.store.ReferencedBlobs)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.logger.Warn("removing unreferenced blobs failed; will try again", "err", err)
+	case n > 0:
+		r.logger.Info("removed blobs no message refers to", "count", n)
+	}
 }

@@ -383,13 +383,13 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (openedStore, error) {
 	switch cfg.Store.Driver {
 	case config.DriverPostgres:
-		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger})
+		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger, BlobDir: cfg.Store.BlobDir})
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
 		}
 		return openedStore{store: s, limits: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
 	default:
-		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger})
+		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger, BlobDir: cfg.Store.BlobDir})
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the store: %w", err)
 		}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// The headers of an ingest whose body is the payload itself (a PUT with
+// HeaderType): the fields the JSON form has, but for the payload and its
+// content type, which are the body and Content-Type.
+const (
+	HeaderType         = "Courier-Type"
+	HeaderRoute        = "Courier-Route"
+	HeaderOrderingKey  = "Courier-Ordering-Key"
+	HeaderPriority     = "Courier-Priority"
+	HeaderDeliverAfter = "Courier-Deliver-After"
+	HeaderExpiresAt    = "Courier-Expires-At"
+	HeaderRecipient    = "Courier-Recipient"
+	// HeaderPrefix starts a header of the message: Courier-Header-X-Tenant
+	// gives it the header X-Tenant.
+	HeaderPrefix = "Courier-Header-"
+	// HeaderSHA256 is the hex SHA-256 of a payload served raw.
+	HeaderSHA256 = "Courier-Content-Sha256"
+)
+
+// ingestRaw takes in one message whose body is its payload, streamed: up to
+// courier.InlineMax in memory, beyond it to the store's blob area as it is
+// read, so that a payload of up to max_payload (1 GiB at most) never is
+// whole in memory. The content hash is taken while the body streams, and
+// the answer (201) comes only once the payload and the message are on
+// stable storage. A repeat of a message that exists is only hashed, not
+// stored again, and answered 200 (or 409 when its content differs).
+func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
+	w, r, end := traceIngest(w, r, "ingest")
+	if end != nil {
+		defer end()
+	}
+	k := keyOf(r)
+	now := s.opts.Clock.Now()
+	if err := s.limits.take(k, now, 1); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	m, err := rawMessage(r.Header, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.ContentLength > s.opts.MaxPayload {
+		s.writeError(w, r, tooLarge(r.ContentLength, s.opts.MaxPayload))
+		return
+	}
+	var spool *courier.Spool
+	if r.ContentLength >= 0 && r.ContentLength <= courier.InlineMax {
+		spool = courier.NewSpool(r.Context(), nil, s.opts.MaxPayload)
+	} else if s.exists(r.Context(), id) {
+		spool = courier.NewDigestSpool(s.opts.MaxPayload)
+	} else {
+		spool = courier.NewSpool(r.Context(), s.opts.Store.Blobs(), s.opts.MaxPayload)
+	}
+	defer spool.Close()
+	if err := readInto(spool, r, s.opts.MaxPayload); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := spool.Finish(m); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: r.Header.Get(HeaderPriority) != "", NewIDFunc: newMessageID}
+	msgs, err := s.topology.Load().Admit(m, in, now)
+	if err == nil {
+		err = s.admit(r.Context(), k, msgs)
+	}
+	if err != nil {
+		spool.Abort()
+		s.writeError(w, r, err)
+		return
+	}
+	if m.Digest != "" && m.Blob == "" {
+		// Only hashed: the id exists, so this is a repeat (200) or a
+		// conflict (409); should the message have gone meanwhile, the
+		// sender is asked to send it again.
+		msgs, err = s.opts.Store.Deliveries(r.Context(), m.ID)
+		if err != nil {
+			if courier.ErrorCode(err) == courier.CodeNotFound {
+				err = courier.Errorf(courier.CodeUnavailable, "message %q went while its repeat was read: send it again", m.ID)
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		if msgs[0].Hash != m.Hash || msgs[0].Sender != m.Sender {
+			s.writeError(w, r, conflictError(m.ID))
+			return
+		}
+		writeJSON(w, http.StatusOK, toPublished(msgs, s.topology.Load(), false))
+		return
+	}
+	if !s.store(w, r, msgs, now) {
+		spool.Abort() // not stored: the blob is not kept
+	}
+}
+
+// exists reports whether a message (or a published one) with id is stored.
+// A failed read says no: the ingest then goes the long way, and Ingest
+// still finds a repeat.
+func (s *Server) exists(ctx context.Context, id string) bool {
+	_, err := s.opts.Store.Deliveries(ctx, id)
+	return err == nil
+}
+
+// readInto copies a request body into a spool, turning its failures into
+// the answers they call for: 413 past the limit, 400 for a body cut short,
+// and the spool's own (503 when the blob area cannot take it).
+func readInto(spool *courier.Spool, r *http.Request, limit int64) error {
+	_, err := io.Copy(spool, r.Body)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, courier.ErrPayloadTooLarge):
+		return tooLarge(spool.Size(), limit)
+	case courier.ErrorCode(err) != courier.CodeInternal || r.Context().Err() != nil:
+		return err // the blob area's, with its code
+	default:
+		return malformed("reading the request body: %v", err)
+	}
+}
+
+func tooLarge(size, limit int64) error {
+	return courier.Errorf(courier.CodePayloadTooLarge, "the payload of %d bytes or more is over max_payload: the limit is %d bytes", size, limit)
+}
+
+// rawMessage reads the fields of a raw ingest from its headers.
+func rawMessage(h http.Header, id string) (*courier.Message, error) {
+	m := &courier.Message{
+		ID:          id,
+		Type:        h.Get(HeaderType),
+		Route:       h.Get(HeaderRoute),
+		ContentType: h.Get("Content-Type"),
+		OrderingKey: h.Get(HeaderOrderingKey),
+		Recipient:   h.Get(HeaderRecipient),
+	}
+	if v := h.Get(HeaderPriority); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "header %s: %q is not a whole number", HeaderPriority, v)
+		}
+		m.Priority = p
+	}
+	for _, t := range []struct {
+		header string
+		dst    *time.Time
+	}{{HeaderDeliverAfter, &m.DeliverAfter}, {HeaderExpiresAt, &m.ExpiresAt}} {
+		v := h.Get(t.header)
+		if v == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "header %s: %q is not an RFC 3339 time", t.header, v)
+		}
+		if at.IsZero() && t.header == HeaderExpiresAt {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "header %s: %s is in the past", t.header, v)
+		}
+		*t.dst = at
+	}
+	for name, values := range h {
+		if len(name) <= len(HeaderPrefix) || !strings.EqualFold(name[:len(HeaderPrefix)], HeaderPrefix) {
+			continue
+		}
+		if len(values) > 1 {
+			return nil, courier.Errorf(courier.CodeInvalidArgument, "header %s is given %d times", name, len(values))
+		}
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[name[len(HeaderPrefix):]] = values[0]
+	}
+	return m, nil
+}
+
+// handlePayload serves a message's payload as it was given, streamed, with
+// its content type, length and SHA-256: the way to read a payload too large
+// to show inside the JSON of a message.
+func (s *Server) handlePayload(w http.ResponseWriter, r *http.Request) {
+	msgs, err := s.opts.Store.Deliveries(r.Context(), r.PathValue("id"))
+	if err == nil && !ownsMessage(r, msgs[0]) {
+		err = hiddenNotFound(r.PathValue("id"))
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.servePayload(w, r, msgs[0])
+}
+
+// servePayload streams m's payload as the answer.
+func (s *Server) servePayload(w http.ResponseWriter, r *http.Request, m *courier.Message) {
+	body, err := m.OpenPayload(r.Context(), s.opts.Store.Blobs())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer body.Close()
+	digest := m.Digest
+	if digest == "" {
+		digest = courier.PayloadDigest(m.Payload)
+	}
+	w.Header().Set("Content-Type", m.ContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(m.Size))
+	w.Header().Set(HeaderSHA256, digest)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		io.Copy(w, body)
+	}
+}

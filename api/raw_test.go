@@ -1,0 +1,213 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+)
+
+// putRaw sends body as the payload itself of PUT /v1/messages/{id}, with
+// the given headers; chunked makes its length unknown beforehand.
+func (ts *testServer) putRaw(t *testing.T, id string, body []byte, header map[string]string, chunked bool) (int, []byte) {
+	t.Helper()
+	var r io.Reader = bytes.NewReader(body)
+	if chunked {
+		r = io.MultiReader(r) // hides the length: sent chunked
+	}
+	req, err := http.NewRequest("PUT", ts.URL+"/v1/messages/"+id, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func hexSHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func blobUsage(t *testing.T, ts *testServer) (int, int64) {
+	t.Helper()
+	n, size, err := ts.store.Blobs().Usage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, size
+}
+
+// A payload given as the body of a PUT is streamed to the blob area when
+// it is over 1 MiB, read back whole through its payload URL, and a repeat
+// is answered from the stored message without keeping a second copy.
+func TestRawPutLargePayload(t *testing.T) {
+	ts := newTestServer(t, func(o *api.Options) { o.MaxPayload = 16 << 20 })
+	payload := randomBytes(t, 5<<20+123)
+	header := map[string]string{
+		api.HeaderType: "invoice", api.HeaderRoute: "acme", "Content-Type": "application/pdf",
+		api.HeaderPrefix + "X-Tenant": "acme", api.HeaderOrderingKey: "customer-7", api.HeaderPriority: "3",
+	}
+	for _, chunked := range []bool{false, true} {
+		id := "big-known-length"
+		if chunked {
+			id = "big-chunked"
+		}
+		status, body := ts.putRaw(t, id, payload, header, chunked)
+		if status != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", id, status, body)
+		}
+		m := decode[api.Message](t, body)
+		if m.Size != len(payload) || m.ContentType != "application/pdf" || m.Headers["X-Tenant"] != "acme" ||
+			m.OrderingKey != "customer-7" || m.Priority != 3 || m.Type != "invoice" {
+			t.Fatalf("created %+v; want the fields of the headers and size %d", m, len(payload))
+		}
+		status, body, _ = ts.call(t, "GET", "/v1/messages/"+id, "")
+		if status != http.StatusOK {
+			t.Fatalf("GET: %d %s", status, body)
+		}
+		got := decode[api.Message](t, body)
+		if got.PayloadURL != "/v1/messages/"+id+"/payload" || got.PayloadSHA256 != hexSHA256(payload) || got.Payload != nil || got.PayloadBase64 != "" {
+			t.Fatalf("a large message shows payload_url %q sha256 %q and %d bytes of payload; want its URL and digest only",
+				got.PayloadURL, got.PayloadSHA256, len(got.Payload)+len(got.PayloadBase64))
+		}
+		status, body, hdr := ts.call(t, "GET", got.PayloadURL, "")
+		if status != http.StatusOK || !bytes.Equal(body, payload) {
+			t.Fatalf("GET payload: %d, %d bytes, equal %v", status, len(body), bytes.Equal(body, payload))
+		}
+		if hdr.Get("Content-Type") != "application/pdf" || hdr.Get(api.HeaderSHA256) != hexSHA256(payload) {
+			t.Errorf("payload served as %q with digest %q", hdr.Get("Content-Type"), hdr.Get(api.HeaderSHA256))
+		}
+		status, body, _ = ts.call(t, "GET", "/v1/messages/"+id+"?payload=base64", "")
+		wantError(t, status, body, http.StatusUnprocessableEntity, courier.CodeInvalidArgument, got.PayloadURL)
+	}
+	stored, err := ts.store.Message(context.Background(), "big-chunked")
+	if err != nil || !stored.HasBlob() {
+		t.Fatalf("stored %+v, %v; want it kept as a blob", stored, err)
+	}
+	if n, size := blobUsage(t, ts); n != 2 || size != 2*int64(len(payload)) {
+		t.Fatalf("blob area: %d blobs of %d bytes, want 2 of %d", n, size, 2*len(payload))
+	}
+
+	// A repeat is 200, a different payload under the id 409: neither keeps
+	// a copy.
+	status, body := ts.putRaw(t, "big-chunked", payload, header, true)
+	if status != http.StatusOK {
+		t.Fatalf("repeat: %d %s", status, body)
+	}
+	other := bytes.Clone(payload)
+	other[len(other)/2] ^= 1
+	status, body = ts.putRaw(t, "big-chunked", other, header, false)
+	wantError(t, status, body, http.StatusConflict, courier.CodeConflict, "big-chunked")
+	if n, _ := blobUsage(t, ts); n != 2 {
+		t.Fatalf("after a repeat and a conflict the blob area holds %d blobs, want the 2 stored", n)
+	}
+
+	// Over max_payload: 413, known beforehand or found while streaming, and
+	// nothing kept.
+	tooBig := randomBytes(t, 16<<20+1)
+	for _, chunked := range []bool{false, true} {
+		status, body = ts.putRaw(t, "too-big", tooBig, header, chunked)
+		wantError(t, status, body, http.StatusRequestEntityTooLarge, courier.CodePayloadTooLarge, "max_payload")
+	}
+	if n, _ := blobUsage(t, ts); n != 2 {
+		t.Fatalf("a refused upload left blobs behind: %d, want the 2 stored", n)
+	}
+	if _, err := ts.store.Message(context.Background(), "too-big"); courier.ErrorCode(err) != courier.CodeNotFound {
+		t.Fatalf("a refused upload was stored: %v", err)
+	}
+}
+
+// A small raw payload stays inline; the header fields are checked as the
+// JSON form's are.
+func TestRawPutSmallPayloadAndBadHeaders(t *testing.T) {
+	ts := newTestServer(t)
+	status, body := ts.putRaw(t, "note-1", []byte("hello"), map[string]string{
+		api.HeaderType: "invoice", api.HeaderRoute: "acme", "Content-Type": "text/plain",
+		api.HeaderDeliverAfter: "2099-01-01T00:00:00Z",
+	}, false)
+	if status != http.StatusCreated {
+		t.Fatalf("PUT: %d %s", status, body)
+	}
+	if m := decode[api.Message](t, body); m.DeliverAfter == nil || m.DeliverAfter.Year() != 2099 {
+		t.Errorf("deliver_after %v, want the header's", m.DeliverAfter)
+	}
+	stored, err := ts.store.Message(context.Background(), "note-1")
+	if err != nil || stored.HasBlob() || string(stored.Payload) != "hello" {
+		t.Fatalf("stored %q blob %q (%v); want the payload inline", stored.Payload, stored.Blob, err)
+	}
+	status, got, _ := ts.call(t, "GET", "/v1/messages/note-1/payload", "")
+	if status != http.StatusOK || string(got) != "hello" {
+		t.Fatalf("payload: %d %q", status, got)
+	}
+	for _, tc := range []struct {
+		header, value, want string
+	}{
+		{api.HeaderPriority, "high", api.HeaderPriority},
+		{api.HeaderDeliverAfter, "tomorrow", api.HeaderDeliverAfter},
+		{api.HeaderRoute, "nowhere", "nowhere"},
+	} {
+		status, body := ts.putRaw(t, "bad", []byte("x"), map[string]string{api.HeaderType: "invoice", api.HeaderRoute: "acme", tc.header: tc.value}, false)
+		if status < 400 || status >= 500 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s: %s: %d %s; want a refusal naming %s", tc.header, tc.value, status, body, tc.want)
+		}
+	}
+}
+
+// A JSON payload over 1 MiB is kept as a blob too, so the same message
+// sent either way is the same content: its raw repeat is answered 200.
+func TestJSONPayloadOverInlineMaxIsABlob(t *testing.T) {
+	ts := newTestServer(t, func(o *api.Options) { o.MaxPayload, o.MaxBatchBytes = 4<<20, 8<<20 })
+	payload := randomBytes(t, courier.InlineMax+1000)
+	status, body, _ := ts.call(t, "PUT", "/v1/messages/both-ways",
+		`{"type":"invoice","route":"acme","content_type":"application/octet-stream","payload_base64":"`+base64.StdEncoding.EncodeToString(payload)+`"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("JSON PUT: %d %s", status, body)
+	}
+	stored, err := ts.store.Message(context.Background(), "both-ways")
+	if err != nil || !stored.HasBlob() || stored.Digest != hexSHA256(payload) {
+		t.Fatalf("stored blob %q digest %s (%v); want a blob of the payload", stored.Blob, stored.Digest, err)
+	}
+	status, body = ts.putRaw(t, "both-ways", payload, map[string]string{
+		api.HeaderType: "invoice", api.HeaderRoute: "acme", "Content-Type": "application/octet-stream"}, false)
+	if status != http.StatusOK {
+		t.Fatalf("the same message sent raw: %d %s, want 200", status, body)
+	}
+	// In a batch too; an item refused keeps no blob.
+	status, body, _ = ts.call(t, "POST", "/v1/messages/batch", `{"messages":[
+		{"id":"b1","type":"invoice","route":"acme","payload_base64":"`+base64.StdEncoding.EncodeToString(payload[:courier.InlineMax+1])+`"},
+		{"id":"b2","type":"invoice","route":"nowhere","payload_base64":"`+base64.StdEncoding.EncodeToString(payload[:courier.InlineMax+2])+`"}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("batch: %d %s", status, body)
+	}
+	if n, _ := blobUsage(t, ts); n != 2 {
+		t.Fatalf("blob area holds %d blobs, want 2 (both-ways and b1)", n)
+	}
+}
