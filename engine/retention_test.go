@@ -69,3 +69,43 @@ func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
 		t.Errorf("a queued message was purged: %v", err)
 	}
 }
+
+// The purge takes the blobs of the messages it removes with it: the blob
+// area's size returns to zero.
+func TestRetentionRemovesBlobs(t *testing.T) {
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
+	defer store.Close()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		sp := courier.NewSpool(ctx, store.Blobs(), 0)
+		if _, err := sp.Write(make([]byte, courier.InlineMax+1+i)); err != nil {
+			t.Fatal(err)
+		}
+		m := &courier.Message{ID: fmt.Sprintf("large-%d", i), Type: "t", Route: "r", ContentType: "application/octet-stream"}
+		if err := sp.Finish(m); err != nil {
+			t.Fatal(err)
+		}
+		courier.Accept(m, courier.DefaultPolicy(), false, start)
+		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		sp.Close()
+		if i < 2 {
+			if _, err := store.Discard(ctx, m.ID, courier.Action{At: start, Who: "t"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, _, err := store.Blobs().Usage(ctx); err != nil || n != 3 {
+		t.Fatalf("blob area holds %d blobs (%v), want 3", n, err)
+	}
+	r := engine.NewRetention(store, 24*time.Hour, engine.RetentionOptions{Clock: clocktest.New(start.Add(48 * time.Hour))})
+	if n := r.Sweep(ctx); n != 2 {
+		t.Fatalf("purged %d, want the 2 discarded", n)
+	}
+	n, size, err := store.Blobs().Usage(ctx)
+	if err != nil || n != 1 || size != courier.InlineMax+3 {
+		t.Fatalf("after the purge the blob area holds %d blobs of %d bytes (%v); want the 1 of the queued message", n, size, err)
+	}
+}
