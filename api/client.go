@@ -90,6 +90,33 @@ func (c *Client) StoredMessage(ctx context.Context, key string) (*Message, error
 	return request[Message](ctx, c, http.MethodGet, messagePath(key)+"?payload=base64", nil)
 }
 
+// Payload returns a message's payload as it was given, streamed (GET
+// /v1/messages/{id}/payload): the caller reads and closes it. The answer's
+// header has its Content-Type, Content-Length and HeaderSHA256.
+func (c *Client) Payload(ctx context.Context, id string) (io.ReadCloser, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/messages/"+url.PathEscape(id)+"/payload", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, nil, courier.Unavailable("the courier server at "+c.base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+			return nil, nil, &courier.Error{Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return nil, nil, courier.Errorf(courier.CodeInternal, "GET payload of %s: HTTP %d", id, resp.StatusCode)
+	}
+	return resp.Body, resp.Header, nil
+}
+
 // Attempts returns the attempts of a message (of every delivery of a
 // published one), or of one delivery, oldest first.
 func (c *Client) Attempts(ctx context.Context, key string) ([]Attempt, error) {

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -245,6 +246,32 @@ func TestPayloadAsStored(t *testing.T) {
 	want(t, "message page", a, 200, fmt.Sprintf("%d bytes", len(payload)), "&#34;note&#34;: &#34;&lt;b&gt;fish &amp; chips&lt;/b&gt;&#34;")
 	if strings.Contains(a.body, "u003c") || strings.Contains(a.body, "u0026") {
 		t.Errorf("the payload is shown as the API encodes it, escaped")
+	}
+}
+
+// TestLargePayloadDownloaded: a payload over 1 MiB is not shown on its
+// page but linked, and the link serves it whole, as an attachment.
+func TestLargePayloadDownloaded(t *testing.T) {
+	d := newDashboard(t, true)
+	payload := bytes.Repeat([]byte("<row/>"), courier.InlineMax/6+100)
+	sp := courier.NewSpool(context.Background(), d.store.Blobs(), 0)
+	defer sp.Close()
+	sp.Write(payload)
+	m := &courier.Message{ID: "big-1", Type: "invoice", Route: "acme", ContentType: "application/xml"}
+	if err := sp.Finish(m); err != nil {
+		t.Fatal(err)
+	}
+	d.suspend(t, m, "HTTP 500", "")
+	b := d.browser(t)
+	b.login("ops")
+	a := b.get("/ui/messages/big-1")
+	want(t, "message page", a, 200, "too large to show here", courier.PayloadDigest(payload), `href="/ui/messages/big-1/payload"`)
+	if strings.Contains(a.body, "&lt;row/&gt;") {
+		t.Error("the page shows the large payload")
+	}
+	a = b.get("/ui/messages/big-1/payload")
+	if a.status != 200 || a.body != string(payload) || !strings.HasPrefix(a.header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("download: %d, %d bytes (equal %v), disposition %q", a.status, len(a.body), a.body == string(payload), a.header.Get("Content-Disposition"))
 	}
 }
 

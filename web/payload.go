@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -25,6 +26,40 @@ type preview struct {
 	Text      string
 	Size      int  // the payload's size in bytes, as stored
 	Truncated bool // Text shows only the start
+	// Download is set for a payload too large to show (over 1 MiB): the
+	// page links to it instead.
+	Download bool
+}
+
+// payload streams a message's payload through, for a payload too large to
+// show on its page.
+func (h *Handler) payload(w http.ResponseWriter, r *http.Request, s *session) {
+	body, header, err := h.client(s).Payload(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	defer body.Close()
+	for _, k := range []string{"Content-Type", "Content-Length", api.HeaderSHA256} {
+		if v := header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	// Saved, not shown: the browser must not render what a sender sent.
+	w.Header().Set("Content-Disposition", `attachment; filename="`+safeFileName(r.PathValue("id"))+`"`)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	io.Copy(w, body)
+}
+
+// safeFileName keeps the characters of a message id that are safe in a
+// quoted file name.
+func safeFileName(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < ' ' || r > '~' {
+			return '_'
+		}
+		return r
+	}, id)
 }
 
 // makePreview previews a message's payload. The dashboard asks for it as
@@ -32,6 +67,9 @@ type preview struct {
 // JSON encoding of it, which is compacted and escapes <, > and &; Size is
 // the message's, as stored.
 func makePreview(m *api.Message) preview {
+	if m.PayloadURL != "" {
+		return preview{Kind: "large", Size: m.Size, Download: true}
+	}
 	raw, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
 	if err != nil {
 		return preview{Kind: "binary", Text: "(the payload could not be decoded)", Size: m.Size}

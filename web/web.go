@@ -123,6 +123,7 @@ func New(o Options) *Handler {
 		{"POST /ui/replay", h.replay},
 		{"GET /ui/messages", h.search},
 		{"GET /ui/messages/{id}", h.message},
+		{"GET /ui/messages/{id}/payload", h.payload},
 		{"POST /ui/messages/{id}/{verb}", h.messageAction},
 		{"GET /ui/operations/{id}", h.operation},
 		{"GET /ui/topology", h.topologyPage},
