@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,51 @@ func (c *Client) Ingest(ctx context.Context, req IngestRequest) (m *Message, cre
 	}
 	m = new(Message)
 	status, err := c.do(ctx, method, path, req, m)
+	if err != nil {
+		return nil, false, err
+	}
+	return m, status == http.StatusCreated, nil
+}
+
+// IngestRaw sends one message whose payload is body, size bytes (-1 when
+// unknown), streamed as the body itself of a PUT: the way to send a payload
+// of any size up to max_payload. req gives the other fields (its Payload
+// fields are not used) and must have an id.
+func (c *Client) IngestRaw(ctx context.Context, req IngestRequest, body io.Reader, size int64) (m *Message, created bool, err error) {
+	if req.ID == "" {
+		return nil, false, courier.Errorf(courier.CodeInvalidArgument, "a message sent raw needs an id")
+	}
+	h := http.Header{}
+	h.Set(HeaderType, req.Type)
+	set := func(k, v string) {
+		if v != "" {
+			h.Set(k, v)
+		}
+	}
+	set(HeaderRoute, req.Route)
+	set(HeaderOrderingKey, req.OrderingKey)
+	set(HeaderRecipient, req.Recipient)
+	set("Content-Type", req.ContentType)
+	if req.Priority != nil {
+		h.Set(HeaderPriority, strconv.Itoa(*req.Priority))
+	}
+	if req.DeliverAfter != nil {
+		h.Set(HeaderDeliverAfter, req.DeliverAfter.Format(time.RFC3339Nano))
+	}
+	if req.ExpiresAt != nil {
+		h.Set(HeaderExpiresAt, req.ExpiresAt.Format(time.RFC3339Nano))
+	}
+	for k, v := range req.Headers {
+		h.Set(HeaderPrefix+k, v)
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/v1/messages/"+url.PathEscape(req.ID), body)
+	if err != nil {
+		return nil, false, err
+	}
+	r.ContentLength = size
+	r.Header = h
+	m = new(Message)
+	status, err := c.send(r, m)
 	if err != nil {
 		return nil, false, err
 	}
@@ -221,6 +267,13 @@ func (c *Client) doWith(ctx context.Context, method, path string, header http.He
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	return c.send(req, out)
+}
+
+// send sends a request with the client's key and decodes its 2xx answer
+// into out (when not nil); any other answer is a *courier.Error.
+func (c *Client) send(req *http.Request, out any) (int, error) {
+	method, path := req.Method, req.URL.Path
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

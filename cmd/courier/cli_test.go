@@ -182,3 +182,27 @@ func TestEndpointsCommands(t *testing.T) {
 		t.Fatalf("switching an unknown endpoint: %v", err)
 	}
 }
+
+// A file over 1 MiB is sent streamed, kept as a blob, and sending it again
+// under its id is answered "exists".
+func TestSendLargeFile(t *testing.T) {
+	store := sqlitetest.Open(t)
+	url := apiServer(t, api.Options{Store: store, MaxPayload: 8 << 20, Topology: &courier.Topology{
+		Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
+	}})
+	file := filepath.Join(t.TempDir(), "catalogue.xml")
+	payload := []byte(strings.Repeat("<item/>", courier.InlineMax/7+1000))
+	if err := os.WriteFile(file, payload, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := []string{"--server", url, "send", file, "--type", "catalogue", "--route", "acme", "--id", "cat-1", "-H", "X-Tenant=acme", "--priority", "2"}
+	cliPrints(t, "", send, "created cat-1")
+	cliPrints(t, "", send, "exists cat-1")
+	m, err := store.Message(context.Background(), "cat-1")
+	if err != nil || !m.HasBlob() || m.Digest != courier.PayloadDigest(payload) || m.Headers["X-Tenant"] != "acme" || m.Priority != 2 {
+		t.Fatalf("stored %+v, %v; want a blob of the file with its header and priority", m, err)
+	}
+	if !strings.Contains(m.ContentType, "xml") {
+		t.Errorf("content type %q, want the file's", m.ContentType)
+	}
+}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +33,9 @@ input when no file (or "-") is given. A payload that is JSON, without another
 --content-type, is sent as JSON; anything else is sent as bytes with its
 content type (from --content-type or the file's extension).
 
+A file over 1 MiB is streamed as it is read, never whole in memory (up to
+the server's max_payload, at most 1 GiB); it gets an id when none is given.
+
 With --id the send is idempotent: sending the same id and content again is
 answered "exists"; the same id with other content is refused.`,
 		Example: `  courier send invoice.xml --type invoice --route acme --id inv-2026-000123
@@ -47,7 +52,15 @@ answered "exists"; the same id with other content is refused.`,
 			}
 			var data []byte
 			var err error
-			if name == "-" {
+			var large *os.File // a file over courier.InlineMax, sent streamed
+			if name != "-" {
+				if large, err = openLarge(name); err != nil {
+					return err
+				}
+			}
+			if large != nil {
+				defer large.Close()
+			} else if name == "-" {
 				data, err = io.ReadAll(cmd.InOrStdin())
 			} else {
 				data, err = os.ReadFile(name)
@@ -58,7 +71,10 @@ answered "exists"; the same id with other content is refused.`,
 			if req.ContentType == "" && name != "-" {
 				req.ContentType = mime.TypeByExtension(filepath.Ext(name))
 			}
-			if isJSONType(req.ContentType) && json.Valid(data) {
+			if large != nil {
+				// Streamed as the body itself; the content type is the
+				// file's, or bytes.
+			} else if isJSONType(req.ContentType) && json.Valid(data) {
 				req.Payload = json.RawMessage(data)
 			} else {
 				enc := base64.StdEncoding.EncodeToString(data)
@@ -90,7 +106,24 @@ answered "exists"; the same id with other content is refused.`,
 				}
 				*tf.dst = &t
 			}
-			m, created, err := g.client().Ingest(cmd.Context(), req)
+			var m *api.Message
+			var created bool
+			if large != nil {
+				if req.ID == "" {
+					id, err := uuid.NewV7()
+					if err != nil {
+						return err
+					}
+					req.ID = id.String()
+				}
+				info, err := large.Stat()
+				if err != nil {
+					return err
+				}
+				m, created, err = g.client().IngestRaw(cmd.Context(), req, large, info.Size())
+			} else {
+				m, created, err = g.client().Ingest(cmd.Context(), req)
+			}
 			if err != nil {
 				return err
 			}
@@ -119,6 +152,23 @@ answered "exists"; the same id with other content is refused.`,
 	cmd.MarkFlagRequired("type")
 	cmd.MarkFlagRequired("route")
 	return cmd
+}
+
+// openLarge opens the payload file when it is larger than courier.InlineMax,
+// to be sent streamed rather than read into memory; nil for a smaller one.
+func openLarge(name string) (*os.File, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("read payload: %w", err)
+	}
+	if info.Size() <= courier.InlineMax {
+		return nil, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("read payload: %w", err)
+	}
+	return f, nil
 }
 
 // isJSONType reports whether a content type (or none) means JSON.
