@@ -3,7 +3,8 @@
 // or not at all (written to a hidden temporary file, synced, linked into
 // place, and the directory synced), and an existing file is never
 // overwritten: one with the same bytes counts as delivered, so a repeated
-// attempt is harmless.
+// attempt is harmless. A payload kept as a blob streams from the store
+// into the file.
 //
 // Callers import it under an alias (filetransport
 // "github.com/courier-gw/courier/transport/file").
@@ -133,8 +134,8 @@ func (c content) copyTo(w io.Writer) error {
 		return &payloadError{err: err}
 	}
 	defer r.Close()
-	// Counting what goes to w tells a failed read from a failed write.
-	cw := &countingWriter{w: w}
+	// w's own error tells a failed write from a failed read.
+	cw := &errWriter{w: w}
 	n, err := io.Copy(cw, io.LimitReader(r, c.size()+1))
 	switch {
 	case err != nil && cw.err == nil:
@@ -147,13 +148,13 @@ func (c content) copyTo(w io.Writer) error {
 	return nil
 }
 
-// countingWriter passes writes to w and keeps the error w returned.
-type countingWriter struct {
+// errWriter passes writes to w and keeps the error w returned.
+type errWriter struct {
 	w   io.Writer
 	err error
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
+func (c *errWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	if err != nil {
 		c.err = err

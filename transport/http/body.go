@@ -93,8 +93,9 @@ func asPayloadError(err error) (*payloadError, bool) {
 }
 
 // payloadResult is the Result of an attempt that could not read its
-// payload. The store is at fault, so the class is transport: transient,
-// and no mark against the endpoint's health.
+// payload. The store is at fault, not the receiver, so the class is
+// transport: transient, and by default no mark against the endpoint's
+// health.
 func payloadResult(err *payloadError) courier.Result {
 	return courier.Result{Class: courier.ClassTransport, Error: err.Error()}
 }

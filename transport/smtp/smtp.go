@@ -1,8 +1,9 @@
 // Package smtp delivers messages as e-mail: one MIME message per attempt
 // to the endpoint's mail server, with STARTTLS when the server offers it and
 // AUTH when the endpoint has credentials. Text payloads travel inline, other
-// payloads as an attachment; notices (courier.notice) become readable mails
-// for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
+// payloads as an attachment, and so does a payload kept as a blob, encoded
+// as it streams from the store; notices (courier.notice) become readable
+// mails for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
 // transport (tried again), 5xx to the message is rejected (suspended).
 //
 // Callers import it under an alias (smtptransport
@@ -105,6 +106,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	// A blob is opened before the server is spoken to, so that one the
 	// store cannot give costs no session, and read as DATA goes out.
 	var blob *blobReader
+	var payload io.Reader // the blob, when there is one
 	if mail.blob {
 		r, err := d.OpenPayload(actx)
 		if err != nil {
@@ -112,14 +114,10 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		}
 		defer r.Close()
 		blob = &blobReader{r: r, size: int64(m.Size)}
+		payload = blob
 	}
 	st := &session{addr: s.Addr}
-	err = t.deliver(actx, st, e, func(w io.Writer) error {
-		if blob == nil {
-			return mail.writeTo(w, nil)
-		}
-		return mail.writeTo(w, blob)
-	})
+	err = t.deliver(actx, st, e, func(w io.Writer) error { return mail.writeTo(w, payload) })
 	if err == nil {
 		return courier.Result{Status: 250, Response: fmt.Sprintf("accepted by %s for %d recipient(s)", s.Addr, len(s.To))}
 	}
