@@ -34,6 +34,12 @@ const (
 	DefaultConnectTimeout = sendopts.DefaultConnectTimeout // connect, TLS and AMQP handshake
 	DefaultMaxChannels    = 16                             // channels kept per endpoint when its max_concurrency is unset
 	DefaultHeartbeat      = 10 * time.Second
+	// DefaultMaxPayload is the largest payload published. An AMQP broker
+	// announces no limit, and an endpoint's settings name none, so this is
+	// RabbitMQ's default max_message_size (128 MiB from 3.8 to 3.13; 4.0
+	// lowered it to 16 MiB, and a broker set lower refuses a larger
+	// message itself, which is rejected all the same).
+	DefaultMaxPayload = 128 << 20
 )
 
 // Options configure a Transport. Every field has a default.
@@ -47,6 +53,10 @@ type Options struct {
 	// TLSConfig is used for amqps:// URLs (private root CAs, client
 	// certificates); nil uses the system roots.
 	TLSConfig *tls.Config
+	// MaxPayload bounds the payload of a message: a broker takes a
+	// message whole, so a blob is read into memory to publish it, and a
+	// larger one is rejected without reading it or asking the broker.
+	MaxPayload int64
 }
 
 // Transport publishes deliveries to amqp endpoints. It keeps one connection
@@ -66,6 +76,9 @@ func New(o Options) *Transport {
 	sendopts.Common{Logger: &o.Logger, Clock: &o.Clock, DefaultTimeout: &o.DefaultTimeout, ConnectTimeout: &o.ConnectTimeout}.SetDefaults()
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = DefaultMaxPayload
 	}
 	return &Transport{opts: o, log: o.Logger, conns: conncache.New((*conn).close)}
 }
@@ -234,6 +247,12 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	// The payload is read before the broker is asked for anything, so
+	// that a failed read holds no channel.
+	body, fail := t.payload(actx, d)
+	if fail != nil {
+		return *fail
+	}
 	target := fmt.Sprintf("exchange %q with routing key %q", e.AMQP.Exchange, e.AMQP.RoutingKey)
 	c, err := t.connFor(e, timeout)
 	if err != nil {
@@ -252,7 +271,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		}
 		return classify(err, target, brokerAddr(e.AMQP.URL))
 	}
-	res, keep := t.publish(actx, ch, e, d, target)
+	res, keep := t.publish(actx, ch, e, d, body, target)
 	if keep {
 		c.release(ch)
 	} else {
@@ -269,10 +288,30 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	return res
 }
 
-// publish sends one message on ch and waits for its confirm. keep reports
-// whether ch is fit for the next publish: not after a timeout, whose
-// confirm might still come and be taken for the next one's.
-func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoint, d courier.Delivery, target string) (res courier.Result, keep bool) {
+// payload returns the body to publish: the message's payload, a blob read
+// whole. One over MaxPayload is rejected for good: no attempt can publish
+// it.
+func (t *Transport) payload(ctx context.Context, d courier.Delivery) ([]byte, *courier.Result) {
+	m := d.Message
+	if size := max(m.Size, len(m.Payload)); int64(size) > t.opts.MaxPayload {
+		return nil, &courier.Result{Class: courier.ClassRejected,
+			Error: fmt.Sprintf("payload of %d bytes is over the broker's limit of %d bytes", size, t.opts.MaxPayload)}
+	}
+	if !m.HasBlob() {
+		return m.Payload, nil
+	}
+	body, err := m.ReadPayload(ctx, d.Blobs, t.opts.MaxPayload)
+	if err != nil {
+		// The store's fault, not the broker's: transient.
+		return nil, &courier.Result{Class: courier.ClassTransport, Error: "cannot read the payload from the store: " + err.Error()}
+	}
+	return body, nil
+}
+
+// publish sends one message with body on ch and waits for its confirm.
+// keep reports whether ch is fit for the next publish: not after a
+// timeout, whose confirm might still come and be taken for the next one's.
+func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoint, d courier.Delivery, body []byte, target string) (res courier.Result, keep bool) {
 	m := d.Message
 	headers := amqp.Table{}
 	for k, v := range m.Headers {
@@ -297,7 +336,7 @@ func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoin
 		Timestamp:    t.opts.Clock.Now(),
 		Type:         m.Type,
 		AppId:        "courier",
-		Body:         m.Payload,
+		Body:         body,
 	}
 	if m.ContentType == "" {
 		pub.ContentType = "application/octet-stream"

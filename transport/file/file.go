@@ -3,7 +3,8 @@
 // or not at all (written to a hidden temporary file, synced, linked into
 // place, and the directory synced), and an existing file is never
 // overwritten: one with the same bytes counts as delivered, so a repeated
-// attempt is harmless.
+// attempt is harmless. A payload kept as a blob streams from the store
+// into the file.
 //
 // Callers import it under an alias (filetransport
 // "github.com/courier-gw/courier/transport/file").
@@ -13,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -88,17 +90,86 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	}
 	dir := e.File.Dir
 	path := filepath.Join(dir, name)
-	written, err := t.write(dir, path, m.Payload)
+	c := content{ctx: ctx, d: d}
+	written, err := t.write(dir, path, c)
 	if err != nil {
+		var perr *payloadError
+		if errors.As(err, &perr) {
+			// The store's fault, not the directory's: transient, and
+			// nothing was put in place.
+			return courier.Result{Class: courier.ClassTransport, Error: perr.Error()}
+		}
 		class, msg := classify(err, path)
 		return courier.Result{Class: class, Error: msg}
 	}
 	if !written {
 		t.opts.Logger.Debug("file transport: the file is there already with the same content", "endpoint", e.Name, "message", m.ID, "file", path)
-		return courier.Result{Response: fmt.Sprintf("%s was there already with the same %d bytes", name, len(m.Payload))}
+		return courier.Result{Response: fmt.Sprintf("%s was there already with the same %d bytes", name, c.size())}
 	}
-	return courier.Result{Response: fmt.Sprintf("wrote %s (%d bytes)", name, len(m.Payload))}
+	return courier.Result{Response: fmt.Sprintf("wrote %s (%d bytes)", name, c.size())}
 }
+
+// content is what a delivery's file holds: the payload in memory, or its
+// blob, which is streamed from the store and never held whole.
+type content struct {
+	ctx context.Context
+	d   courier.Delivery
+}
+
+func (c content) blob() bool { return c.d.Message.HasBlob() }
+
+// size is the payload's length.
+func (c content) size() int64 {
+	if c.blob() {
+		return int64(c.d.Message.Size)
+	}
+	return int64(len(c.d.Message.Payload))
+}
+
+// copyTo writes the blob to w and checks that it has the size stored; a
+// failure to read it is a *payloadError.
+func (c content) copyTo(w io.Writer) error {
+	r, err := c.d.OpenPayload(c.ctx)
+	if err != nil {
+		return &payloadError{err: err}
+	}
+	defer r.Close()
+	// w's own error tells a failed write from a failed read.
+	cw := &errWriter{w: w}
+	n, err := io.Copy(cw, io.LimitReader(r, c.size()+1))
+	switch {
+	case err != nil && cw.err == nil:
+		return &payloadError{err: err}
+	case err != nil:
+		return err
+	case n != c.size():
+		return &payloadError{err: fmt.Errorf("the blob has %d bytes, not the %d stored", n, c.size())}
+	}
+	return nil
+}
+
+// errWriter passes writes to w and keeps the error w returned.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *errWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// payloadError is a failure to read the payload from the store.
+type payloadError struct{ err error }
+
+func (e *payloadError) Error() string {
+	return "cannot read the payload from the store: " + e.err.Error()
+}
+
+func (e *payloadError) Unwrap() error { return e.err }
 
 // FileName expands a name template: {id} is the message id, {type} its type
 // and {time} its creation time in TimeLayout (now for a message without
@@ -130,15 +201,15 @@ type existsError struct{ size int64 }
 
 func (e *existsError) Error() string { return "exists with other content" }
 
-// write puts payload at path unless a file is there already. written is
-// false when that file holds the same bytes (an earlier attempt, or the same
+// write puts c at path unless a file is there already. written is false
+// when that file holds the same bytes (an earlier attempt, or the same
 // message twice); another file there is an *existsError.
-func (t *Transport) write(dir, path string, payload []byte) (written bool, err error) {
-	if err := compare(path, payload); !errors.Is(err, fs.ErrNotExist) {
+func (t *Transport) write(dir, path string, c content) (written bool, err error) {
+	if err := compare(path, c); !errors.Is(err, fs.ErrNotExist) {
 		return false, err // nil when the same bytes are there already
 	}
 
-	tmp, err := t.writeTemp(dir, payload)
+	tmp, err := t.writeTemp(dir, c)
 	if err != nil {
 		return false, err
 	}
@@ -150,13 +221,13 @@ func (t *Transport) write(dir, path string, payload []byte) (written bool, err e
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrExist):
-		return false, compare(path, payload)
+		return false, compare(path, c)
 	case linkUnsupported(err):
 		// Some shares (SMB, some FUSE file systems) have no hard links:
 		// rename is atomic there too, with a short window in which a file
 		// made by someone else in between would be replaced.
 		if _, serr := os.Lstat(path); serr == nil {
-			return false, compare(path, payload)
+			return false, compare(path, c)
 		}
 		if err := os.Rename(tmp, path); err != nil {
 			return false, err
@@ -170,9 +241,9 @@ func (t *Transport) write(dir, path string, payload []byte) (written bool, err e
 	return true, nil
 }
 
-// writeTemp writes payload to a new hidden file in dir and syncs it, so that
-// the name it later gets points at complete data even after a crash.
-func (t *Transport) writeTemp(dir string, payload []byte) (string, error) {
+// writeTemp writes c to a new hidden file in dir and syncs it, so that the
+// name it later gets points at complete data even after a crash.
+func (t *Transport) writeTemp(dir string, c content) (string, error) {
 	var f *os.File
 	for try := 0; ; try++ {
 		var rnd [8]byte
@@ -187,7 +258,12 @@ func (t *Transport) writeTemp(dir string, payload []byte) (string, error) {
 			return "", err
 		}
 	}
-	_, err := f.Write(payload)
+	var err error
+	if c.blob() {
+		err = c.copyTo(f)
+	} else {
+		_, err = f.Write(c.d.Message.Payload)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -201,12 +277,13 @@ func (t *Transport) writeTemp(dir string, payload []byte) (string, error) {
 	return f.Name(), nil
 }
 
-// compare judges the file at path against payload: nil when it holds the
-// same bytes, an *existsError when anything else is there, and an error
-// that matches fs.ErrNotExist when nothing is. Anything there but a regular
-// file (a directory, a symbolic link, a FIFO that would block a reader) is
-// not the same and is not opened.
-func compare(path string, payload []byte) error {
+// compare judges the file at path against c: nil when it holds the same
+// bytes, an *existsError when anything else is there, and an error that
+// matches fs.ErrNotExist when nothing is. Anything there but a regular file
+// (a directory, a symbolic link, a FIFO that would block a reader) is not
+// the same and is not opened. A blob is compared by its SHA-256, streamed
+// over the file, so that neither is read into memory.
+func compare(path string, c content) error {
 	info, err := os.Lstat(path)
 	if err != nil {
 		return err
@@ -226,9 +303,13 @@ func compare(path string, payload []byte) error {
 	if !info.Mode().IsRegular() {
 		return &existsError{size: -1}
 	}
-	if info.Size() != int64(len(payload)) {
+	if info.Size() != c.size() {
 		return &existsError{size: info.Size()}
 	}
+	if c.blob() {
+		return compareDigest(f, c)
+	}
+	payload := c.d.Message.Payload
 	got, err := io.ReadAll(io.LimitReader(f, int64(len(payload))+1))
 	if err != nil {
 		return err
@@ -237,6 +318,56 @@ func compare(path string, payload []byte) error {
 		return &existsError{size: int64(len(got))}
 	}
 	return nil
+}
+
+// compareDigest compares the file f, of the blob's size, with the blob c:
+// by the SHA-256 the message carries, or where it carries none by reading
+// the blob alongside.
+func compareDigest(f *os.File, c content) error {
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if want := c.d.Message.Digest; want != "" {
+		if hex.EncodeToString(h.Sum(nil)) != want {
+			return &existsError{size: n}
+		}
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	same := &sameWriter{r: f}
+	if err := c.copyTo(same); err != nil {
+		if same.differ {
+			return &existsError{size: n}
+		}
+		return err
+	}
+	return nil
+}
+
+// sameWriter checks that what is written to it is what r reads next.
+type sameWriter struct {
+	r      io.Reader
+	buf    []byte
+	differ bool
+}
+
+// errDiffer stops a comparison at the first difference.
+var errDiffer = errors.New("the contents differ")
+
+func (s *sameWriter) Write(p []byte) (int, error) {
+	if cap(s.buf) < len(p) {
+		s.buf = make([]byte, len(p))
+	}
+	buf := s.buf[:len(p)]
+	if _, err := io.ReadFull(s.r, buf); err != nil || !bytes.Equal(buf, p) {
+		s.differ = true
+		return 0, errDiffer
+	}
+	return len(p), nil
 }
 
 // syncDir makes the directory entry of a new file durable.

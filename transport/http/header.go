@@ -2,8 +2,6 @@ package http
 
 import (
 	"cmp"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sendopts"
 )
 
 // headerField is one line of a request header. key is the message's own
@@ -21,14 +20,15 @@ import (
 type headerField struct{ name, key, value string }
 
 // header builds the request header of DESIGN §8 for body, the request's
-// body as requestBody made it, and steps, the responses of d.Step. The
-// message's own headers go first and cannot replace what the transport
+// body as requestBody made it (a blob is read through once here to sign
+// it), and steps, the responses of d.Step. The message's own headers go
+// first and cannot replace what the transport
 // owns: Content-Type, the webhook-* and Courier-* headers and the framing
 // headers, because a receiver deduplicates and verifies on them. They may
 // set User-Agent. A header that HTTP cannot carry rejects the message for
 // good. The lines come sorted by name, as net/http writes them, so that the
 // same message gets the same head.
-func (t *Transport) header(d courier.Delivery, body []byte, steps stepResponses, now time.Time) ([]headerField, *courier.Result) {
+func (t *Transport) header(d courier.Delivery, body bodySource, steps stepResponses, now time.Time) ([]headerField, *courier.Result) {
 	m := d.Message
 	h := make([]headerField, 0, len(m.Headers)+8)
 	var dropped []string
@@ -82,8 +82,18 @@ func (t *Transport) header(d courier.Delivery, body []byte, steps stepResponses,
 	// Written in lower case as the Standard Webhooks spec and §8 spell them.
 	h = append(h, headerField{name: "webhook-id", value: id}, headerField{name: "webhook-timestamp", value: ts})
 	if secrets := d.Endpoint.HTTP.Secrets; len(secrets) > 0 {
-		sig, err := sign(secrets, id, ts, body)
+		var sig string
+		var err error
+		if body.blob != nil {
+			sig, err = signBlob(secrets, id, ts, body.blob, sendopts.Timeout(d.Endpoint, t.opts.DefaultTimeout))
+		} else {
+			sig, err = sign(secrets, id, ts, body.inline)
+		}
 		if err != nil {
+			if perr, ok := asPayloadError(err); ok {
+				res := payloadResult(perr)
+				return nil, &res
+			}
 			return nil, &courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s: %v", d.Endpoint.Name, err)}
 		}
 		h = append(h, headerField{name: "webhook-signature", value: sig})
@@ -134,21 +144,12 @@ func reservedHeader(k string) bool {
 func sign(secrets []string, id, ts string, body []byte) (string, error) {
 	var b strings.Builder
 	for i, s := range secrets {
-		key, err := signingKey(s)
+		mac, err := newMAC(s, id, ts)
 		if err != nil {
 			return "", fmt.Errorf("secret %d: %w", i+1, err)
 		}
-		mac := hmac.New(sha256.New, key)
-		mac.Write([]byte(id))
-		mac.Write([]byte{'.'})
-		mac.Write([]byte(ts))
-		mac.Write([]byte{'.'})
 		mac.Write(body)
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString("v1,")
-		b.WriteString(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+		writeSignature(&b, mac)
 	}
 	return b.String(), nil
 }

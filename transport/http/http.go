@@ -1,6 +1,7 @@
 // Package http delivers messages to HTTP endpoints as DESIGN §8 describes:
 // one request per attempt, signed per the Standard Webhooks spec, with every
-// failure mapped onto exactly one of courier's error classes (DESIGN §3).
+// failure mapped onto exactly one of courier's error classes (DESIGN §3). A
+// payload kept as a blob streams from the store with each request.
 //
 // The package is named after what it speaks; callers import it under an
 // alias (httptransport "github.com/courier-gw/courier/transport/http").
@@ -190,7 +191,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if d.Step != nil {
 		steps = responses(d.Step)
 	}
-	body, fail := requestBody(d, steps)
+	body, fail := requestBody(ctx, d, steps, timeout)
 	if fail != nil {
 		return *fail
 	}
@@ -228,6 +229,9 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	for hops := 0; ; hops++ {
 		err := c.do(req, resp, method, target, header, body, deadline)
 		if err != nil {
+			if perr, ok := asPayloadError(err); ok {
+				return payloadResult(perr)
+			}
 			class, msg := classify(err, attemptState{host: target.Host, timeout: timeout})
 			return courier.Result{Class: class, Error: msg}
 		}
@@ -249,7 +253,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			if resp.StatusCode() == http.StatusSeeOther {
 				// 303 says the request was taken and the answer is elsewhere:
 				// fetch it as RFC 9110 asks.
-				method, body = http.MethodGet, nil
+				method, body = http.MethodGet, bodySource{}
 			}
 			if next.Host != target.Host {
 				header = crossOriginHeader(header)
@@ -272,10 +276,21 @@ var errNoConnection = errors.New("no connection before the deadline")
 // the receiver most likely closed it as the request went out and never saw
 // it, and webhook-id lets it drop a duplicate if it did. A connection that
 // was retired (see roundTripper) carried nothing, so the request goes again
-// without counting that as a retry.
-func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method string, u *url.URL, h []headerField, body []byte, deadline time.Time) error {
-	c.build(req, method, u, h, body)
+// without counting that as a retry. A blob body is opened anew for every
+// try, and a failure to read it is a *payloadError.
+func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method string, u *url.URL, h []headerField, body bodySource, deadline time.Time) error {
+	c.build(req, method, u, h, body.inline)
 	for stale := 0; ; {
+		var blob *blobReader
+		if body.blob != nil {
+			var err error
+			if blob, err = body.blob.open(deadline); err != nil {
+				return err
+			}
+			// The request closes the blob once written, or when it is
+			// reset or released unwritten.
+			req.SetBodyStream(blob, body.blob.size)
+		}
 		start := time.Now()
 		// Reset, so that a response without a local address says the try
 		// had no connection: the client gives up before dialling once the
@@ -284,6 +299,9 @@ func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method strin
 		err := c.fast.DoDeadline(req, resp, deadline)
 		if err == nil {
 			return nil
+		}
+		if blob != nil && blob.err != nil {
+			return &payloadError{err: blob.err}
 		}
 		st := stateOf(resp.LocalAddr())
 		switch {

@@ -2,12 +2,15 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/courier-gw/courier"
@@ -18,18 +21,47 @@ import (
 // size of a request head.
 const maxStepResponseHeader = 4 << 10
 
+// MaxEnvelopePayload is the largest payload a workflow step's envelope
+// carries: the envelope is one JSON document built in memory, so a blob
+// is read whole into it, and a larger one is refused for good.
+const MaxEnvelopePayload = 64 << 20
+
+// maxEnvelopePayload is MaxEnvelopePayload, lowered by tests.
+var maxEnvelopePayload int64 = MaxEnvelopePayload
+
 // requestBody returns the body of d's request: the payload, or for a
 // workflow step with an envelope the JSON document that wraps it and steps,
-// the step's responses.
-func requestBody(d courier.Delivery, steps stepResponses) ([]byte, *courier.Result) {
+// the step's responses. A blob is read into an envelope within timeout,
+// and otherwise anew at each request, within its deadline. Neither read
+// ends with ctx: a request under way runs to its outcome or its timeout.
+func requestBody(ctx context.Context, d courier.Delivery, steps stepResponses, timeout time.Duration) (bodySource, *courier.Result) {
+	m := d.Message
 	if d.Step == nil || !d.Step.Envelope {
-		return d.Message.Payload, nil
+		if m.HasBlob() {
+			return bodySource{blob: &blobSource{ctx: context.WithoutCancel(ctx), d: d, size: m.Size}}, nil
+		}
+		return bodySource{inline: m.Payload}, nil
 	}
-	body, err := envelope(d.Message, d.Step, steps)
+	payload := m.Payload
+	if m.HasBlob() {
+		readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		var err error
+		payload, err = m.ReadPayload(readCtx, d.Blobs, maxEnvelopePayload)
+		if courier.ErrorCode(err) == courier.CodePayloadTooLarge {
+			return bodySource{}, &courier.Result{Class: courier.ClassRejected,
+				Error: fmt.Sprintf("the payload of %d bytes is over the %d bytes a step's envelope can carry", m.Size, maxEnvelopePayload)}
+		}
+		if err != nil {
+			res := payloadResult(&payloadError{err: err})
+			return bodySource{}, &res
+		}
+	}
+	body, err := envelope(m, payload, d.Step, steps)
 	if err != nil {
-		return nil, &courier.Result{Class: courier.ClassTransport, Error: "cannot build the step's envelope: " + err.Error()}
+		return bodySource{}, &courier.Result{Class: courier.ClassTransport, Error: "cannot build the step's envelope: " + err.Error()}
 	}
-	return body, nil
+	return bodySource{inline: body}, nil
 }
 
 // stepEnvelope is the body of a step sent with an envelope. The payload is
@@ -46,12 +78,12 @@ type stepEnvelope struct {
 
 // envelope builds the JSON document that carries m's payload together with
 // the step's place in its workflow and rs, the earlier steps' responses.
-func envelope(m *courier.Message, s *courier.StepContext, rs stepResponses) ([]byte, error) {
+func envelope(m *courier.Message, payload []byte, s *courier.StepContext, rs stepResponses) ([]byte, error) {
 	env := stepEnvelope{Step: s.Step, Steps: s.Steps, Compensate: s.Compensate, Responses: rs}
-	if isJSONType(m.ContentType) && utf8.Valid(m.Payload) && json.Valid(m.Payload) {
-		env.Payload = m.Payload
+	if isJSONType(m.ContentType) && utf8.Valid(payload) && json.Valid(payload) {
+		env.Payload = payload
 	} else {
-		b64 := base64.StdEncoding.EncodeToString(m.Payload)
+		b64 := base64.StdEncoding.EncodeToString(payload)
 		env.PayloadBase64 = &b64
 		env.ContentType = m.ContentType
 		if env.ContentType == "" {

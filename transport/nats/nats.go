@@ -129,8 +129,12 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if err != nil {
 		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
 	}
+	data, fail := payload(actx, d, c.nc.MaxPayload())
+	if fail != nil {
+		return *fail
+	}
 	msg := nats.NewMsg(e.NATS.Subject)
-	msg.Data = m.Payload
+	msg.Data = data
 	// Set directly: NATS header names are case-sensitive and arrive as
 	// written.
 	for k, v := range m.Headers {
@@ -165,6 +169,26 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		return courier.Result{Response: fmt.Sprintf("stream %s has it already (sequence %d): a duplicate, not stored again", ack.Stream, ack.Sequence)}
 	}
 	return courier.Result{Response: fmt.Sprintf("stored by stream %s as sequence %d", ack.Stream, ack.Sequence)}
+}
+
+// payload returns the data to publish: the message's payload, a blob read
+// whole. One over limit, the max_payload the server announced, is rejected
+// for good: the server takes no message larger, whatever the attempt.
+func payload(ctx context.Context, d courier.Delivery, limit int64) ([]byte, *courier.Result) {
+	m := d.Message
+	if size := max(m.Size, len(m.Payload)); int64(size) > limit {
+		return nil, &courier.Result{Class: courier.ClassRejected,
+			Error: fmt.Sprintf("payload of %d bytes is over the broker's limit of %d bytes (the server's max_payload)", size, limit)}
+	}
+	if !m.HasBlob() {
+		return m.Payload, nil
+	}
+	data, err := m.ReadPayload(ctx, d.Blobs, limit)
+	if err != nil {
+		// The store's fault, not the server's: transient.
+		return nil, &courier.Result{Class: courier.ClassTransport, Error: "cannot read the payload from the store: " + err.Error()}
+	}
+	return data, nil
 }
 
 // dialer connects as net.Dialer does and keeps the last error: the client

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"mime/quotedprintable"
 	"net/url"
@@ -28,7 +29,48 @@ import (
 //
 // Text travels quoted-printable, so its line breaks arrive as CRLF as mail
 // requires; attachments travel base64 and arrive byte for byte.
+//
+// Compose renders a payload held in memory. A payload that is a blob is
+// always an attachment, which Send encodes as it streams from the store;
+// Compose refuses it rather than read it whole.
 func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time, hostname, publicURL string) ([]byte, error) {
+	if m.HasBlob() {
+		return nil, fmt.Errorf("the payload of message %s is a blob, which is streamed as the mail is sent", m.ID)
+	}
+	c, err := compose(m, e, attempt, now, hostname, publicURL)
+	return c.head, err
+}
+
+// composed is a mail as compose renders it: whole in head, or for a
+// payload that is a blob, head and tail around the attachment's base64,
+// which is encoded as the blob is read.
+type composed struct {
+	head, tail []byte
+	blob       bool
+}
+
+// writeTo writes the mail to w, encoding blob, when the mail has one, in
+// base64 lines of 76 characters between head and tail.
+func (c composed) writeTo(w io.Writer, blob io.Reader) error {
+	if _, err := w.Write(c.head); err != nil {
+		return err
+	}
+	if !c.blob {
+		return nil
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, &lineWriter{w: w})
+	if _, err := io.Copy(enc, blob); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err := w.Write(c.tail)
+	return err
+}
+
+// compose renders the mail of Compose, for a blob without reading it.
+func compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time, hostname, publicURL string) (composed, error) {
 	h := &header{}
 	h.add("From", e.SMTP.From)
 	h.add("To", strings.Join(e.SMTP.To, ", "))
@@ -54,7 +96,7 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 			h.add("Subject", noticeSubject(&n))
 			h.add("Content-Type", "text/plain; charset=utf-8")
 			h.add("Content-Transfer-Encoding", "quoted-printable")
-			return finish(h, qp([]byte(noticeText(&n, publicURL)))), nil
+			return composed{head: finish(h, qp([]byte(noticeText(&n, publicURL))))}, nil
 		}
 	}
 
@@ -67,10 +109,10 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	for _, k := range keys {
 		v := m.Headers[k]
 		if !courier.ValidHeaderName(k) || !courier.ValidHeaderValue(v) {
-			return nil, fmt.Errorf("message header %q cannot be sent in a mail", clip(k, 64))
+			return composed{}, fmt.Errorf("message header %q cannot be sent in a mail", clip(k, 64))
 		}
 		if len(k) > maxHeaderName {
-			return nil, fmt.Errorf("message header %q cannot be sent in a mail: a name of %d bytes leaves no room on its line (at most %d)", clip(k, 64), len(k), maxHeaderName)
+			return composed{}, fmt.Errorf("message header %q cannot be sent in a mail: a name of %d bytes leaves no room on its line (at most %d)", clip(k, 64), len(k), maxHeaderName)
 		}
 		switch {
 		case strings.EqualFold(k, "Subject"):
@@ -87,15 +129,17 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return nil, fmt.Errorf("content type %q cannot be sent in a mail: %v", clip(ct, 64), err)
+		return composed{}, fmt.Errorf("content type %q cannot be sent in a mail: %v", clip(ct, 64), err)
 	}
-	if strings.HasPrefix(mt, "text/") && (params["charset"] != "" || utf8.Valid(m.Payload)) {
+	// A blob is always an attachment: text inline would have to be read
+	// whole to be checked and encoded.
+	if !m.HasBlob() && strings.HasPrefix(mt, "text/") && (params["charset"] != "" || utf8.Valid(m.Payload)) {
 		if params["charset"] == "" {
 			params["charset"] = "utf-8"
 		}
 		h.add("Content-Type", mime.FormatMediaType(mt, params))
 		h.add("Content-Transfer-Encoding", "quoted-printable")
-		return finish(h, qp(m.Payload)), nil
+		return composed{head: finish(h, qp(m.Payload))}, nil
 	}
 
 	boundary := newBoundary()
@@ -104,14 +148,22 @@ func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	b.WriteString("This is a message in MIME format.\r\n")
 	fmt.Fprintf(&b, "\r\n--%s\r\n", boundary)
 	b.WriteString("Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n")
-	b.Write(qp([]byte(fmt.Sprintf("Message %s of type %s is attached (%s, %d bytes).\n", m.ID, m.Type, mt, len(m.Payload)))))
+	size := len(m.Payload)
+	if m.HasBlob() {
+		size = m.Size
+	}
+	b.Write(qp([]byte(fmt.Sprintf("Message %s of type %s is attached (%s, %d bytes).\n", m.ID, m.Type, mt, size))))
 	fmt.Fprintf(&b, "\r\n--%s\r\n", boundary)
 	fmt.Fprintf(&b, "Content-Type: %s\r\n", mime.FormatMediaType(mt, params))
 	fmt.Fprintf(&b, "Content-Disposition: %s\r\n", mime.FormatMediaType("attachment", map[string]string{"filename": attachmentName(m.ID, mt)}))
 	b.WriteString("Content-Transfer-Encoding: base64\r\n\r\n")
+	tail := fmt.Sprintf("\r\n--%s--\r\n", boundary)
+	if m.HasBlob() {
+		return composed{head: finish(h, b.Bytes()), tail: []byte(tail), blob: true}, nil
+	}
 	b.Write(base64Lines(m.Payload))
-	fmt.Fprintf(&b, "\r\n--%s--\r\n", boundary)
-	return finish(h, b.Bytes()), nil
+	b.WriteString(tail)
+	return composed{head: finish(h, b.Bytes())}, nil
 }
 
 // header collects header fields in order. Values that are not plain ASCII,
@@ -243,6 +295,34 @@ func base64Lines(p []byte) []byte {
 	}
 	b.WriteString(enc)
 	return b.Bytes()
+}
+
+// lineWriter breaks what is written to it (base64) into lines of 76
+// characters joined by CRLF, as base64Lines does, with no line break after
+// the last.
+type lineWriter struct {
+	w   io.Writer
+	col int // characters on the line being written
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if l.col == 76 {
+			if _, err := io.WriteString(l.w, "\r\n"); err != nil {
+				return written, err
+			}
+			l.col = 0
+		}
+		n := min(76-l.col, len(p))
+		if _, err := l.w.Write(p[:n]); err != nil {
+			return written, err
+		}
+		l.col += n
+		written += n
+		p = p[n:]
+	}
+	return written, nil
 }
 
 func newBoundary() string {

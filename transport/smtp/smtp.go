@@ -1,8 +1,9 @@
 // Package smtp delivers messages as e-mail: one MIME message per attempt
 // to the endpoint's mail server, with STARTTLS when the server offers it and
 // AUTH when the endpoint has credentials. Text payloads travel inline, other
-// payloads as an attachment; notices (courier.notice) become readable mails
-// for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
+// payloads as an attachment, and so does a payload kept as a blob, encoded
+// as it streams from the store; notices (courier.notice) become readable
+// mails for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
 // transport (tried again), 5xx to the message is rejected (suspended).
 //
 // Callers import it under an alias (smtptransport
@@ -14,6 +15,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	netsmtp "net/smtp"
@@ -93,7 +95,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if len(s.To) == 0 || s.From == "" {
 		return courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s has no sender or no recipients", e.Name)}
 	}
-	body, err := Compose(m, e, d.Attempt, t.opts.Clock.Now(), t.opts.Hostname, t.opts.PublicURL)
+	mail, err := compose(m, e, d.Attempt, t.opts.Clock.Now(), t.opts.Hostname, t.opts.PublicURL)
 	if err != nil {
 		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
 	}
@@ -101,15 +103,64 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	actx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
+	// A blob is opened before the server is spoken to, so that one the
+	// store cannot give costs no session, and read as DATA goes out.
+	var blob *blobReader
+	var payload io.Reader // the blob, when there is one
+	if mail.blob {
+		r, err := d.OpenPayload(actx)
+		if err != nil {
+			return payloadResult(err)
+		}
+		defer r.Close()
+		blob = &blobReader{r: r, size: int64(m.Size)}
+		payload = blob
+	}
 	st := &session{addr: s.Addr}
-	err = t.deliver(actx, st, e, body)
+	err = t.deliver(actx, st, e, func(w io.Writer) error { return mail.writeTo(w, payload) })
 	if err == nil {
 		return courier.Result{Status: 250, Response: fmt.Sprintf("accepted by %s for %d recipient(s)", s.Addr, len(s.To))}
+	}
+	if blob != nil && blob.err != nil {
+		// The mail was cut off before its end, which the server never
+		// got: it takes nothing.
+		return payloadResult(blob.err)
 	}
 	if ctx.Err() == context.Canceled {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
 	}
 	return classify(err, st)
+}
+
+// payloadResult is the Result of an attempt whose payload the store could
+// not give: transient, and not the mail server's fault.
+func payloadResult(err error) courier.Result {
+	return courier.Result{Class: courier.ClassTransport, Error: "cannot read the payload from the store: " + err.Error()}
+}
+
+// blobReader reads a blob into a mail and keeps what went wrong, so that a
+// failed read of the store is told apart from a failed write to the
+// server. A blob of another size than the one stored is an error.
+type blobReader struct {
+	r       io.Reader
+	size, n int64
+	err     error
+}
+
+func (b *blobReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	switch {
+	case b.n > b.size:
+		b.err = fmt.Errorf("the blob is longer than the %d bytes stored", b.size)
+		return n, b.err
+	case errors.Is(err, io.EOF) && b.n < b.size:
+		b.err = fmt.Errorf("the blob ended after %d of the %d bytes stored", b.n, b.size)
+		return n, b.err
+	case err != nil && !errors.Is(err, io.EOF):
+		b.err = err
+	}
+	return n, err
 }
 
 // session records how far one attempt got, for its classification.
@@ -121,8 +172,9 @@ type session struct {
 }
 
 // deliver runs one SMTP session: connect, EHLO, STARTTLS, AUTH, MAIL, RCPT,
-// DATA, QUIT.
-func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoint, body []byte) error {
+// DATA, QUIT. write writes the mail into DATA; when it fails, the session
+// ends without the end of DATA, so the server takes nothing.
+func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoint, write func(io.Writer) error) error {
 	s := e.SMTP
 	host, _, err := net.SplitHostPort(s.Addr)
 	if err != nil {
@@ -200,7 +252,7 @@ func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoin
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(body); err != nil {
+	if err := write(w); err != nil {
 		return err
 	}
 	st.stage = "end of DATA"

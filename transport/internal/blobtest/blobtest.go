@@ -1,0 +1,69 @@
+// Package blobtest gives the transports' tests messages whose payload is a
+// blob in a real blob area, written as it is generated so that no test
+// holds a large payload whole to make one.
+package blobtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/blobdir"
+)
+
+// Area returns a blob area in a temporary directory of t.
+func Area(t testing.TB) courier.Blobs {
+	t.Helper()
+	dir, err := blobdir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Payload returns size bytes that look random, the same for the same seed.
+func Payload(size int64, seed uint64) io.Reader {
+	var key [32]byte
+	key[0] = byte(seed)
+	key[1] = byte(seed >> 8)
+	return io.LimitReader(rand.NewChaCha8(key), size)
+}
+
+// Message returns a message with id whose payload is a blob in blobs of
+// size bytes from Payload(size, seed), with its Digest and Size set.
+func Message(t testing.TB, blobs courier.Blobs, id string, size int, seed uint64) *courier.Message {
+	t.Helper()
+	w, err := blobs.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	sum := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(w, sum), Payload(int64(size), seed)); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &courier.Message{ID: id, Type: "archive", ContentType: "application/octet-stream",
+		Blob: ref, Size: size, Digest: hex.EncodeToString(sum.Sum(nil))}
+}
+
+// Digest returns the hex SHA-256 of what r reads and its length.
+func Digest(t testing.TB, r io.Reader) (string, int64) {
+	t.Helper()
+	sum := sha256.New()
+	n, err := io.Copy(sum, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), n
+}
+
+// MissingRef is a well-formed ref that names no blob in any area.
+const MissingRef = "00000000000000000000000000000000"

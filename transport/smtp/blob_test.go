@@ -1,0 +1,119 @@
+package smtp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"mime"
+	"mime/multipart"
+	"strings"
+	"testing"
+
+	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/mailsink"
+	"github.com/courier-gw/courier/transport/internal/blobtest"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
+)
+
+func sendBlob(tr *smtptransport.Transport, e *courier.Endpoint, m *courier.Message, blobs courier.Blobs) courier.Result {
+	return tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1, Blobs: blobs})
+}
+
+// A blob travels as a base64 attachment, whatever its type, encoded as it
+// streams from the store, and decodes to the same bytes.
+func TestBlobIsAnAttachment(t *testing.T) {
+	t.Parallel()
+	srv := mailsink.MustStart(t, mailsink.Options{})
+	tr := newTransport(t, smtptransport.Options{})
+	blobs := blobtest.Area(t)
+	for _, tc := range []struct {
+		ct, filename string
+	}{
+		{"application/zip", "big-1.zip"},
+		{"text/plain; charset=utf-8", "big-1.bin"}, // text too: inline, it would be read whole
+	} {
+		m := blobtest.Message(t, blobs, "big-1", 6<<20, 1)
+		m.ContentType = tc.ct
+		if res := sendBlob(tr, endpoint(srv.Addr()), m, blobs); !res.Delivered() {
+			t.Fatalf("%s: %+v", tc.ct, res)
+		}
+		mails := srv.Mails()
+		data := mails[len(mails)-1].Data
+		for _, line := range strings.Split(string(data), "\r\n") {
+			if len(line) > 78 {
+				t.Fatalf("%s: a line of %d characters", tc.ct, len(line))
+			}
+		}
+		msg := parse(t, data)
+		_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := multipart.NewReader(msg.Body, params["boundary"])
+		text, err := r.NextPart()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if intro, _ := io.ReadAll(text); !bytes.Contains(intro, []byte("is attached (")) || !bytes.Contains(intro, []byte(", 6291456 bytes)")) {
+			t.Errorf("%s: text part %q", tc.ct, intro)
+		}
+		att, err := r.NextPart()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if att.FileName() != tc.filename || att.Header.Get("Content-Transfer-Encoding") != "base64" {
+			t.Errorf("%s: attachment %q in %q", tc.ct, att.FileName(), att.Header.Get("Content-Transfer-Encoding"))
+		}
+		digest, n := blobtest.Digest(t, base64.NewDecoder(base64.StdEncoding, att))
+		if digest != m.Digest || n != int64(m.Size) {
+			t.Fatalf("%s: the attachment decodes to %d bytes with sha256 %s, want %d with %s", tc.ct, n, digest, m.Size, m.Digest)
+		}
+		if _, err := r.NextPart(); err != io.EOF {
+			t.Errorf("%s: after the attachment: %v", tc.ct, err)
+		}
+	}
+}
+
+// A blob the store cannot give fails the attempt as transport, and the
+// server takes nothing: not even a mail cut short.
+func TestUnreadableBlobSendsNoMail(t *testing.T) {
+	t.Parallel()
+	srv := mailsink.MustStart(t, mailsink.Options{})
+	tr := newTransport(t, smtptransport.Options{})
+	blobs := blobtest.Area(t)
+	short := blobtest.Message(t, blobs, "short", 2<<20, 2)
+	short.Size += 10
+	for _, tc := range []struct {
+		name  string
+		m     *courier.Message
+		blobs courier.Blobs
+		want  string
+	}{
+		{"missing", &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}, blobs, "is not there"},
+		{"no blob area", &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}, nil, "keeps no payloads larger than"},
+		{"shorter than stored", short, blobs, "the blob ended after 2097152 of the 2097162 bytes stored"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := sendBlob(tr, endpoint(srv.Addr()), tc.m, tc.blobs)
+			t.Logf("%s: %s", res.Class, res.Error)
+			if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
+				!strings.Contains(res.Error, tc.want) {
+				t.Fatalf("result %+v", res)
+			}
+		})
+	}
+	if n := len(srv.Mails()); n != 0 {
+		t.Fatalf("the server took %d mails", n)
+	}
+}
+
+// Compose renders payloads in memory and refuses a blob, which only a send
+// reads.
+func TestComposeRefusesABlob(t *testing.T) {
+	t.Parallel()
+	m := &courier.Message{ID: "big-1", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}
+	if _, err := smtptransport.Compose(m, endpoint("mx:25"), 1, now, "courier.test", ""); err == nil {
+		t.Fatal("Compose rendered a blob it cannot read")
+	}
+}
