@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"testing"
 	"time"
 
@@ -30,6 +31,21 @@ func Schema(t testing.TB) (dsn, schema string) {
 	exec(t, dsn, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
 	t.Cleanup(func() { exec(t, dsn, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
 	return dsn, schema
+}
+
+// SchemaDSN makes a fresh schema as Schema does and returns a DSN whose
+// connections use it (search_path), for a courier process to be given.
+func SchemaDSN(t testing.TB) string {
+	t.Helper()
+	dsn, schema := Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // Open opens a store in a fresh schema; it is closed when the test ends.
