@@ -175,3 +175,27 @@ func TestClaimDeliveryPath(t *testing.T) {
 		t.Errorf("actions of the delivery %+v", actions)
 	}
 }
+
+// GET /v1/routes shows an endpoint's claim check as configured.
+func TestClaimCheckInEndpointView(t *testing.T) {
+	t.Parallel()
+	top := testTopology()
+	top.Endpoints = map[string]*courier.Endpoint{
+		"acme-primary": {Name: "acme-primary", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 1,
+			HTTP:       courier.HTTPTarget{URL: "https://acme.example/in"},
+			ClaimCheck: &courier.ClaimCheck{Above: 1 << 20, TTL: time.Hour}},
+		"globex": {Name: "globex", Transport: courier.TransportFile, Timeout: time.Second, MaxConcurrency: 1, File: courier.FileTarget{Dir: "out"}},
+	}
+	ts := newTestServer(t, func(o *api.Options) { o.Topology = top })
+	status, body, _ := ts.call(t, "GET", "/v1/routes", "")
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/routes: %d %s", status, body)
+	}
+	c := decode[api.Config](t, body)
+	want := map[string]*api.ClaimCheckConfig{"acme-primary": {Above: 1 << 20, TTL: "1h0m0s"}, "globex": nil}
+	for _, e := range c.Endpoints {
+		if got := e.ClaimCheck; (got == nil) != (want[e.Name] == nil) || got != nil && *got != *want[e.Name] {
+			t.Errorf("%s: claim_check %+v, want %+v", e.Name, got, want[e.Name])
+		}
+	}
+}

@@ -315,7 +315,14 @@ endpoints:
   defaults: {transport: amqp, url: "amqp://broker.example/", exchange: docs, claim_check: {}}
   empty: {transport: file, dir: out, claim_check: }
   none: {transport: file, dir: out}
+routes:
+  nemhandel:
+    lookup: {url: "https://registry.example/{recipient}"}
+    endpoint_template: {transport: http, claim_check: {above: 3MiB}}
 `, nil)
+	if got, want := c.Topology.Routes["nemhandel"].EndpointTemplate.ClaimCheck, (&courier.ClaimCheck{Above: 3 << 20, TTL: 24 * time.Hour}); !reflect.DeepEqual(got, want) {
+		t.Errorf("template's ClaimCheck = %+v, want %+v", got, want)
+	}
 	tests := []struct {
 		endpoint string
 		want     *courier.ClaimCheck

@@ -936,13 +936,21 @@ func (c *Config) checkClaimChecks() Errors {
 	if c.PublicURL != "" || c.Topology == nil {
 		return nil
 	}
-	var errs Errors
+	var fields []string
 	for _, name := range slices.Sorted(maps.Keys(c.Topology.Endpoints)) {
-		if c.Topology.Endpoints[name].ClaimCheck == nil {
-			continue
+		if c.Topology.Endpoints[name].ClaimCheck != nil {
+			fields = append(fields, "endpoints."+name+".claim_check")
 		}
-		field := "endpoints." + name + ".claim_check"
-		errs = append(errs, &Error{File: c.File, Line: c.lines[field], Field: field,
+	}
+	// The endpoints a lookup route resolves take its template's.
+	for _, name := range slices.Sorted(maps.Keys(c.Topology.Routes)) {
+		if t := c.Topology.Routes[name].EndpointTemplate; t != nil && t.ClaimCheck != nil {
+			fields = append(fields, "routes."+name+".endpoint_template.claim_check")
+		}
+	}
+	var errs Errors
+	for _, f := range fields {
+		errs = append(errs, &Error{File: c.File, Line: c.lines[f], Field: f,
 			Message: "needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it"})
 	}
 	return errs

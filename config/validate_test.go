@@ -134,6 +134,9 @@ func TestRules(t *testing.T) {
 			nil, []string{
 				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`,
 				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+		{"claim_check of a lookup template without public_url", lines("routes:", "  nemhandel:", "    lookup: {url: \"https://registry.example/{recipient}\"}",
+			"    endpoint_template:", "      transport: http", "      claim_check: {ttl: 1h}"),
+			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
 		{"claim_check with public_url from the environment", lines("endpoints:", "  a: {transport: file, dir: out, claim_check: {}}"),
 			map[string]string{"COURIER_PUBLIC_URL": "https://courier.example.org"}, nil},
 		{"claim_check fields", lines("public_url: https://courier.example.org", "endpoints:", "  a:", "    transport: http",
