@@ -47,8 +47,8 @@ func (m *Message) PayloadSHA256() string {
 	return PayloadDigest(m.Payload)
 }
 
-// ClaimTicket is what a claim-check URL grants: the payload of one message (or
-// delivery, by Key), with one digest, to the receiver of one endpoint,
+// ClaimTicket is what a claim-check URL grants: the payload of one message
+// (or delivery, by Key), with one digest, to the receiver of one endpoint,
 // until Expires (whole seconds).
 type ClaimTicket struct {
 	Key      string
