@@ -81,6 +81,11 @@ type Store interface {
 	// operator actions, and changes of topology objects of that name.
 	Actions(ctx context.Context, subject string) ([]Action, error)
 
+	// RecordAction records an action that changes nothing else, such as a
+	// receiver's fetch of a claimed payload (ActionClaimFetched), so that
+	// it shows with the subject's other actions and in the audit log.
+	RecordAction(ctx context.Context, a Action) error
+
 	// Purge deletes up to limit terminal messages or deliveries (with
 	// their attempts and actions) that finished before the cutoff, and
 	// reports how many it deleted. A published message's payload goes with
@@ -384,6 +389,9 @@ const (
 	ActionReplay      ActionKind = "replay" // a subscription given deliveries of earlier messages
 	ActionEndpointOff ActionKind = "endpoint_off"
 	ActionEndpointOn  ActionKind = "endpoint_on"
+	// ActionClaimFetched is a receiver's fetch of a payload through the
+	// URL of a claim-check notice: its Who is "endpoint:<name>".
+	ActionClaimFetched ActionKind = "claim_fetched"
 
 	// Changes of the topology held in the store (DESIGN §15).
 	ActionCreate        ActionKind = "create"         // an object that did not exist

@@ -100,6 +100,10 @@ type Endpoint struct {
 	File FileTarget
 	AMQP AMQPTarget
 	NATS NATSTarget
+
+	// ClaimCheck, when set, hands the receiver a notice with a signed URL
+	// instead of a payload larger than its Above; nil sends every payload.
+	ClaimCheck *ClaimCheck
 }
 
 // HTTPTarget holds the settings of an http endpoint.

@@ -45,6 +45,14 @@ type EndpointConfig struct {
 	File                    *FileConfig          `json:"file,omitempty"`
 	AMQP                    *AMQPConfig          `json:"amqp,omitempty"`
 	NATS                    *NATSConfig          `json:"nats,omitempty"`
+	ClaimCheck              *ClaimCheckConfig    `json:"claim_check,omitempty"`
+}
+
+// ClaimCheckConfig is an endpoint's claim check: payloads of more than
+// Above bytes go as a notice whose URL is valid for TTL.
+type ClaimCheckConfig struct {
+	Above int64  `json:"above"`
+	TTL   string `json:"ttl"`
 }
 
 // BackoffConfig is a growing delay as configured.
@@ -156,6 +164,9 @@ func toEndpointConfig(e *courier.Endpoint) EndpointConfig {
 	}
 	if !e.Rate.Unlimited() {
 		v.Rate = e.Rate.String()
+	}
+	if c := e.ClaimCheck; c != nil {
+		v.ClaimCheck = &ClaimCheckConfig{Above: c.Above, TTL: c.TTL.String()}
 	}
 	switch e.Transport {
 	case courier.TransportHTTP:

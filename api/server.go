@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -207,6 +208,10 @@ func NewServer(o Options) *Server {
 		{"GET /metrics", accessOperate, anyQuery, s.handleMetrics(o.Metrics)},
 		{"GET /healthz", accessPublic, anyQuery, s.handleHealthz},
 		{"GET /readyz", accessPublic, anyQuery, s.handleReadyz},
+		{"GET /v1/claims/{id}", accessPublic, claimParams, s.handleClaim},
+		{"GET /v1/claims/{id}/{subscription}", accessPublic, claimParams, s.handleClaim},
+		{"HEAD /v1/claims/{id}", accessPublic, claimParams, s.handleClaim},
+		{"HEAD /v1/claims/{id}/{subscription}", accessPublic, claimParams, s.handleClaim},
 		{"GET /v1/openapi.json", accessPublic, nil, s.handleOpenAPIJSON},
 		{"GET /v1/openapi.yaml", accessPublic, nil, s.handleOpenAPIYAML},
 	} {
@@ -264,6 +269,14 @@ func (s *Server) guard(a access, params []string, h http.HandlerFunc) http.Handl
 // before they have a key.
 var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true}
 
+// claimsPrefix begins the paths of claim-check URLs, which answer without a
+// key too: the receivers that fetch them have none, and each URL carries
+// its own signature, checked before anything is read.
+const claimsPrefix = "/v1/claims/"
+
+// isPublic reports whether a path answers without a key.
+func isPublic(path string) bool { return publicPaths[path] || strings.HasPrefix(path, claimsPrefix) }
+
 // ServeHTTP authenticates and routes a request. With keys configured, every
 // request but the probes needs a valid key, before anything else about it
 // is looked at: an unknown path is 401 too, so that a caller without a key
@@ -272,7 +285,7 @@ var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openap
 // page of another origin (403). Paths and methods the API does not have get
 // the error body too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !publicPaths[r.URL.Path] {
+	if !isPublic(r.URL.Path) {
 		if kr := s.keys.Load(); kr != nil {
 			k, err := kr.authenticate(r)
 			if err != nil {

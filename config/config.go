@@ -190,6 +190,7 @@ func Parse(filename string, data []byte, lookupEnv func(string) (string, bool)) 
 	}
 	d.errs = append(d.errs, c.applyEnv(lookupEnv)...)
 	d.errs = append(d.errs, c.checkServer()...)
+	d.errs = append(d.errs, c.checkClaimChecks()...)
 	if err := d.errs.err(); err != nil {
 		return nil, err
 	}

@@ -303,6 +303,53 @@ routes:
 	}
 }
 
+// TestClaimCheck checks claim_check's values and defaults, on any
+// transport.
+func TestClaimCheck(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+public_url: https://courier.example.org/gw
+endpoints:
+  given: {transport: http, url: "https://a.example/in", claim_check: {above: 1MiB, ttl: 2h}}
+  plain: {transport: http, url: "https://a.example/in", claim_check: {above: 5000}}
+  defaults: {transport: amqp, url: "amqp://broker.example/", exchange: docs, claim_check: {}}
+  empty: {transport: file, dir: out, claim_check: }
+  none: {transport: file, dir: out}
+routes:
+  nemhandel:
+    lookup: {url: "https://registry.example/{recipient}"}
+    endpoint_template: {transport: http, claim_check: {above: 3MiB}}
+`, nil)
+	if got, want := c.Topology.Routes["nemhandel"].EndpointTemplate.ClaimCheck, (&courier.ClaimCheck{Above: 3 << 20, TTL: 24 * time.Hour}); !reflect.DeepEqual(got, want) {
+		t.Errorf("template's ClaimCheck = %+v, want %+v", got, want)
+	}
+	tests := []struct {
+		endpoint string
+		want     *courier.ClaimCheck
+	}{
+		{"given", &courier.ClaimCheck{Above: 1 << 20, TTL: 2 * time.Hour}},
+		{"plain", &courier.ClaimCheck{Above: 5000, TTL: 24 * time.Hour}},
+		{"defaults", &courier.ClaimCheck{Above: 10 << 20, TTL: 24 * time.Hour}},
+		{"empty", &courier.ClaimCheck{Above: 10 << 20, TTL: 24 * time.Hour}},
+		{"none", nil},
+	}
+	for _, tt := range tests {
+		if got := c.Topology.Endpoints[tt.endpoint].ClaimCheck; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: ClaimCheck = %+v, want %+v", tt.endpoint, got, tt.want)
+		}
+	}
+
+	// An endpoint held in the store is read without the server's
+	// public_url, which is checked when a notice is made.
+	o, err := DecodeObject(courier.KindEndpoint, "stored", []byte(`{"transport":"file","dir":"out","claim_check":{"above":"2MiB","ttl":"30m"}}`))
+	if err != nil {
+		t.Fatalf("DecodeObject: %v", err)
+	}
+	if got, want := o.Endpoint.ClaimCheck, (&courier.ClaimCheck{Above: 2 << 20, TTL: 30 * time.Minute}); !reflect.DeepEqual(got, want) {
+		t.Errorf("stored endpoint's ClaimCheck = %+v, want %+v", got, want)
+	}
+}
+
 func TestHealthLists(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

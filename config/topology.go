@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/mail"
 	"slices"
 	"strconv"
@@ -71,7 +72,7 @@ func suggest[V any](name string, defined map[string]V) string {
 }
 
 var endpointFields = []string{"transport", "timeout", "max_concurrency", "max_concurrency_ceiling", "min_interval", "rate",
-	"timeout_on", "suspend_on", "permanent", "retries_before_suspension", "suspension"}
+	"timeout_on", "suspend_on", "permanent", "retries_before_suspension", "suspension", "claim_check"}
 
 // transportFields are the fields each transport takes besides the common
 // ones; a field of another transport is a mistake worth naming as such.
@@ -202,6 +203,23 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	if s := o.sub("suspension", []string{"initial", "factor", "max"}); s != nil {
 		d.backoff(s, &e.Suspension, false)
 	}
+	if c := o.sub("claim_check", []string{"above", "ttl"}); c != nil {
+		e.ClaimCheck = d.claimCheck(c)
+	}
+}
+
+// claimCheck reads an endpoint's claim_check: above, a size, and ttl, how
+// long a notice's URL stays valid; a field left out takes its default.
+// Its URLs expire on a whole second, so the ttl is at least one.
+func (d *decoder) claimCheck(o *object) *courier.ClaimCheck {
+	c := &courier.ClaimCheck{Above: courier.DefaultClaimCheckAbove, TTL: courier.DefaultClaimCheckTTL}
+	if l := o.size("above", &c.Above); l > 0 && c.Above >= courier.MaxPayloadCeiling {
+		d.errorf(l, o.field("above"), "must be less than %s, the largest payload courier takes", formatSize(courier.MaxPayloadCeiling))
+	}
+	if l := o.duration("ttl", &c.TTL); l > 0 && c.TTL < time.Second {
+		d.errorf(l, o.field("ttl"), "must be at least 1s")
+	}
+	return c
 }
 
 // concurrency reads max_concurrency, a number or auto, and with auto the
@@ -907,4 +925,33 @@ func (d *decoder) lookup(o *object, r *courier.Route) {
 	d.endpointRules(to, e)
 	d.httpSettings(to, e)
 	r.EndpointTemplate = e
+}
+
+// checkClaimChecks refuses endpoints with a claim_check when courier has no
+// public_url: their notices' URLs are built on it. It runs once the
+// environment has had its say, as COURIER_PUBLIC_URL may set it. The
+// topology held in the store is checked when it is used (an attempt fails
+// and says why), as public_url is the server's, not the store's.
+func (c *Config) checkClaimChecks() Errors {
+	if c.PublicURL != "" || c.Topology == nil {
+		return nil
+	}
+	var fields []string
+	for _, name := range slices.Sorted(maps.Keys(c.Topology.Endpoints)) {
+		if c.Topology.Endpoints[name].ClaimCheck != nil {
+			fields = append(fields, "endpoints."+name+".claim_check")
+		}
+	}
+	// The endpoints a lookup route resolves take its template's.
+	for _, name := range slices.Sorted(maps.Keys(c.Topology.Routes)) {
+		if t := c.Topology.Routes[name].EndpointTemplate; t != nil && t.ClaimCheck != nil {
+			fields = append(fields, "routes."+name+".endpoint_template.claim_check")
+		}
+	}
+	var errs Errors
+	for _, f := range fields {
+		errs = append(errs, &Error{File: c.File, Line: c.lines[f], Field: f,
+			Message: "needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it"})
+	}
+	return errs
 }

@@ -127,6 +127,27 @@ func TestRules(t *testing.T) {
 			`  ops: {role: operator, hash: "`+hashB+`", routes: [acme]}`),
 			nil, []string{`c.yaml:4: keys.ops.routes: only sender keys are limited to routes; operator keys reach every route`}},
 
+		// Claim check.
+		{"claim_check without public_url", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    claim_check: {above: 1MiB}", "  b: {transport: file, dir: b, claim_check: }"),
+			nil, []string{
+				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`,
+				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+		{"claim_check of a lookup template without public_url", lines("routes:", "  nemhandel:", "    lookup: {url: \"https://registry.example/{recipient}\"}",
+			"    endpoint_template:", "      transport: http", "      claim_check: {ttl: 1h}"),
+			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+		{"claim_check with public_url from the environment", lines("endpoints:", "  a: {transport: file, dir: out, claim_check: {}}"),
+			map[string]string{"COURIER_PUBLIC_URL": "https://courier.example.org"}, nil},
+		{"claim_check fields", lines("public_url: https://courier.example.org", "endpoints:", "  a:", "    transport: http",
+			"    url: https://a.example/", "    claim_check:", "      above: 10 parsecs", "      ttl: 500ms", "      tll: 1h"),
+			nil, []string{
+				`c.yaml:7: endpoints.a.claim_check.above: "10 parsecs" is not a size: the unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB or TB`,
+				`c.yaml:8: endpoints.a.claim_check.ttl: must be at least 1s`,
+				`c.yaml:9: endpoints.a.claim_check.tll: unknown field (did you mean "ttl"?)`}},
+		{"claim_check above the ceiling", lines("public_url: https://courier.example.org", "endpoints:", "  a: {transport: file, dir: out, claim_check: {above: 1GiB}}"),
+			nil, []string{`c.yaml:3: endpoints.a.claim_check.above: must be less than 1GiB, the largest payload courier takes`}},
+		{"claim_check not a mapping", lines("public_url: https://courier.example.org", "endpoints:", "  a: {transport: file, dir: out, claim_check: 10MiB}"),
+			nil, []string{`c.yaml:3: endpoints.a.claim_check: must be a mapping of field: value, not a single value`}},
+
 		{"whsec secret not base64", lines("endpoints:", `  a: {transport: http, url: "https://a.example/", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw whsec_not*base64!"}`),
 			nil, []string{`c.yaml:2: endpoints.a.secret: secret 2 of 2 starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)`}},
 

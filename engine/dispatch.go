@@ -452,7 +452,11 @@ func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Messa
 	// still finish a request already sent; finished drops what it gets).
 	actx, cancel := context.WithTimeout(ctx, timeoutOf(ep)+5*time.Second)
 	defer cancel()
-	return sender.Send(actx, courier.Delivery{Message: m, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m), Blobs: e.store.Blobs()})
+	sent, res := e.claimed(actx, m, ep)
+	if res != nil {
+		return *res
+	}
+	return sender.Send(actx, courier.Delivery{Message: sent, Endpoint: ep, Attempt: m.TotalAttempts, Step: t.StepContext(m), Blobs: e.store.Blobs()})
 }
 
 func (e *Engine) senderFor(ep *courier.Endpoint) courier.Sender {

@@ -65,6 +65,10 @@ type Options struct {
 	// route lags; without it events are recorded and listed, not sent, and
 	// a route lags after courier.DefaultOldestDue.
 	Alerts *courier.Alerts
+	// PublicURL is courier's address as receivers reach it (public_url),
+	// on which the URLs of claim-check notices are built; without it the
+	// attempts of messages an endpoint's claim check takes fail and say so.
+	PublicURL string
 }
 
 // Engine delivers due messages: it claims them as capacity frees, hands each

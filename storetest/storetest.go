@@ -85,6 +85,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"BlobSweep", testBlobSweep},
 		{"BlobPublished", testBlobPublished},
 		{"Secret", testSecret},
+		{"RecordAction", testRecordAction},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
 	}.run(t, func(t *testing.T) courier.Store {

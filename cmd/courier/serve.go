@@ -171,6 +171,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer:         stats,
 		Resolver:         resolver,
 		Alerts:           alerts(cfg),
+		PublicURL:        cfg.PublicURL,
 	})
 	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due, eng.Event)
 	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
@@ -505,6 +506,9 @@ func reload(cfg *config.Config, logger *slog.Logger) (*config.Config, error) {
 	}
 	if next.Listen != cfg.Listen || next.Store != cfg.Store || (next.TLS.Cert == "") != (cfg.TLS.Cert == "") {
 		logger.Warn("listen, store and switching TLS on or off take effect only after a restart")
+	}
+	if next.PublicURL != cfg.PublicURL {
+		logger.Warn("a change of public_url (the links of notices, the URLs of claim checks) takes effect only after a restart")
 	}
 	if !slices.Equal(next.Alerts.Notify, cfg.Alerts.Notify) || next.Alerts.OldestDue != cfg.Alerts.OldestDue || next.Alerts.MaxPerHour != cfg.Alerts.MaxPerHour {
 		logger.Warn("a change of the alerts section takes effect only after a restart")
