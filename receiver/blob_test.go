@@ -353,3 +353,23 @@ func TestDerivedIDOfLargeBodies(t *testing.T) {
 	}
 	wantBlobUsage(t, h.store, 1, int64(len(body)))
 }
+
+// When the acknowledgement of a commit fails, the source is closed and the
+// rest of the batch comes back with the items of that commit: all are
+// stored once, and no blob is kept twice.
+func TestLargeBodiesAckFails(t *testing.T) {
+	large := func(id string, seed byte) *courier.InboundItem {
+		it := item(id, "acme")
+		it.Body = patterned(2<<20, seed)
+		return it
+	}
+	q := newQueue(large("a", 1), large("b", 2), large("c", 3))
+	q.ackFail = 1
+	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
+	h.waitFor("three acknowledged", func() bool { _, _, acked := q.state(); return acked == 3 })
+	h.waitFor("three received", func() bool { return h.svc.Statuses()[0].Received == 3 })
+	wantBlobUsage(t, h.store, 3, 3*(2<<20))
+	if st := h.svc.Statuses()[0]; st.Redelivered == 0 || st.State != courier.ReceiverRunning {
+		t.Fatalf("status %+v; want the batch handed out again, and running", st)
+	}
+}

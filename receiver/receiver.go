@@ -528,12 +528,15 @@ func (w *worker) takeSome(ctx context.Context, items []*courier.InboundItem) (re
 			w.abort(h.sp)
 		}
 	}
+	ackFailed := false
 	if len(take) > 0 {
 		if err := w.src.Ack(storeCtx, take); err != nil {
 			// Stored: when they come back, their ids make the second
-			// store a no-op.
+			// store a no-op. Closing the source hands back the rest of
+			// the batch too.
 			w.logger.Warn("could not acknowledge stored items; the source will hand them out again", "err", err)
 			w.closeSource()
+			ackFailed = true
 		}
 	}
 	if len(due) > 0 {
@@ -554,6 +557,9 @@ func (w *worker) takeSome(ctx context.Context, items []*courier.InboundItem) (re
 		w.stop(reason, problem)
 		w.closeSource()
 		w.logger.Warn("receiver stopped at an item it cannot take; start it again once that is fixed", "item", describe(it, w.r), "err", stopErr)
+		return nil, nil
+	}
+	if ackFailed {
 		return nil, nil
 	}
 	return items[end:], nil
