@@ -373,3 +373,72 @@ func TestLargeBodiesAckFails(t *testing.T) {
 		t.Fatalf("status %+v; want the batch handed out again, and running", st)
 	}
 }
+
+// appendOnFetch is a pick-up directory whose first fetch of a file is
+// followed by more writing to it, as by a writer that paused longer than
+// the settle time.
+type appendOnFetch struct {
+	*filetransport.Pickup
+	dir  string
+	more []byte
+	done bool
+}
+
+func (a *appendOnFetch) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, error) {
+	items, err := a.Pickup.Fetch(ctx, max)
+	if len(items) > 0 && !a.done {
+		a.done = true
+		f, ferr := os.OpenFile(filepath.Join(a.dir, items[0].Name), os.O_APPEND|os.O_WRONLY, 0)
+		if ferr != nil {
+			return nil, ferr
+		}
+		defer f.Close()
+		if _, ferr := f.Write(a.more); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return items, err
+}
+
+// A large file written on after it was handed out is not stored as it was
+// then: reading it fails, the batch goes back, its blob goes, and the file
+// is taken whole once it has settled again.
+func TestDirectoryFileChangedWhileRead(t *testing.T) {
+	s := sqlitetest.Open(t)
+	dir := t.TempDir()
+	first, more := patterned(3<<20, 5), patterned(1<<20, 6)
+	writeFile(t, dir, "late.bin", first)
+	top := &courier.Topology{
+		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	r := &courier.Receiver{Name: "drop", Transport: courier.ReceiveDir, Type: "invoice", Route: "acme",
+		Dir: courier.DirSource{Path: dir, Settle: 50 * time.Millisecond}}
+	svc := receiver.New(receiver.Options{Store: s, Receivers: []*courier.Receiver{r}, MaxPayload: 64 << 20,
+		TopologyFunc: func() *courier.Topology { return top },
+		OpenFunc: func(_ context.Context, r *courier.Receiver) (courier.Source, error) {
+			p, err := filetransport.OpenPickup(r)
+			return &appendOnFetch{Pickup: p, dir: dir, more: more}, err
+		},
+		RetryInitial: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop(context.Background()) })
+	waitUntil(t, "the file processed", func() bool { return len(processed(t, dir)) == 1 })
+	waitUntil(t, "the file counted", func() bool { return svc.Statuses()[0].Received == 1 })
+	if st := svc.Statuses()[0]; !strings.Contains(st.LastError, "changed while read") {
+		t.Fatalf("last error %q; want the failed read", st.LastError)
+	}
+	msgs := storedMessages(t, s)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
+	want := append(first, more...)
+	for _, m := range msgs {
+		if got := payloadOf(t, s, m); !bytes.Equal(got, want) {
+			t.Fatalf("%s of %d bytes; want the whole file's %d", m.ID, len(got), len(want))
+		}
+	}
+	wantBlobUsage(t, s, 1, int64(len(want)))
+}
