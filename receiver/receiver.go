@@ -3,7 +3,9 @@
 // batch in one durable commit, and only then acknowledges the items at their
 // source. An item that cannot be used is stored as a suspended message with
 // its reason, or, with on_error: stop, left at the source while the receiver
-// stops; it is never dropped and never handed out again and again.
+// stops; it is never dropped and never handed out again and again. An item
+// over courier.InlineMax is streamed into the store's blob area as it is
+// taken in, never held whole in memory when its source can stream it.
 package receiver
 
 import (
@@ -31,7 +33,9 @@ type Options struct {
 	TopologyFunc func() *courier.Topology
 	Receivers    []*courier.Receiver
 	OpenFunc     OpenFunc
-	// MaxPayload is max_payload: a larger item is stored as invalid.
+	// MaxPayload is max_payload: a larger item is stored whole as an
+	// invalid message, up to courier.MaxPayloadCeiling; the receiver stops
+	// at an item larger than that, which no message can hold.
 	MaxPayload int64
 	// DueFunc is called with the routes of messages due now after they
 	// were stored (the engine's Due).
