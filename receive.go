@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -102,7 +103,16 @@ type DirSource struct {
 
 // InboundItem is one item read from a receive location.
 type InboundItem struct {
+	// Body is the item's content when its source holds it in memory (a
+	// broker's message, a small file); nil when Open reads it instead.
 	Body []byte
+	// Open, when set, reads the item's content from its start, for content
+	// too large to hold in memory (a large file): the receiver streams it
+	// into the store's blob area. Size is then the content's length in
+	// bytes, as the source saw it. A reader that finds the content is no
+	// longer what was seen fails rather than hand out a changed item.
+	Open func() (io.ReadCloser, error)
+	Size int64
 	// Headers are the item's headers as the source gives them; a value that
 	// is not text is kept as Unreadable instead.
 	Headers map[string]string
@@ -166,9 +176,31 @@ func (it *InboundItem) Header(name string) (v string, ok bool, err error) {
 // message the API would answer; problem is then that refusal, so that a
 // receiver with on_error: stop can refuse the item instead. Nothing about
 // the item is dropped: its body is kept whole, also when it is over
-// maxPayload.
+// maxPayload. Admit takes the item's Body as the payload; an item read by
+// Open, or one whose body is a blob's worth, goes through AdmitSpooled.
 func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now time.Time) (msgs []*Message, problem error) {
 	m := &Message{Payload: it.Body, ContentType: it.ContentType, Type: r.Type, Route: r.Route}
+	return r.admit(it, m, t, maxPayload, now)
+}
+
+// AdmitSpooled is Admit for an item whose whole content (its Body, or what
+// Open read) was written into sp: sp.Finish puts it on the message, as a
+// blob when it is over InlineMax, and an id derived for the item comes from
+// the blob's digest, so that the content is never needed in memory. A blob
+// over maxPayload is kept as a suspended message as a body in memory is.
+// err is a failure to commit the blob; the caller then stores nothing of
+// the item and aborts sp.
+func (r *Receiver) AdmitSpooled(it *InboundItem, sp *Spool, t *Topology, maxPayload int64, now time.Time) (msgs []*Message, problem, err error) {
+	m := &Message{ContentType: it.ContentType, Type: r.Type, Route: r.Route}
+	if err := sp.Finish(m); err != nil {
+		return nil, nil, fmt.Errorf("receiver %s: keep the content of an item of %d bytes: %w", r.Name, sp.Size(), err)
+	}
+	msgs, problem = r.admit(it, m, t, maxPayload, now)
+	return msgs, problem, nil
+}
+
+// admit is Admit of an item whose payload is on m already.
+func (r *Receiver) admit(it *InboundItem, m *Message, t *Topology, maxPayload int64, now time.Time) (msgs []*Message, problem error) {
 	fail := func(format string, args ...any) {
 		if problem == nil {
 			problem = Errorf(CodeInvalidArgument, format, args...)
@@ -196,7 +228,7 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 	read(r.RecipientHeader, &m.Recipient, "")
 	read(r.IDHeader, &m.ID, "")
 	if problem == nil {
-		derived := func() (string, error) { return r.derivedID(it), nil }
+		derived := func() (string, error) { return r.derivedID(it.Name, m), nil }
 		if msgs, problem = t.Admit(m, Intake{MaxPayload: maxPayload, NewIDFunc: derived}, now); problem == nil {
 			return msgs, nil
 		}
@@ -204,7 +236,7 @@ func (r *Receiver) Admit(it *InboundItem, t *Topology, maxPayload int64, now tim
 	// Kept under an id and a content type that can be stored and sent; the
 	// refusal names what came.
 	if !ValidID(m.ID) {
-		m.ID = r.derivedID(it)
+		m.ID = r.derivedID(it.Name, m)
 	}
 	if !validContentType(m.ContentType) {
 		m.ContentType = "application/octet-stream"
@@ -229,18 +261,36 @@ func Unusable(m *Message, reason Reason, lastError string, now time.Time) {
 }
 
 // derivedID is the id of an item without one of its own: the receiver's
-// name and a digest of the item's name and body, the same at every
-// redelivery.
-func (r *Receiver) derivedID(it *InboundItem) string {
+// name and a digest of the item's name and payload, the same at every
+// redelivery. A payload in m.Payload is hashed whole, as ever; a blob is
+// hashed by its Digest (after a separator of its own, so that no payload in
+// memory gives the same digest), so that its content is not read again. A
+// payload is a blob exactly when it is over InlineMax, so an item gets the
+// same id however its source handed it over.
+func (r *Receiver) derivedID(name string, m *Message) string {
 	h := sha256.New()
-	h.Write([]byte(it.Name))
-	h.Write([]byte{0})
-	h.Write(it.Body)
+	h.Write([]byte(name))
+	if m.Blob != "" {
+		h.Write([]byte{1})
+		h.Write([]byte(m.Digest))
+	} else {
+		h.Write([]byte{0})
+		h.Write(m.Payload)
+	}
 	id := r.Name + "-" + hex.EncodeToString(h.Sum(nil))[:32]
 	if len(id) > MaxIDLen {
 		id = id[len(id)-MaxIDLen:]
 	}
 	return id
+}
+
+// ContentSize is the length of the item's content: Size when Open reads
+// it, else the length of Body.
+func (it *InboundItem) ContentSize() int64 {
+	if it.Open != nil {
+		return it.Size
+	}
+	return int64(len(it.Body))
 }
 
 // ConflictID is the id under which an item is kept whose id was already

@@ -1,12 +1,16 @@
 package courier_test
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 )
 
 func TestAdmit(t *testing.T) {
@@ -148,5 +152,66 @@ func TestAdmitRecipient(t *testing.T) {
 	m = ms[0]
 	if err == nil || m.State != courier.StateSuspended || !strings.Contains(m.LastError, "recipient is required") {
 		t.Fatalf("without it: %s %q, %v", m.State, m.LastError, err)
+	}
+}
+
+// An item's derived id does not depend on how its content came: whole in
+// Body, or through a Spool. A payload kept in the row has the id it always
+// had; a blob's id comes from its digest, the same at every redelivery and
+// never that of a payload in the row.
+func TestAdmitSpooledDerivedID(t *testing.T) {
+	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme"}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
+	r := &courier.Receiver{Name: "drop", Type: "invoice", Route: "acme"}
+	blobs := sqlitetest.Open(t).Blobs()
+	spooled := func(name string, body []byte) *courier.Message {
+		t.Helper()
+		sp := courier.NewSpool(context.Background(), blobs, 0)
+		defer sp.Close()
+		if _, err := io.Copy(sp, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+		ms, problem, err := r.AdmitSpooled(&courier.InboundItem{Name: name, Size: int64(len(body))}, sp, top, 0, time.Now())
+		if err != nil || problem != nil {
+			t.Fatalf("AdmitSpooled: %v, %v", problem, err)
+		}
+		return ms[0]
+	}
+	whole := func(name string, body []byte) string {
+		t.Helper()
+		ms, err := r.Admit(&courier.InboundItem{Name: name, Body: body}, top, 0, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms[0].ID
+	}
+
+	// The id a small file had before blobs, kept so that a redelivery
+	// still finds its message.
+	const before = "drop-b3011d1da14c7861fc56a847bacfb816"
+	if got := whole("a.xml", []byte("<x/>")); got != before {
+		t.Fatalf("id of a small item = %s, want %s", got, before)
+	}
+	if m := spooled("a.xml", []byte("<x/>")); m.ID != before || m.HasBlob() {
+		t.Fatalf("spooled small item: id %s (blob %q), want %s in the row", m.ID, m.Blob, before)
+	}
+
+	large := make([]byte, courier.InlineMax+1000)
+	for i := range large {
+		large[i] = byte(i * 13)
+	}
+	a, b := spooled("a.bin", large), spooled("a.bin", large)
+	if !a.HasBlob() || a.ID != b.ID || a.Hash != b.Hash {
+		t.Fatalf("the same large item: blob %q, ids %s and %s", a.Blob, a.ID, b.ID)
+	}
+	if a.ID == spooled("b.bin", large).ID {
+		t.Fatal("large items of two names got one id")
+	}
+	large[0]++
+	if a.ID == spooled("a.bin", large).ID {
+		t.Fatal("large items of two contents got one id")
+	}
+	if a.ID == whole("a.bin", []byte(a.Digest)) {
+		t.Fatal("a blob got the id of a payload that is its digest")
 	}
 }

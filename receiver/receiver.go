@@ -3,12 +3,16 @@
 // batch in one durable commit, and only then acknowledges the items at their
 // source. An item that cannot be used is stored as a suspended message with
 // its reason, or, with on_error: stop, left at the source while the receiver
-// stops; it is never dropped and never handed out again and again.
+// stops; it is never dropped and never handed out again and again. An item
+// over courier.InlineMax is streamed into the store's blob area as it is
+// taken in, never held whole in memory when its source can stream it.
 package receiver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -29,7 +33,9 @@ type Options struct {
 	TopologyFunc func() *courier.Topology
 	Receivers    []*courier.Receiver
 	OpenFunc     OpenFunc
-	// MaxPayload is max_payload: a larger item is stored as invalid.
+	// MaxPayload is max_payload: a larger item is stored whole as an
+	// invalid message, up to courier.MaxPayloadCeiling; the receiver stops
+	// at an item larger than that, which no message can hold.
 	MaxPayload int64
 	// DueFunc is called with the routes of messages due now after they
 	// were stored (the engine's Due).
@@ -409,31 +415,100 @@ func (w *worker) countPending(ctx context.Context) {
 	w.mu.Unlock()
 }
 
-// take stores a batch of items durably and then acknowledges them. With
-// on_error: stop, the items from the first unusable one on go back to the
-// source and the receiver stops. An error means nothing of the batch is
+// maxHeldBlobs is the most blobs one commit of a receive location takes in.
+// A blob is held from when it is written until its message is stored (on
+// PostgreSQL with a connection of the store's pool), so a batch of large
+// items is stored one blob at a time: it never holds more than that, however
+// large the batch, and large items never gather in memory.
+const maxHeldBlobs = 1
+
+// spoolBuffer is how much of an item read by Open is moved at a time.
+const spoolBuffer = 256 << 10
+
+// take stores a batch of items durably and then acknowledges them, in
+// commits of at most maxHeldBlobs blobs each. With on_error: stop, the items
+// from the first unusable one on go back to the source and the receiver
+// stops. An error means nothing from the commit that failed on is
 // acknowledged (what was stored is found again when the items come back).
 func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
+	for len(items) > 0 {
+		rest, err := w.takeSome(ctx, items)
+		if err != nil {
+			return err
+		}
+		items = rest
+	}
+	return nil
+}
+
+// held is the spool of an item whose content went to a blob, with the
+// item's first message, until the message is stored or not.
+type held struct {
+	sp *courier.Spool
+	m  *courier.Message
+}
+
+// takeSome stores and acknowledges the items from the start of items up to
+// the one that makes maxHeldBlobs blobs, and returns the items it left for
+// the next commit. When the receiver stops at an item, or the commit fails,
+// every item not acknowledged goes back to the source and none are left.
+func (w *worker) takeSome(ctx context.Context, items []*courier.InboundItem) (rest []*courier.InboundItem, err error) {
 	o := w.s.opts
 	now := o.Clock.Now()
 	t := o.TopologyFunc()
 	msgs := make([]*courier.Message, 0, len(items))
-	stopAt, stopErr := -1, error(nil)
-	for i, it := range items {
-		ms, problem := w.r.Admit(it, t, o.MaxPayload, now)
-		if problem != nil && w.r.OnError == courier.OnErrorStop {
-			stopAt, stopErr = i, problem
-			break
+	var spools []held
+	defer func() {
+		for _, h := range spools {
+			if cerr := h.sp.Close(); cerr != nil {
+				w.logger.Warn("could not let go of a received item's blob; the sweep removes it if no message refers to it", "err", cerr)
+			}
 		}
-		msgs = append(msgs, ms...)
+	}()
+	// abortAll removes the blobs of items none of whose messages went to
+	// the store.
+	abortAll := func() {
+		for _, h := range spools {
+			w.abort(h.sp)
+		}
 	}
 	// The batch's own context: a batch under way when the service stops is
 	// stored, acknowledged and handed back rather than left half done.
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	take, released := items, true
+	end, stopAt, stopErr, forced := len(items), -1, error(nil), false
+	for i, it := range items {
+		ms, sp, problem, err := w.admit(ctx, it, t, now)
+		if err != nil {
+			abortAll()
+			if rerr := w.src.Release(storeCtx, items); rerr != nil {
+				w.closeSource()
+			}
+			return nil, err
+		}
+		forced = errors.As(problem, new(cannotKeep))
+		if problem != nil && (w.r.OnError == courier.OnErrorStop || forced) {
+			if sp != nil {
+				w.abort(sp)
+				sp.Close()
+			}
+			stopAt, stopErr = i, problem
+			break
+		}
+		msgs = append(msgs, ms...)
+		if sp != nil {
+			spools = append(spools, held{sp, ms[0]})
+			if blobs := countBlobs(spools); blobs >= maxHeldBlobs && i+1 < len(items) {
+				end = i + 1
+				break
+			}
+		}
+	}
+	// take is what this commit stores; back is what goes back to the source
+	// if it fails: the rest of the batch too, unless it went back already.
+	take, back, released := items[:end], items, true
 	if stopAt >= 0 {
-		take = items[:stopAt]
+		take, back = items[:stopAt], items[:stopAt]
 		if err := w.src.Release(storeCtx, items[stopAt:]); err != nil {
 			// Closing the source hands them back too, but only after what
 			// is stored is acknowledged.
@@ -441,19 +516,31 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 			released = false
 		}
 	}
-	created, invalid, due, err := w.store(storeCtx, msgs, now)
+	created, invalid, due, kept, err := w.store(storeCtx, msgs, now)
 	if err != nil {
-		if rerr := w.src.Release(storeCtx, take); rerr != nil || !released {
+		// Not aborted: the store may have committed before it failed, and
+		// a blob no message refers to is removed by the sweep.
+		if rerr := w.src.Release(storeCtx, back); rerr != nil || !released {
 			w.closeSource()
 		}
-		return err
+		return nil, err
 	}
+	for _, h := range spools {
+		if h.m.Blob != "" && !kept[h.m.Blob] {
+			// Its message was stored before (a redelivery): the new copy
+			// of its content goes.
+			w.abort(h.sp)
+		}
+	}
+	ackFailed := false
 	if len(take) > 0 {
 		if err := w.src.Ack(storeCtx, take); err != nil {
 			// Stored: when they come back, their ids make the second
-			// store a no-op.
+			// store a no-op. Closing the source hands back the rest of
+			// the batch too.
 			w.logger.Warn("could not acknowledge stored items; the source will hand them out again", "err", err)
 			w.closeSource()
+			ackFailed = true
 		}
 	}
 	if len(due) > 0 {
@@ -467,26 +554,137 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 		it := items[stopAt]
 		// In the words the API answers the same message with.
 		problem := courier.ErrorMessage(stopErr)
-		w.stop(fmt.Sprintf("on_error: stop: item %s cannot be taken: %s", describe(it, w.r), problem), problem)
+		reason := fmt.Sprintf("on_error: stop: item %s cannot be taken: %s", describe(it, w.r), problem)
+		if forced {
+			reason = fmt.Sprintf("item %s cannot be kept, so it stays at the source: %s", describe(it, w.r), problem)
+		}
+		w.stop(reason, problem)
 		w.closeSource()
 		w.logger.Warn("receiver stopped at an item it cannot take; start it again once that is fixed", "item", describe(it, w.r), "err", stopErr)
+		return nil, nil
 	}
-	return nil
+	if ackFailed {
+		return nil, nil
+	}
+	return items[end:], nil
+}
+
+// countBlobs counts the spools that hold a blob.
+func countBlobs(spools []held) int {
+	n := 0
+	for _, h := range spools {
+		if h.m.Blob != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *worker) abort(sp *courier.Spool) {
+	if err := sp.Abort(); err != nil {
+		w.logger.Warn("could not remove the blob of a received item that was not stored; the sweep removes it", "err", err)
+	}
+}
+
+// cannotKeep is the refusal of an item that no message can hold: larger
+// than courier keeps at all (courier.MaxPayloadCeiling), or than a store
+// without a blob area keeps. Whatever on_error says, the item stays at its
+// source and the receiver stops: storing it as a suspended message would
+// mean storing it without its content or cut short, losing it without a
+// word, and leaving it at its source while going on would take it up again
+// and again. Stopped, the receiver says which item and why, and an operator
+// takes it away (a file into another folder) and starts the receiver.
+type cannotKeep struct{ error }
+
+func (c cannotKeep) Unwrap() error { return c.error }
+
+// admit takes an item in and turns it into messages to store. An item read
+// by Open, or whose body is over courier.InlineMax, is first taken into a
+// Spool of the store's blob area, at most courier.MaxPayloadCeiling bytes,
+// so that it is streamed rather than held: the returned spool holds its
+// blob until the messages are stored. An item between max_payload and that
+// ceiling is kept whole as a suspended message, as a smaller one over
+// max_payload is; a larger one is refused as cannotKeep. err is a failure
+// to read the item or to write its blob: nothing of it is stored.
+func (w *worker) admit(ctx context.Context, it *courier.InboundItem, t *courier.Topology, now time.Time) (msgs []*courier.Message, sp *courier.Spool, problem, err error) {
+	o := w.s.opts
+	blobs := o.Store.Blobs()
+	if it.Open == nil && (len(it.Body) <= courier.InlineMax || blobs == nil) {
+		msgs, problem = w.r.Admit(it, t, o.MaxPayload, now)
+		return msgs, nil, problem, nil
+	}
+	size := it.ContentSize()
+	tooLarge := func() error {
+		if blobs == nil {
+			return cannotKeep{courier.Errorf(courier.CodePayloadTooLarge,
+				"the item of %d bytes is over the %d bytes this store keeps of a payload", size, courier.InlineMax)}
+		}
+		return cannotKeep{courier.Errorf(courier.CodePayloadTooLarge,
+			"the item of %d bytes is over the %d bytes courier keeps of a payload", size, int64(courier.MaxPayloadCeiling))}
+	}
+	if size > courier.MaxPayloadCeiling || (blobs == nil && size > courier.InlineMax) {
+		return nil, nil, tooLarge(), nil
+	}
+	sp, err = w.spool(ctx, it, blobs)
+	if errors.Is(err, courier.ErrPayloadTooLarge) {
+		// It grew past the ceiling as it was read.
+		return nil, nil, tooLarge(), nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("receiver %s: take in item %s: %w", w.r.Name, describe(it, w.r), err)
+	}
+	msgs, problem, err = w.r.AdmitSpooled(it, sp, t, o.MaxPayload, now)
+	if err != nil {
+		w.abort(sp)
+		sp.Close()
+		return nil, nil, nil, err
+	}
+	return msgs, sp, problem, nil
+}
+
+// spool writes an item's content into a new Spool of blobs.
+func (w *worker) spool(ctx context.Context, it *courier.InboundItem, blobs courier.Blobs) (*courier.Spool, error) {
+	sp := courier.NewSpool(ctx, blobs, courier.MaxPayloadCeiling)
+	err := func() error {
+		if it.Open == nil {
+			_, err := sp.Write(it.Body)
+			return err
+		}
+		r, err := it.Open()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		// Only the Spool's own limit stops the copy: a reader that gives
+		// more than the item's Size fails by itself.
+		_, err = io.CopyBuffer(sp, r, make([]byte, spoolBuffer))
+		return err
+	}()
+	if err != nil {
+		w.abort(sp)
+		sp.Close()
+		return nil, err
+	}
+	return sp, nil
 }
 
 // store ingests the messages in one durable commit, and keeps an item whose
 // id is taken by other content as an invalid message of its own. created
 // counts the messages stored now, invalid those of them suspended.
-func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Time) (created, invalid int, due []string, err error) {
+func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Time) (created, invalid int, due []string, kept map[string]bool, err error) {
 	if len(msgs) == 0 {
-		return 0, 0, nil, nil
+		return 0, 0, nil, nil, nil
 	}
 	results, err := w.s.opts.Store.Ingest(ctx, msgs)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("store %d items: %w", len(msgs), err)
+		return 0, 0, nil, nil, fmt.Errorf("store %d items: %w", len(msgs), err)
 	}
+	kept = map[string]bool{}
 	var again []*courier.Message
 	count := func(m *courier.Message, first bool) {
+		if m.Blob != "" {
+			kept[m.Blob] = true
+		}
 		if first {
 			created++
 		}
@@ -515,18 +713,18 @@ func (w *worker) store(ctx context.Context, msgs []*courier.Message, now time.Ti
 		}
 	}
 	if len(again) == 0 {
-		return created, invalid, due, nil
+		return created, invalid, due, kept, nil
 	}
 	results, err = w.s.opts.Store.Ingest(ctx, again)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("store %d items with taken ids: %w", len(again), err)
+		return 0, 0, nil, nil, fmt.Errorf("store %d items with taken ids: %w", len(again), err)
 	}
 	for i, res := range results {
 		if res.Status == courier.IngestCreated {
 			count(again[i], true)
 		}
 	}
-	return created, invalid, due, nil
+	return created, invalid, due, kept, nil
 }
 
 // describe names an item for people: its id header or file name.
@@ -539,5 +737,5 @@ func describe(it *courier.InboundItem, r *courier.Receiver) string {
 			return v
 		}
 	}
-	return fmt.Sprintf("of %d bytes", len(it.Body))
+	return fmt.Sprintf("of %d bytes", it.ContentSize())
 }

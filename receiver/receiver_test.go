@@ -31,6 +31,9 @@ type queue struct {
 	// fetched, when set, is called with Fetch's context before it returns
 	// items.
 	fetched func(ctx context.Context)
+	// ackFail is how many Acks fail, as with a broker connection lost
+	// meanwhile, before they succeed again.
+	ackFail int
 }
 
 func newQueue(items ...*courier.InboundItem) *queue {
@@ -72,6 +75,10 @@ func (q *queue) Fetch(ctx context.Context, max int) ([]*courier.InboundItem, err
 func (q *queue) Ack(_ context.Context, items []*courier.InboundItem) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ackFail > 0 {
+		q.ackFail--
+		return errors.New("channel closed")
+	}
 	for _, it := range items {
 		if !q.out[it] {
 			return fmt.Errorf("ack of an item not handed out")

@@ -30,7 +30,9 @@ const maxPrefetch = math.MaxUint16
 // Pending, whose passive declare the broker answers with a channel close
 // when the queue is gone. A lost connection is not repaired: Fetch returns
 // an error and the receiver closes the Source and opens a new one, whose
-// deliveries include the ones the broker took back.
+// deliveries include the ones the broker took back. A message comes whole,
+// in Body, as the broker delivers it; the receiver keeps one over
+// courier.InlineMax as a blob of the store's, so that its row stays small.
 type Source struct {
 	queue string
 	addr  string // host:port, for errors; never the credentials

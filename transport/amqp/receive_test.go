@@ -1,10 +1,12 @@
 package amqp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,8 +15,10 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/amqptest"
 	"github.com/courier-gw/courier/internal/sourcetest"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/receiver"
 )
 
 // sourceOn declares a queue holding one message per body and opens a
@@ -427,4 +431,79 @@ func TestHeaderText(t *testing.T) {
 			t.Errorf("headerText(%#v) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
 		}
 	}
+}
+
+// A message over courier.InlineMax, taken by a receive location, is stored
+// as a blob of the store's and read back as sent; the same message sent
+// again is the same message, and keeps no second blob.
+func TestReceiveLargeMessageBecomesBlob(t *testing.T) {
+	t.Parallel()
+	a := amqptest.NewAdmin(t)
+	q := a.Queue(nil)
+	body := make([]byte, 3<<20-5)
+	for i := range body {
+		body[i] = byte(i*31) ^ byte(i>>11)
+	}
+	for range 2 {
+		a.Publish(q, amqp.Publishing{Body: body, ContentType: "application/octet-stream", DeliveryMode: amqp.Persistent})
+	}
+	store := sqlitetest.Open(t)
+	var acked atomic.Int64
+	top := &courier.Topology{
+		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	r := &courier.Receiver{Name: "erp", Transport: courier.ReceiveAMQP, Type: "invoice", Route: "acme", Batch: 10,
+		AMQP: courier.AMQPSource{URL: a.URL, Queue: q}}
+	svc := receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r}, MaxPayload: 8 << 20,
+		TopologyFunc: func() *courier.Topology { return top },
+		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
+			s, err := Open(ctx, r)
+			return &ackCounter{Source: s, acked: &acked}, err
+		}})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both messages acknowledged", func() bool { return acked.Load() == 2 })
+	if st := svc.Statuses()[0]; st.Received != 1 {
+		t.Fatalf("received %d messages, want 1: the second is the same message", st.Received)
+	}
+	if err := svc.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil || got.Messages != 0 {
+		t.Fatalf("%d messages left in the queue (%v), want none: both acknowledged", got.Messages, err)
+	}
+	page, err := store.Messages(context.Background(), courier.MessageFilter{Limit: 10})
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("%d messages stored (%v), want 1", len(page.Messages), err)
+	}
+	m, err := store.Message(context.Background(), page.Messages[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.HasBlob() || m.Size != len(body) || m.Digest != courier.PayloadDigest(body) || m.State != courier.StateQueued {
+		t.Fatalf("stored %s: blob %q, size %d, digest %s, %s; want a queued blob of %d bytes", m.ID, m.Blob, m.Size, m.Digest, m.State, len(body))
+	}
+	got, err := m.ReadPayload(context.Background(), store.Blobs(), int64(len(body)))
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %d bytes (%v), want the %d sent", len(got), err, len(body))
+	}
+	if n, size, err := store.Blobs().Usage(context.Background()); err != nil || n != 1 || size != int64(len(body)) {
+		t.Fatalf("blob area: %d blobs of %d bytes (%v), want one of %d", n, size, err, len(body))
+	}
+}
+
+// ackCounter is a source that counts the items it acknowledged.
+type ackCounter struct {
+	*Source
+	acked *atomic.Int64
+}
+
+func (c *ackCounter) Ack(ctx context.Context, items []*courier.InboundItem) error {
+	err := c.Source.Ack(ctx, items)
+	if err == nil {
+		c.acked.Add(int64(len(items)))
+	}
+	return err
 }

@@ -37,8 +37,10 @@ const (
 
 // Pickup is a receive location's pick-up directory. It hands out the files
 // that are complete, oldest first, and moves each into ProcessedDir when it
-// is acknowledged. Several nodes may share a directory: a file that another
-// node moved away meanwhile is simply gone.
+// is acknowledged. A file up to courier.InlineMax is handed out read; a
+// larger one with Open, to be streamed into the store, never whole in
+// memory. Several nodes may share a directory: a file that another node
+// moved away meanwhile is simply gone.
 type Pickup struct {
 	name       string // the receiver's, for errors
 	dir        string
@@ -191,7 +193,22 @@ func (p *Pickup) fetchReady(max int) ([]*courier.InboundItem, error) {
 		if len(items) == max {
 			break
 		}
-		body, err := p.read(h)
+		it := &courier.InboundItem{
+			Name:        h.name,
+			ContentType: contentType(h.name),
+			Headers:     map[string]string{"file-name": h.name},
+			Handle:      h,
+		}
+		var err error
+		if h.size <= courier.InlineMax {
+			it.Body, err = p.read(h)
+		} else {
+			// Too large to hold: read as it is stored. Opened once now,
+			// so that a file that cannot be read is passed over here as a
+			// small one is.
+			err = p.check(h)
+			it.Open, it.Size = func() (io.ReadCloser, error) { return p.open(h) }, h.size
+		}
 		switch {
 		case errors.Is(err, errChanged):
 			// Still being written after all: it settles anew.
@@ -205,13 +222,7 @@ func (p *Pickup) fetchReady(max int) ([]*courier.InboundItem, error) {
 			readErr = cmp.Or(readErr, err)
 			continue
 		}
-		items = append(items, &courier.InboundItem{
-			Body:        body,
-			Name:        h.name,
-			ContentType: contentType(h.name),
-			Headers:     map[string]string{"file-name": h.name},
-			Handle:      h,
-		})
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return nil, readErr
@@ -316,34 +327,86 @@ func (p *Pickup) matches(name string) bool {
 // longer what the scan saw: a writer that paused longer than the settle
 // time is still at it.
 func (p *Pickup) read(h *pickupHandle) ([]byte, error) {
+	r, err := p.open(h)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// check opens h's file and lets go of it: a file that cannot be read, or
+// that is not a regular file, shows before it is handed out.
+func (p *Pickup) check(h *pickupHandle) error {
+	r, err := p.open(h)
+	if err != nil {
+		return err
+	}
+	return r.Close()
+}
+
+// open returns a reader of h's file that ends with errChanged, instead of
+// io.EOF, when the file is no longer what the scan saw.
+func (p *Pickup) open(h *pickupHandle) (io.ReadCloser, error) {
 	path := filepath.Join(p.dir, h.name)
 	// O_NONBLOCK: a FIFO put there meanwhile must not block the reader.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer f.Close()
 	opened, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if !opened.Mode().IsRegular() {
-		return nil, errChanged
+		f.Close()
+		return nil, fmt.Errorf("read %s: %w", path, errChanged)
 	}
 	// One byte more than expected is enough to see that it grew.
-	body, err := io.ReadAll(io.LimitReader(f, h.size+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	now, err := os.Lstat(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(body)) != h.size || now.Size() != h.size || !now.ModTime().Equal(h.mtime) || !os.SameFile(opened, now) {
-		return nil, errChanged
-	}
-	return body, nil
+	return &pickupReader{f: f, r: io.LimitReader(f, h.size+1), h: h, path: path, opened: opened}, nil
 }
+
+// pickupReader reads a picked-up file and, at its end, checks that it is
+// still the file the scan saw, of the size and modification time seen.
+type pickupReader struct {
+	f      *os.File
+	r      io.Reader
+	h      *pickupHandle
+	path   string
+	opened os.FileInfo
+	n      int64
+}
+
+func (r *pickupReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.n += int64(n)
+	if r.n > r.h.size {
+		return n, fmt.Errorf("read %s: %w", r.path, errChanged)
+	}
+	if err == io.EOF {
+		if cerr := r.check(); cerr != nil {
+			return n, cerr
+		}
+	} else if err != nil {
+		err = fmt.Errorf("read %s: %w", r.path, err)
+	}
+	return n, err
+}
+
+// check tells whether the file read whole is the one the scan saw.
+func (r *pickupReader) check() error {
+	now, err := os.Lstat(r.path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", r.path, err)
+	}
+	if r.n != r.h.size || now.Size() != r.h.size || !now.ModTime().Equal(r.h.mtime) || !os.SameFile(r.opened, now) {
+		return fmt.Errorf("read %s: %w", r.path, errChanged)
+	}
+	return nil
+}
+
+func (r *pickupReader) Close() error { return r.f.Close() }
 
 // contentType tells a file's content type by its extension.
 func contentType(name string) string {

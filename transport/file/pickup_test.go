@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -515,4 +516,64 @@ func TestPickupManyFiles(t *testing.T) {
 		t.Errorf("processed holds %d files, want %d", got, files)
 	}
 	mustPending(t, p, 0)
+}
+
+// readItem reads an item handed out with Open.
+func readItem(it *courier.InboundItem) ([]byte, error) {
+	r, err := it.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// A file over courier.InlineMax is handed out to be read, not read: Open
+// reads it as it was when it settled, and fails once it is no longer that
+// file. A file up to InlineMax comes read, as ever.
+func TestPickupLargeFileIsOpened(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := mustOpenPickup(t, dir, nil)
+	large := bytes.Repeat([]byte("0123456789abcdef"), courier.InlineMax/16+1)
+	small := strings.Repeat("x", courier.InlineMax)
+	dropFile(t, dir, "large.bin", string(large))
+	dropFile(t, dir, "small.bin", small)
+	items := fetchAtLeast(t, p, 10, 2)
+	byName := map[string]*courier.InboundItem{}
+	for _, it := range items {
+		byName[it.Name] = it
+	}
+	if it := byName["small.bin"]; it == nil || it.Open != nil || string(it.Body) != small {
+		t.Fatalf("small.bin: %+v; want it read", it)
+	}
+	it := byName["large.bin"]
+	if it == nil || it.Body != nil || it.Open == nil || it.Size != int64(len(large)) || it.ContentSize() != int64(len(large)) {
+		t.Fatalf("large.bin: %+v; want it to be opened, of %d bytes", it, len(large))
+	}
+	for range 2 { // read again when the store failed the first time
+		got, err := readItem(it)
+		if err != nil || !bytes.Equal(got, large) {
+			t.Fatalf("read %d bytes, %v; want the %d of the file", len(got), err, len(large))
+		}
+	}
+
+	// Written on after it settled: the reader says so rather than hand
+	// out other content under the item.
+	f, err := os.OpenFile(filepath.Join(dir, "large.bin"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("more"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := readItem(it); err == nil || !strings.Contains(err.Error(), "changed while read") {
+		t.Fatalf("reading a file that grew: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "large.bin"))
+	if _, err := readItem(it); err == nil {
+		t.Fatal("a file that is gone was read")
+	}
+	mustAck(t, p, items)
 }

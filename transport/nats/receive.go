@@ -34,7 +34,10 @@ const (
 )
 
 // Source reads a receive location's items from a JetStream stream through a
-// durable pull consumer. It is used by one goroutine at a time.
+// durable pull consumer. It is used by one goroutine at a time. A message
+// comes whole, in Body, as the server delivers it (at most the server's
+// max_payload, 1 MiB unless configured larger); the receiver keeps one over
+// courier.InlineMax as a blob of the store's, so that its row stays small.
 type Source struct {
 	nc   *nats.Conn
 	cons jetstream.Consumer

@@ -1,11 +1,13 @@
 package nats
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,9 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/sourcetest"
+	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/receiver"
 )
 
 // receiveStream is a stream of one test's own, for a receive location to
@@ -358,4 +362,92 @@ func TestReceiveLostConnection(t *testing.T) {
 	if want := []string{"a", "b"}; !slices.Equal(sourcetest.Bodies(got), want) {
 		t.Fatalf("fetched %q after reconnecting, want %q", sourcetest.Bodies(got), want)
 	}
+}
+
+// A message over courier.InlineMax, taken by a receive location, is stored
+// as a blob of the store's and read back as sent; the same message sent
+// again is the same message and keeps no second blob. A server that carries
+// no message over InlineMax (its max_payload is 1 MiB by default) cannot
+// bring a blob: the test then sends the largest message it carries, which
+// must arrive whole, in the row.
+func TestReceiveLargeMessage(t *testing.T) {
+	s := newReceiveStream(t)
+	limit := int(s.JS.Conn().MaxPayload())
+	size := min(3<<20-5, limit-4096) // room for the headers the publish adds
+	if size <= courier.InlineMax {
+		t.Logf("the server carries at most %d bytes, not over courier.InlineMax: a message of %d bytes, kept in the row, not a blob", limit, size)
+	}
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i*31) ^ byte(i>>11)
+	}
+	for range 2 {
+		if _, err := s.JS.Publish(context.Background(), s.Subject, body); err != nil {
+			t.Fatalf("publish %d bytes: %v", len(body), err)
+		}
+	}
+	store := sqlitetest.Open(t)
+	var acked atomic.Int64
+	top := &courier.Topology{
+		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
+	}
+	r := s.receiver("inbox")
+	r.Type, r.Route = "invoice", "acme"
+	svc := receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r}, MaxPayload: 8 << 20,
+		TopologyFunc: func() *courier.Topology { return top },
+		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
+			src, err := Open(ctx, r)
+			return &ackCounter{Source: src, acked: &acked}, err
+		}})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop(context.Background()) })
+	for deadline := time.Now().Add(20 * time.Second); acked.Load() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages acknowledged, want 2; status %+v", acked.Load(), svc.Statuses())
+		}
+	}
+	if st := svc.Statuses()[0]; st.Received != 1 {
+		t.Fatalf("received %d messages, want 1: the second is the same message", st.Received)
+	}
+	page, err := store.Messages(context.Background(), courier.MessageFilter{Limit: 10})
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("%d messages stored (%v), want 1", len(page.Messages), err)
+	}
+	m, err := store.Message(context.Background(), page.Messages[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := len(body) > courier.InlineMax
+	if m.HasBlob() != blob || m.Size != len(body) || m.State != courier.StateQueued || (blob && m.Digest != courier.PayloadDigest(body)) {
+		t.Fatalf("stored %s: blob %q, size %d, digest %q, %s; want a queued message of %d bytes, a blob: %v",
+			m.ID, m.Blob, m.Size, m.Digest, m.State, len(body), blob)
+	}
+	got, err := m.ReadPayload(context.Background(), store.Blobs(), int64(len(body)))
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %d bytes (%v), want the %d sent", len(got), err, len(body))
+	}
+	wantBlobs, wantSize := 0, int64(0)
+	if blob {
+		wantBlobs, wantSize = 1, int64(len(body))
+	}
+	if n, size, err := store.Blobs().Usage(context.Background()); err != nil || n != wantBlobs || size != wantSize {
+		t.Fatalf("blob area: %d blobs of %d bytes (%v), want %d of %d", n, size, err, wantBlobs, wantSize)
+	}
+}
+
+// ackCounter is a source that counts the items it acknowledged.
+type ackCounter struct {
+	*Source
+	acked *atomic.Int64
+}
+
+func (c *ackCounter) Ack(ctx context.Context, items []*courier.InboundItem) error {
+	err := c.Source.Ack(ctx, items)
+	if err == nil {
+		c.acked.Add(int64(len(items)))
+	}
+	return err
 }
