@@ -63,8 +63,8 @@ func (m *Message) HasBlob() bool { return m.Blob != "" }
 
 // payloadSize is the length of m's payload, inline or a blob.
 func (m *Message) payloadSize() int {
-	if m.Digest != "" {
-		return m.Size
+	if m.Blob != "" || m.Digest != "" {
+		return m.Size // a blob, or only its digest (NewDigestSpool)
 	}
 	return len(m.Payload)
 }

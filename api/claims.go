@@ -1,15 +1,10 @@
 package api
 
 import (
-	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -17,11 +12,6 @@ import (
 
 // claimParams are the query parameters of a claim-check URL.
 var claimParams = []string{courier.ClaimParamEndpoint, courier.ClaimParamExpires, courier.ClaimParamDigest, courier.ClaimParamSig}
-
-// claimWriteIdle is how long a fetch may go without moving a byte before
-// it is cut off. The server's write timeout bounds a whole answer, too short
-// for a payload of a gigabyte; a fetch is given time as long as it moves.
-const claimWriteIdle = time.Minute
 
 // handleClaim serves the payload of a claim-check notice to its receiver:
 // GET /v1/claims/{id}, or /v1/claims/{id}/{subscription} for a delivery
@@ -61,34 +51,18 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	body, err := m.OpenPayload(ctx, s.opts.Store.Blobs())
-	if courier.ErrorCode(err) == courier.CodeNotFound {
-		err = courier.Errorf(courier.CodeNotFound, "the payload of message %s is gone", key)
-	}
-	if err != nil {
+	w.Header().Set("Cache-Control", "no-store")
+	n, size, err := s.servePayload(w, r, m)
+	if err != nil && n == 0 && size == 0 {
+		if courier.ErrorCode(err) == courier.CodeNotFound {
+			err = courier.Errorf(courier.CodeNotFound, "the payload of message %s is gone", key)
+		}
 		s.writeError(w, r, err)
 		return
 	}
-	defer body.Close()
-
-	size := int64(len(m.Payload))
-	if m.HasBlob() {
-		size = int64(m.Size)
-	}
-	h := w.Header()
-	h.Set("Content-Type", cmp.Or(m.ContentType, "application/octet-stream"))
-	h.Set("Content-Length", strconv.FormatInt(size, 10))
-	h.Set("Courier-Content-SHA256", c.Digest)
-	if sum, err := hex.DecodeString(c.Digest); err == nil {
-		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
-	}
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return
 	}
-	n, err := io.CopyBuffer(&idleWriter{w: w, rc: http.NewResponseController(w)}, body, make([]byte, 256<<10))
 	detail := fmt.Sprintf("%d bytes to %s", n, remoteHost(r))
 	if err != nil || n != size {
 		detail = fmt.Sprintf("cut off after %d of %d bytes to %s", n, size, remoteHost(r))
@@ -102,19 +76,6 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	if err := s.opts.Store.RecordAction(rctx, a); err != nil {
 		s.opts.Logger.ErrorContext(ctx, "could not record a claim-check fetch", "message", key, "endpoint", c.Endpoint, "err", err)
 	}
-}
-
-// idleWriter gives each write of a long answer claimWriteIdle from its
-// start, instead of the server's bound on the whole answer.
-type idleWriter struct {
-	w  io.Writer
-	rc *http.ResponseController
-}
-
-func (iw *idleWriter) Write(p []byte) (int, error) {
-	// A writer that keeps no deadline (a test's recorder) has none to move.
-	_ = iw.rc.SetWriteDeadline(time.Now().Add(claimWriteIdle))
-	return iw.w.Write(p)
 }
 
 // remoteHost is the address a request came from, without its port.

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -66,7 +69,7 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
 		spool = courier.NewSpool(r.Context(), s.opts.Store.Blobs(), s.opts.MaxPayload)
 	}
 	defer spool.Close()
-	if err := readInto(spool, r, s.opts.MaxPayload); err != nil {
+	if err := readInto(spool, w, r, s.opts.MaxPayload); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -119,8 +122,8 @@ func (s *Server) exists(ctx context.Context, id string) bool {
 // readInto copies a request body into a spool, turning its failures into
 // the answers they call for: 413 past the limit, 400 for a body cut short,
 // and the spool's own (503 when the blob area cannot take it).
-func readInto(spool *courier.Spool, r *http.Request, limit int64) error {
-	_, err := io.Copy(spool, r.Body)
+func readInto(spool *courier.Spool, w http.ResponseWriter, r *http.Request, limit int64) error {
+	_, err := io.CopyBuffer(spool, idleBody(w, r), make([]byte, 256<<10))
 	switch {
 	case err == nil:
 		return nil
@@ -198,26 +201,68 @@ func (s *Server) handlePayload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.servePayload(w, r, msgs[0])
+	if _, size, err := s.servePayload(w, r, msgs[0]); err != nil && size == 0 {
+		s.writeError(w, r, err)
+	}
 }
 
-// servePayload streams m's payload as the answer.
-func (s *Server) servePayload(w http.ResponseWriter, r *http.Request, m *courier.Message) {
+// streamIdle is how long a payload streamed in or out may go without moving
+// a byte before it is cut off. The server's read and write timeouts bound a
+// whole request, too short for a gigabyte on a slow line; a stream is given
+// time as long as it moves.
+const streamIdle = time.Minute
+
+// servePayload answers with m's payload, streamed, with its Content-Type,
+// Content-Length and SHA-256 (HeaderSHA256 and Repr-Digest), and reports
+// how many bytes of how many it sent. When it could not start, it has
+// written nothing and returns 0, 0 and why.
+func (s *Server) servePayload(w http.ResponseWriter, r *http.Request, m *courier.Message) (sent, size int64, err error) {
 	body, err := m.OpenPayload(r.Context(), s.opts.Store.Blobs())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, 0, err
 	}
 	defer body.Close()
-	digest := m.Digest
-	if digest == "" {
-		digest = courier.PayloadDigest(m.Payload)
+	size = int64(len(m.Payload))
+	if m.HasBlob() {
+		size = int64(m.Size)
 	}
-	w.Header().Set("Content-Type", m.ContentType)
-	w.Header().Set("Content-Length", strconv.Itoa(m.Size))
-	w.Header().Set(HeaderSHA256, digest)
+	digest := m.PayloadSHA256()
+	h := w.Header()
+	h.Set("Content-Type", cmp.Or(m.ContentType, "application/octet-stream"))
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set(HeaderSHA256, digest)
+	if sum, err := hex.DecodeString(digest); err == nil {
+		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		io.Copy(w, body)
+	if r.Method == http.MethodHead {
+		return 0, size, nil
 	}
+	rc := http.NewResponseController(w)
+	sent, err = io.CopyBuffer(writerFunc(func(p []byte) (int, error) {
+		// A writer that keeps no deadline (a test's recorder) has none to move.
+		_ = rc.SetWriteDeadline(time.Now().Add(streamIdle))
+		return w.Write(p)
+	}), body, make([]byte, 256<<10))
+	return sent, size, err
 }
+
+// idleBody is a request body whose reads move the connection's read
+// deadline on by streamIdle, so that an upload may take as long as it
+// keeps moving.
+func idleBody(w http.ResponseWriter, r *http.Request) io.Reader {
+	rc := http.NewResponseController(w)
+	return readerFunc(func(p []byte) (int, error) {
+		_ = rc.SetReadDeadline(time.Now().Add(streamIdle))
+		return r.Body.Read(p)
+	})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/dirsync"
 )
 
 const partSuffix = ".part"
@@ -121,7 +122,7 @@ func (w *writer) Commit() (string, error) {
 		return "", courier.Errorf(courier.CodeUnavailable, "commit a blob: %v", err)
 	}
 	w.committed = true
-	if err := syncDir(w.dir.path); err != nil {
+	if err := dirsync.Sync(w.dir.path); err != nil {
 		return "", courier.Errorf(courier.CodeUnavailable, "sync the blob directory: %v", err)
 	}
 	return w.ref, nil
@@ -158,15 +159,6 @@ func (w *writer) Close() error {
 	}
 	w.f = nil
 	return err
-}
-
-func syncDir(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // Open reads a blob.

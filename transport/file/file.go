@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/dirsync"
 	"github.com/courier-gw/courier/internal/sendopts"
 )
 
@@ -235,7 +236,7 @@ func (t *Transport) write(dir, path string, c content) (written bool, err error)
 	default:
 		return false, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := dirsync.Sync(dir); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -368,21 +369,6 @@ func (s *sameWriter) Write(p []byte) (int, error) {
 		return 0, errDiffer
 	}
 	return len(p), nil
-}
-
-// syncDir makes the directory entry of a new file durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		// EINVAL and ENOTSUP: a file system that cannot sync directories
-		// (some network shares) has nothing more to make durable.
-		return err
-	}
-	return nil
 }
 
 // linkUnsupported reports whether err says that the file system has no

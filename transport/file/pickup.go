@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/dirsync"
 )
 
 // ProcessedDir is the folder under a pick-up directory into which a file is
@@ -140,7 +141,7 @@ func (p *Pickup) makeProcessed() error {
 	if err != nil {
 		return fmt.Errorf("create processed folder: %w", err)
 	}
-	if err := syncDir(p.dir); err != nil {
+	if err := dirsync.Sync(p.dir); err != nil {
 		return fmt.Errorf("create processed folder: sync %s: %w", p.dir, err)
 	}
 	return nil
@@ -465,7 +466,7 @@ func (p *Pickup) Ack(ctx context.Context, items []*courier.InboundItem) error {
 	}
 	if moved {
 		for _, dir := range []string{p.processed, p.dir} {
-			if err := syncDir(dir); err != nil {
+			if err := dirsync.Sync(dir); err != nil {
 				errs = append(errs, fmt.Errorf("sync %s: %w", dir, err))
 			}
 		}
