@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 )
@@ -102,6 +103,42 @@ func (m *Message) ReadPayload(ctx context.Context, blobs Blobs, limit int64) ([]
 	}
 	return b, err
 }
+
+// PayloadReader reads a payload of a known size into a sender's request,
+// and keeps what went wrong on the reading side, so that a sender tells a
+// payload its store could not give (Err) from a receiver that did not take
+// it. A payload longer or shorter than its size is an error: a request's
+// Content-Length and signature are that size's.
+type PayloadReader struct {
+	r       io.Reader
+	size, n int64
+	err     error
+}
+
+// NewPayloadReader returns a PayloadReader of r, which should give size
+// bytes.
+func NewPayloadReader(r io.Reader, size int64) *PayloadReader {
+	return &PayloadReader{r: r, size: size}
+}
+
+func (b *PayloadReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	switch {
+	case b.n > b.size:
+		b.err = fmt.Errorf("the payload is longer than the %d bytes stored", b.size)
+		return n, b.err
+	case errors.Is(err, io.EOF) && b.n < b.size:
+		b.err = fmt.Errorf("the payload ended after %d of the %d bytes stored", b.n, b.size)
+		return n, b.err
+	case err != nil && !errors.Is(err, io.EOF):
+		b.err = err
+	}
+	return n, err
+}
+
+// Err is what went wrong reading the payload; nil if nothing did.
+func (b *PayloadReader) Err() error { return b.err }
 
 // PayloadDigest returns the hex SHA-256 of a payload, as Message.Digest holds it.
 func PayloadDigest(p []byte) string {

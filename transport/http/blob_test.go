@@ -190,8 +190,8 @@ func TestUnreadableBlobFailsTheAttempt(t *testing.T) {
 		{"missing", missing(), blobs, nil, "is not there"},
 		{"missing, signed", missing(), blobs, []string{"k"}, "is not there"},
 		{"no blob area", missing(), nil, nil, "keeps no payloads larger than"},
-		{"shorter than stored", short, blobs, nil, "the blob ended after 2097152 of the 2097252 bytes stored"},
-		{"shorter than stored, signed", short, blobs, []string{"k"}, "the blob ended after 2097152 of the 2097252 bytes stored"},
+		{"shorter than stored", short, blobs, nil, "the payload ended after 2097152 of the 2097252 bytes stored"},
+		{"shorter than stored, signed", short, blobs, []string{"k"}, "the payload ended after 2097152 of the 2097252 bytes stored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := endpoint("unreadable", s.URL()+"/unreadable")

@@ -39,34 +39,15 @@ func (b *blobSource) open(deadline time.Time) (*blobReader, error) {
 		cancel()
 		return nil, &payloadError{err: err}
 	}
-	return &blobReader{r: r, size: int64(b.size), cancel: cancel}, nil
+	return &blobReader{PayloadReader: courier.NewPayloadReader(r, int64(b.size)), r: r, cancel: cancel}, nil
 }
 
-// blobReader reads a blob into a request and keeps what went wrong, so
-// that a failed read of the store is told apart from a failed write to the
-// receiver. A blob shorter or longer than the size stored is an error: the
-// request's Content-Length and signature are that size's.
+// blobReader reads a blob into a request (see courier.PayloadReader) and
+// lets go of it when the request is done.
 type blobReader struct {
-	r       io.ReadCloser
-	cancel  context.CancelFunc
-	size, n int64
-	err     error
-}
-
-func (b *blobReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	switch {
-	case b.n > b.size:
-		b.err = fmt.Errorf("the blob is longer than the %d bytes stored", b.size)
-		return n, b.err
-	case errors.Is(err, io.EOF) && b.n < b.size:
-		b.err = fmt.Errorf("the blob ended after %d of the %d bytes stored", b.n, b.size)
-		return n, b.err
-	case err != nil && !errors.Is(err, io.EOF):
-		b.err = err
-	}
-	return n, err
+	*courier.PayloadReader
+	r      io.ReadCloser
+	cancel context.CancelFunc
 }
 
 // Close lets go of the blob.

@@ -300,8 +300,8 @@ func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method strin
 		if err == nil {
 			return nil
 		}
-		if blob != nil && blob.err != nil {
-			return &payloadError{err: blob.err}
+		if blob != nil && blob.Err() != nil {
+			return &payloadError{err: blob.Err()}
 		}
 		st := stateOf(resp.LocalAddr())
 		switch {

@@ -92,7 +92,7 @@ func TestUnreadableBlobSendsNoMail(t *testing.T) {
 	}{
 		{"missing", &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}, blobs, "is not there"},
 		{"no blob area", &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}, nil, "keeps no payloads larger than"},
-		{"shorter than stored", short, blobs, "the blob ended after 2097152 of the 2097162 bytes stored"},
+		{"shorter than stored", short, blobs, "the payload ended after 2097152 of the 2097162 bytes stored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := sendBlob(tr, endpoint(srv.Addr()), tc.m, tc.blobs)

@@ -105,7 +105,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 
 	// A blob is opened before the server is spoken to, so that one the
 	// store cannot give costs no session, and read as DATA goes out.
-	var blob *blobReader
+	var blob *courier.PayloadReader
 	var payload io.Reader // the blob, when there is one
 	if mail.blob {
 		r, err := d.OpenPayload(actx)
@@ -113,7 +113,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			return payloadResult(err)
 		}
 		defer r.Close()
-		blob = &blobReader{r: r, size: int64(m.Size)}
+		blob = courier.NewPayloadReader(r, int64(m.Size))
 		payload = blob
 	}
 	st := &session{addr: s.Addr}
@@ -121,10 +121,10 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if err == nil {
 		return courier.Result{Status: 250, Response: fmt.Sprintf("accepted by %s for %d recipient(s)", s.Addr, len(s.To))}
 	}
-	if blob != nil && blob.err != nil {
+	if blob != nil && blob.Err() != nil {
 		// The mail was cut off before its end, which the server never
 		// got: it takes nothing.
-		return payloadResult(blob.err)
+		return payloadResult(blob.Err())
 	}
 	if ctx.Err() == context.Canceled {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
@@ -136,31 +136,6 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 // not give: transient, and not the mail server's fault.
 func payloadResult(err error) courier.Result {
 	return courier.Result{Class: courier.ClassTransport, Error: "cannot read the payload from the store: " + err.Error()}
-}
-
-// blobReader reads a blob into a mail and keeps what went wrong, so that a
-// failed read of the store is told apart from a failed write to the
-// server. A blob of another size than the one stored is an error.
-type blobReader struct {
-	r       io.Reader
-	size, n int64
-	err     error
-}
-
-func (b *blobReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	switch {
-	case b.n > b.size:
-		b.err = fmt.Errorf("the blob is longer than the %d bytes stored", b.size)
-		return n, b.err
-	case errors.Is(err, io.EOF) && b.n < b.size:
-		b.err = fmt.Errorf("the blob ended after %d of the %d bytes stored", b.n, b.size)
-		return n, b.err
-	case err != nil && !errors.Is(err, io.EOF):
-		b.err = err
-	}
-	return n, err
 }
 
 // session records how far one attempt got, for its classification.
