@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,16 +33,9 @@ type cluster struct {
 func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *cluster {
 	t.Helper()
 	skipIfShort(t)
-	dsn, schema := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	dsn, schema := pgtest.SchemaDSN(t)
 	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
-	return &cluster{t: t, dir: t.TempDir(), dsn: u.String(), schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
+	return &cluster{t: t, dir: t.TempDir(), dsn: dsn, schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
 }
 
 // start starts one more node.

@@ -208,7 +208,7 @@ func TestLargePayloadStreamsThrough(t *testing.T) {
 // database writes each byte twice (its log and its table).
 func TestLargePayloadStreamsThroughPostgres(t *testing.T) {
 	skipIfShort(t)
-	dsn := pgtest.SchemaDSN(t)
+	dsn, _ := pgtest.SchemaDSN(t)
 	rc := newHashingReceiver(t, 0)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "courier.yaml")

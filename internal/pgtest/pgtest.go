@@ -34,10 +34,11 @@ func Schema(t testing.TB) (dsn, schema string) {
 }
 
 // SchemaDSN makes a fresh schema as Schema does and returns a DSN whose
-// connections use it (search_path), for a courier process to be given.
-func SchemaDSN(t testing.TB) string {
+// connections use it (search_path), for a courier process to be given,
+// and the schema's name.
+func SchemaDSN(t testing.TB) (dsn, schema string) {
 	t.Helper()
-	dsn, schema := Schema(t)
+	dsn, schema = Schema(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func SchemaDSN(t testing.TB) string {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), schema
 }
 
 // Open opens a store in a fresh schema; it is closed when the test ends.
