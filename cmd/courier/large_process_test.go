@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // generated is a payload of n bytes that is the same for the same seed,
@@ -255,7 +257,55 @@ func TestKillDuringUpload(t *testing.T) {
 	rc := newHashingReceiver(t, 0)
 	dir := t.TempDir()
 	p := startNode(t, dir, largeConfig(rc))
+	killUploading(t, p, func() {
+		if files := blobFiles(t, dir); len(files) != 1 || !strings.HasSuffix(files[0], ".part") {
+			t.Fatalf("while uploading the blob area holds %v; want the one part file", files)
+		}
+	})
+	p = startServerWith(t, p.config)
+	if status := p.get(t, "/v1/messages/cut-off"); status != http.StatusNotFound {
+		t.Fatalf("the message whose upload was cut off: %d, want 404", status)
+	}
+	waitUntil(t, p, 30*time.Second, "the blob area to be empty", func() bool { return len(blobFiles(t, dir)) == 0 })
+}
 
+// The same on PostgreSQL: the large object being written goes with the
+// transaction the kill cut off, and courier recorded none.
+func TestKillDuringUploadPostgres(t *testing.T) {
+	skipIfShort(t)
+	dsn, _ := pgtest.SchemaDSN(t)
+	rc := newHashingReceiver(t, 0)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "courier.yaml")
+	writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+largeConfig(rc))
+	p := startServerWith(t, cfg)
+	blobObjects := func() int {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM blob_objects`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	killUploading(t, p, func() {})
+	p = startServerWith(t, p.config)
+	if status := p.get(t, "/v1/messages/cut-off"); status != http.StatusNotFound {
+		t.Fatalf("the message whose upload was cut off: %d, want 404", status)
+	}
+	if n := blobObjects(); n != 0 {
+		t.Fatalf("%d large objects recorded after an upload cut off, want none", n)
+	}
+}
+
+// killUploading starts the upload of a large message "cut-off" to p,
+// calls during once a quarter of it is in, then kills p with SIGKILL and
+// checks that the upload was not answered.
+func killUploading(t *testing.T, p *process, during func()) {
+	t.Helper()
 	const size = 256 << 20
 	halfway, release := make(chan struct{}), make(chan struct{})
 	body := &signalAfter{r: generated(size, 2), after: 64 << 20, reached: halfway, hold: release}
@@ -269,20 +319,12 @@ func TestKillDuringUpload(t *testing.T) {
 		done <- err
 	}()
 	<-halfway
-	if files := blobFiles(t, dir); len(files) != 1 || !strings.HasSuffix(files[0], ".part") {
-		t.Fatalf("while uploading the blob area holds %v; want the one part file", files)
-	}
+	during()
 	p.kill(t)
 	close(release)
 	if err := <-done; err == nil {
 		t.Fatal("the upload cut off by SIGKILL was answered")
 	}
-
-	p = startServerWith(t, p.config)
-	if status := p.get(t, "/v1/messages/cut-off"); status != http.StatusNotFound {
-		t.Fatalf("the message whose upload was cut off: %d, want 404", status)
-	}
-	waitUntil(t, p, 30*time.Second, "the blob area to be empty", func() bool { return len(blobFiles(t, dir)) == 0 })
 }
 
 // signalAfter closes reached once after bytes have been read, and then
