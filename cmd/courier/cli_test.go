@@ -205,4 +205,9 @@ func TestSendLargeFile(t *testing.T) {
 	if !strings.Contains(m.ContentType, "xml") {
 		t.Errorf("content type %q, want the file's", m.ContentType)
 	}
+	cliPrints(t, "", []string{"--server", url, "messages", "show", "cat-1"}, "too large to show", courier.PayloadDigest(payload))
+	out, _, err := runCLI(t, "", "--server", url, "messages", "payload", "cat-1")
+	if err != nil || out != string(payload) {
+		t.Fatalf("messages payload: %d bytes (equal %v), %v", len(out), out == string(payload), err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -21,8 +22,31 @@ func newMessagesCmd(g *globals) *cobra.Command {
 		Short:   "List, show, resubmit and discard messages",
 	}
 	cmd.AddCommand(newMessagesListCmd(g), newMessagesShowCmd(g), newMessagesAttemptsCmd(g),
-		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g), newMessagesResendCmd(g))
+		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g), newMessagesResendCmd(g), newMessagesPayloadCmd(g))
 	return cmd
+}
+
+func newMessagesPayloadCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "payload ID",
+		Short: "Write a message's payload, as it was given, to standard output",
+		Long: `Write a message's payload to standard output, streamed as it comes: the way
+to get a payload over 1 MiB, which show does not print.`,
+		Example: `  courier messages payload catalogue-2026 > catalogue.xml`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			body, _, err := g.client().Payload(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer body.Close()
+			_, err = io.Copy(g.stdout, body)
+			return err
+		},
+	}
 }
 
 func newMessagesListCmd(g *globals) *cobra.Command {
@@ -164,6 +188,8 @@ func printWorkflow(g *globals, m *api.Message) error {
 func preview(m *api.Message, limit int) string {
 	var text string
 	switch {
+	case m.PayloadURL != "":
+		return fmt.Sprintf("(%d bytes, SHA-256 %s: too large to show; courier messages payload %s > FILE)", m.Size, m.PayloadSHA256, m.ID)
 	case m.Payload != nil:
 		var v any
 		if json.Unmarshal(m.Payload, &v) == nil {
