@@ -252,8 +252,10 @@ func (w *writer) Abort() error {
 	}
 	w.removed = true
 	if !w.committed {
+		// The upload fails on its next read and aborts itself; the
+		// context is left alone, so that a part being sent ends first
+		// and the abort knows the upload's id.
 		w.pw.CloseWithError(errAbandoned)
-		w.cancel()
 		w.wait()
 		return nil
 	}
