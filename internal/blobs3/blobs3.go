@@ -222,7 +222,8 @@ func (w *writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// wait returns the upload's outcome once it has ended.
+// wait waits for the upload to end and returns its outcome; called again,
+// it returns nil.
 func (w *writer) wait() error {
 	if w.ended {
 		return nil
@@ -238,8 +239,7 @@ func (w *writer) Commit() (string, error) {
 		return "", courier.Errorf(courier.CodeUnavailable, "blob %s: commit after the upload ended", w.ref)
 	}
 	w.pw.Close()
-	w.ended = true
-	if err := <-w.done; err != nil {
+	if err := w.wait(); err != nil {
 		return "", unavailable("upload a blob", err)
 	}
 	w.committed = true
