@@ -107,7 +107,30 @@ type Store struct {
 	// "-blobs"); for postgres, a directory every node shares. Empty on
 	// postgres keeps them as large objects in the database.
 	BlobDir string
+	// BlobS3, when set (its zero value is not), keeps them in a bucket of
+	// an S3-compatible service instead, on either driver.
+	BlobS3 BlobS3
 }
+
+// BlobS3 locates the bucket of an S3-compatible service (AWS S3, MinIO,
+// Ceph, Versity) where the blobs are kept, under a key prefix.
+type BlobS3 struct {
+	// Endpoint is the service's http:// or https:// URL, without a path.
+	Endpoint string
+	Bucket   string
+	Prefix   string
+	// Region is the bucket's; empty asks the service.
+	Region    string
+	AccessKey string
+	SecretKey string
+	// UploadGrace spares an object or an upload younger than this from
+	// the sweep, as it may be another node's upload whose message is not
+	// stored yet; 0 spares nothing (a bucket one node uses).
+	UploadGrace time.Duration
+}
+
+// DefaultUploadGrace is the upload_grace of a blob_s3 that gives none.
+const DefaultUploadGrace = time.Hour
 
 // The store drivers.
 const (

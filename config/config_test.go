@@ -969,3 +969,32 @@ subscriptions:
 		t.Errorf("Subscriptions without the section = %#v, want an empty map", got)
 	}
 }
+
+// A bucket for the blobs, on either driver: the secret key from the
+// environment, the upload grace an hour unless given.
+func TestBlobS3(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, lines(
+		"store:",
+		"  driver: postgres",
+		"  dsn: postgres://courier@db/courier",
+		"  blob_s3:",
+		"    endpoint: https://s3.eu-west-1.amazonaws.com",
+		"    bucket: courier-blobs",
+		"    prefix: prod/",
+		"    region: eu-west-1",
+		"    access_key: AKIAEXAMPLE",
+		"    secret_key: ${S3_SECRET_KEY}",
+	), map[string]string{"S3_SECRET_KEY": "s3cr3t"})
+	want := BlobS3{Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "courier-blobs", Prefix: "prod/", Region: "eu-west-1",
+		AccessKey: "AKIAEXAMPLE", SecretKey: "s3cr3t", UploadGrace: time.Hour}
+	if got := c.Store.BlobS3; got != want {
+		t.Errorf("BlobS3 = %+v, want %+v", got, want)
+	}
+
+	c = mustParse(t, "store: {blob_s3: {endpoint: 'http://127.0.0.1:7070', bucket: blobs, access_key: a, secret_key: s, upload_grace: 0s}}\n", nil)
+	if got, want := c.Store, (Store{Driver: "sqlite", Path: "./courier-data/courier.db",
+		BlobS3: BlobS3{Endpoint: "http://127.0.0.1:7070", Bucket: "blobs", AccessKey: "a", SecretKey: "s"}}); got != want {
+		t.Errorf("Store = %+v, want %+v", got, want)
+	}
+}

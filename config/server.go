@@ -33,11 +33,21 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		t.str("cert", &c.TLS.Cert)
 		t.str("key", &c.TLS.Key)
 	}
-	if s := o.sub("store", []string{"driver", "path", "dsn", "blob_dir"}); s != nil {
+	if s := o.sub("store", []string{"driver", "path", "dsn", "blob_dir", "blob_s3"}); s != nil {
 		s.str("driver", &c.Store.Driver)
 		s.str("path", &c.Store.Path)
 		s.str("dsn", &c.Store.DSN)
 		s.str("blob_dir", &c.Store.BlobDir)
+		if b := s.sub("blob_s3", []string{"endpoint", "bucket", "prefix", "region", "access_key", "secret_key", "upload_grace"}); b != nil {
+			c.Store.BlobS3.UploadGrace = DefaultUploadGrace
+			b.str("endpoint", &c.Store.BlobS3.Endpoint)
+			b.str("bucket", &c.Store.BlobS3.Bucket)
+			b.str("prefix", &c.Store.BlobS3.Prefix)
+			b.str("region", &c.Store.BlobS3.Region)
+			b.str("access_key", &c.Store.BlobS3.AccessKey)
+			b.str("secret_key", &c.Store.BlobS3.SecretKey)
+			b.duration("upload_grace", &c.Store.BlobS3.UploadGrace)
+		}
 	}
 	o.duration("retention", &c.Retention)
 	o.duration("shutdown_timeout", &c.ShutdownTimeout)
@@ -238,6 +248,9 @@ func (c *Config) checkServer() Errors {
 	default:
 		bad([]string{"store.driver", "store"}, "must be sqlite or postgres, not %q", clip(c.Store.Driver))
 	}
+	if c.setBy("store.blob_s3") || c.Store.BlobS3 != (BlobS3{}) {
+		c.checkBlobS3(bad)
+	}
 	if c.Retention <= 0 {
 		bad([]string{"retention"}, "must be greater than 0")
 	}
@@ -278,6 +291,48 @@ func (c *Config) checkServer() Errors {
 		bad([]string{"secrets_old_key"}, "requires secrets_key: the old key only reads what was stored before secrets_key replaced it")
 	}
 	return errs
+}
+
+// checkBlobS3 judges the store's bucket. The errors never quote the keys.
+func (c *Config) checkBlobS3(bad func(fields []string, format string, args ...any)) {
+	b := c.Store.BlobS3
+	if c.Store.BlobDir != "" {
+		bad([]string{"store.blob_s3", "store.blob_dir", "store"}, "cannot be given with store.blob_dir: the blobs are kept in one place")
+	}
+	if b.Endpoint == "" {
+		bad([]string{"store.blob_s3.endpoint", "store.blob_s3", "store"}, "required: the S3 service's URL, such as https://s3.eu-west-1.amazonaws.com")
+	} else if u, err := url.Parse(b.Endpoint); checkURL(b.Endpoint, "http", "https") != nil || err != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		bad([]string{"store.blob_s3.endpoint", "store.blob_s3", "store"}, "must be an http or https URL of the S3 service without a path or keys (the bucket goes in bucket, the keys in access_key and secret_key)")
+	}
+	if b.Bucket == "" {
+		bad([]string{"store.blob_s3.bucket", "store.blob_s3", "store"}, "required: the bucket that keeps the blobs")
+	} else if !validBucket(b.Bucket) {
+		bad([]string{"store.blob_s3.bucket", "store.blob_s3", "store"}, "%q is not a bucket name: use 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit", clip(b.Bucket))
+	}
+	switch {
+	case b.AccessKey == "" && b.SecretKey != "":
+		bad([]string{"store.blob_s3.access_key", "store.blob_s3", "store"}, "required with secret_key")
+	case b.SecretKey == "" && b.AccessKey != "":
+		bad([]string{"store.blob_s3.secret_key", "store.blob_s3", "store"}, "required with access_key (from the environment: secret_key: ${S3_SECRET_KEY})")
+	case b.AccessKey == "":
+		bad([]string{"store.blob_s3.access_key", "store.blob_s3", "store"}, "required: the access key and secret key that sign the requests")
+	}
+}
+
+// validBucket reports whether name follows S3's rules for bucket names.
+func validBucket(name string) bool {
+	if len(name) < 3 || len(name) > 63 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '.') && i > 0 && i < len(name)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // SecretsKeySize is the size of the keys that encrypt the secrets of the

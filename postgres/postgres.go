@@ -42,6 +42,9 @@ type Options struct {
 	// payloads larger than courier.InlineMax are kept as files; when empty
 	// they are large objects of the database.
 	BlobDir string
+	// Blobs, when set, is the blob area the store uses instead (a bucket
+	// that every node shares); BlobDir is then ignored.
+	Blobs courier.Blobs
 }
 
 // Store is the PostgreSQL implementation of courier.Store.
@@ -121,14 +124,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		quit:            make(chan struct{}),
 		stopped:         make(chan struct{}),
 	}
-	if opts.BlobDir != "" {
+	switch {
+	case opts.Blobs != nil:
+		s.blobs = opts.Blobs
+	case opts.BlobDir != "":
 		dir, err := blobdir.Open(opts.BlobDir)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
 		s.blobs = dir
-	} else {
+	default:
 		s.blobs = largeObjects{pool: pool}
 	}
 	s.bg.Add(1 + ingestCommitters)

@@ -56,13 +56,16 @@ type Options struct {
 	// BlobDir is where payloads larger than courier.InlineMax are kept
 	// (default: the database's path with "-blobs" added, beside its -wal).
 	BlobDir string
+	// Blobs, when set, is the blob area the store uses instead (a bucket);
+	// BlobDir is then ignored.
+	Blobs courier.Blobs
 }
 
 // Store is the SQLite implementation of courier.Store.
 type Store struct {
 	path   string
 	lock   *os.File // held while open: one process per database
-	blobs  *blobdir.Dir
+	blobs  courier.Blobs
 	logger *slog.Logger
 	wdb    *sql.DB // exactly one connection, used only by the committer
 	rdb    *sql.DB // readers; WAL lets them run beside the writer
@@ -133,13 +136,17 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.BlobDir == "" {
-		opts.BlobDir = path + "-blobs"
-	}
-	blobs, err := blobdir.Open(opts.BlobDir)
-	if err != nil {
-		lock.Close()
-		return nil, err
+	blobs := opts.Blobs
+	if blobs == nil {
+		if opts.BlobDir == "" {
+			opts.BlobDir = path + "-blobs"
+		}
+		dir, err := blobdir.Open(opts.BlobDir)
+		if err != nil {
+			lock.Close()
+			return nil, err
+		}
+		blobs = dir
 	}
 	wdb, err := sql.Open(driverName, dsn(path, false))
 	if err != nil {

@@ -10,6 +10,13 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
+// blobTests are the tests of a store's blob area.
+var blobTests = suite[courier.Store]{
+	{"BlobIngest", testBlobIngest},
+	{"BlobSweep", testBlobSweep},
+	{"BlobPublished", testBlobPublished},
+}
+
 // payloadOf returns n bytes that differ from one position to the next, so
 // that a blob read back out of order or cut short does not compare equal.
 func payloadOf(n int, seed byte) []byte {

@@ -24,7 +24,7 @@ type OpenFunc func(t *testing.T) courier.Store
 
 // Run runs the whole suite against stores made by open.
 func Run(t *testing.T, open OpenFunc) {
-	suite[courier.Store]{
+	tests := suite[courier.Store]{
 		{"IngestAndGet", testIngestAndGet},
 		{"IngestIdempotent", testIngestIdempotent},
 		{"IngestDuplicateInOneCall", testIngestDuplicateInOneCall},
@@ -81,18 +81,31 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsList", testEventsList},
 		{"EventsPurged", testEventsPurged},
 		{"EventsConcurrent", testEventsConcurrent},
-		{"BlobIngest", testBlobIngest},
-		{"BlobSweep", testBlobSweep},
-		{"BlobPublished", testBlobPublished},
+	}
+	tests = append(tests, blobTests...)
+	tests = append(tests, suite[courier.Store]{
 		{"Secret", testSecret},
 		{"RecordAction", testRecordAction},
 		{"Ping", testPing},
 		{"ClosedStoreIsUnavailable", testClosed},
-	}.run(t, func(t *testing.T) courier.Store {
+	}...)
+	tests.run(t, closing(open))
+}
+
+// RunBlobs runs the suite's tests of the blob area against stores made by
+// open: for a store given a blob area other than its own (a bucket), whose
+// other behaviours Run checks.
+func RunBlobs(t *testing.T, open OpenFunc) {
+	blobTests.run(t, closing(open))
+}
+
+// closing returns open, with the store closed when the test ends.
+func closing(open OpenFunc) func(t *testing.T) courier.Store {
+	return func(t *testing.T) courier.Store {
 		s := open(t)
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
 }
 
 // suite is a list of named tests of one kind of subject: a store, the

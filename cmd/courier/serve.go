@@ -24,6 +24,7 @@ import (
 	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/blobs3"
 	"github.com/courier-gw/courier/internal/certfile"
 	"github.com/courier-gw/courier/lookup"
 	"github.com/courier-gw/courier/metrics"
@@ -382,20 +383,45 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 // file, which this process holds alone, or PostgreSQL, which any number of
 // nodes share as competing consumers.
 func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (openedStore, error) {
+	blobs, err := openBlobBucket(ctx, cfg.Store.BlobS3)
+	if err != nil {
+		return openedStore{}, err
+	}
 	switch cfg.Store.Driver {
 	case config.DriverPostgres:
-		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger, BlobDir: cfg.Store.BlobDir})
+		s, err := postgres.Open(ctx, cfg.Store.DSN, postgres.Options{Logger: logger, BlobDir: cfg.Store.BlobDir, Blobs: blobs})
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
 		}
 		return openedStore{store: s, limits: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
 	default:
-		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger, BlobDir: cfg.Store.BlobDir})
+		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger, BlobDir: cfg.Store.BlobDir, Blobs: blobs})
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the store: %w", err)
 		}
 		return openedStore{store: s, alone: true}, nil
 	}
+}
+
+// openBlobBucket opens the S3 bucket of the store's blobs, when the
+// configuration names one (else nil: the store's own blob area), and
+// checks that it is there.
+func openBlobBucket(ctx context.Context, b config.BlobS3) (courier.Blobs, error) {
+	if b == (config.BlobS3{}) {
+		return nil, nil
+	}
+	grace := b.UploadGrace
+	if grace == 0 {
+		grace = blobs3.NoUploadGrace
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	bucket, err := blobs3.Open(octx, blobs3.Options{Endpoint: b.Endpoint, Bucket: b.Bucket, Prefix: b.Prefix, Region: b.Region,
+		AccessKey: b.AccessKey, SecretKey: b.SecretKey, UploadGrace: grace})
+	if err != nil {
+		return nil, fmt.Errorf("open the blob area (store.blob_s3): %w", err)
+	}
+	return bucket, nil
 }
 
 // redactDSN hides the password of a database URL, for logs and banners.
@@ -555,6 +581,9 @@ func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url strin
 		fmt.Fprintf(w, "store: postgres at %s\n", redactDSN(cfg.Store.DSN))
 	} else {
 		fmt.Fprintf(w, "store: sqlite at %s\n", cfg.Store.Path)
+	}
+	if b := cfg.Store.BlobS3; b != (config.BlobS3{}) {
+		fmt.Fprintf(w, "blobs: S3 bucket %s at %s, prefix %q, upload grace %v\n", b.Bucket, b.Endpoint, b.Prefix, b.UploadGrace)
 	}
 	t := cat.Topology()
 	switch {

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"net/url"
 	"os"
 	"os/exec"
 	"testing"
@@ -34,7 +35,24 @@ var (
 	AMQP     = ServiceVar{"COURIER_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/"}
 	NATS     = ServiceVar{"COURIER_TEST_NATS", "nats://127.0.0.1:4222"}
 	Postgres = ServiceVar{"COURIER_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"}
+	// S3 is an S3-compatible service, its access and secret key given as
+	// the URL's user and password.
+	S3 = ServiceVar{"COURIER_TEST_S3", "http://courier:courier-secret@127.0.0.1:7070"}
 )
+
+// S3Access returns the endpoint of the S3 service (its URL without the
+// keys) and the access and secret key in it.
+func S3Access(t testing.TB) (endpoint, accessKey, secretKey string) {
+	t.Helper()
+	u, err := url.Parse(S3.URL(t))
+	if err != nil || u.User == nil {
+		t.Fatalf("%s must be http://ACCESS_KEY:SECRET_KEY@host:port (%v)", S3.Name, err)
+	}
+	secretKey, _ = u.User.Password()
+	accessKey = u.User.Username()
+	u.User = nil
+	return u.String(), accessKey, secretKey
+}
 
 // URL returns the service's address, as Service does.
 func (v ServiceVar) URL(t testing.TB) string {
