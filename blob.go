@@ -21,7 +21,8 @@ const InlineMax = 1 << 20
 const MaxPayloadCeiling = 1 << 30
 
 // Blobs keeps the payloads larger than InlineMax, beside a store: files next
-// to a SQLite database, large objects or a directory for PostgreSQL. A
+// to a SQLite database, large objects or a directory for PostgreSQL, or an
+// S3-compatible bucket for either. A
 // blob is written whole and made durable before the message that refers to
 // it is stored, and is removed by Sweep once no message refers to it (after
 // the retention purge took its message, or when its upload was cut off).

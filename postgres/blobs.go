@@ -15,7 +15,8 @@ import (
 )
 
 // Blobs is where the store keeps payloads larger than courier.InlineMax:
-// large objects of the database, or the directory of Options.BlobDir.
+// large objects of the database, the directory of Options.BlobDir, or
+// Options.Blobs when given.
 func (s *Store) Blobs() courier.Blobs { return s.blobs }
 
 // ReferencedBlobs reports which of refs a stored message names, on the

@@ -8,8 +8,8 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// Blobs is the directory beside the database where payloads larger than
-// courier.InlineMax are kept.
+// Blobs is where payloads larger than courier.InlineMax are kept: the
+// directory beside the database, or Options.Blobs when given.
 func (s *Store) Blobs() courier.Blobs { return s.blobs }
 
 // ReferencedBlobs reports which of refs a stored message names, on the
