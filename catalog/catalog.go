@@ -43,6 +43,10 @@ type Options struct {
 	// KeysFile, when set, is the configuration file that holds the API
 	// keys: then the store holds none, and writing one is refused.
 	KeysFile string
+	// PublicURL is the node's public_url. Without it, a change that gives
+	// an endpoint a claim check is refused: its notices' URLs are built on
+	// it.
+	PublicURL string
 }
 
 // minSyncGap spaces the syncs that notices of other nodes' changes cause:

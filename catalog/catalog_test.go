@@ -525,3 +525,26 @@ func TestKeys(t *testing.T) {
 		wantCode(t, err, courier.CodeConflict, "courier.yaml")
 	})
 }
+
+// A claim check is refused on a node without public_url, on which its
+// notices' URLs are built, and taken on one with it.
+func TestClaimCheckNeedsPublicURL(t *testing.T) {
+	st := sqlitetest.Open(t)
+	c := open(t, st)
+	spec := `{"transport": "http", "url": "http://127.0.0.1:9/in", "claim_check": {"above": "2MiB"}}`
+	_, _, err := c.Put(context.Background(), "admin", courier.KindEndpoint, "archive", []byte(spec), -1)
+	wantCode(t, err, courier.CodeInvalidArgument, "endpoints.archive.claim_check", "public_url")
+	// Other changes still go through.
+	put(t, c, courier.KindEndpoint, "plain", `{"transport": "http", "url": "http://127.0.0.1:9/in"}`)
+
+	withURL, err := catalog.Open(context.Background(), catalog.Options{Store: st, PublicURL: "https://courier.example.org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := withURL.Put(context.Background(), "admin", courier.KindEndpoint, "archive", []byte(spec), -1); err != nil {
+		t.Fatalf("a claim check on a node with public_url: %v", err)
+	}
+	if got := withURL.Topology().Endpoints["archive"].ClaimCheck; got == nil || got.Above != 2<<20 {
+		t.Fatalf("claim check stored as %+v", got)
+	}
+}

@@ -324,6 +324,9 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 	if err != nil {
 		return nil, p.refusal(err)
 	}
+	if err := c.checkClaimChecks(p, t); err != nil {
+		return nil, err
+	}
 	if err := c.checkKeys(p); err != nil {
 		return nil, err
 	}
@@ -351,6 +354,25 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 // leave the store's keys without an admin key: nobody could change keys or
 // the topology any more, and with no key left at all the API would be open
 // to every caller. (The first key must so be an admin key.)
+// checkClaimChecks refuses a change that writes an endpoint or a lookup
+// route with a claim check on a node without public_url, on which the
+// URLs of its notices are built.
+func (c *Catalog) checkClaimChecks(p *plan, t *courier.Topology) error {
+	if c.opts.PublicURL != "" {
+		return nil
+	}
+	for _, f := range config.ClaimCheckFields(t) {
+		section, rest, _ := strings.Cut(f, ".")
+		name, _, _ := strings.Cut(rest, ".")
+		for k := range p.fresh {
+			if k.kind.Section() == section && k.name == name {
+				return courier.Errorf(courier.CodeInvalidArgument, "%s: %s; set it in the configuration of every node", f, config.NeedsPublicURL)
+			}
+		}
+	}
+	return nil
+}
+
 func (c *Catalog) checkKeys(p *plan) error {
 	touched := false
 	for _, o := range p.objects {

@@ -936,22 +936,31 @@ func (c *Config) checkClaimChecks() Errors {
 	if c.PublicURL != "" || c.Topology == nil {
 		return nil
 	}
+	var errs Errors
+	for _, f := range ClaimCheckFields(c.Topology) {
+		errs = append(errs, &Error{File: c.File, Line: c.lines[f], Field: f, Message: NeedsPublicURL})
+	}
+	return errs
+}
+
+// NeedsPublicURL is what a claim check says without public_url.
+const NeedsPublicURL = "needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it"
+
+// ClaimCheckFields lists the fields of t that set a claim check (an
+// endpoint's, or a lookup route's template's), in name order: a topology
+// with any needs public_url.
+func ClaimCheckFields(t *courier.Topology) []string {
 	var fields []string
-	for _, name := range slices.Sorted(maps.Keys(c.Topology.Endpoints)) {
-		if c.Topology.Endpoints[name].ClaimCheck != nil {
+	for _, name := range slices.Sorted(maps.Keys(t.Endpoints)) {
+		if t.Endpoints[name].ClaimCheck != nil {
 			fields = append(fields, "endpoints."+name+".claim_check")
 		}
 	}
 	// The endpoints a lookup route resolves take its template's.
-	for _, name := range slices.Sorted(maps.Keys(c.Topology.Routes)) {
-		if t := c.Topology.Routes[name].EndpointTemplate; t != nil && t.ClaimCheck != nil {
+	for _, name := range slices.Sorted(maps.Keys(t.Routes)) {
+		if tpl := t.Routes[name].EndpointTemplate; tpl != nil && tpl.ClaimCheck != nil {
 			fields = append(fields, "routes."+name+".endpoint_template.claim_check")
 		}
 	}
-	var errs Errors
-	for _, f := range fields {
-		errs = append(errs, &Error{File: c.File, Line: c.lines[f], Field: f,
-			Message: "needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it"})
-	}
-	return errs
+	return fields
 }
