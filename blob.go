@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"time"
 )
 
 // InlineMax is the largest payload a store keeps in its rows. A larger one
@@ -256,4 +257,20 @@ func (s *Spool) Close() error {
 		return nil
 	}
 	return s.w.Close()
+}
+
+// IngestSettle is how long a write handed to a store may still commit after
+// its caller was told of an error (a timeout, a lost connection): a store
+// may finish a write its caller gave up on.
+const IngestSettle = time.Minute
+
+// CloseLater lets go of the blob only after IngestSettle, for a message
+// whose Ingest failed: it may still be stored, and until the store can no
+// longer commit it no sweep may take its blob. Neither stored nor removed
+// meanwhile, the blob is then kept or swept as the store says.
+func (s *Spool) CloseLater() {
+	if s.w == nil {
+		return
+	}
+	time.AfterFunc(IngestSettle, func() { s.w.Close() })
 }

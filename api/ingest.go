@@ -58,28 +58,42 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	defer holds.close()
 	msgs, err := s.decodeMessage(r.Context(), body, pathID, now, holds)
 	if err == nil {
-		err = s.admit(r.Context(), k, msgs)
+		if err = s.admit(r.Context(), k, msgs); err != nil {
+			holds.abort(msgs[0])
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if !s.store(w, r, msgs, now) {
+	switch s.store(w, r, msgs, now) {
+	case notStored:
 		holds.abort(msgs[0])
+	case unknown:
+		holds.closeLater()
 	}
 }
+
+// stored is what an ingest came to, for the blobs of its messages.
+type stored int
+
+const (
+	created   stored = iota // stored: its blob is kept
+	notStored               // there already, or refused: its new blob goes
+	unknown                 // the store failed: it may still be stored
+)
 
 // store ingests one message (the deliveries of a published one) and
 // answers: 201 with the message as a read would show it, 200 with the
 // stored one when it was there with the same content, else 409. It
-// reports whether it was created.
-func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.Message, now time.Time) bool {
+// reports what came of it.
+func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.Message, now time.Time) stored {
 	m := msgs[0]
 	stampTrace(r, msgs)
 	res, err := s.opts.Store.Ingest(r.Context(), msgs)
 	if err != nil {
 		s.writeError(w, r, err)
-		return false
+		return unknown
 	}
 	if res[0].Status == courier.IngestExists && res[0].Message.Sender != m.Sender {
 		res[0].Status = courier.IngestConflict // another key's message: not to be shown
@@ -103,20 +117,20 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.M
 		v := toPublished(msgs, s.topology.Load(), false)
 		v.WaitingFor = s.waitingFor(r, m)
 		writeJSON(w, http.StatusCreated, v)
-		return true
+		return created
 	case courier.IngestExists:
 		stored := []*courier.Message{res[0].Message}
 		if m.Subscription != "" {
 			if stored, err = s.opts.Store.Deliveries(r.Context(), m.ID); err != nil {
 				s.writeError(w, r, err)
-				return false
+				return notStored
 			}
 		}
 		writeJSON(w, http.StatusOK, toPublished(stored, s.topology.Load(), false))
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
-	return false
+	return notStored
 }
 
 // admit checks what the sending key may do with a decoded message (its
@@ -255,10 +269,20 @@ func (h blobHolds) abort(m *courier.Message) {
 	}
 }
 
-// close lets go of every blob: those of the messages stored stay.
+// close lets go of every blob not let go of yet: those of the messages
+// stored stay.
 func (h blobHolds) close() {
 	for _, sp := range h {
 		sp.Close()
+	}
+}
+
+// closeLater hands every blob to Spool.CloseLater, for an ingest whose
+// outcome the store did not tell: close then has nothing left to do.
+func (h blobHolds) closeLater() {
+	for ref, sp := range h {
+		sp.CloseLater()
+		delete(h, ref)
 	}
 }
 
@@ -315,7 +339,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range req.Messages {
 		ms, err := s.decodeMessage(r.Context(), raw, "", now, holds)
 		if err == nil && k != nil {
-			err = own(k, ms)
+			if err = own(k, ms); err != nil {
+				holds.abort(ms[0])
+			}
 		}
 		if err != nil {
 			if courier.ErrorCode(err) == courier.CodeInternal {
@@ -334,6 +360,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		stampTrace(r, msgs)
 		res, err := s.opts.Store.Ingest(r.Context(), msgs)
 		if err != nil {
+			holds.closeLater() // they may still be stored
 			s.writeError(w, r, err)
 			return
 		}

@@ -68,7 +68,12 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
 	} else {
 		spool = courier.NewSpool(r.Context(), s.opts.Store.Blobs(), s.opts.MaxPayload)
 	}
-	defer spool.Close()
+	closeNow := true
+	defer func() {
+		if closeNow {
+			spool.Close()
+		}
+	}()
 	if err := readInto(spool, w, r, s.opts.MaxPayload); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -106,8 +111,12 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
 		writeJSON(w, http.StatusOK, toPublished(msgs, s.topology.Load(), false))
 		return
 	}
-	if !s.store(w, r, msgs, now) {
-		spool.Abort() // not stored: the blob is not kept
+	switch s.store(w, r, msgs, now) {
+	case notStored:
+		spool.Abort() // there already, or refused: the new blob goes
+	case unknown:
+		closeNow = false
+		spool.CloseLater()
 	}
 }
 

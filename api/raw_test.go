@@ -213,3 +213,50 @@ func TestJSONPayloadOverInlineMaxIsABlob(t *testing.T) {
 		t.Fatalf("blob area holds %d blobs, want 2 (both-ways and b1)", n)
 	}
 }
+
+// committedButFailed is a store whose Ingest stores the messages and then
+// reports a failure, as a store does when its caller's wait ended just
+// before the commit it had asked for.
+type committedButFailed struct{ courier.Store }
+
+func (s committedButFailed) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	if _, err := s.Store.Ingest(ctx, msgs); err != nil {
+		return nil, err
+	}
+	return nil, courier.Errorf(courier.CodeUnavailable, "the answer was lost")
+}
+
+// An ingest whose outcome the store did not tell keeps its blob, held from
+// the sweep: the message may be stored, as here, and must keep its payload.
+func TestRawPutKeepsTheBlobWhenTheStoreFails(t *testing.T) {
+	var inner courier.Store
+	ts := newTestServer(t, func(o *api.Options) {
+		o.MaxPayload = 8 << 20
+		inner = o.Store
+		o.Store = committedButFailed{o.Store}
+	})
+	payload := randomBytes(t, 2<<20)
+	status, body := ts.putRaw(t, "lost-answer", payload, map[string]string{api.HeaderType: "invoice", api.HeaderRoute: "acme", "Content-Type": "application/octet-stream"}, false)
+	wantError(t, status, body, http.StatusServiceUnavailable, courier.CodeUnavailable, "lost")
+	m, err := inner.Message(context.Background(), "lost-answer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := inner.Blobs().Sweep(context.Background(), inner.ReferencedBlobs); err != nil || n != 0 {
+		t.Fatalf("a sweep removed %d blobs (%v)", n, err)
+	}
+	r, err := m.OpenPayload(context.Background(), inner.Blobs())
+	if err != nil {
+		t.Fatalf("the stored message lost its payload: %v", err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if !bytes.Equal(got, payload) {
+		t.Fatal("the stored message's payload differs")
+	}
+	// The sender tries again and is told it is there.
+	status, body = ts.putRaw(t, "lost-answer", payload, map[string]string{api.HeaderType: "invoice", api.HeaderRoute: "acme", "Content-Type": "application/octet-stream"}, false)
+	if status != http.StatusOK {
+		t.Fatalf("repeat: %d %s", status, body)
+	}
+}

@@ -518,8 +518,12 @@ func (w *worker) takeSome(ctx context.Context, items []*courier.InboundItem) (re
 	}
 	created, invalid, due, kept, err := w.store(storeCtx, msgs, now)
 	if err != nil {
-		// Not aborted: the store may have committed before it failed, and
-		// a blob no message refers to is removed by the sweep.
+		// Not aborted, and held on: the store may still commit the
+		// messages. A blob no message refers to is removed by the sweep.
+		for _, h := range spools {
+			h.sp.CloseLater()
+		}
+		spools = nil
 		if rerr := w.src.Release(storeCtx, back); rerr != nil || !released {
 			w.closeSource()
 		}
