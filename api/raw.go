@@ -243,7 +243,11 @@ func (s *Server) servePayload(w http.ResponseWriter, r *http.Request, m *courier
 	if sum, err := hex.DecodeString(digest); err == nil {
 		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
 	}
+	// A sender's bytes, never a page of this origin: a browser that opens
+	// the URL (of a claim check, say) saves it and runs nothing in it.
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Disposition", "attachment")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return 0, size, nil

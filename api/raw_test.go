@@ -105,6 +105,9 @@ func TestRawPutLargePayload(t *testing.T) {
 		if hdr.Get("Content-Type") != "application/pdf" || hdr.Get(api.HeaderSHA256) != hexSHA256(payload) {
 			t.Errorf("payload served as %q with digest %q", hdr.Get("Content-Type"), hdr.Get(api.HeaderSHA256))
 		}
+		if !strings.HasPrefix(hdr.Get("Content-Disposition"), "attachment") || !strings.Contains(hdr.Get("Content-Security-Policy"), "sandbox") {
+			t.Errorf("a sender's bytes served as a page: disposition %q, policy %q", hdr.Get("Content-Disposition"), hdr.Get("Content-Security-Policy"))
+		}
 		status, body, _ = ts.call(t, "GET", "/v1/messages/"+id+"?payload=base64", "")
 		if asked := decode[api.Message](t, body); status != http.StatusOK || asked.PayloadBase64 != "" || asked.PayloadURL != got.PayloadURL {
 			t.Fatalf("?payload=base64 of a large message: %d, %d bytes of base64, payload_url %q; want its URL only", status, len(asked.PayloadBase64), asked.PayloadURL)
