@@ -59,23 +59,60 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 // locks with its connections.
 type largeObjects struct {
 	pool *pgxpool.Pool
+	// writing and reading bound the blobs being written and read at once:
+	// each holds a connection of the pool while it streams, and the rest
+	// of the store (the ingest of a written blob's message among it) must
+	// find one. Together they take half the pool at most.
+	writing, reading slots
 }
 
 var _ courier.Blobs = largeObjects{}
 
+// newLargeObjects returns the large objects of pool, writing and reading a
+// quarter of its connections' worth of blobs at once each, at most.
+func newLargeObjects(pool *pgxpool.Pool, maxConns int32) largeObjects {
+	n := max(1, maxConns/4)
+	return largeObjects{pool: pool, writing: make(slots, n), reading: make(slots, n)}
+}
+
+// slots is a counting semaphore.
+type slots chan struct{}
+
+// take waits for a slot to stream a blob in; the caller gives it back.
+func (s slots) take(ctx context.Context, what string) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return courier.Errorf(courier.CodeUnavailable, "%s: %d large payloads are moving already; try again", what, cap(s))
+	}
+}
+
+func (s slots) give() { <-s }
+
 // lockKey is the advisory lock of large object oid: its number in a space
 // of courier's own ("cour" in the high half).
-func lockKey(oid uint32) int64 { return 0x636f7572<<32 | int64(oid) }
+func lockKey(oid uint32) int64 { return lockSpace<<32 | int64(oid) }
+
+// lockSpace is the high half of the advisory locks of large objects.
+const lockSpace = 0x636f7572
+
+// oidLockSQL is lockKey of the column oid, in SQL.
+var oidLockSQL = strconv.FormatInt(lockSpace, 10) + "::bigint << 32 | oid::bigint"
 
 // ioChunk is how much a blob's reader and writer move per round trip.
 const ioChunk = 1 << 20
 
 func (l largeObjects) Create(ctx context.Context) (courier.BlobWriter, error) {
+	if err := l.writing.take(ctx, "create a blob"); err != nil {
+		return nil, err
+	}
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
+		l.writing.give()
 		return nil, classify("create a blob", err)
 	}
-	w := &loWriter{ctx: ctx, conn: conn}
+	w := &loWriter{ctx: ctx, conn: conn, give: l.writing.give}
 	if err := w.start(); err != nil {
 		w.Close()
 		return nil, classify("create a blob", err)
@@ -86,6 +123,7 @@ func (l largeObjects) Create(ctx context.Context) (courier.BlobWriter, error) {
 type loWriter struct {
 	ctx       context.Context
 	conn      *pgxpool.Conn
+	give      func() // gives the slot back
 	tx        pgx.Tx
 	oid       uint32
 	locked    bool
@@ -176,6 +214,7 @@ func (w *loWriter) Close() error {
 	}
 	w.conn.Release()
 	w.conn = nil
+	w.give()
 	return err
 }
 
@@ -196,27 +235,34 @@ func (l largeObjects) Open(ctx context.Context, ref string) (io.ReadCloser, erro
 	if !ok {
 		return nil, courier.Errorf(courier.CodeNotFound, "no blob %q", ref)
 	}
+	if err := l.reading.take(ctx, "open blob "+ref); err != nil {
+		return nil, err
+	}
 	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
+		l.reading.give()
 		return nil, classify("open blob "+ref, err)
 	}
 	los := tx.LargeObjects()
 	obj, err := los.Open(ctx, oid, pgx.LargeObjectModeRead)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
+		l.reading.give()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42704" { // undefined_object
 			return nil, courier.Errorf(courier.CodeNotFound, "blob %s is not there", ref)
 		}
 		return nil, classify("open blob "+ref, err)
 	}
-	return &loReader{ctx: ctx, tx: tx, r: bufio.NewReaderSize(obj, ioChunk)}, nil
+	return &loReader{ctx: ctx, tx: tx, r: bufio.NewReaderSize(obj, ioChunk), give: l.reading.give}, nil
 }
 
 type loReader struct {
-	ctx context.Context
-	tx  pgx.Tx
-	r   *bufio.Reader
+	ctx  context.Context
+	tx   pgx.Tx
+	r    *bufio.Reader
+	give func() // gives the slot back
+	done bool
 }
 
 func (r *loReader) Read(p []byte) (int, error) {
@@ -227,11 +273,20 @@ func (r *loReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (r *loReader) Close() error { return r.tx.Rollback(context.WithoutCancel(r.ctx)) }
+func (r *loReader) Close() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	defer r.give()
+	return r.tx.Rollback(context.WithoutCancel(r.ctx))
+}
 
-// Sweep takes, on a connection of its own, the advisory locks of the
-// recorded objects that no writer holds, asks which of those a message
-// refers to, and removes the others.
+// Sweep goes through the recorded objects in batches of sweepBatch, by
+// oid, on a connection of its own: it takes the advisory locks of the
+// batch's objects that no writer holds, asks which of those a message
+// refers to, removes the others and lets go of the locks before the next
+// batch, so that it never holds more than a batch of locks.
 func (l largeObjects) Sweep(ctx context.Context, referenced func(ctx context.Context, refs []string) (map[string]bool, error)) (int, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
@@ -239,16 +294,50 @@ func (l largeObjects) Sweep(ctx context.Context, referenced func(ctx context.Con
 	}
 	defer conn.Release()
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
-	rows, err := conn.Query(ctx, `SELECT oid FROM blob_objects WHERE pg_try_advisory_lock(`+strconv.FormatInt(0x636f7572, 10)+`::bigint << 32 | oid::bigint)`)
-	oids, err := collect(nil, rows, err, "sweep blobs", func(row scanner) (uint32, error) {
+	removed := 0
+	var after uint32
+	for {
+		var batch []uint32
+		rows, err := conn.Query(ctx, `SELECT oid FROM blob_objects WHERE oid > $1 ORDER BY oid LIMIT $2`, after, sweepBatch)
+		batch, err = collect(batch, rows, err, "sweep blobs", func(row scanner) (uint32, error) {
+			var oid uint32
+			return oid, row.Scan(&oid)
+		})
+		if err != nil || len(batch) == 0 {
+			return removed, err
+		}
+		after = batch[len(batch)-1]
+		n, err := sweepBatchOf(ctx, conn, batch, referenced)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+		if len(batch) < sweepBatch {
+			return removed, nil
+		}
+	}
+}
+
+// sweepBatch is how many objects a sweep locks and asks about at once.
+const sweepBatch = 500
+
+// sweepBatchOf removes those of oids that no writer holds and no message
+// refers to, and lets go of the locks it took.
+func sweepBatchOf(ctx context.Context, conn *pgxpool.Conn, oids []uint32, referenced func(ctx context.Context, refs []string) (map[string]bool, error)) (int, error) {
+	rows, err := conn.Query(ctx, `SELECT oid FROM unnest($1::oid[]) AS oid WHERE pg_try_advisory_lock(`+oidLockSQL+`)`, oids)
+	locked, err := collect(nil, rows, err, "sweep blobs", func(row scanner) (uint32, error) {
 		var oid uint32
 		return oid, row.Scan(&oid)
 	})
-	if err != nil || len(oids) == 0 {
+	if err != nil {
 		return 0, err
 	}
-	refs := make([]string, len(oids))
-	for i, oid := range oids {
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+oidLockSQL+`) FROM unnest($1::oid[]) AS oid`, locked)
+	if len(locked) == 0 {
+		return 0, nil
+	}
+	refs := make([]string, len(locked))
+	for i, oid := range locked {
 		refs[i] = strconv.FormatUint(uint64(oid), 10)
 	}
 	known, err := referenced(ctx, refs)
@@ -256,7 +345,7 @@ func (l largeObjects) Sweep(ctx context.Context, referenced func(ctx context.Con
 		return 0, err
 	}
 	var gone []uint32
-	for i, oid := range oids {
+	for i, oid := range locked {
 		if !known[refs[i]] {
 			gone = append(gone, oid)
 		}

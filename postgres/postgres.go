@@ -135,7 +135,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		s.blobs = dir
 	default:
-		s.blobs = largeObjects{pool: pool}
+		s.blobs = newLargeObjects(pool, opts.MaxConns)
 	}
 	s.bg.Add(1 + ingestCommitters)
 	go s.notifyLoop()
