@@ -162,6 +162,9 @@ type Spool struct {
 	digest   hash.Hash
 	hashOnly bool // past InlineMax, count and hash but keep nothing
 	spilled  bool
+	// idHash, when set, also takes every byte: a received item's derived
+	// id is made of it (NewItemSpool).
+	idHash hash.Hash
 }
 
 // ErrPayloadTooLarge is what a Spool's Write returns past its limit.
@@ -189,6 +192,9 @@ func (s *Spool) Write(p []byte) (int, error) {
 	}
 	s.n += int64(len(p))
 	s.digest.Write(p)
+	if s.idHash != nil {
+		s.idHash.Write(p)
+	}
 	if !s.spilled && len(s.buf)+len(p) <= InlineMax {
 		s.buf = append(s.buf, p...)
 		return len(p), nil

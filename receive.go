@@ -128,6 +128,10 @@ type InboundItem struct {
 	Redelivered bool
 	// Handle is the source's own reference, for Ack and Release.
 	Handle any
+
+	// idSum is the hash of an id derived for an item whose content went
+	// to a blob through NewItemSpool.
+	idSum []byte
 }
 
 // Source is a receive location's connection to where its items wait. A
@@ -195,8 +199,22 @@ func (r *Receiver) AdmitSpooled(it *InboundItem, sp *Spool, t *Topology, maxPayl
 	if err := sp.Finish(m); err != nil {
 		return nil, nil, fmt.Errorf("receiver %s: keep the content of an item of %d bytes: %w", r.Name, sp.Size(), err)
 	}
+	if sp.idHash != nil && m.Blob != "" {
+		it.idSum = sp.idHash.Sum(nil)
+	}
 	msgs, problem = r.admit(it, m, t, maxPayload, now)
 	return msgs, problem, nil
+}
+
+// NewItemSpool is NewSpool for the content of it: besides, it takes the
+// hash an id derived for it is made of, as it streams, so that the id of
+// a large item is the one it had when items were read whole.
+func NewItemSpool(ctx context.Context, blobs Blobs, limit int64, it *InboundItem) *Spool {
+	sp := NewSpool(ctx, blobs, limit)
+	sp.idHash = sha256.New()
+	sp.idHash.Write([]byte(it.Name))
+	sp.idHash.Write([]byte{0})
+	return sp
 }
 
 // admit is Admit of an item whose payload is on m already.
@@ -228,7 +246,7 @@ func (r *Receiver) admit(it *InboundItem, m *Message, t *Topology, maxPayload in
 	read(r.RecipientHeader, &m.Recipient, "")
 	read(r.IDHeader, &m.ID, "")
 	if problem == nil {
-		derived := func() (string, error) { return r.derivedID(it.Name, m), nil }
+		derived := func() (string, error) { return r.derivedID(it, m), nil }
 		if msgs, problem = t.Admit(m, Intake{MaxPayload: maxPayload, NewIDFunc: derived}, now); problem == nil {
 			return msgs, nil
 		}
@@ -236,7 +254,7 @@ func (r *Receiver) admit(it *InboundItem, m *Message, t *Topology, maxPayload in
 	// Kept under an id and a content type that can be stored and sent; the
 	// refusal names what came.
 	if !ValidID(m.ID) {
-		m.ID = r.derivedID(it.Name, m)
+		m.ID = r.derivedID(it, m)
 	}
 	if !validContentType(m.ContentType) {
 		m.ContentType = "application/octet-stream"
@@ -267,17 +285,27 @@ func Unusable(m *Message, reason Reason, lastError string, now time.Time) {
 // memory gives the same digest), so that its content is not read again. A
 // payload is a blob exactly when it is over InlineMax, so an item gets the
 // same id however its source handed it over.
-func (r *Receiver) derivedID(name string, m *Message) string {
-	h := sha256.New()
-	h.Write([]byte(name))
-	if m.Blob != "" {
-		h.Write([]byte{1})
-		h.Write([]byte(m.Digest))
-	} else {
+func (r *Receiver) derivedID(it *InboundItem, m *Message) string {
+	var sum []byte
+	switch {
+	case m.Blob == "":
+		h := sha256.New()
+		h.Write([]byte(it.Name))
 		h.Write([]byte{0})
 		h.Write(m.Payload)
+		sum = h.Sum(nil)
+	case it.idSum != nil:
+		sum = it.idSum // the same, taken as the content streamed
+	default:
+		// A blob spooled without NewItemSpool: from its digest, after a
+		// separator of its own, so that no payload in the row gives it.
+		h := sha256.New()
+		h.Write([]byte(it.Name))
+		h.Write([]byte{1})
+		h.Write([]byte(m.Digest))
+		sum = h.Sum(nil)
 	}
-	id := r.Name + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+	id := r.Name + "-" + hex.EncodeToString(sum)[:32]
 	if len(id) > MaxIDLen {
 		id = id[len(id)-MaxIDLen:]
 	}

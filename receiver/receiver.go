@@ -648,7 +648,7 @@ func (w *worker) admit(ctx context.Context, it *courier.InboundItem, t *courier.
 
 // spool writes an item's content into a new Spool of blobs.
 func (w *worker) spool(ctx context.Context, it *courier.InboundItem, blobs courier.Blobs) (*courier.Spool, error) {
-	sp := courier.NewSpool(ctx, blobs, courier.MaxPayloadCeiling)
+	sp := courier.NewItemSpool(ctx, blobs, courier.MaxPayloadCeiling, it)
 	err := func() error {
 		if it.Open == nil {
 			_, err := sp.Write(it.Body)
