@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -66,7 +67,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		s.writeError(w, r, err)
 		return
 	}
-	switch s.store(w, r, msgs, now) {
+	switch s.store(w, r, msgs, now, holds) {
 	case notStored:
 		holds.abort(msgs[0])
 	case unknown:
@@ -87,13 +88,16 @@ const (
 // answers: 201 with the message as a read would show it, 200 with the
 // stored one when it was there with the same content, else 409. It
 // reports what came of it.
-func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.Message, now time.Time) stored {
+func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.Message, now time.Time, holds blobHolds) stored {
 	m := msgs[0]
 	stampTrace(r, msgs)
 	res, err := s.opts.Store.Ingest(r.Context(), msgs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return unknown
+	}
+	if res[0].Status == courier.IngestConflict && holds.sameAsBefore(m, res[0].Message) {
+		res[0].Status = courier.IngestExists
 	}
 	if res[0].Status == courier.IngestExists && res[0].Message.Sender != m.Sender {
 		res[0].Status = courier.IngestConflict // another key's message: not to be shown
@@ -242,10 +246,30 @@ func (s *Server) requestToMessage(ctx context.Context, req *IngestRequest, pathI
 // messages that are larger than courier.InlineMax, held by their spools
 // (by ref) until the messages are stored, so that every payload that
 // large is a blob, whichever way it came.
-type blobHolds map[string]*courier.Spool
+type blobHolds map[string]*heldBlob
+
+// heldBlob is the spool of a payload written to a blob, and the hash its
+// message would have had kept in the row, as a message that large was
+// before blobs.
+type heldBlob struct {
+	*courier.Spool
+	inline string
+}
+
+// sameAsBefore reports whether stored, which m's ingest found under m's id
+// with other content, is m as stored before payloads that large were
+// blobs: then it is a repeat, not a conflict.
+func (h blobHolds) sameAsBefore(m, stored *courier.Message) bool {
+	held := h[m.Blob]
+	return m.Blob != "" && held != nil && stored != nil && stored.Digest == "" && stored.Hash == held.inline
+}
 
 // spill writes m's payload to a new blob and puts it on m.
 func (h blobHolds) spill(ctx context.Context, blobs courier.Blobs, m *courier.Message) error {
+	// As Admit would hash it: its content type defaulted first.
+	c := *m
+	c.ContentType = cmp.Or(c.ContentType, "application/octet-stream")
+	inline := courier.ContentHash(&c)
 	sp := courier.NewSpool(ctx, blobs, 0)
 	if _, err := sp.Write(m.Payload); err != nil {
 		sp.Close()
@@ -258,7 +282,7 @@ func (h blobHolds) spill(ctx context.Context, blobs courier.Blobs, m *courier.Me
 		sp.Close()
 		return err
 	}
-	h[m.Blob] = sp
+	h[m.Blob] = &heldBlob{sp, inline}
 	return nil
 }
 
@@ -369,6 +393,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		for j, ir := range res {
 			if ir.Status != courier.IngestCreated {
 				holds.abort(msgs[j])
+			}
+			if ir.Status == courier.IngestConflict && holds.sameAsBefore(msgs[j], ir.Message) {
+				ir.Status = courier.IngestExists
 			}
 			i := index[j]
 			first := j == 0 || index[j-1] != i // the others are more deliveries of the same

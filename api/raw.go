@@ -111,7 +111,7 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
 		writeJSON(w, http.StatusOK, toPublished(msgs, s.topology.Load(), false))
 		return
 	}
-	switch s.store(w, r, msgs, now) {
+	switch s.store(w, r, msgs, now, nil) {
 	case notStored:
 		spool.Abort() // there already, or refused: the new blob goes
 	case unknown:

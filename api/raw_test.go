@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -262,4 +263,32 @@ func TestRawPutKeepsTheBlobWhenTheStoreFails(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("repeat: %d %s", status, body)
 	}
+}
+
+// A message over 1 MiB stored in its row, as one that large was before
+// blobs, sent again is a repeat: its hash is compared as it was made then.
+func TestRepeatOfAMessageStoredBeforeBlobs(t *testing.T) {
+	ts := newTestServer(t, func(o *api.Options) { o.MaxPayload, o.MaxBatchBytes = 4<<20, 8<<20 })
+	payload := randomBytes(t, courier.InlineMax+500)
+	old := &courier.Message{ID: "from-before", Type: "invoice", Route: "acme", Payload: payload, ContentType: "application/octet-stream"}
+	courier.Accept(old, courier.DefaultPolicy(), false, time.Now())
+	if _, err := ts.store.Ingest(context.Background(), []*courier.Message{old}); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"type":"invoice","route":"acme","payload_base64":"` + base64.StdEncoding.EncodeToString(payload) + `"}`
+	if status, answer, _ := ts.call(t, "PUT", "/v1/messages/from-before", body); status != http.StatusOK {
+		t.Fatalf("repeat of a message stored in its row: %d %s, want 200", status, answer)
+	}
+	status, answer, _ := ts.call(t, "POST", "/v1/messages/batch", `{"messages":[{"id":"from-before",`+body[1:]+`]}`)
+	if status != http.StatusOK || !strings.Contains(string(answer), `"status":200`) {
+		t.Fatalf("repeat in a batch: %d %s, want its item 200", status, answer)
+	}
+	if n, _ := blobUsage(t, ts); n != 0 {
+		t.Fatalf("the repeats kept %d blobs", n)
+	}
+	other := bytes.Clone(payload)
+	other[0] ^= 1
+	body = `{"type":"invoice","route":"acme","content_type":"application/octet-stream","payload_base64":"` + base64.StdEncoding.EncodeToString(other) + `"}`
+	status, answer, _ = ts.call(t, "PUT", "/v1/messages/from-before", body)
+	wantError(t, status, answer, http.StatusConflict, courier.CodeConflict, "from-before")
 }
