@@ -18,7 +18,9 @@
 //     any other incomplete upload (one cut off by a crash) is aborted.
 //
 // UploadGrace must therefore be longer than any upload takes from its
-// start to the storing of its message. Ages are measured from the
+// start to the storing of its message: an upload is cut off (and its
+// ingest answered 503) once it has taken half the grace, which leaves the
+// other half for storing the message. Ages are measured from the
 // service's timestamps with this node's clock, so the clocks must agree to
 // well within the grace.
 package blobs3
@@ -176,7 +178,13 @@ func (b *Bucket) Create(ctx context.Context) (courier.BlobWriter, error) {
 	b.held[ref] = true
 	b.mu.Unlock()
 	pr, pw := io.Pipe()
+	// An upload may take half the grace at most: what is left of it is
+	// for storing its message, before another node's sweep may take an
+	// object or upload that old.
 	uctx, cancel := context.WithCancel(ctx)
+	if b.grace > 0 {
+		uctx, cancel = context.WithTimeout(ctx, b.grace/2)
+	}
 	w := &writer{b: b, ctx: ctx, ref: ref, pw: pw, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		// With no size given the upload is multipart, one part in memory
@@ -240,6 +248,9 @@ func (w *writer) Commit() (string, error) {
 	}
 	w.pw.Close()
 	if err := w.wait(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && w.b.grace > 0 && w.ctx.Err() == nil {
+			return "", courier.Errorf(courier.CodeUnavailable, "blob %s: the upload took longer than half of upload_grace (%v), after which another node's sweep may take it", w.ref, w.b.grace)
+		}
 		return "", unavailable("upload a blob", err)
 	}
 	w.committed = true
