@@ -47,6 +47,9 @@ type Options struct {
 	// an endpoint a claim check is refused: its notices' URLs are built on
 	// it.
 	PublicURL string
+	// Retention is the node's retention: a claim check's ttl must be
+	// shorter (0: not checked).
+	Retention time.Duration
 }
 
 // minSyncGap spaces the syncs that notices of other nodes' changes cause:

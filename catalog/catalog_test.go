@@ -537,10 +537,13 @@ func TestClaimCheckNeedsPublicURL(t *testing.T) {
 	// Other changes still go through.
 	put(t, c, courier.KindEndpoint, "plain", `{"transport": "http", "url": "http://127.0.0.1:9/in"}`)
 
-	withURL, err := catalog.Open(context.Background(), catalog.Options{Store: st, PublicURL: "https://courier.example.org"})
+	withURL, err := catalog.Open(context.Background(), catalog.Options{Store: st, PublicURL: "https://courier.example.org", Retention: 72 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	long := `{"transport": "http", "url": "http://127.0.0.1:9/in", "claim_check": {"ttl": "72h"}}`
+	_, _, err = withURL.Put(context.Background(), "admin", courier.KindEndpoint, "archive", []byte(long), -1)
+	wantCode(t, err, courier.CodeInvalidArgument, "endpoints.archive.claim_check.ttl", "retention")
 	if _, _, err := withURL.Put(context.Background(), "admin", courier.KindEndpoint, "archive", []byte(spec), -1); err != nil {
 		t.Fatalf("a claim check on a node with public_url: %v", err)
 	}

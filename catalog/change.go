@@ -356,18 +356,22 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 // to every caller. (The first key must so be an admin key.)
 // checkClaimChecks refuses a change that writes an endpoint or a lookup
 // route with a claim check on a node without public_url, on which the
-// URLs of its notices are built.
+// URLs of its notices are built, or with a ttl not shorter than retention,
+// past which the payload its links fetch may be purged.
 func (c *Catalog) checkClaimChecks(p *plan, t *courier.Topology) error {
-	if c.opts.PublicURL != "" {
-		return nil
-	}
-	for _, f := range config.ClaimCheckFields(t) {
-		section, rest, _ := strings.Cut(f, ".")
+	for _, at := range config.ClaimChecks(t) {
+		section, rest, _ := strings.Cut(at.Field, ".")
 		name, _, _ := strings.Cut(rest, ".")
+		written := false
 		for k := range p.fresh {
-			if k.kind.Section() == section && k.name == name {
-				return courier.Errorf(courier.CodeInvalidArgument, "%s: %s; set it in the configuration of every node", f, config.NeedsPublicURL)
-			}
+			written = written || (k.kind.Section() == section && k.name == name)
+		}
+		switch {
+		case !written:
+		case c.opts.PublicURL == "":
+			return courier.Errorf(courier.CodeInvalidArgument, "%s: %s; set it in the configuration of every node", at.Field, config.NeedsPublicURL)
+		case c.opts.Retention > 0 && at.Check.TTL >= c.opts.Retention:
+			return courier.Errorf(courier.CodeInvalidArgument, "%s.ttl: must be shorter than retention (%v): a delivered message, and the payload its link fetches, may be purged before the link expires", at.Field, c.opts.Retention)
 		}
 	}
 	return nil

@@ -933,12 +933,19 @@ func (d *decoder) lookup(o *object, r *courier.Route) {
 // topology held in the store is checked when it is used (an attempt fails
 // and says why), as public_url is the server's, not the store's.
 func (c *Config) checkClaimChecks() Errors {
-	if c.PublicURL != "" || c.Topology == nil {
+	if c.Topology == nil {
 		return nil
 	}
 	var errs Errors
-	for _, f := range ClaimCheckFields(c.Topology) {
-		errs = append(errs, &Error{File: c.File, Line: c.lines[f], Field: f, Message: NeedsPublicURL})
+	for _, at := range ClaimChecks(c.Topology) {
+		if c.PublicURL == "" {
+			errs = append(errs, &Error{File: c.File, Line: c.lines[at.Field], Field: at.Field, Message: NeedsPublicURL})
+		}
+		if c.Retention > 0 && at.Check.TTL >= c.Retention {
+			f := at.Field + ".ttl"
+			errs = append(errs, &Error{File: c.File, Line: cmp.Or(c.lines[f], c.lines[at.Field]), Field: f,
+				Message: fmt.Sprintf("must be shorter than retention (%v): a delivered message, and the payload its link fetches, may be purged before the link expires", c.Retention)})
+		}
 	}
 	return errs
 }
@@ -946,21 +953,27 @@ func (c *Config) checkClaimChecks() Errors {
 // NeedsPublicURL is what a claim check says without public_url.
 const NeedsPublicURL = "needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it"
 
-// ClaimCheckFields lists the fields of t that set a claim check (an
-// endpoint's, or a lookup route's template's), in name order: a topology
-// with any needs public_url.
-func ClaimCheckFields(t *courier.Topology) []string {
-	var fields []string
+// ClaimCheckAt is a claim check of a topology and the field that sets it.
+type ClaimCheckAt struct {
+	Field string // endpoints.NAME.claim_check or routes.NAME.endpoint_template.claim_check
+	Check *courier.ClaimCheck
+}
+
+// ClaimChecks lists the claim checks of t (an endpoint's, or a lookup
+// route's template's), in name order: a topology with any needs
+// public_url.
+func ClaimChecks(t *courier.Topology) []ClaimCheckAt {
+	var out []ClaimCheckAt
 	for _, name := range slices.Sorted(maps.Keys(t.Endpoints)) {
-		if t.Endpoints[name].ClaimCheck != nil {
-			fields = append(fields, "endpoints."+name+".claim_check")
+		if cc := t.Endpoints[name].ClaimCheck; cc != nil {
+			out = append(out, ClaimCheckAt{"endpoints." + name + ".claim_check", cc})
 		}
 	}
 	// The endpoints a lookup route resolves take its template's.
 	for _, name := range slices.Sorted(maps.Keys(t.Routes)) {
 		if tpl := t.Routes[name].EndpointTemplate; tpl != nil && tpl.ClaimCheck != nil {
-			fields = append(fields, "routes."+name+".endpoint_template.claim_check")
+			out = append(out, ClaimCheckAt{"routes." + name + ".endpoint_template.claim_check", tpl.ClaimCheck})
 		}
 	}
-	return fields
+	return out
 }

@@ -368,7 +368,7 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 	if err != nil {
 		return nil, err
 	}
-	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL}
+	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention}
 	if !cfg.KeysInStore {
 		o.KeysFile = cfg.File
 	}
