@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -133,6 +134,12 @@ type InboundItem struct {
 	// to a blob through NewItemSpool.
 	idSum []byte
 }
+
+// ErrItemChanged is what a source's reader of an item (InboundItem.Open)
+// fails with when the item changed while it was read, a file still being
+// written: the item is handed back to be taken once it settles, and the
+// others go on.
+var ErrItemChanged = errors.New("changed while read")
 
 // Source is a receive location's connection to where its items wait. A
 // source is used by one goroutine at a time.

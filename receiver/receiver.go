@@ -433,6 +433,14 @@ const spoolBuffer = 256 << 10
 func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 	for len(items) > 0 {
 		rest, err := w.takeSome(ctx, items)
+		var changed changedItem
+		if errors.As(err, &changed) {
+			// Handed back alone, to be taken once it settles: the others
+			// go on without it.
+			w.logger.Info("an item changed while it was read; it is taken again once it settles", "item", describe(changed.it, w.r))
+			items = slices.DeleteFunc(items, func(it *courier.InboundItem) bool { return it == changed.it })
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -440,6 +448,13 @@ func (w *worker) take(ctx context.Context, items []*courier.InboundItem) error {
 	}
 	return nil
 }
+
+// changedItem is takeSome's error for an item that changed while it was
+// read (courier.ErrItemChanged): it was handed back to its source alone,
+// and nothing of the commit was stored.
+type changedItem struct{ it *courier.InboundItem }
+
+func (c changedItem) Error() string { return "an item changed while it was read" }
 
 // held is the spool of an item whose content went to a blob, with the
 // item's first message, until the message is stored or not.
@@ -479,6 +494,14 @@ func (w *worker) takeSome(ctx context.Context, items []*courier.InboundItem) (re
 	end, stopAt, stopErr, forced := len(items), -1, error(nil), false
 	for i, it := range items {
 		ms, sp, problem, err := w.admit(ctx, it, t, now)
+		if err != nil && errors.Is(err, courier.ErrItemChanged) {
+			abortAll()
+			if rerr := w.src.Release(storeCtx, []*courier.InboundItem{it}); rerr != nil {
+				w.closeSource()
+				return nil, err
+			}
+			return nil, changedItem{it}
+		}
 		if err != nil {
 			abortAll()
 			if rerr := w.src.Release(storeCtx, items); rerr != nil {

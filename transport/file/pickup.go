@@ -79,7 +79,7 @@ type pickupHandle struct {
 }
 
 // errChanged says that a file changed while it was read.
-var errChanged = errors.New("changed while read")
+var errChanged = courier.ErrItemChanged
 
 // OpenPickup opens r.Dir for reading. The directory must exist (courier
 // does not create it, so a typo does not start an empty pick-up folder);
