@@ -11,7 +11,7 @@ import (
 )
 
 // EventKind names an operational event: a change in how courier itself
-// delivers that an operator wants to hear of (issue 25).
+// delivers that an operator wants to hear of.
 type EventKind string
 
 // The operational events.
