@@ -267,8 +267,8 @@ func (s *Spool) Close() error {
 
 // IngestSettle is how long a write handed to a store may still commit after
 // its caller was told of an error (a timeout, a lost connection): a store
-// may finish a write its caller gave up on.
-const IngestSettle = time.Minute
+// may finish a write its caller gave up on. A variable for tests.
+var IngestSettle = time.Minute
 
 // CloseLater lets go of the blob only after IngestSettle, for a message
 // whose Ingest failed: it may still be stored, and until the store can no

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,43 @@ type largeObjects struct {
 	// of the store (the ingest of a written blob's message among it) must
 	// find one. Together they take half the pool at most.
 	writing, reading slots
+	// open are the writers not closed yet: the store's Close closes them
+	// (a writer held on after a failed ingest, Spool.CloseLater, among
+	// them), as the pool's Close waits for their connections.
+	open *writerSet
+}
+
+// writerSet is a set of writers, safe for concurrent use.
+type writerSet struct {
+	mu sync.Mutex
+	ws map[*loWriter]struct{}
+}
+
+func (s *writerSet) add(w *loWriter) {
+	s.mu.Lock()
+	s.ws[w] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *writerSet) remove(w *loWriter) {
+	s.mu.Lock()
+	delete(s.ws, w)
+	s.mu.Unlock()
+}
+
+// closeAll closes every writer still open. Once the store's writes have
+// ended, no message can come to refer to a blob not stored yet: a blob left
+// without one is the sweep's.
+func (l largeObjects) closeAll() {
+	l.open.mu.Lock()
+	ws := make([]*loWriter, 0, len(l.open.ws))
+	for w := range l.open.ws {
+		ws = append(ws, w)
+	}
+	l.open.mu.Unlock()
+	for _, w := range ws {
+		w.Close()
+	}
 }
 
 var _ courier.Blobs = largeObjects{}
@@ -72,7 +110,7 @@ var _ courier.Blobs = largeObjects{}
 // quarter of its connections' worth of blobs at once each, at most.
 func newLargeObjects(pool *pgxpool.Pool, maxConns int32) largeObjects {
 	n := max(1, maxConns/4)
-	return largeObjects{pool: pool, writing: make(slots, n), reading: make(slots, n)}
+	return largeObjects{pool: pool, writing: make(slots, n), reading: make(slots, n), open: &writerSet{ws: map[*loWriter]struct{}{}}}
 }
 
 // slots is a counting semaphore.
@@ -112,7 +150,8 @@ func (l largeObjects) Create(ctx context.Context) (courier.BlobWriter, error) {
 		l.writing.give()
 		return nil, classify("create a blob", err)
 	}
-	w := &loWriter{ctx: ctx, conn: conn, give: l.writing.give}
+	w := &loWriter{ctx: ctx, conn: conn, give: l.writing.give, open: l.open}
+	l.open.add(w)
 	if err := w.start(); err != nil {
 		w.Close()
 		return nil, classify("create a blob", err)
@@ -121,6 +160,8 @@ func (l largeObjects) Create(ctx context.Context) (courier.BlobWriter, error) {
 }
 
 type loWriter struct {
+	mu        sync.Mutex // Close may come from a timer, or the store's Close
+	open      *writerSet
 	ctx       context.Context
 	conn      *pgxpool.Conn
 	give      func() // gives the slot back
@@ -199,9 +240,12 @@ func (w *loWriter) Abort() error {
 }
 
 func (w *loWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.conn == nil {
 		return nil
 	}
+	defer w.open.remove(w)
 	var err error
 	if !w.committed {
 		err = w.Abort()

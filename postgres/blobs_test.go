@@ -43,3 +43,26 @@ func TestLargeObjectWritersAreBounded(t *testing.T) {
 	w.Close()
 	open[1].Close()
 }
+
+// A blob held on after a failed ingest (Spool.CloseLater) holds a
+// connection; the store's Close lets go of it rather than wait for it, so
+// that a node stops within its shutdown timeout. On the fault this test
+// hangs until the test binary's timeout.
+func TestCloseLetsGoOfHeldBlobs(t *testing.T) {
+	old := courier.IngestSettle
+	courier.IngestSettle = time.Hour
+	t.Cleanup(func() { courier.IngestSettle = old })
+	s := pgtest.Open(t)
+	sp := courier.NewSpool(context.Background(), s.Blobs(), 0)
+	if _, err := sp.Write(make([]byte, courier.InlineMax+1)); err != nil {
+		t.Fatal(err)
+	}
+	m := &courier.Message{}
+	if err := sp.Finish(m); err != nil {
+		t.Fatal(err)
+	}
+	sp.CloseLater()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -224,6 +224,9 @@ func (s *Store) Close() error {
 		close(s.quit)
 		s.bg.Wait()
 		close(s.stopped)
+		if lo, ok := s.blobs.(largeObjects); ok {
+			lo.closeAll() // the writes have ended: nothing holds a blob for them
+		}
 		s.pool.Close()
 	})
 	return nil
