@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/courier-gw/courier/internal/pgtest"
 	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/receiver"
+	"github.com/courier-gw/courier/storetest"
 	filetransport "github.com/courier-gw/courier/transport/file"
 )
 
@@ -131,30 +131,6 @@ func storedMessages(t *testing.T, s courier.Store) map[string]*courier.Message {
 	return out
 }
 
-// payloadOf reads a stored message's payload back, from its row or its
-// blob.
-func payloadOf(t *testing.T, s courier.Store, m *courier.Message) []byte {
-	t.Helper()
-	r, err := m.OpenPayload(context.Background(), s.Blobs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func wantBlobUsage(t *testing.T, s courier.Store, n int, size int64) {
-	t.Helper()
-	gotN, gotSize, err := s.Blobs().Usage(context.Background())
-	if err != nil || gotN != n || gotSize != size {
-		t.Fatalf("blob area holds %d blobs of %d bytes (%v), want %d of %d", gotN, gotSize, err, n, size)
-	}
-}
-
 // Large files in a pick-up directory are streamed into the store's blob
 // area, one blob per commit, and read back as they were; a small one stays
 // in its row. The same file picked up again is the same message: its
@@ -191,7 +167,7 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 				if m.State != courier.StateQueued || m.Route != "acme" {
 					t.Errorf("%s: %s on %q (%s)", m.ID, m.State, m.Route, m.LastError)
 				}
-				byContent[courier.PayloadDigest(payloadOf(t, s, m))] = m
+				byContent[courier.PayloadDigest(storetest.ReadPayload(t, s, m))] = m
 			}
 			for name, content := range files {
 				m := byContent[courier.PayloadDigest(content)]
@@ -203,7 +179,7 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 						t.Errorf("%s: blob %q, %d bytes in the row, size %d, digest %s; want a blob of %d bytes",
 							name, m.Blob, len(m.Payload), m.Size, m.Digest, len(content))
 					}
-					if !bytes.Equal(payloadOf(t, s, m), content) {
+					if !bytes.Equal(storetest.ReadPayload(t, s, m), content) {
 						t.Errorf("%s: the blob read back differs", name)
 					}
 				default:
@@ -212,7 +188,7 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 					}
 				}
 			}
-			wantBlobUsage(t, s, 3, blobBytes)
+			storetest.WantBlobUsage(t, s, 3, blobBytes)
 
 			// Picked up again (a crash before the move, or the same file
 			// dropped twice): the same messages, no second blob.
@@ -222,7 +198,7 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 			if got := storedMessages(t, s); len(got) != len(files) {
 				t.Fatalf("%d messages after the repeats, want %d", len(got), len(files))
 			}
-			wantBlobUsage(t, s, 3, blobBytes)
+			storetest.WantBlobUsage(t, s, 3, blobBytes)
 			if st := svc.Statuses()[0]; st.Received != int64(len(files)) || st.State != courier.ReceiverRunning {
 				t.Fatalf("status %+v", st)
 			}
@@ -248,11 +224,11 @@ func TestDirectoryOverMaxPayloadKeptAsBlob(t *testing.T) {
 		if m.State != courier.StateSuspended || m.Reason != courier.ReasonInvalid || !strings.Contains(m.LastError, "over max_payload") {
 			t.Fatalf("%s: %s %s %q", m.ID, m.State, m.Reason, m.LastError)
 		}
-		if !m.HasBlob() || m.Size != len(content) || !bytes.Equal(payloadOf(t, s, m), content) {
+		if !m.HasBlob() || m.Size != len(content) || !bytes.Equal(storetest.ReadPayload(t, s, m), content) {
 			t.Fatalf("%s: blob %q of %d bytes, want the whole content", m.ID, m.Blob, m.Size)
 		}
 	}
-	wantBlobUsage(t, s, 1, int64(len(content)))
+	storetest.WantBlobUsage(t, s, 1, int64(len(content)))
 }
 
 // A file larger than courier keeps at all stays in the directory and the
@@ -288,7 +264,7 @@ func TestDirectoryFileTooLargeToKeepStops(t *testing.T) {
 	if msgs := storedMessages(t, s); len(msgs) != 1 || st.Received != 1 {
 		t.Fatalf("%d messages stored, %d counted; want the first file's", len(msgs), st.Received)
 	}
-	wantBlobUsage(t, s, 0, 0)
+	storetest.WantBlobUsage(t, s, 0, 0)
 }
 
 // Items a broker hands over whole are stored as blobs when over
@@ -308,14 +284,14 @@ func TestLargeBodiesBecomeBlobs(t *testing.T) {
 		m := h.message(id)
 		want := patterned(2<<20+i+1, byte(i+1))
 		size += int64(len(want))
-		if !m.HasBlob() || m.Size != len(want) || !bytes.Equal(payloadOf(t, h.store, m), want) {
+		if !m.HasBlob() || m.Size != len(want) || !bytes.Equal(storetest.ReadPayload(t, h.store, m), want) {
 			t.Fatalf("%s: blob %q of %d bytes; want the whole body as a blob", id, m.Blob, m.Size)
 		}
 	}
 	if m := h.message("b"); m.HasBlob() || string(m.Payload) != `{"id":"b"}` {
 		t.Fatalf("b: blob %q, payload %q", m.Blob, m.Payload)
 	}
-	wantBlobUsage(t, h.store, 3, size)
+	storetest.WantBlobUsage(t, h.store, 3, size)
 	q.mu.Lock()
 	fetches := len(q.fetches)
 	q.mu.Unlock()
@@ -325,7 +301,7 @@ func TestLargeBodiesBecomeBlobs(t *testing.T) {
 
 	q.put(large("a", 1), large("c", 2))
 	h.waitFor("six acknowledged", func() bool { _, _, acked := q.state(); return acked == 6 })
-	wantBlobUsage(t, h.store, 3, size)
+	storetest.WantBlobUsage(t, h.store, 3, size)
 	if st := h.svc.Statuses()[0]; st.Received != 4 {
 		t.Fatalf("received %d, want 4", st.Received)
 	}
@@ -351,7 +327,7 @@ func TestDerivedIDOfLargeBodies(t *testing.T) {
 			t.Fatalf("stored %s (blob %q)", id, m.Blob)
 		}
 	}
-	wantBlobUsage(t, h.store, 1, int64(len(body)))
+	storetest.WantBlobUsage(t, h.store, 1, int64(len(body)))
 }
 
 // When the acknowledgement of a commit fails, the source is closed and the
@@ -368,7 +344,7 @@ func TestLargeBodiesAckFails(t *testing.T) {
 	h := newHarness(t, receiverFor(courier.OnErrorSuspend), q, nil)
 	h.waitFor("three acknowledged", func() bool { _, _, acked := q.state(); return acked == 3 })
 	h.waitFor("three received", func() bool { return h.svc.Statuses()[0].Received == 3 })
-	wantBlobUsage(t, h.store, 3, 3*(2<<20))
+	storetest.WantBlobUsage(t, h.store, 3, 3*(2<<20))
 	if st := h.svc.Statuses()[0]; st.Redelivered == 0 || st.State != courier.ReceiverRunning {
 		t.Fatalf("status %+v; want the batch handed out again, and running", st)
 	}
@@ -437,9 +413,9 @@ func TestDirectoryFileChangedWhileRead(t *testing.T) {
 	}
 	want := append(first, more...)
 	for _, m := range msgs {
-		if got := payloadOf(t, s, m); !bytes.Equal(got, want) {
+		if got := storetest.ReadPayload(t, s, m); !bytes.Equal(got, want) {
 			t.Fatalf("%s of %d bytes; want the whole file's %d", m.ID, len(got), len(want))
 		}
 	}
-	wantBlobUsage(t, s, 1, int64(len(want)))
+	storetest.WantBlobUsage(t, s, 1, int64(len(want)))
 }

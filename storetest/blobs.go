@@ -47,7 +47,9 @@ func spoolMessage(t *testing.T, s courier.Store, id string, payload []byte) (*co
 	return m, sp
 }
 
-func readBlob(t *testing.T, s courier.Store, m *courier.Message) []byte {
+// ReadPayload reads a stored message's payload back, from its row or its
+// blob.
+func ReadPayload(t testing.TB, s courier.Store, m *courier.Message) []byte {
 	t.Helper()
 	r, err := m.OpenPayload(context.Background(), s.Blobs())
 	if err != nil {
@@ -61,7 +63,9 @@ func readBlob(t *testing.T, s courier.Store, m *courier.Message) []byte {
 	return b
 }
 
-func wantUsage(t *testing.T, s courier.Store, n int, size int64) {
+// WantBlobUsage fails t unless the blob area of s holds n blobs of size
+// bytes in all.
+func WantBlobUsage(t testing.TB, s courier.Store, n int, size int64) {
 	t.Helper()
 	gotN, gotSize, err := s.Blobs().Usage(context.Background())
 	if err != nil || gotN != n || gotSize != size {
@@ -96,7 +100,7 @@ func testBlobIngest(t *testing.T, s courier.Store) {
 		t.Fatalf("stored: blob %q digest %s size %d payload %d bytes hash %s; want blob %q digest %s size %d, no payload, hash %s",
 			got.Blob, got.Digest, got.Size, len(got.Payload), got.Hash, m.Blob, m.Digest, len(payload), m.Hash)
 	}
-	if !bytes.Equal(readBlob(t, s, got), payload) {
+	if !bytes.Equal(ReadPayload(t, s, got), payload) {
 		t.Fatal("the blob read back differs from the payload")
 	}
 	// Claimed for delivery, it comes with its blob.
@@ -112,7 +116,7 @@ func testBlobIngest(t *testing.T, s courier.Store) {
 		t.Fatalf("a payload of InlineMax bytes: blob %q, %d bytes inline; want it inline", small.Blob, len(small.Payload))
 	}
 	mustIngest(t, s, small)
-	wantUsage(t, s, 1, int64(len(payload)))
+	WantBlobUsage(t, s, 1, int64(len(payload)))
 }
 
 // A sweep removes exactly the blobs that no message refers to and no
@@ -163,7 +167,7 @@ func testBlobSweep(t *testing.T, s courier.Store) {
 	if _, err := blobs.Open(ctx, ref); courier.ErrorCode(err) != courier.CodeNotFound {
 		t.Fatalf("an orphan blob after the sweep: %v, want not found", err)
 	}
-	wantUsage(t, s, 1, int64(len(kept)))
+	WantBlobUsage(t, s, 1, int64(len(kept)))
 
 	// A committed blob that is aborted is gone at once.
 	w, err := blobs.Create(ctx)
@@ -193,7 +197,7 @@ func testBlobSweep(t *testing.T, s courier.Store) {
 	if n := sweep(t, s); n != 1 {
 		t.Fatalf("a sweep after the purge removed %d blobs, want 1", n)
 	}
-	wantUsage(t, s, 0, 0)
+	WantBlobUsage(t, s, 0, 0)
 }
 
 // Every delivery of a published message refers to its blob, which stays
@@ -222,7 +226,7 @@ func testBlobPublished(t *testing.T, s courier.Store) {
 		t.Fatalf("a sweep removed %d blobs while a delivery was left", n)
 	}
 	a := mustGet(t, s, courier.DeliveryKey("pub", "a"))
-	if !bytes.Equal(readBlob(t, s, a), payload) {
+	if !bytes.Equal(ReadPayload(t, s, a), payload) {
 		t.Fatal("the delivery left reads another payload")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testenv"
 	"github.com/courier-gw/courier/receiver"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // sourceOn declares a queue holding one message per body and opens a
@@ -489,9 +490,7 @@ func TestReceiveLargeMessageBecomesBlob(t *testing.T) {
 	if err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("read back %d bytes (%v), want the %d sent", len(got), err, len(body))
 	}
-	if n, size, err := store.Blobs().Usage(context.Background()); err != nil || n != 1 || size != int64(len(body)) {
-		t.Fatalf("blob area: %d blobs of %d bytes (%v), want one of %d", n, size, err, len(body))
-	}
+	storetest.WantBlobUsage(t, store, 1, int64(len(body)))
 }
 
 // ackCounter is a source that counts the items it acknowledged.

@@ -20,6 +20,7 @@ import (
 	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/receiver"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // receiveStream is a stream of one test's own, for a receive location to
@@ -433,9 +434,7 @@ func TestReceiveLargeMessage(t *testing.T) {
 	if blob {
 		wantBlobs, wantSize = 1, int64(len(body))
 	}
-	if n, size, err := store.Blobs().Usage(context.Background()); err != nil || n != wantBlobs || size != wantSize {
-		t.Fatalf("blob area: %d blobs of %d bytes (%v), want %d of %d", n, size, err, wantBlobs, wantSize)
-	}
+	storetest.WantBlobUsage(t, store, wantBlobs, wantSize)
 }
 
 // ackCounter is a source that counts the items it acknowledged.
