@@ -24,19 +24,17 @@ func (s *Server) singleLimit() int64 {
 	return min(s.opts.MaxPayload*2, s.opts.MaxBatchBytes) + 64<<10
 }
 
+// handlePut takes in a message with the id of its path: an ingest request,
+// or, with a Courier-Type header, the payload itself (ingestRaw).
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(HeaderType) != "" {
-		s.ingestRaw(w, r, r.PathValue("id"))
-		return
-	}
-	s.ingestOne(w, r, r.PathValue("id"))
+	s.ingestOne(w, r, r.PathValue("id"), r.Header.Get(HeaderType) != "")
 }
 
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request) {
-	s.ingestOne(w, r, "")
+	s.ingestOne(w, r, "", false)
 }
 
-func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string) {
+func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string, raw bool) {
 	w, r, end := traceIngest(w, r, "ingest")
 	if end != nil {
 		defer end()
@@ -45,6 +43,10 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	now := s.opts.Clock.Now()
 	if err := s.limits.take(k, now, 1); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if raw {
+		s.ingestRaw(w, r, k, now, pathID)
 		return
 	}
 	body, err := readBody(r, w, s.singleLimit())

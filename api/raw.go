@@ -40,17 +40,7 @@ const (
 // the answer (201) comes only once the payload and the message are on
 // stable storage. A repeat of a message that exists is only hashed, not
 // stored again, and answered 200 (or 409 when its content differs).
-func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, id string) {
-	w, r, end := traceIngest(w, r, "ingest")
-	if end != nil {
-		defer end()
-	}
-	k := keyOf(r)
-	now := s.opts.Clock.Now()
-	if err := s.limits.take(k, now, 1); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, k *Key, now time.Time, id string) {
 	m, err := rawMessage(r.Header, id)
 	if err != nil {
 		s.writeError(w, r, err)
