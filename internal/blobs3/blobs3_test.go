@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"io"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,85 +13,19 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/blobs3"
 	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/s3test"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/storetest"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// testBucket is the bucket of the tests; each test keeps to a prefix of
-// its own in it.
-const testBucket = "courier-test"
-
-// mustClient returns a client of the test's S3 service, with the test
-// bucket made if it is missing, and the options to open a blob area on it.
-func mustClient(t *testing.T) (*minio.Client, blobs3.Options) {
+// mustClient returns the test's area in the bucket of the S3 service of the
+// tests, and the options to open a blob area on it.
+func mustClient(t *testing.T) (*s3test.Area, blobs3.Options) {
 	t.Helper()
-	endpoint, access, secret := testenv.S3Access(t)
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Secure: u.Scheme == "https"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if ok, err := c.BucketExists(ctx, testBucket); err != nil {
-		t.Fatalf("reach the S3 service at %s: %v", endpoint, err)
-	} else if !ok {
-		if err := c.MakeBucket(ctx, testBucket, minio.MakeBucketOptions{}); err != nil {
-			if code := minio.ToErrorResponse(err).Code; code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
-				t.Fatalf("make the bucket %s: %v", testBucket, err)
-			}
-		}
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := "test-" + hex.EncodeToString(b[:]) + "/"
-	t.Cleanup(func() { empty(t, c, prefix) })
-	return c, blobs3.Options{Endpoint: endpoint, Bucket: testBucket, Prefix: prefix, AccessKey: access, SecretKey: secret}
-}
-
-// empty removes what a test left under prefix.
-func empty(t *testing.T, c *minio.Client, prefix string) {
-	ctx := context.Background()
-	for obj := range c.ListObjectsIter(ctx, testBucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err == nil {
-			c.RemoveObject(ctx, testBucket, obj.Key, minio.RemoveObjectOptions{})
-		}
-	}
-	for _, up := range uploads(t, c, prefix) {
-		minio.Core{Client: c}.AbortMultipartUpload(ctx, testBucket, up.Key, up.UploadID)
-	}
-}
-
-// uploads lists the incomplete uploads under prefix.
-func uploads(t *testing.T, c *minio.Client, prefix string) []minio.ObjectMultipartInfo {
-	t.Helper()
-	var out []minio.ObjectMultipartInfo
-	for up := range c.ListIncompleteUploads(context.Background(), testBucket, prefix, true) {
-		if up.Err != nil {
-			t.Fatalf("list the uploads: %v", up.Err)
-		}
-		out = append(out, up)
-	}
-	return out
-}
-
-// objects lists the keys of the objects under prefix.
-func objects(t *testing.T, c *minio.Client, prefix string) []string {
-	t.Helper()
-	var keys []string
-	for obj := range c.ListObjectsIter(context.Background(), testBucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			t.Fatalf("list the objects: %v", obj.Err)
-		}
-		keys = append(keys, obj.Key)
-	}
-	return keys
+	a := s3test.New(t)
+	return a, blobs3.Options{Endpoint: a.Endpoint, Bucket: s3test.Bucket, Prefix: a.Prefix, AccessKey: a.Access, SecretKey: a.Secret}
 }
 
 func mustOpen(t *testing.T, opts blobs3.Options) *blobs3.Bucket {
@@ -137,7 +69,7 @@ func nothingReferenced(context.Context, []string) (map[string]bool, error) { ret
 // A blob spans several parts, is read back whole, and a writer closed
 // without Commit leaves neither an object nor an upload.
 func TestParts(t *testing.T) {
-	c, opts := mustClient(t)
+	a, opts := mustClient(t)
 	b := mustOpen(t, opts)
 	ctx := context.Background()
 	payload := make([]byte, 40<<20) // three parts
@@ -179,10 +111,10 @@ func TestParts(t *testing.T) {
 	if err := cut.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if ups := uploads(t, c, opts.Prefix); len(ups) != 0 {
+	if ups := a.Uploads(t); len(ups) != 0 {
 		t.Fatalf("a writer closed without commit left %d uploads", len(ups))
 	}
-	if keys := objects(t, c, opts.Prefix); len(keys) != 1 || keys[0] != opts.Prefix+ref {
+	if keys := a.Objects(t); len(keys) != 1 || keys[0] != opts.Prefix+ref {
 		t.Fatalf("objects %v, want only the committed blob", keys)
 	}
 	if _, err := b.Open(ctx, strings.Repeat("0", 32)); courier.ErrorCode(err) != courier.CodeNotFound {
@@ -194,7 +126,7 @@ func TestParts(t *testing.T) {
 // incomplete upload alone, as they may be another node's uploads; past it,
 // it removes the object and aborts the upload, which a crash cut off.
 func TestUploadGrace(t *testing.T) {
-	c, opts := mustClient(t)
+	a, opts := mustClient(t)
 	opts.UploadGrace = 3 * time.Second
 	b := mustOpen(t, opts)
 	ctx := context.Background()
@@ -210,25 +142,25 @@ func TestUploadGrace(t *testing.T) {
 	w.Close()
 	// An upload that no writer of this process holds: another node's, or
 	// one cut off.
-	core := minio.Core{Client: c}
+	core := minio.Core{Client: a.Client}
 	key := opts.Prefix + strings.Repeat("ab", 16)
-	id, err := core.NewMultipartUpload(ctx, testBucket, key, minio.PutObjectOptions{})
+	id, err := core.NewMultipartUpload(ctx, s3test.Bucket, key, minio.PutObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := core.PutObjectPart(ctx, testBucket, key, id, 1, bytes.NewReader([]byte("a part")), 6, minio.PutObjectPartOptions{}); err != nil {
+	if _, err := core.PutObjectPart(ctx, s3test.Bucket, key, id, 1, bytes.NewReader([]byte("a part")), 6, minio.PutObjectPartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Not blobs of this area: left alone, whatever their age.
 	foreign := opts.Prefix + "notes.txt"
-	if _, err := c.PutObject(ctx, testBucket, foreign, strings.NewReader("mine"), 4, minio.PutObjectOptions{}); err != nil {
+	if _, err := a.Client.PutObject(ctx, s3test.Bucket, foreign, strings.NewReader("mine"), 4, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	if n, err := b.Sweep(ctx, nothingReferenced); err != nil || n != 0 {
 		t.Fatalf("a sweep within the grace removed %d (%v), want 0", n, err)
 	}
-	if keys, ups := objects(t, c, opts.Prefix), uploads(t, c, opts.Prefix); len(keys) != 2 || len(ups) != 1 {
+	if keys, ups := a.Objects(t), a.Uploads(t); len(keys) != 2 || len(ups) != 1 {
 		t.Fatalf("within the grace: objects %v and %d uploads, want the orphan, the foreign object and the upload", keys, len(ups))
 	}
 
@@ -236,7 +168,7 @@ func TestUploadGrace(t *testing.T) {
 	if n, err := b.Sweep(ctx, nothingReferenced); err != nil || n != 2 {
 		t.Fatalf("a sweep past the grace removed %d (%v), want the orphan and the upload", n, err)
 	}
-	if keys, ups := objects(t, c, opts.Prefix), uploads(t, c, opts.Prefix); len(keys) != 1 || keys[0] != foreign || len(ups) != 0 {
+	if keys, ups := a.Objects(t), a.Uploads(t); len(keys) != 1 || keys[0] != foreign || len(ups) != 0 {
 		t.Fatalf("past the grace: objects %v and %d uploads, want only %s", keys, len(ups), foreign)
 	}
 }
