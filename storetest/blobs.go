@@ -247,3 +247,33 @@ func testSecret(t *testing.T, s courier.Store) {
 		t.Fatalf("two secrets are the same (%v)", err)
 	}
 }
+
+// WantOnlyPayload fails t unless s holds exactly one message, queued, whose
+// payload is body, kept as a blob exactly when body is over InlineMax, and
+// the blob area holds nothing else; it returns the message.
+func WantOnlyPayload(t testing.TB, s courier.Store, body []byte) *courier.Message {
+	t.Helper()
+	ctx := context.Background()
+	page, err := s.Messages(ctx, courier.MessageFilter{Limit: 10})
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("%d messages stored (%v), want 1", len(page.Messages), err)
+	}
+	m, err := s.Message(ctx, page.Messages[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := len(body) > courier.InlineMax
+	if m.HasBlob() != blob || m.Size != len(body) || m.State != courier.StateQueued || (blob && m.Digest != courier.PayloadDigest(body)) {
+		t.Fatalf("stored %s: blob %q, size %d, digest %q, %s; want a queued message of %d bytes, a blob: %v",
+			m.ID, m.Blob, m.Size, m.Digest, m.State, len(body), blob)
+	}
+	if got := ReadPayload(t, s, m); !bytes.Equal(got, body) {
+		t.Fatalf("read back %d bytes, want the %d sent", len(got), len(body))
+	}
+	wantBlobs, wantSize := 0, int64(0)
+	if blob {
+		wantBlobs, wantSize = 1, int64(len(body))
+	}
+	WantBlobUsage(t, s, wantBlobs, wantSize)
+	return m
+}
