@@ -37,6 +37,11 @@ func (s *Store) ReferencedBlobs(ctx context.Context, refs []string) (map[string]
 // Secret returns the named secret, made of 32 random bytes by the first
 // call on any node.
 func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	return s.secrets.Get(name, func() ([]byte, error) { return s.readSecret(ctx, name) })
+}
+
+// readSecret reads the named secret, making it if it is not there.
+func (s *Store) readSecret(ctx context.Context, name string) ([]byte, error) {
 	var fresh [32]byte
 	if _, err := rand.Read(fresh[:]); err != nil {
 		return nil, err

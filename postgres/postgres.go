@@ -51,6 +51,7 @@ type Options struct {
 type Store struct {
 	pool            *pgxpool.Pool
 	blobs           courier.Blobs
+	secrets         sqlstore.Secrets // Secret, once read
 	cfg             *pgxpool.Config
 	logger          *slog.Logger
 	channel         string // LISTEN/NOTIFY channel of new due messages

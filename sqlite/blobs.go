@@ -45,6 +45,11 @@ func (s *Store) ReferencedBlobs(ctx context.Context, refs []string) (map[string]
 // Secret returns the named secret, made of 32 random bytes by the first
 // call.
 func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	return s.secrets.Get(name, func() ([]byte, error) { return s.readSecret(ctx, name) })
+}
+
+// readSecret reads the named secret, making it if it is not there.
+func (s *Store) readSecret(ctx context.Context, name string) ([]byte, error) {
 	var value []byte
 	err := s.rdb.QueryRowContext(ctx, `SELECT value FROM settings WHERE name = ?`, name).Scan(&value)
 	if err == nil {

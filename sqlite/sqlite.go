@@ -63,12 +63,13 @@ type Options struct {
 
 // Store is the SQLite implementation of courier.Store.
 type Store struct {
-	path   string
-	lock   *os.File // held while open: one process per database
-	blobs  courier.Blobs
-	logger *slog.Logger
-	wdb    *sql.DB // exactly one connection, used only by the committer
-	rdb    *sql.DB // readers; WAL lets them run beside the writer
+	path    string
+	lock    *os.File // held while open: one process per database
+	blobs   courier.Blobs
+	secrets sqlstore.Secrets // Secret, once read
+	logger  *slog.Logger
+	wdb     *sql.DB // exactly one connection, used only by the committer
+	rdb     *sql.DB // readers; WAL lets them run beside the writer
 
 	// Statements of the hot paths, prepared once on the write connection.
 	insertStmt  *sql.Stmt
