@@ -47,8 +47,8 @@ func (t *Topology) Admit(m *Message, in Intake, now time.Time) ([]*Message, erro
 		m.ContentType = "application/octet-stream"
 	}
 	switch {
-	case in.MaxPayload > 0 && int64(m.payloadSize()) > in.MaxPayload:
-		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", m.payloadSize(), in.MaxPayload)
+	case in.MaxPayload > 0 && int64(m.PayloadSize()) > in.MaxPayload:
+		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over max_payload: the limit is %d bytes", m.PayloadSize(), in.MaxPayload)
 	case !validContentType(m.ContentType):
 		return nil, Errorf(CodeInvalidArgument, "content_type %q is not a valid media type", clip(m.ContentType))
 	case !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now):

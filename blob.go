@@ -64,8 +64,8 @@ var ErrBlobsUnavailable = Errorf(CodeUnavailable, "this store keeps no payloads 
 // HasBlob reports whether m's payload is a blob rather than Payload.
 func (m *Message) HasBlob() bool { return m.Blob != "" }
 
-// payloadSize is the length of m's payload, inline or a blob.
-func (m *Message) payloadSize() int {
+// PayloadSize is the length of m's payload, inline or a blob.
+func (m *Message) PayloadSize() int {
 	if m.Blob != "" || m.Digest != "" {
 		return m.Size // a blob, or only its digest (NewDigestSpool)
 	}
@@ -88,8 +88,8 @@ func (m *Message) OpenPayload(ctx context.Context, blobs Blobs) (io.ReadCloser, 
 // CodePayloadTooLarge when it is over limit bytes. It is for what cannot
 // stream: a broker's message, a workflow's envelope.
 func (m *Message) ReadPayload(ctx context.Context, blobs Blobs, limit int64) ([]byte, error) {
-	if int64(m.Size) > limit || int64(len(m.Payload)) > limit {
-		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over the %d bytes this can carry", max(m.Size, len(m.Payload)), limit)
+	if size := m.PayloadSize(); int64(size) > limit {
+		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over the %d bytes this can carry", size, limit)
 	}
 	if m.Blob == "" {
 		return m.Payload, nil

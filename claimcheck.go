@@ -35,7 +35,7 @@ const ClaimNoticeType = "application/vnd.courier.claim-check+json"
 
 // Applies reports whether m goes to the endpoint as a notice.
 func (c *ClaimCheck) Applies(m *Message) bool {
-	return c != nil && int64(m.payloadSize()) > c.Above
+	return c != nil && int64(m.PayloadSize()) > c.Above
 }
 
 // PayloadSHA256 is the hex SHA-256 of m's payload: its Digest for a blob,
@@ -151,7 +151,7 @@ func ClaimNoticeFor(m *Message, url string, expires time.Time) *Message {
 		ct = "application/octet-stream"
 	}
 	n := ClaimNotice{ClaimCheck: ClaimNoticeBody{
-		URL: url, ExpiresAt: expires.UTC(), MessageID: m.ID, Size: int64(m.payloadSize()),
+		URL: url, ExpiresAt: expires.UTC(), MessageID: m.ID, Size: int64(m.PayloadSize()),
 		ContentType: ct, SHA256: m.PayloadSHA256(),
 	}}
 	body, err := json.Marshal(n)

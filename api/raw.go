@@ -221,10 +221,7 @@ func (s *Server) servePayload(w http.ResponseWriter, r *http.Request, m *courier
 		return 0, 0, err
 	}
 	defer body.Close()
-	size = int64(len(m.Payload))
-	if m.HasBlob() {
-		size = int64(m.Size)
-	}
+	size = int64(m.PayloadSize())
 	digest := m.PayloadSHA256()
 	h := w.Header()
 	h.Set("Content-Type", cmp.Or(m.ContentType, "application/octet-stream"))
