@@ -16,6 +16,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // ingestBlob stores a message whose payload of n bytes is a blob, as the
@@ -77,6 +78,7 @@ func TestClaimFetch(t *testing.T) {
 	}
 
 	// The fetch is on the message's record.
+	storetest.WaitActions(t, ts.store, "scan-1", 1)
 	status, body, _ = ts.callAs(t, "ops", "GET", "/v1/messages/scan-1", "")
 	v := decode[api.Message](t, body)
 	if status != http.StatusOK || len(v.Actions) != 1 || v.Actions[0].Kind != courier.ActionClaimFetched ||
@@ -139,6 +141,7 @@ func TestClaimRefused(t *testing.T) {
 	if status, _, _ := ts.call(t, "GET", good, ""); status != http.StatusOK {
 		t.Fatalf("the good URL: %d", status)
 	}
+	storetest.WaitActions(t, ts.store, "scan-1", 1)
 	clock.Advance(time.Hour)
 	status, body, _ := ts.call(t, "GET", good, "")
 	wantError(t, status, body, 403, courier.CodePermissionDenied, "expired at 2026-11-25T13:00:00Z")
@@ -171,7 +174,7 @@ func TestClaimDeliveryPath(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != `{"n":1}` || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("fetch of a delivery: %d %s %v", resp.StatusCode, body, resp.Header)
 	}
-	if actions, _ := ts.store.Actions(context.Background(), "ev-1/erp"); len(actions) != 1 || actions[0].Kind != courier.ActionClaimFetched {
+	if actions := storetest.WaitActions(t, ts.store, "ev-1/erp", 1); len(actions) != 1 || actions[0].Kind != courier.ActionClaimFetched {
 		t.Errorf("actions of the delivery %+v", actions)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/courier-gw/courier/internal/pgtest"
 	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/postgres"
+	"github.com/courier-gw/courier/storetest"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -231,9 +232,9 @@ func testClaimCheckDelivers(t *testing.T, store courier.Store) {
 	}
 
 	// The fetch is recorded, and shows with the message.
-	actions, err := r.store.Actions(context.Background(), "scan-1")
-	if err != nil || len(actions) != 1 || actions[0].Kind != courier.ActionClaimFetched || actions[0].Who != "endpoint:scans" {
-		t.Fatalf("actions %+v (%v), want the fetch", actions, err)
+	actions := storetest.WaitActions(t, r.store, "scan-1", 1)
+	if len(actions) != 1 || actions[0].Kind != courier.ActionClaimFetched || actions[0].Who != "endpoint:scans" {
+		t.Fatalf("actions %+v, want the fetch", actions)
 	}
 	status, body, _ = get(t, r.api.URL+"/v1/messages/scan-1")
 	var v api.Message
