@@ -52,6 +52,7 @@ type benchDeliver struct {
 	held        int    // endpoints switched off before the drain
 	subs        int    // publish the messages to this many subscriptions instead of sending them to routes
 	heldShare   float64
+	heldBacklog int // with held: messages queued for the held endpoints before the others, the backlog they hold
 	// topologyIn is where the server keeps the topology: "file", built in
 	// this process, or "store", created through the API before the run.
 	topologyIn    string
@@ -161,7 +162,12 @@ with --one-by-one one PUT per object. How long that took is printed first.`,
 				fmt.Fprintf(g.stdout, " (2 dead: rates count the healthy ones only)")
 			}
 			if b.held > 0 {
-				fmt.Fprintf(g.stdout, " (%d off, holding %.0f%%: rates count the others only)", b.held, 100*b.heldShare)
+				if b.heldBacklog > 0 {
+					fmt.Fprintf(g.stdout, " (%d off, with a backlog of %d queued for them first and %.0f%% of these: rates count the others only)",
+						b.held, b.heldBacklog, 100*b.heldShare)
+				} else {
+					fmt.Fprintf(g.stdout, " (%d off, holding %.0f%%: rates count the others only)", b.held, 100*b.heldShare)
+				}
 			}
 			if b.subs > 0 {
 				fmt.Fprintf(g.stdout, " published to %d subscriptions (%d deliveries: delivery rates count deliveries)", b.subs, res.Messages*b.subs)
@@ -220,6 +226,7 @@ with --one-by-one one PUT per object. How long that took is printed first.`,
 	f.IntVar(&b.subs, "subscriptions", 0, "publish each message (without a route) to this many subscriptions, round robin over the endpoints: rates count deliveries")
 	f.IntVar(&b.held, "held", 0, "switch this many of the endpoints off before the drain; only deliveries to the others count")
 	f.Float64Var(&b.heldShare, "held-share", 0.9, "with --held: the share of the messages that go to the endpoints that are off")
+	f.IntVar(&b.heldBacklog, "held-backlog", 0, "with --held: messages queued for the endpoints that are off before all others, round robin over them: the backlog they built up while off")
 	f.StringVar(&b.topologyIn, "topology", topologyInFile, "where the server keeps the topology: file (built in this process) or store (created through the API first)")
 	f.IntVar(&b.topologyBatch, "topology-batch", 1000, "with --topology store: objects per PUT /v1/topology (0: all in one)")
 	f.BoolVar(&b.oneByOne, "one-by-one", false, "with --topology store: create each object with a PUT of its own")
@@ -345,9 +352,15 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 				len(t.Endpoints), len(t.Routes), len(t.Subscriptions), b.endpoints, b.endpoints, b.subs)
 		}
 	}
+	if b.heldBacklog > 0 {
+		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages for the endpoints that are off...\n", b.heldBacklog)
+		if err := fillBacklog(ctx, store, "held-backlog", b.heldBacklog, func(i int) int { return i % b.held }, []byte(payload)); err != nil {
+			return nil, err
+		}
+	}
 	if b.backlog > 0 {
 		fmt.Fprintf(g.stderr, "queueing a backlog of %d messages...\n", b.backlog)
-		if err := fillBacklog(ctx, store, b.backlog, b.routeOf, []byte(payload)); err != nil {
+		if err := fillBacklog(ctx, store, "backlog", b.backlog, b.routeOf, []byte(payload)); err != nil {
 			return nil, err
 		}
 	}
@@ -478,6 +491,9 @@ func (b benchDeliver) validate() error {
 	}
 	if b.held < 0 || b.held > 0 && (b.held >= b.endpoints || b.dead || b.heldShare < 0 || b.heldShare >= 1) {
 		return fmt.Errorf("--held must leave at least one endpoint on, goes without --dead, and --held-share is from 0 to below 1")
+	}
+	if b.heldBacklog < 0 || b.heldBacklog > 0 && b.held == 0 {
+		return fmt.Errorf("--held-backlog cannot be negative, and needs --held")
 	}
 	if b.subs < 0 || b.subs > 0 && (b.held > 0 || b.dead || b.backlog > 0) {
 		return fmt.Errorf("--subscriptions cannot be negative, and goes without --held, --dead and --backlog")
@@ -616,12 +632,12 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n i
 }
 
 // fillBacklog queues n messages straight into the store, in big batches.
-func fillBacklog(ctx context.Context, store courier.Store, n int, routeOf func(int) int, payload []byte) error {
+func fillBacklog(ctx context.Context, store courier.Store, prefix string, n int, routeOf func(int) int, payload []byte) error {
 	now := time.Now()
 	for first := 0; first < n; first += 10000 {
 		msgs := make([]*courier.Message, min(10000, n-first))
 		for i := range msgs {
-			m := &courier.Message{ID: fmt.Sprintf("backlog-%d", first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", routeOf(first+i)),
+			m := &courier.Message{ID: fmt.Sprintf("%s-%d", prefix, first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", routeOf(first+i)),
 				Payload: payload, ContentType: "application/json"}
 			courier.Accept(m, courier.DefaultPolicy(), false, now)
 			msgs[i] = m

@@ -94,6 +94,15 @@ func TestBenchDeliverHeld(t *testing.T) {
 	if got, want := res.Delivered, int64(200); got != want {
 		t.Errorf("%d messages delivered, want %d (those of the endpoints that are on)", got, want)
 	}
+	// A backlog queued for the held endpoints first, and their round-robin
+	// share of the rest (1 of 3): all of it stays, the others go.
+	res = benchDeliverJSON(t, "--messages", "3000", "--endpoints", "3", "--held", "1", "--held-backlog", "5000", "--held-share", "0.3333334")
+	if got, want := res.HeldQueued, 6000; got != want {
+		t.Errorf("with a held backlog: %d messages left queued for the endpoint that is off, want %d", got, want)
+	}
+	if got, want := res.Delivered, int64(2000); got != want {
+		t.Errorf("with a held backlog: %d messages delivered, want %d", got, want)
+	}
 }
 
 // The receiver process says where it listens, answers 204, counts, resets,
