@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
+	courier "github.com/courier-gw/courier"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -42,3 +45,23 @@ func (s *Store) HoldConnections(ctx context.Context) (release func(), err error)
 
 // ChannelName is channelName, for its tests.
 var ChannelName = channelName
+
+// ExplainApply is the plan PostgreSQL chooses for writing changes, in the
+// transaction Apply writes them in, as EXPLAIN's text.
+func (s *Store) ExplainApply(ctx context.Context, changes []courier.Change) (string, error) {
+	args, err := applyArgs(changes)
+	if err != nil {
+		return "", err
+	}
+	var plan strings.Builder
+	err = pgx.BeginTxFunc(ctx, s.pool, byIndex, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "EXPLAIN "+applySQL, args...)
+		if err != nil {
+			return err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		plan.WriteString(strings.Join(lines, "\n"))
+		return err
+	})
+	return plan.String(), err
+}
