@@ -12,9 +12,9 @@ import (
 )
 
 // Outcomes find their messages through the index of ids, also in a table
-// that autovacuum has not analysed yet: there the planner took a few
-// hundred changes against 30,000 messages for a job for a hash of the
-// whole table, and each batch of outcomes read every message.
+// that autovacuum has not analysed yet: there the planner joined a few
+// hundred changes to 30,000 messages by hashing the whole table, so that
+// each batch of outcomes read every message.
 func TestApplyFindsMessagesByIndex(t *testing.T) {
 	s := pgtest.Open(t)
 	ctx := context.Background()
