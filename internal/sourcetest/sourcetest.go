@@ -1,10 +1,12 @@
 // Package sourcetest has the checks the tests of receive locations' sources
-// share: fetching an exact number of items, and fetching none.
+// share: fetching an exact number of items, and fetching none, and a
+// source that counts what it acknowledged.
 package sourcetest
 
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	courier "github.com/courier-gw/courier"
@@ -64,4 +66,18 @@ func Bodies(items []*courier.InboundItem) []string {
 		out = append(out, string(it.Body))
 	}
 	return out
+}
+
+// AckCounter is a source that counts the items it acknowledged.
+type AckCounter struct {
+	courier.Source
+	Acked *atomic.Int64
+}
+
+func (c *AckCounter) Ack(ctx context.Context, items []*courier.InboundItem) error {
+	err := c.Source.Ack(ctx, items)
+	if err == nil {
+		c.Acked.Add(int64(len(items)))
+	}
+	return err
 }

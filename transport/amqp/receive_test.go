@@ -459,7 +459,7 @@ func TestReceiveLargeMessageBecomesBlob(t *testing.T) {
 		TopologyFunc: func() *courier.Topology { return top },
 		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
 			s, err := Open(ctx, r)
-			return &ackCounter{Source: s, acked: &acked}, err
+			return &sourcetest.AckCounter{Source: s, Acked: &acked}, err
 		}})
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -477,18 +477,4 @@ func TestReceiveLargeMessageBecomesBlob(t *testing.T) {
 	if m := storetest.WantOnlyPayload(t, store, body); !m.HasBlob() {
 		t.Fatalf("a message of %d bytes kept in its row, want a blob", len(body))
 	}
-}
-
-// ackCounter is a source that counts the items it acknowledged.
-type ackCounter struct {
-	*Source
-	acked *atomic.Int64
-}
-
-func (c *ackCounter) Ack(ctx context.Context, items []*courier.InboundItem) error {
-	err := c.Source.Ack(ctx, items)
-	if err == nil {
-		c.acked.Add(int64(len(items)))
-	}
-	return err
 }

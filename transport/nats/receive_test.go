@@ -398,7 +398,7 @@ func TestReceiveLargeMessage(t *testing.T) {
 		TopologyFunc: func() *courier.Topology { return top },
 		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
 			src, err := Open(ctx, r)
-			return &ackCounter{Source: src, acked: &acked}, err
+			return &sourcetest.AckCounter{Source: src, Acked: &acked}, err
 		}})
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -413,18 +413,4 @@ func TestReceiveLargeMessage(t *testing.T) {
 		t.Fatalf("received %d messages, want 1: the second is the same message", st.Received)
 	}
 	storetest.WantOnlyPayload(t, store, body)
-}
-
-// ackCounter is a source that counts the items it acknowledged.
-type ackCounter struct {
-	*Source
-	acked *atomic.Int64
-}
-
-func (c *ackCounter) Ack(ctx context.Context, items []*courier.InboundItem) error {
-	err := c.Source.Ack(ctx, items)
-	if err == nil {
-		c.acked.Add(int64(len(items)))
-	}
-	return err
 }
