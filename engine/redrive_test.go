@@ -85,6 +85,18 @@ func (h *harness) waitRedrive(recovery courier.Event) courier.BulkOp {
 	}
 }
 
+// wantRedrivenOnce waits for each message to be delivered and checks that
+// the re-drive resubmitted it exactly once.
+func (h *harness) wantRedrivenOnce(ids ...string) {
+	h.t.Helper()
+	for _, id := range ids {
+		h.waitState(id, courier.StateDelivered)
+		if got := h.redriven(id); len(got) != 1 {
+			h.t.Errorf("%s: re-driven %d times, want once", id, len(got))
+		}
+	}
+}
+
 // redriven returns the resubmits of a message by courier's re-drive.
 func (h *harness) redriven(id string) []courier.Action {
 	h.t.Helper()
@@ -130,12 +142,7 @@ func TestRedriveAfterRecovery(t *testing.T) {
 	recovery := h.suspendAndRecover()
 
 	// down, exhausted by the 429 that suspended the endpoint, goes too.
-	for _, id := range append(exhausted, "down") {
-		h.waitState(id, courier.StateDelivered)
-		if got := h.redriven(id); len(got) != 1 {
-			t.Errorf("%s: re-driven %d times, want once", id, len(got))
-		}
-	}
+	h.wantRedrivenOnce(append(exhausted, "down")...)
 	op := h.waitRedrive(recovery)
 	if op.Count != 8 || op.Stopped != "" || op.Who != courier.SystemWho {
 		t.Errorf("the re-drive: %+v, want 8 messages resubmitted by courier", op)
@@ -226,12 +233,7 @@ func TestRedriveResumesAfterAHardStop(t *testing.T) {
 	}
 
 	h.engine = h.startEngine(h.store, nil)
-	for _, id := range append(exhausted, "down") {
-		h.waitState(id, courier.StateDelivered)
-		if got := h.redriven(id); len(got) != 1 {
-			t.Errorf("%s: re-driven %d times, want once", id, len(got))
-		}
-	}
+	h.wantRedrivenOnce(append(exhausted, "down")...)
 	if op := h.waitRedrive(recovery); op.Count != 9 || op.Stopped != "" {
 		t.Errorf("the re-drive: %+v, want 9 messages", op)
 	}
@@ -246,12 +248,7 @@ func testRedriveOnTwoNodes(t *testing.T) {
 	h.exhaust(exhausted...)
 	h.sink.Script("/hook", sink.Respond(200), sink.Repeat)
 	recovery := h.suspendAndRecover()
-	for _, id := range append(exhausted, "down") {
-		h.waitState(id, courier.StateDelivered)
-		if got := h.redriven(id); len(got) != 1 {
-			t.Errorf("%s: re-driven %d times, want once", id, len(got))
-		}
-	}
+	h.wantRedrivenOnce(append(exhausted, "down")...)
 	if op := h.waitRedrive(recovery); op.Count != 11 {
 		t.Errorf("the re-drive: %+v, want 11 messages", op)
 	}
