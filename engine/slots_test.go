@@ -67,6 +67,41 @@ func TestSlotsGoBackWhenUnused(t *testing.T) {
 	}
 }
 
+// An endpoint whose turn of the claims comes every second and a half, as
+// with ten thousand endpoints, keeps its slots between turns while the
+// node's rounds go on: it neither gives them back nor has to take them
+// again at each turn.
+func TestSlotsKeptBetweenTurns(t *testing.T) {
+	store := pgtest.Open(t)
+	ctx := context.Background()
+	ep := &courier.Endpoint{Name: "ep", MaxConcurrency: 4}
+	known := map[string]*courier.Endpoint{"ep": ep}
+	s := newEndpointSlots(store)
+	t0 := time.Now()
+	if err := s.refresh(ctx, "node", []*courier.Endpoint{ep}, known, t0); err != nil {
+		t.Fatal(err)
+	}
+	// A round every half second; the endpoint's turn in every third.
+	for round := 0; round <= 12; round++ {
+		at := t0.Add(time.Duration(round) * 500 * time.Millisecond)
+		if err := s.refresh(ctx, "node", nil, known, at); err != nil {
+			t.Fatal(err)
+		}
+		if round%3 != 0 {
+			continue
+		}
+		if got := s.free(ep); got != 4 {
+			t.Fatalf("at its turn %v after the first, %d slots held, want all 4 kept", at.Sub(t0), got)
+		}
+		for range 4 {
+			s.take(ep)
+		}
+		for range 4 {
+			s.release("ep")
+		}
+	}
+}
+
 // The node's bookkeeping holds only the endpoints in use: after many
 // endpoints (as a lookup route resolves) asked for slots that another node
 // held, and their work ended, a window later nothing of them is left.
