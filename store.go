@@ -2,6 +2,7 @@ package courier
 
 import (
 	"context"
+	"maps"
 	"time"
 )
 
@@ -278,6 +279,40 @@ type Change struct {
 	Token   int      // the TotalAttempts it must still have
 	Attempt *Attempt // recorded with the change; nil for none
 	Notices []*Message
+	// Prior is the message as the decision read it (for an outcome, as it
+	// was leased), or nil. With it a store can tell a Delivery, which it
+	// may write with fewer columns.
+	Prior *Message
+}
+
+// Delivery reports whether c records a delivery and nothing else: the
+// message, leased for the attempt c is guarded by, goes from inflight to
+// delivered, and of the fields a change writes only those differ from
+// Prior that every delivery sets. Those are the state, the attempts of the
+// round, the endpoint, UpdatedAt and FinishedAt (one time); the reason,
+// the abandoned count, the due time, the timer and the lease are cleared.
+// A message with an ordering key is never one: its delivery lets the next
+// of its key go, which a store does beside the change. So a store may
+// write a Delivery by setting those fields alone: the others are as the
+// lease left them (TestDeliveryWritesWhatTheChangeDoes in the store
+// conformance suite checks that both ways write the same row).
+func (c Change) Delivery() bool {
+	p, m := c.Prior, c.Message
+	if p == nil || m == nil || c.From != StateInflight || p.State != StateInflight || c.Token != p.TotalAttempts {
+		return false
+	}
+	// What every delivery sets, as a delivery sets it.
+	if m.State != StateDelivered || m.Reason != "" || m.Abandoned != 0 || !m.NextAttemptAt.IsZero() ||
+		!m.TimerAt.IsZero() || !m.LeaseUntil.IsZero() || m.LeaseOwner != "" || m.FinishedAt.IsZero() ||
+		!m.FinishedAt.Equal(m.UpdatedAt) || m.OrderingKey != "" {
+		return false
+	}
+	// The rest of what a change writes, as leased.
+	return m.ID == p.ID && m.Subscription == p.Subscription && m.TotalAttempts == p.TotalAttempts &&
+		m.Route == p.Route && m.Escalated == p.Escalated && m.FallbackFrom == p.FallbackFrom &&
+		m.RoundStartedAt.Equal(p.RoundStartedAt) && m.LastError == p.LastError && m.LastClass == p.LastClass &&
+		m.OrderSkipped == p.OrderSkipped && m.Step == p.Step && m.FailedStep == p.FailedStep &&
+		maps.Equal(m.StepResponses, p.StepResponses) && m.ResubmitCount == p.ResubmitCount && m.Workflow == p.Workflow
 }
 
 // IngestStatus is the outcome of ingesting one message.

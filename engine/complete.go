@@ -66,7 +66,7 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 		if !o.result.Delivered() {
 			a.Outcome, a.Class, a.Error = courier.OutcomeFailed, o.result.Class, o.result.Error
 		}
-		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices}
+		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: o.msg.TotalAttempts, Attempt: a, Notices: notices, Prior: o.msg}
 	}
 	// Health first: a message due again at once must not be claimed for an
 	// endpoint whose suspension is not written yet.

@@ -124,6 +124,63 @@ const applySQL = `WITH input AS (
 )
 SELECT ord FROM changed`
 
+// deliveredSQL writes Deliveries (courier.Change.Delivery) as applySQL
+// would, from 18 arrays where applySQL takes 39: of the message, the
+// fields every delivery sets and nothing else, under the same guard; the
+// attempt (when has_attempt) as given, if the change applied. It returns
+// the ordinals (from 1) of the changes that applied.
+const deliveredSQL = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::timestamptz[],
+		$7::boolean[], $8::text[], $9::int[], $10::text[], $11::text[], $12::timestamptz[], $13::bigint[],
+		$14::text[], $15::text[], $16::int[], $17::text[], $18::text[])
+	WITH ORDINALITY AS t(id, subscription, token, attempts, endpoint, at,
+		has_attempt, key, n, a_endpoint, a_route, started_at, duration_us, outcome, class, status, error, response, ord)
+), changed AS (
+	UPDATE messages m SET state = 'delivered', reason = NULL, attempts = i.attempts, abandoned = 0,
+		next_attempt_at = NULL, timer_at = NULL, lease_until = NULL, lease_owner = NULL, endpoint = i.endpoint,
+		updated_at = i.at, finished_at = i.at
+	FROM input i
+	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = 'inflight' AND m.total_attempts = i.token
+	RETURNING i.ord
+), attempt AS (
+	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
+	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
+	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
+	ON CONFLICT DO NOTHING
+)
+SELECT ord FROM changed`
+
+// deliveredArgs turns Deliveries into the arrays of deliveredSQL.
+func deliveredArgs(changes []courier.Change) []any {
+	n := len(changes)
+	var (
+		ids, subs, endpoints, keys = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		tokens, attempts           = make([]int32, n), make([]int32, n)
+		at                         = make([]time.Time, n)
+		has                        = make([]bool, n)
+		ns, statuses               = make([]int32, n), make([]int32, n)
+		aEndpoints, aRoutes        = make([]string, n), make([]string, n)
+		outcomes                   = make([]string, n)
+		classes, errs, responses   = make([]*string, n), make([]*string, n), make([]*string, n)
+		started                    = make([]time.Time, n)
+		durations                  = make([]int64, n)
+	)
+	for i, c := range changes {
+		m := c.Message
+		ids[i], subs[i], endpoints[i], keys[i] = m.ID, m.Subscription, m.Endpoint, m.Key()
+		tokens[i], attempts[i], at[i] = int32(c.Token), int32(m.Attempts), m.FinishedAt
+		started[i] = m.FinishedAt // unused without an attempt, but the column is not null
+		if a := c.Attempt; a != nil {
+			has[i], ns[i], statuses[i] = true, int32(a.N), int32(a.Status)
+			aEndpoints[i], aRoutes[i], outcomes[i] = a.Endpoint, a.Route, string(a.Outcome)
+			classes[i], errs[i], responses[i] = nullString(string(a.Class)), nullString(a.Error), nullString(a.Response)
+			started[i], durations[i] = a.StartedAt, a.Duration.Microseconds()
+		}
+	}
+	return []any{ids, subs, tokens, attempts, endpoints, at, has, keys, ns, aEndpoints, aRoutes, started, durations,
+		outcomes, classes, statuses, errs, responses}
+}
+
 // byIndex begins a transaction whose statements find the messages they
 // change through an index, never by reading the whole table. Left to
 // itself, the planner joined a batch of a few hundred outcomes to 30,000
@@ -220,20 +277,44 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 				}
 			}
 		}
-		args, err := applyArgs(changes)
-		if err != nil {
-			return err
+		// Deliveries by deliveredSQL, the rest by applySQL; each statement
+		// answers the ordinals, among its own, of what applied.
+		var whole, plain []courier.Change
+		var wholeAt, plainAt []int
+		for i, c := range changes {
+			if c.Delivery() {
+				plain, plainAt = append(plain, c), append(plainAt, i)
+			} else {
+				whole, wholeAt = append(whole, c), append(wholeAt, i)
+			}
 		}
-		rows, err := tx.Query(ctx, applySQL, args...)
-		if err != nil {
-			return classify("apply", err)
+		run := func(q string, args []any, at []int) error {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return classify("apply", err)
+			}
+			ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return classify("apply", err)
+			}
+			for _, ord := range ords {
+				applied[at[ord-1]] = true
+			}
+			return nil
 		}
-		ords, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return classify("apply", err)
+		if len(whole) > 0 {
+			args, err := applyArgs(whole)
+			if err != nil {
+				return err
+			}
+			if err := run(applySQL, args, wholeAt); err != nil {
+				return err
+			}
 		}
-		for _, ord := range ords {
-			applied[ord-1] = true
+		if len(plain) > 0 {
+			if err := run(deliveredSQL, deliveredArgs(plain), plainAt); err != nil {
+				return err
+			}
 		}
 		for i, c := range changes {
 			if p, ok := priors[c.Message.Key()]; ok && applied[i] {

@@ -72,21 +72,22 @@ type Store struct {
 	rdb     *sql.DB // readers; WAL lets them run beside the writer
 
 	// Statements of the hot paths, prepared once on the write connection.
-	insertStmt  *sql.Stmt
-	selectStmt  *sql.Stmt
-	leadStmt    *sql.Stmt
-	typeStmt    *sql.Stmt
-	dueStmt     *sql.Stmt
-	leaseStmt   *sql.Stmt
-	leasedStmt  *sql.Stmt
-	applyStmt   *sql.Stmt
-	attemptStmt *sql.Stmt
-	bodyStmt    *sql.Stmt
-	priorStmt   *sql.Stmt
-	groupStmt   *sql.Stmt
-	promoteStmt *sql.Stmt
-	waitStmt    *sql.Stmt
-	afterStmt   *sql.Stmt
+	insertStmt    *sql.Stmt
+	selectStmt    *sql.Stmt
+	leadStmt      *sql.Stmt
+	typeStmt      *sql.Stmt
+	dueStmt       *sql.Stmt
+	leaseStmt     *sql.Stmt
+	leasedStmt    *sql.Stmt
+	applyStmt     *sql.Stmt
+	deliveredStmt *sql.Stmt
+	attemptStmt   *sql.Stmt
+	bodyStmt      *sql.Stmt
+	priorStmt     *sql.Stmt
+	groupStmt     *sql.Stmt
+	promoteStmt   *sql.Stmt
+	waitStmt      *sql.Stmt
+	afterStmt     *sql.Stmt
 	// Where the numbering of an ordering key stands (Courier-Sequence).
 	seqReadStmt, seqWriteStmt *sql.Stmt
 
@@ -194,6 +195,7 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.leaseStmt, leaseSQL},
 		{&s.leasedStmt, leasedSQL},
 		{&s.applyStmt, applySQL},
+		{&s.deliveredStmt, deliveredSQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
 		{&s.typeStmt, countType},

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +141,112 @@ func testApply(t *testing.T, s courier.Store) {
 		Attempt: &courier.Attempt{N: 2, Endpoint: "e", Route: "acme", StartedAt: base.Add(time.Hour), Outcome: courier.OutcomeDelivered, Status: 204}})
 	if n, err := s.Purge(ctx, base.Add(2*time.Hour), 10); err != nil || n != 1 {
 		t.Fatalf("purge of the delivered message: %d %v", n, err)
+	}
+}
+
+// testDeliveryWritesWhatTheChangeDoes: a Delivery (a change that knows
+// the message as leased), which a store may write with fewer columns,
+// leaves the message and its attempts as the same change written whole
+// does. The messages have been through a failed attempt and an
+// escalation first, so that what a delivery keeps (the last error, the
+// escalations, the round) is not all zero; one is a delivery of a
+// published message.
+func testDeliveryWritesWhatTheChangeDoes(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	top := &courier.Topology{Routes: map[string]*courier.Route{"acme": {Name: "acme"}},
+		Subscriptions: map[string]*courier.Subscription{"audit": {Name: "audit", Types: []string{"t"}, Route: "acme"}}}
+	top.Prepare()
+	for _, id := range []string{"whole", "narrow"} {
+		queuedAt(t, s, id, "acme", 3, base)
+		mustIngest(t, s, published(t, top, id+"-pub", "t", `"x"`, nil, base)...)
+	}
+	// A failed attempt and an escalation for each.
+	first := claim(t, s, base, courier.RouteQuota{Route: "acme", Limit: 10})
+	if len(first) != 4 {
+		t.Fatalf("claimed %s, want four", ids(first))
+	}
+	var failed []courier.Change
+	for _, m := range first {
+		next := *m
+		next.State, next.Attempts, next.LastError, next.LastClass = courier.StateQueued, 1, "HTTP 503", courier.ClassHTTP5xx
+		next.NextAttemptAt, next.LeaseUntil, next.LeaseOwner, next.Endpoint = base.Add(time.Minute), time.Time{}, "", "acme-primary"
+		next.Escalated, next.TimerAt, next.UpdatedAt = 1, base.Add(time.Hour), base.Add(time.Second)
+		failed = append(failed, courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+			Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: "acme-primary",
+				Route: "acme", StartedAt: base, Outcome: courier.OutcomeFailed, Class: courier.ClassHTTP5xx, Status: 503, Error: "HTTP 503"}})
+	}
+	MustApply(t, s, failed...)
+
+	// Delivered at the second attempt: half the changes know the message
+	// as leased, half do not.
+	at := base.Add(2 * time.Minute)
+	second := claim(t, s, at, courier.RouteQuota{Route: "acme", Limit: 10})
+	if len(second) != 4 {
+		t.Fatalf("claimed again %s, want four", ids(second))
+	}
+	var changes []courier.Change
+	for _, m := range second {
+		next := *m
+		next.State, next.Attempts, next.Endpoint, next.UpdatedAt, next.FinishedAt = courier.StateDelivered, 2, "acme-backup", at, at
+		next.LeaseUntil, next.LeaseOwner, next.NextAttemptAt, next.TimerAt = time.Time{}, "", time.Time{}, time.Time{}
+		c := courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+			Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: "acme-backup",
+				Route: "acme", StartedAt: at, Duration: 2 * time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 200, Response: "ok"}}
+		if strings.HasPrefix(m.ID, "narrow") {
+			c.Prior = m
+			if !c.Delivery() {
+				t.Fatalf("the change of %s is no Delivery", m.Key())
+			}
+			// A stale lease changes nothing, this way too.
+			stale := c
+			stale.Token++
+			stalePrior := *m
+			stalePrior.TotalAttempts++
+			stale.Prior = &stalePrior
+			changes = append(changes, stale)
+		}
+		changes = append(changes, c)
+	}
+	applied := mustBatch(t, "Apply", s.Apply, changes)
+	for i, c := range changes {
+		if want := c.Token == c.Message.TotalAttempts; applied[i] != want {
+			t.Fatalf("change %d of %s (token %d) applied %v, want %v", i, c.Message.Key(), c.Token, applied[i], want)
+		}
+	}
+
+	for _, sub := range []string{"", "audit"} {
+		read := func(id string) (*courier.Message, []courier.Attempt) {
+			t.Helper()
+			m := mustGet(t, s, id)
+			if sub != "" {
+				ds, err := s.Deliveries(ctx, id+"-pub")
+				if err != nil || len(ds) != 1 || ds[0].Subscription != sub {
+					t.Fatalf("deliveries of %s-pub: %v, %v", id, ids(ds), err)
+				}
+				m = ds[0]
+			}
+			a, err := s.Attempts(ctx, m.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m, a
+		}
+		whole, wholeAttempts := read("whole")
+		narrow, narrowAttempts := read("narrow")
+		if narrow.State != courier.StateDelivered || narrow.Attempts != 2 || narrow.LastError != "HTTP 503" || narrow.Escalated != 1 {
+			t.Errorf("delivered %s: %+v", narrow.Key(), narrow)
+		}
+		// All but what names the message and its content alike.
+		narrow.ID, narrow.Payload, narrow.Size, narrow.Hash = whole.ID, whole.Payload, whole.Size, whole.Hash
+		if !reflect.DeepEqual(whole, narrow) {
+			t.Errorf("written as a Delivery:\n%+v\nwritten whole:\n%+v", narrow, whole)
+		}
+		for i := range narrowAttempts {
+			narrowAttempts[i].MessageID = wholeAttempts[i].MessageID
+		}
+		if !reflect.DeepEqual(wholeAttempts, narrowAttempts) {
+			t.Errorf("attempts written with a Delivery:\n%+v\nwritten whole:\n%+v", narrowAttempts, wholeAttempts)
+		}
 	}
 }
 

@@ -42,6 +42,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ClaimMax", testClaimMax},
 		{"DueRoutes", testDueRoutes},
 		{"Apply", testApply},
+		{"DeliveryWritesWhatTheChangeDoes", testDeliveryWritesWhatTheChangeDoes},
 		{"ExpiredLeases", testExpiredLeases},
 		{"DueTimers", testDueTimers},
 		{"Bulk", testBulk},
