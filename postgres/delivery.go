@@ -125,22 +125,27 @@ const applySQL = `WITH input AS (
 SELECT ord FROM changed`
 
 // deliveredSQL writes Deliveries (courier.Change.Delivery) as applySQL
-// would, from 18 arrays where applySQL takes 39: of the message, the
+// would, from 19 arrays where applySQL takes 39: of the message, the
 // fields every delivery sets and nothing else, under the same guard; the
 // attempt (when has_attempt) as given, if the change applied. It returns
-// the ordinals (from 1) of the changes that applied.
+// the ordinals (from 1) of the changes that applied. The state of the
+// guard (always inflight) comes in an array, as in applySQL: written as a
+// constant, it matched the partial index of leases, and the planner read
+// every message in flight for each batch instead of finding the batch's
+// by their ids (TestApplyFindsMessagesByIndex).
 const deliveredSQL = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::timestamptz[],
 		$7::boolean[], $8::text[], $9::int[], $10::text[], $11::text[], $12::timestamptz[], $13::bigint[],
-		$14::text[], $15::text[], $16::int[], $17::text[], $18::text[])
+		$14::text[], $15::text[], $16::int[], $17::text[], $18::text[], $19::text[])
 	WITH ORDINALITY AS t(id, subscription, token, attempts, endpoint, at,
-		has_attempt, key, n, a_endpoint, a_route, started_at, duration_us, outcome, class, status, error, response, ord)
+		has_attempt, key, n, a_endpoint, a_route, started_at, duration_us, outcome, class, status, error, response,
+		from_state, ord)
 ), changed AS (
 	UPDATE messages m SET state = 'delivered', reason = NULL, attempts = i.attempts, abandoned = 0,
 		next_attempt_at = NULL, timer_at = NULL, lease_until = NULL, lease_owner = NULL, endpoint = i.endpoint,
 		updated_at = i.at, finished_at = i.at
 	FROM input i
-	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = 'inflight' AND m.total_attempts = i.token
+	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
 	RETURNING i.ord
 ), attempt AS (
 	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
@@ -155,6 +160,7 @@ func deliveredArgs(changes []courier.Change) []any {
 	n := len(changes)
 	var (
 		ids, subs, endpoints, keys = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		froms                      = make([]string, n)
 		tokens, attempts           = make([]int32, n), make([]int32, n)
 		at                         = make([]time.Time, n)
 		has                        = make([]bool, n)
@@ -168,7 +174,7 @@ func deliveredArgs(changes []courier.Change) []any {
 	for i, c := range changes {
 		m := c.Message
 		ids[i], subs[i], endpoints[i], keys[i] = m.ID, m.Subscription, m.Endpoint, m.Key()
-		tokens[i], attempts[i], at[i] = int32(c.Token), int32(m.Attempts), m.FinishedAt
+		tokens[i], attempts[i], at[i], froms[i] = int32(c.Token), int32(m.Attempts), m.FinishedAt, string(c.From)
 		started[i] = m.FinishedAt // unused without an attempt, but the column is not null
 		if a := c.Attempt; a != nil {
 			has[i], ns[i], statuses[i] = true, int32(a.N), int32(a.Status)
@@ -178,7 +184,7 @@ func deliveredArgs(changes []courier.Change) []any {
 		}
 	}
 	return []any{ids, subs, tokens, attempts, endpoints, at, has, keys, ns, aEndpoints, aRoutes, started, durations,
-		outcomes, classes, statuses, errs, responses}
+		outcomes, classes, statuses, errs, responses, froms}
 }
 
 // byIndex begins a transaction whose statements find the messages they

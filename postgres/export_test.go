@@ -47,15 +47,20 @@ func (s *Store) HoldConnections(ctx context.Context) (release func(), err error)
 var ChannelName = channelName
 
 // ExplainApply is the plan PostgreSQL chooses for writing changes, in the
-// transaction Apply writes them in, as EXPLAIN's text.
+// transaction Apply writes them in, as EXPLAIN's text: of deliveredSQL if
+// the first change is a Delivery, else of applySQL.
 func (s *Store) ExplainApply(ctx context.Context, changes []courier.Change) (string, error) {
+	q := applySQL
 	args, err := applyArgs(changes)
 	if err != nil {
 		return "", err
 	}
+	if changes[0].Delivery() {
+		q, args = deliveredSQL, deliveredArgs(changes)
+	}
 	var plan strings.Builder
 	err = pgx.BeginTxFunc(ctx, s.pool, byIndex, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "EXPLAIN "+applySQL, args...)
+		rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
 		if err != nil {
 			return err
 		}

@@ -33,23 +33,34 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 	if err != nil || len(claimed) != 400 {
 		t.Fatalf("claimed %d, %v; want 400", len(claimed), err)
 	}
-	changes := make([]courier.Change, len(claimed))
+	// Half are written whole, half as Deliveries (which know the message
+	// as leased): each way has a statement of its own.
+	ep := &courier.Endpoint{Name: "e"}
+	var whole, plain []courier.Change
 	for i, m := range claimed {
-		next := *m
-		next.State, next.FinishedAt, next.UpdatedAt, next.LeaseUntil, next.LeaseOwner = courier.StateDelivered, now, now, time.Time{}, ""
-		changes[i] = courier.Change{Message: &next, From: courier.StateInflight, Token: m.TotalAttempts,
+		next, _ := courier.AfterAttempt(m, courier.DefaultPolicy(), ep, courier.Result{Status: 204}, now, 0)
+		c := courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
 			Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "e", Route: m.Route, StartedAt: now,
 				Outcome: courier.OutcomeDelivered, Status: 204}}
+		if i%2 == 0 {
+			whole = append(whole, c)
+			continue
+		}
+		c.Prior = m
+		plain = append(plain, c)
 	}
-	plan, err := s.ExplainApply(ctx, changes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_id on messages") {
-		t.Errorf("the outcomes' plan reads the messages otherwise than by their ids' index:\n%s", plan)
-	}
-	applied, err := s.Apply(ctx, changes)
-	if err != nil || len(applied) != 400 || !applied[0] || !applied[399] {
-		t.Fatalf("applied %v, %v", applied, err)
+	for _, changes := range [][]courier.Change{whole, plain} {
+		plan, err := s.ExplainApply(ctx, changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_id on messages") {
+			t.Errorf("the plan of the outcomes (Deliveries: %v) reads the messages otherwise than by their ids' index:\n%s",
+				changes[0].Delivery(), plan)
+		}
+		applied, err := s.Apply(ctx, changes)
+		if err != nil || len(applied) != 200 || !applied[0] || !applied[199] {
+			t.Fatalf("applied %v, %v", applied, err)
+		}
 	}
 }
