@@ -37,12 +37,18 @@ func payloadOf(m string) string {
 	return `CASE WHEN ` + m + `.shared THEN (SELECT l.seq FROM messages l WHERE l.id = ` + m + `.id AND NOT l.shared) ELSE ` + m + `.seq END`
 }
 
+// leadKey is the second column of the unique index messages_key
+// (migration 0017): ” for a message's lead, the row that keeps the
+// payload, and the subscription for a delivery that shares it. A conflict
+// target names the index by it, so it is written exactly as there.
+const leadKey = `(CASE WHEN shared THEN subscription ELSE '' END)`
+
 // ingestSQL inserts messages and their payloads in one statement, from one
 // array per column, and returns the ordinals (from 1) of the leads it
 // created. A message sent to a route is its own lead; a published one is
 // a run of rows, its deliveries, whose first is the lead, which keeps the
 // payload, and whose others are shared. A lead whose id has a lead already
-// is left alone (ON CONFLICT DO NOTHING on messages_lead of migration 0009,
+// is left alone (ON CONFLICT DO NOTHING on messages_key of migration 0017,
 // which also waits for a concurrent insert of the same id and then leaves
 // it alone too): of two items with the same id the first is stored, and a
 // published message and one sent to a route never share an id. An id
@@ -75,7 +81,7 @@ const ingestSQL = `WITH input AS (
 		expires_at, hash, state, reason, last_error, next_attempt_at, created_at, updated_at, finished_at,
 		round_started_at, timer_at, sender, order_skipped, workflow, step, failed_step, step_responses, recipient, trace_parent, blob, digest
 	FROM input WHERE NOT shared ORDER BY ord
-	ON CONFLICT (id) WHERE NOT shared DO NOTHING
+	ON CONFLICT (id, ` + leadKey + `) DO NOTHING
 	RETURNING seq
 ), created AS (
 	SELECT input.ord, input.seq, input.payload FROM leads JOIN input ON input.seq = leads.seq

@@ -54,7 +54,7 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_id on messages") {
+		if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_key on messages") {
 			t.Errorf("the plan of the outcomes (Deliveries: %v) reads the messages otherwise than by their ids' index:\n%s",
 				changes[0].Delivery(), plan)
 		}

@@ -39,7 +39,7 @@ const replayedSQL = `INSERT INTO messages (id, subscription, shared, type, route
 	priority, deliver_after, expires_at, hash, state, next_attempt_at, created_at, updated_at, round_started_at, timer_at,
 	sender, recipient, blob, digest)
 	VALUES ($1, $2, true, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $15, $15, $16, $17, $18, $19)
-	ON CONFLICT (id, subscription) DO NOTHING`
+	ON CONFLICT (id, ` + leadKey + `) DO NOTHING`
 
 // replayBatch looks at the next published messages of a replay (their
 // leads, which keep the payload), after cursor, and gives the replay's

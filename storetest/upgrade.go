@@ -109,3 +109,62 @@ func AuditAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
 		t.Errorf("topology version after the upgrade: %d, %v; want 0", v, err)
 	}
 }
+
+// UpgradeIDs are the messages an upgrade test of ids starts from, made at
+// made: a message sent to the route erp, and the deliveries of a
+// published one (to erp-orders and audit-all), the first of them its
+// lead. A store's test writes them in its old schema, the lead and the
+// message sent to a route each with its payload, the other delivery
+// sharing the lead's.
+func UpgradeIDs(t *testing.T, made time.Time) (sent *courier.Message, pub []*courier.Message) {
+	sent = &courier.Message{ID: "sent-1", Type: "invoice", Route: "erp", Payload: []byte(`{"n":1}`), ContentType: "application/json"}
+	courier.Accept(sent, courier.DefaultPolicy(), false, made)
+	pub = published(t, pubTopology(), "pub-1", "order.created", `{"n":2}`, nil, made)
+	if len(pub) != 2 {
+		t.Fatalf("%d deliveries of the published message, want 2", len(pub))
+	}
+	return sent, pub
+}
+
+// IdsAfterUpgrade checks that a store opened on the messages of
+// UpgradeIDs, made at made, keeps their ids as the old schema did: the
+// same content again is no new message, other content under an id is a
+// conflict, an id sent to a route is never published nor the other way
+// round, and the shared delivery reads its lead's payload.
+func IdsAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
+	sent, pub := UpgradeIDs(t, made)
+	if r := mustIngest(t, s, sent); r[0].Status != courier.IngestExists {
+		t.Errorf("the message sent to a route again: %v, want exists", r[0].Status)
+	}
+	other := *sent
+	other.Payload = []byte(`{"n":3}`)
+	courier.Accept(&other, courier.DefaultPolicy(), false, made)
+	if r := mustIngest(t, s, &other); r[0].Status != courier.IngestConflict {
+		t.Errorf("other content under its id: %v, want conflict", r[0].Status)
+	}
+	for i, r := range mustIngest(t, s, pub...) {
+		if r.Status != courier.IngestExists {
+			t.Errorf("the published message again, delivery %d: %v, want exists", i, r.Status)
+		}
+	}
+	if r := mustIngest(t, s, published(t, pubTopology(), "sent-1", "order.created", `{"n":1}`, nil, made)...); r[0].Status != courier.IngestConflict {
+		t.Errorf("a publish under the id of the message sent to a route: %v, want conflict", r[0].Status)
+	}
+	p2p := &courier.Message{ID: "pub-1", Type: "order.created", Route: "erp", Payload: []byte(`{"n":2}`), ContentType: "application/json"}
+	courier.Accept(p2p, courier.DefaultPolicy(), false, made)
+	if r := mustIngest(t, s, p2p); r[0].Status != courier.IngestConflict {
+		t.Errorf("a message to a route under the published id: %v, want conflict", r[0].Status)
+	}
+	ds, err := s.Deliveries(context.Background(), "pub-1")
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("deliveries of pub-1: %d, %v; want 2", len(ds), err)
+	}
+	for _, d := range ds {
+		if string(d.Payload) != `{"n":2}` {
+			t.Errorf("delivery to %s reads the payload %q", d.Subscription, d.Payload)
+		}
+	}
+	if m := mustGet(t, s, "sent-1"); string(m.Payload) != `{"n":1}` {
+		t.Errorf("sent-1 reads the payload %q", m.Payload)
+	}
+}
