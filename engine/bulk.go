@@ -101,10 +101,13 @@ func (b *Bulk) Start(ctx context.Context) error {
 // off when ctx ends first (its transaction is rolled back); they resume at
 // the next Start.
 func (b *Bulk) Stop(ctx context.Context) error {
+	// Cancelled under the lock, so that a launch after it sees the stop
+	// and starts nothing: a worker added while the wait below runs would
+	// neither be waited for nor stopped.
 	b.mu.Lock()
-	cancel, kill := b.cancel, b.kill
+	b.cancel()
+	kill := b.kill
 	b.mu.Unlock()
-	cancel()
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
 	select {
@@ -150,7 +153,8 @@ func (b *Bulk) start(op courier.BulkOp) chan struct{} {
 }
 
 // launch starts the worker of an operation unless one runs, and returns the
-// channel closed when it is done. op is the operation as it was read (its
+// channel closed when it is done (at once after a stop, which it starts no
+// worker after). op is the operation as it was read (its
 // Count, how many messages it had done).
 func (b *Bulk) launch(op courier.BulkOp) chan struct{} {
 	b.mu.Lock()
@@ -159,6 +163,11 @@ func (b *Bulk) launch(op courier.BulkOp) chan struct{} {
 		return ch
 	}
 	ch := make(chan struct{})
+	if b.ctx.Err() != nil {
+		// Stopped: the operation is recorded and resumes at the next Start.
+		close(ch)
+		return ch
+	}
 	b.running[op.ID] = ch
 	b.wg.Add(1)
 	go b.work(b.ctx, b.life, op, b.pace, ch)

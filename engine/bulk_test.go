@@ -171,3 +171,42 @@ func TestBulkStopAnswersRunAsItStands(t *testing.T) {
 		t.Fatal("Run still waits after the stop")
 	}
 }
+
+// An operation asked for after a stop (a request that came in while the
+// server shut down) is recorded, starts no work, answers at once as it
+// stands, and is done at the next start.
+func TestBulkRunAfterStopWaitsForStart(t *testing.T) {
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
+	defer store.Close()
+	ctx := context.Background()
+	ingestSuspended(t, store, 30)
+	b := engine.NewBulk(store, nil, nil, nil, nil)
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	op, err := b.Run(ctx, courier.BulkOp{ID: "op-1", Kind: courier.ActionDiscard, Who: "ops", CreatedAt: time.Now()})
+	if err != nil || op.Done || op.Count != 0 {
+		t.Fatalf("Run after the stop: %+v, %v; want the operation recorded and not begun", op, err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := store.Bulk(ctx, "op-1")
+		if err == nil && got.Done {
+			if got.Count != 30 {
+				t.Fatalf("done with %d messages, want 30", got.Count)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after the next start: %+v, %v", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
