@@ -11,6 +11,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/pgtest"
 	"github.com/courier-gw/courier/postgres"
+	"github.com/courier-gw/courier/storetest"
 )
 
 var benchPayload = []byte(`"` + strings.Repeat("x", 1022) + `"`)
@@ -89,23 +90,13 @@ func BenchmarkApply(b *testing.B) {
 			s := queuedStore(b, b.N*100, now)
 			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
 				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
-			ep := &courier.Endpoint{Name: "receiver"}
 			var elapsed time.Duration
 			for i := 0; i < b.N; i++ {
 				got, err := s.ClaimDue(context.Background(), claim)
 				if err != nil || len(got) != 100 {
 					b.Fatalf("claimed %d, %v", len(got), err)
 				}
-				changes := make([]courier.Change, len(got))
-				for j, m := range got {
-					next, _ := courier.AfterAttempt(m, courier.DefaultPolicy(), ep, courier.Result{Status: 204}, now, 0)
-					changes[j] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
-						Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "receiver", Route: m.Route,
-							StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
-					if kind == "delivery" {
-						changes[j].Prior = m
-					}
-				}
+				changes := storetest.Delivered(got, now, kind == "delivery")
 				start := time.Now()
 				applied, err := s.Apply(context.Background(), changes)
 				elapsed += time.Since(start)

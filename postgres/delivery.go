@@ -78,6 +78,22 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	return out, nil
 }
 
+// guardedWithAttempt ends applySQL and deliveredSQL alike: the change of
+// each row of input i, to the message of its id and subscription, is
+// guarded by the state and lease token it was decided on; its attempt
+// (when has_attempt) is recorded, under the row's key, only if it
+// applied; and the ordinals of those that applied are returned.
+const guardedWithAttempt = `
+	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
+	RETURNING i.ord
+), attempt AS (
+	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
+	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
+	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
+	ON CONFLICT DO NOTHING
+)
+SELECT ord FROM changed`
+
 // applySQL writes decided changes in one statement, from one array per
 // column: each change, to the row of its id and subscription, is guarded
 // by the state and lease token (total_attempts) it was decided on, and its
@@ -113,16 +129,7 @@ const applySQL = `WITH input AS (
 		updated_at = i.updated_at, finished_at = i.finished_at,
 		step = i.step, failed_step = i.failed_step, step_responses = i.step_responses,
 		resubmit_count = i.resubmit_count, workflow = i.workflow
-	FROM input i
-	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
-	RETURNING i.ord
-), attempt AS (
-	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
-	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
-	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
-	ON CONFLICT DO NOTHING
-)
-SELECT ord FROM changed`
+	FROM input i` + guardedWithAttempt
 
 // deliveredSQL writes Deliveries (courier.Change.Delivery) as applySQL
 // would, from 19 arrays where applySQL takes 39: of the message, the
@@ -144,16 +151,7 @@ const deliveredSQL = `WITH input AS (
 	UPDATE messages m SET state = 'delivered', reason = NULL, attempts = i.attempts, abandoned = 0,
 		next_attempt_at = NULL, timer_at = NULL, lease_until = NULL, lease_owner = NULL, endpoint = i.endpoint,
 		updated_at = i.at, finished_at = i.at
-	FROM input i
-	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
-	RETURNING i.ord
-), attempt AS (
-	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
-	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
-	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt
-	ON CONFLICT DO NOTHING
-)
-SELECT ord FROM changed`
+	FROM input i` + guardedWithAttempt
 
 // deliveredArgs turns Deliveries into the arrays of deliveredSQL.
 func deliveredArgs(changes []courier.Change) []any {

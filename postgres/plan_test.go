@@ -9,6 +9,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // Outcomes find their messages through the index of ids, also in a table
@@ -35,20 +36,8 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 	}
 	// Half are written whole, half as Deliveries (which know the message
 	// as leased): each way has a statement of its own.
-	ep := &courier.Endpoint{Name: "e"}
-	var whole, plain []courier.Change
-	for i, m := range claimed {
-		next, _ := courier.AfterAttempt(m, courier.DefaultPolicy(), ep, courier.Result{Status: 204}, now, 0)
-		c := courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
-			Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "e", Route: m.Route, StartedAt: now,
-				Outcome: courier.OutcomeDelivered, Status: 204}}
-		if i%2 == 0 {
-			whole = append(whole, c)
-			continue
-		}
-		c.Prior = m
-		plain = append(plain, c)
-	}
+	whole := storetest.Delivered(claimed[:200], now, false)
+	plain := storetest.Delivered(claimed[200:], now, true)
 	for _, changes := range [][]courier.Change{whole, plain} {
 		plan, err := s.ExplainApply(ctx, changes)
 		if err != nil {

@@ -20,34 +20,8 @@ import (
 // suspended keyed messages and an operator action in it, upgrades in place,
 // goes on in order and keeps the action in its audit log.
 func TestUpgradeKeepsTheOrder(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
+	conn, exec, dsn, schema := oldDatabase(t, "0005")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`SET search_path TO ` + pgx.Identifier{schema}.Sanitize())
-	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	for v, name := range names[:4] {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(body))
-		exec(`INSERT INTO schema_migrations (version) VALUES ($1)`, v+1)
-	}
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	for _, q := range storetest.UpgradeSQL {
 		exec(q, made)
@@ -81,37 +55,8 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 // taken by one kind for the other, another content under an id, a second
 // lead. The shared delivery still reads its lead's payload.
 func TestUpgradeKeepsIdsUnique(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
+	conn, exec, dsn, schema := oldDatabase(t, "0017")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`SET search_path TO ` + pgx.Identifier{schema}.Sanitize())
-	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	for v, name := range names {
-		if filepath.Base(name) >= "0017" {
-			break
-		}
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(body))
-		exec(`INSERT INTO schema_migrations (version) VALUES ($1)`, v+1)
-	}
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	sent, pub := storetest.UpgradeIDs(t, made)
 	for i, m := range append([]*courier.Message{sent}, pub...) {
@@ -142,4 +87,44 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 	if err != nil || len(indexes) != 1 || indexes[0] != "messages_key" {
 		t.Errorf("indexes of ids after the upgrade: %v, %v; want [messages_key]", indexes, err)
 	}
+}
+
+// oldDatabase makes a fresh schema as a release whose last migration came
+// before the one named first (say "0005") left it, and returns a
+// connection to it, a function that runs a statement there or fails the
+// test, the database and the schema.
+func oldDatabase(t *testing.T, first string) (conn *pgx.Conn, exec func(q string, args ...any), dsn, schema string) {
+	t.Helper()
+	dsn, schema = pgtest.Schema(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	exec = func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`SET search_path TO ` + pgx.Identifier{schema}.Sanitize())
+	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+	names, err := filepath.Glob("migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	for v, name := range names {
+		if filepath.Base(name) >= first {
+			break
+		}
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(body))
+		exec(`INSERT INTO schema_migrations (version) VALUES ($1)`, v+1)
+	}
+	return conn, exec, dsn, schema
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // BenchmarkIngest measures durable ingest straight into the store: many
@@ -207,7 +208,7 @@ func BenchmarkApply(b *testing.B) {
 				if err != nil || len(got) != 100 {
 					b.Fatalf("claimed %d, %v", len(got), err)
 				}
-				changes := deliveredChanges(got, now, kind == "delivery")
+				changes := storetest.Delivered(got, now, kind == "delivery")
 				start := cpuTime()
 				applied, err := s.Apply(context.Background(), changes)
 				elapsed += cpuTime() - start
@@ -218,24 +219,6 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*100), "cpu-ns/outcome")
 		})
 	}
-}
-
-// deliveredChanges are the outcomes of delivering the claimed messages at
-// the first attempt, as the engine decides them (AfterAttempt), with the
-// message as leased if prior.
-func deliveredChanges(claimed []*courier.Message, now time.Time, prior bool) []courier.Change {
-	changes := make([]courier.Change, len(claimed))
-	ep := &courier.Endpoint{Name: "receiver"}
-	for i, m := range claimed {
-		next, _ := courier.AfterAttempt(m, courier.DefaultPolicy(), ep, courier.Result{Status: 204}, now, 0)
-		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
-			Attempt: &courier.Attempt{MessageID: m.ID, N: m.TotalAttempts, Endpoint: "receiver", Route: m.Route,
-				StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
-		if prior {
-			changes[i].Prior = m
-		}
-	}
-	return changes
 }
 
 // cpuTime is the CPU time the process has used so far.

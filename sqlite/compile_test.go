@@ -71,7 +71,7 @@ func TestDeliveryStatementsCompileOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Odd rounds write Deliveries, even ones whole changes.
-		storetest.MustApply(t, s, deliveredChanges(got, now, limit%2 == 1)...)
+		storetest.MustApply(t, s, storetest.Delivered(got, now, limit%2 == 1)...)
 		return len(got)
 	}
 	round(3)

@@ -378,3 +378,24 @@ func testDueRoutes(t *testing.T, s courier.Store) {
 		t.Errorf("due routes %v, want acme and globex", got)
 	}
 }
+
+// Delivered are the outcomes of delivering the claimed messages at the
+// attempts they were leased for, on the endpoint "receiver", as the engine
+// decides them (AfterAttempt). With prior they know each message as
+// leased, as the engine's do, so that a store may write them as
+// Deliveries; without, a store writes them whole. For the benchmarks and
+// tests of stores.
+func Delivered(claimed []*courier.Message, now time.Time, prior bool) []courier.Change {
+	changes := make([]courier.Change, len(claimed))
+	ep := &courier.Endpoint{Name: "receiver"}
+	for i, m := range claimed {
+		next, _ := courier.AfterAttempt(m, courier.DefaultPolicy(), ep, courier.Result{Status: 204}, now, 0)
+		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
+			Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: ep.Name,
+				Route: m.Route, StartedAt: now, Duration: time.Millisecond, Outcome: courier.OutcomeDelivered, Status: 204}}
+		if prior {
+			changes[i].Prior = m
+		}
+	}
+	return changes
+}
