@@ -71,7 +71,7 @@ const applySQL = `UPDATE messages SET state = ?1, reason = ?2, route = ?3, attem
 
 // deliveredSQL writes a Delivery (courier.Change.Delivery): the fields
 // every delivery sets, and nothing else, under the same guard as applySQL.
-// It binds 8 values where applySQL binds 27, and is most of what the
+// It binds 6 values where applySQL binds 27, and is most of what the
 // outcomes of a busy route are.
 const deliveredSQL = `UPDATE messages SET state = 'delivered', reason = NULL, attempts = ?1, abandoned = 0,
 	next_attempt_at = NULL, timer_at = NULL, lease_until = NULL, lease_owner = NULL, endpoint = ?2,
