@@ -157,32 +157,52 @@ const deliveredSQL = `WITH input AS (
 func deliveredArgs(changes []courier.Change) []any {
 	n := len(changes)
 	var (
-		ids, subs, endpoints, keys = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		froms                      = make([]string, n)
-		tokens, attempts           = make([]int32, n), make([]int32, n)
-		at                         = make([]time.Time, n)
-		has                        = make([]bool, n)
-		ns, statuses               = make([]int32, n), make([]int32, n)
-		aEndpoints, aRoutes        = make([]string, n), make([]string, n)
-		outcomes                   = make([]string, n)
-		classes, errs, responses   = make([]*string, n), make([]*string, n), make([]*string, n)
-		started                    = make([]time.Time, n)
-		durations                  = make([]int64, n)
+		ids, subs, endpoints, froms = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		tokens, attempts            = make([]int32, n), make([]int32, n)
+		at                          = make([]time.Time, n)
+		a                           = newAttemptColumns(n)
 	)
 	for i, c := range changes {
 		m := c.Message
-		ids[i], subs[i], endpoints[i], keys[i] = m.ID, m.Subscription, m.Endpoint, m.Key()
-		tokens[i], attempts[i], at[i], froms[i] = int32(c.Token), int32(m.Attempts), m.FinishedAt, string(c.From)
-		started[i] = m.FinishedAt // unused without an attempt, but the column is not null
-		if a := c.Attempt; a != nil {
-			has[i], ns[i], statuses[i] = true, int32(a.N), int32(a.Status)
-			aEndpoints[i], aRoutes[i], outcomes[i] = a.Endpoint, a.Route, string(a.Outcome)
-			classes[i], errs[i], responses[i] = nullString(string(a.Class)), nullString(a.Error), nullString(a.Response)
-			started[i], durations[i] = a.StartedAt, a.Duration.Microseconds()
-		}
+		ids[i], subs[i], endpoints[i], froms[i] = m.ID, m.Subscription, m.Endpoint, string(c.From)
+		tokens[i], attempts[i], at[i] = int32(c.Token), int32(m.Attempts), m.FinishedAt
+		a.set(i, c)
 	}
-	return []any{ids, subs, tokens, attempts, endpoints, at, has, keys, ns, aEndpoints, aRoutes, started, durations,
-		outcomes, classes, statuses, errs, responses, froms}
+	return []any{ids, subs, tokens, attempts, endpoints, at, a.has, a.keys, a.ns, a.endpoints, a.routes, a.started,
+		a.durations, a.outcomes, a.classes, a.statuses, a.errs, a.responses, froms}
+}
+
+// attemptColumns are the arrays of the attempts that applySQL and
+// deliveredSQL record (guardedWithAttempt), one element per change.
+type attemptColumns struct {
+	has                         []bool
+	keys                        []string // the message's Key
+	ns, statuses                []int32
+	endpoints, routes, outcomes []string
+	classes, errs, responses    []*string
+	started                     []time.Time
+	durations                   []int64
+}
+
+func newAttemptColumns(n int) attemptColumns {
+	return attemptColumns{has: make([]bool, n), keys: make([]string, n), ns: make([]int32, n), statuses: make([]int32, n),
+		endpoints: make([]string, n), routes: make([]string, n), outcomes: make([]string, n),
+		classes: make([]*string, n), errs: make([]*string, n), responses: make([]*string, n),
+		started: make([]time.Time, n), durations: make([]int64, n)}
+}
+
+// set fills element i with the attempt of c, if it has one.
+func (a *attemptColumns) set(i int, c courier.Change) {
+	a.keys[i] = c.Message.Key()
+	at := c.Attempt
+	if at == nil {
+		a.started[i] = c.Message.UpdatedAt // unused, but the column is not null
+		return
+	}
+	a.has[i], a.ns[i], a.statuses[i] = true, int32(at.N), int32(at.Status)
+	a.endpoints[i], a.routes[i], a.outcomes[i] = at.Endpoint, at.Route, string(at.Outcome)
+	a.classes[i], a.errs[i], a.responses[i] = nullString(string(at.Class)), nullString(at.Error), nullString(at.Response)
+	a.started[i], a.durations[i] = at.StartedAt, at.Duration.Microseconds()
 }
 
 // byIndex begins a transaction whose statements find the messages they
@@ -205,17 +225,13 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		attempts, abandoned, escalated, tokens      = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 		rounds, updated                             = make([]time.Time, n), make([]time.Time, n)
 		timers, nexts, leases, finished             = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-		skipped, has                                = make([]bool, n), make([]bool, n)
-		ns, statuses                                = make([]int32, n), make([]int32, n)
-		aEndpoints, aRoutes, outcomes               = make([]string, n), make([]string, n), make([]string, n)
-		aClasses, aErrors, responses                = make([]*string, n), make([]*string, n), make([]*string, n)
-		started                                     = make([]time.Time, n)
-		durations                                   = make([]int64, n)
+		skipped                                     = make([]bool, n)
 		steps, failedSteps                          = make([]int32, n), make([]int32, n)
 		stepResponses                               = make([]*string, n)
 		resubmits                                   = make([]int32, n)
 		workflows                                   = make([]*string, n)
-		subs, keys                                  = make([]string, n), make([]string, n)
+		subs                                        = make([]string, n)
+		a                                           = newAttemptColumns(n)
 	)
 	for i, c := range changes {
 		m := c.Message
@@ -228,24 +244,17 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 		skipped[i] = m.OrderSkipped
 		steps[i], failedSteps[i] = int32(m.Step), int32(m.FailedStep)
 		resubmits[i], workflows[i] = int32(m.ResubmitCount), nullString(m.Workflow)
-		subs[i], keys[i] = m.Subscription, m.Key()
+		subs[i] = m.Subscription
 		var err error
 		if stepResponses[i], err = encodeStepResponses(m.StepResponses); err != nil {
 			return nil, err
 		}
-		if a := c.Attempt; a != nil {
-			has[i], ns[i], statuses[i] = true, int32(a.N), int32(a.Status)
-			aEndpoints[i], aRoutes[i], outcomes[i] = a.Endpoint, a.Route, string(a.Outcome)
-			aClasses[i], aErrors[i], responses[i] = nullString(string(a.Class)), nullString(a.Error), nullString(a.Response)
-			started[i], durations[i] = a.StartedAt, a.Duration.Microseconds()
-		} else {
-			started[i] = m.UpdatedAt // unused, but the column is not null
-		}
+		a.set(i, c)
 	}
 	return []any{states, reasons, routes, attempts, abandoned, escalated, fallbacks, rounds, timers, nexts, leases,
-		owners, endpoints, errs, classes, updated, finished, ids, froms, tokens, skipped, has, ns, aEndpoints, aRoutes,
-		started, durations, outcomes, aClasses, statuses, aErrors, responses, steps, failedSteps, stepResponses,
-		resubmits, workflows, subs, keys}, nil
+		owners, endpoints, errs, classes, updated, finished, ids, froms, tokens, skipped, a.has, a.ns, a.endpoints, a.routes,
+		a.started, a.durations, a.outcomes, a.classes, a.statuses, a.errs, a.responses, steps, failedSteps, stepResponses,
+		resubmits, workflows, subs, a.keys}, nil
 }
 
 // Apply writes decided changes, each guarded by its state and token, in one
