@@ -58,25 +58,41 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 	if total == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, routes, limits, c.Now, total, c.LeaseUntil, c.Owner)
-	if err != nil {
-		return nil, classify("claim", err)
-	}
-	defer rows.Close()
 	var out []*courier.Message
-	for rows.Next() {
-		m, _, err := scanMessage(rows, true)
+	err := pgx.BeginTxFunc(ctx, s.pool, claimPlan, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claimSQL, routes, limits, c.Now, total, c.LeaseUntil, c.Owner)
 		if err != nil {
-			return nil, classify("claim", err)
+			return err
 		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			m, _, err := scanMessage(rows, true)
+			if err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, classify("claim", err)
 	}
 	sqlstore.SortClaimed(out)
 	return out, nil
 }
+
+// claimPlan begins the transaction of a claim, whose statement is planned
+// once per connection instead of at every claim: left to choose, PostgreSQL
+// planned each claim anew (its parameters are arrays, whose lengths only a
+// custom plan knows): in a drain, 2.8 µs per claimed message of planning
+// beside 17 µs of execution (pg_stat_statements), of the database's
+// 43–47 µs of CPU per delivered message. The plan is made at a connection's first
+// claim, maybe in a table of a few messages, and serves the connection
+// until the table's statistics change; so it is made without reading any
+// table whole, or it would lease the messages of the grown table by
+// reading all of them (TestClaimFindsMessagesByIndex). Both settings are
+// sent in the round trip of BEGIN and end with the transaction.
+var claimPlan = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"}
 
 // guardedWithAttempt ends applySQL and deliveredSQL alike: the change of
 // each row of input i, to the message of its id and subscription, is

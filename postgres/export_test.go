@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	courier "github.com/courier-gw/courier"
@@ -69,4 +70,36 @@ func (s *Store) ExplainApply(ctx context.Context, changes []courier.Change) (str
 		return err
 	})
 	return plan.String(), err
+}
+
+// ExplainClaim is the plan that serves claims, in the transaction ClaimDue
+// claims in (claimPlan: made once, for any parameters), as EXPLAIN's text,
+// for a claim of up to limit messages of route.
+func (s *Store) ExplainClaim(ctx context.Context, route string, limit int) (string, error) {
+	var plan strings.Builder
+	err := pgx.BeginTxFunc(ctx, s.pool, claimPlan, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "PREPARE explained_claim AS "+claimSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(`EXPLAIN EXECUTE explained_claim(ARRAY['%s']::text[], ARRAY[%d]::int[],
+			now(), %d, now() + interval '1 hour', 'explain')`, strings.ReplaceAll(route, "'", "''"), limit, limit))
+		if err != nil {
+			return err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		plan.WriteString(strings.Join(lines, "\n"))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "DEALLOCATE explained_claim")
+		return err
+	})
+	return plan.String(), err
+}
+
+// Analyze has PostgreSQL gather the statistics of the messages' table now,
+// as autovacuum does in its time.
+func (s *Store) Analyze(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, "ANALYZE messages")
+	return err
 }

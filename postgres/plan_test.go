@@ -53,3 +53,45 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 		}
 	}
 }
+
+// A claim is served by one plan made for any parameters (claimPlan) at a
+// connection's first claim, which may find a table of a few messages,
+// analysed by autovacuum or not yet. Left to the planner, that plan read
+// the whole table to lease what it found, and would have served the
+// connection so until autovacuum analysed the grown table again. Made by
+// ClaimDue's transaction, it reads the due messages by the index of queued
+// ones and leases them by their seqs, whatever the table's size.
+func TestClaimFindsMessagesByIndex(t *testing.T) {
+	for _, analysed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("analysed=%v", analysed), func(t *testing.T) {
+			s := pgtest.Open(t)
+			ctx := context.Background()
+			now := time.Now()
+			msgs := make([]*courier.Message, 20)
+			for i := range msgs {
+				msgs[i] = benchMessage(fmt.Sprintf("m-%d", i), "plan", now)
+			}
+			if _, err := s.Ingest(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			if analysed {
+				if err := s.Analyze(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			plan, err := s.ExplainClaim(ctx, "plan", 400)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_queued on messages") ||
+				!strings.Contains(plan, "using messages_pkey on messages") {
+				t.Errorf("the claim's plan reads the messages otherwise than by the indexes of queued messages and of seqs:\n%s", plan)
+			}
+			claimed, err := s.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "plan",
+				Routes: []courier.RouteQuota{{Route: "plan", Limit: 400}}})
+			if err != nil || len(claimed) != len(msgs) {
+				t.Fatalf("claimed %d, %v; want %d", len(claimed), err, len(msgs))
+			}
+		})
+	}
+}
