@@ -8,9 +8,12 @@
 --
 --   wrk -t2 -c256 -d20s -s bench/wrk-steady.lua http://127.0.0.1:18425 -- 10000 2
 --
--- Each thread keeps a schedule of its share of the rate and holds every
--- request back until its time (wrk's delay), so that the rate offered does
--- not follow courier's answers: a slow answer does not lower the load.
+-- Each thread keeps a schedule of its share of the rate: every request
+-- takes the next time of it (wrk asks delay() before each request, on
+-- whichever connection is free) and is held back until then, so that the
+-- rate offered does not follow courier's answers (a slow answer does not
+-- lower the load) and requests go out evenly spaced, not in bursts of the
+-- connections that came free together.
 
 local ffi = require("ffi")
 ffi.cdef[[
@@ -42,12 +45,14 @@ function init(args)
   local t = now()
   prefix = "/v1/messages/steady-" .. tid .. "-" .. math.floor(t * 1000) .. "-"
   n = 0
+  slot = 0
   start = t
 end
 
 function delay()
-  -- The next send of this thread is due at start + n * interval.
-  local wait = start + n * interval - now()
+  -- This request's time: the next of the schedule, start + slot * interval.
+  slot = slot + 1
+  local wait = start + slot * interval - now()
   if wait <= 0 then
     return 0
   end
