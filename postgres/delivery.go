@@ -13,32 +13,39 @@ import (
 // routes and $2 their quotas, in the order to serve them, $3 now, $4 the
 // total limit, $5 the lease's end and $6 its owner. For each route and each
 // priority that stored messages have (table priorities) it reads one range
-// of the messages_queued index (due messages only, oldest first) and locks what it reads with SKIP LOCKED, so that
-// nodes claiming at once take disjoint messages and never wait for each
-// other; then it keeps each route's quota, highest priority first, and the
-// total limit, in route order.
+// of the messages_queued index (due messages only, oldest first) and locks
+// what it reads with SKIP LOCKED, so that nodes claiming at once take
+// disjoint messages and never wait for each other; then it keeps each
+// route's quota, highest priority first, and the total limit, in route
+// order. The lease finds each chosen row by its place in the table (ctid),
+// not by a second search of the seqs' index: a row this statement has
+// locked stays where it is until the statement ends. (Should a row have
+// been changed by another transaction between the claim's snapshot and
+// its lock, the lock takes the latest version; if its place were then
+// not the one read, the lease would find no row there and the message
+// would stay queued for the next claim, never be leased twice.)
 var claimSQL = `WITH quota AS (
 	SELECT * FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS q(route, lim, ord)
 ), candidate AS (
-	SELECT quota.ord, quota.lim, p.prio, d.seq, d.next_attempt_at
+	SELECT quota.ord, quota.lim, p.prio, d.tid, d.next_attempt_at
 	FROM quota CROSS JOIN unnest(ARRAY(SELECT priority FROM priorities)) AS p(prio)
 	CROSS JOIN LATERAL (
-		SELECT seq, next_attempt_at FROM messages
+		SELECT ctid AS tid, next_attempt_at FROM messages
 		WHERE ` + queuedDue + ` AND route = quota.route AND priority = p.prio
 			AND next_attempt_at <= $3
 		ORDER BY next_attempt_at LIMIT quota.lim
 		FOR UPDATE SKIP LOCKED
 	) d
 ), ranked AS (
-	SELECT seq, ord, prio, next_attempt_at, lim,
+	SELECT tid, ord, prio, next_attempt_at, lim,
 		row_number() OVER (PARTITION BY ord ORDER BY prio DESC, next_attempt_at) AS rn
 	FROM candidate
 ), chosen AS (
-	SELECT seq FROM ranked WHERE rn <= lim ORDER BY ord, rn LIMIT $4
+	SELECT tid FROM ranked WHERE rn <= lim ORDER BY ord, rn LIMIT $4
 )
 UPDATE messages m SET state = 'inflight', lease_until = $5, lease_owner = $6,
 	total_attempts = m.total_attempts + 1, updated_at = $3
-FROM chosen WHERE m.seq = chosen.seq
+FROM chosen WHERE m.ctid = chosen.tid
 RETURNING ` + columns("m") + `, (SELECT payload FROM bodies b WHERE b.seq = ` + payloadOf("m") + `)`
 
 // ClaimDue leases due messages route by route, highest priority first.

@@ -60,7 +60,7 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 // the whole table to lease what it found, and would have served the
 // connection so until autovacuum analysed the grown table again. Made by
 // ClaimDue's transaction, it reads the due messages by the index of queued
-// ones and leases them by their seqs, whatever the table's size.
+// ones and leases them where it found them, whatever the table's size.
 func TestClaimFindsMessagesByIndex(t *testing.T) {
 	for _, analysed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("analysed=%v", analysed), func(t *testing.T) {
@@ -84,8 +84,8 @@ func TestClaimFindsMessagesByIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 			if strings.Contains(plan, "Seq Scan on messages") || !strings.Contains(plan, "using messages_queued on messages") ||
-				!strings.Contains(plan, "using messages_pkey on messages") {
-				t.Errorf("the claim's plan reads the messages otherwise than by the indexes of queued messages and of seqs:\n%s", plan)
+				!strings.Contains(plan, "Tid Scan on messages m") {
+				t.Errorf("the claim's plan reads the messages otherwise than by the index of queued messages and their places:\n%s", plan)
 			}
 			claimed, err := s.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "plan",
 				Routes: []courier.RouteQuota{{Route: "plan", Limit: 400}}})
