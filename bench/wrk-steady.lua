@@ -13,7 +13,10 @@
 -- whichever connection is free) and is held back until then, so that the
 -- rate offered does not follow courier's answers (a slow answer does not
 -- lower the load) and requests go out evenly spaced, not in bursts of the
--- connections that came free together.
+-- connections that came free together. The time a message carries is its
+-- time in the schedule, not when it went out: while courier is slow to
+-- answer, requests wait for a free connection, and that wait is part of
+-- what a sender sees.
 
 local ffi = require("ffi")
 ffi.cdef[[
@@ -60,8 +63,11 @@ function delay()
 end
 
 function request()
+  -- The n-th request's time is the n-th of the schedule: a request that
+  -- goes out late, because every connection was waiting for an answer,
+  -- counts its wait, as a client that cannot hold back its messages would.
   n = n + 1
-  local _, sent = now()
+  local sent = string.format("%.0f", (start + n * interval) * 1e9)
   local body = '{"type":"steady","route":"steady","headers":{"X-Bench-Sent":"' .. sent .. '"},"payload":' .. payload .. '}'
   return wrk.format("PUT", prefix .. n, {["Content-Type"] = "application/json"}, body)
 end
