@@ -3,7 +3,8 @@
 # steady.yaml) in one process, its receiver (courier bench sink) in another
 # and wrk offering single PUTs at a fixed rate in a third. Prints wrk's
 # figures, what arrived at the receiver and the time from each message's
-# send to its arrival (p50, p99, max).
+# time in wrk's schedule (bench/wrk-steady.lua) to its arrival (p50, p99,
+# max).
 #
 #   bench/steady.sh [RATE] [SECONDS]      # default 10000 messages/s for 20 s
 #
