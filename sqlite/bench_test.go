@@ -200,23 +200,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			now := time.Now()
 			s := queuedStore(b, b.N*100, now)
-			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
-				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
-			var elapsed time.Duration
-			for i := 0; i < b.N; i++ {
-				got, err := s.ClaimDue(context.Background(), claim)
-				if err != nil || len(got) != 100 {
-					b.Fatalf("claimed %d, %v", len(got), err)
-				}
-				changes := storetest.Delivered(got, now, kind == "delivery")
-				start := cpuTime()
-				applied, err := s.Apply(context.Background(), changes)
-				elapsed += cpuTime() - start
-				if err != nil || len(applied) != 100 || !applied[99] {
-					b.Fatalf("applied %v, %v", applied, err)
-				}
-			}
-			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*100), "cpu-ns/outcome")
+			storetest.BenchApply(b, s, now, kind == "delivery", cpuTime, "cpu-ns/outcome")
 		})
 	}
 }
