@@ -39,7 +39,7 @@ mkfifo "$work/hold"
 pids+=($!)
 exec 3>"$work/hold"
 rm -rf ./courier-steady-data
-"$work/courier" serve --config bench/courier-steady.yaml &
+"$work/courier" serve --config bench/courier-steady.yaml ${COURIER_CPUPROFILE:+--cpuprofile "$COURIER_CPUPROFILE"} &
 pids+=($!)
 for _ in $(seq 100); do
   curl -fsS http://127.0.0.1:18425/readyz >/dev/null 2>&1 && curl -fsS http://127.0.0.1:18426/_bench/stats >/dev/null 2>&1 && break

@@ -107,7 +107,6 @@ func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq
 	if err != nil {
 		return 0, false, err
 	}
-	insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 	n, err = sqlstore.ReplayBatch(r, leads, now,
 		func(id string) (bool, error) {
 			var one int
@@ -122,7 +121,7 @@ func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq
 			if err := s.admit(tx, d); err != nil {
 				return err
 			}
-			_, err := s.execInsert(tx, insert, body, d, seqs[i])
+			_, err := s.execInsert(tx, s.insertStmt, d, seqs[i])
 			return err
 		})
 	if len(seqs) > 0 {

@@ -106,7 +106,7 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 			return nil
 		}
 		list, _ := json.Marshal(routes)
-		rows, err := tx.Stmt(s.dueStmt).Query(string(list), micros(c.Now), limit, int64(s.priorities.set()))
+		rows, err := s.stmt(tx, s.dueStmt).Query(string(list), micros(c.Now), limit, int64(s.priorities.set()))
 		if err != nil {
 			return classify("claim", err)
 		}
@@ -148,10 +148,10 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 			return nil
 		}
 		list, _ = json.Marshal(seqs)
-		if _, err := tx.Stmt(s.leaseStmt).Exec(string(list), micros(c.LeaseUntil), c.Owner, micros(c.Now)); err != nil {
+		if _, err := s.stmt(tx, s.leaseStmt).Exec(string(list), micros(c.LeaseUntil), c.Owner, micros(c.Now)); err != nil {
 			return classify("claim", err)
 		}
-		rows, err = tx.Stmt(s.leasedStmt).Query(string(list))
+		rows, err = s.stmt(tx, s.leasedStmt).Query(string(list))
 		if err != nil {
 			return classify("claim", err)
 		}
@@ -179,21 +179,13 @@ func (s *Store) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Messa
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// Bound to the transaction once, not once a change: each binding
-		// allocates.
-		apply, attempt := tx.Stmt(s.applyStmt), tx.Stmt(s.attemptStmt)
-		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
-		var delivered *sql.Stmt
 		for i, c := range changes {
 			var ok bool
 			var err error
 			if c.Delivery() {
-				if delivered == nil {
-					delivered = tx.Stmt(s.deliveredStmt)
-				}
-				ok, err = s.delivered(delivered, c)
+				ok, err = s.delivered(tx, c)
 			} else {
-				ok, err = s.update(tx, apply, c)
+				ok, err = s.update(tx, c)
 			}
 			if err != nil {
 				return err
@@ -204,14 +196,14 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			}
 			m := c.Message
 			if a := c.Attempt; a != nil {
-				if _, err := attempt.Exec(m.Key(), int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
+				if _, err := s.stmt(tx, s.attemptStmt).Exec(m.Key(), int64(a.N), a.Endpoint, a.Route, micros(a.StartedAt), a.Duration.Microseconds(),
 					string(a.Outcome), nullString(string(a.Class)), int64(a.Status), nullString(a.Error), nullString(a.Response)); err != nil {
 					return classify("record attempt of "+m.Key(), err)
 				}
 			}
 			for _, n := range c.Notices {
 				// A notice whose id exists was sent by this same decision before.
-				if _, err := s.execInsert(tx, insert, body, n, 0); err != nil {
+				if _, err := s.execInsert(tx, s.insertStmt, n, 0); err != nil {
 					return err
 				}
 			}
@@ -224,11 +216,10 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	return applied, nil
 }
 
-// delivered writes a Delivery with stmt (deliveredSQL bound to the
-// transaction) and reports whether it applied.
-func (s *Store) delivered(stmt *sql.Stmt, c courier.Change) (bool, error) {
+// delivered writes a Delivery and reports whether it applied.
+func (s *Store) delivered(tx *sql.Tx, c courier.Change) (bool, error) {
 	m := c.Message
-	res, err := stmt.Exec(int64(m.Attempts), nullString(m.Endpoint), micros(m.FinishedAt), m.ID, m.Subscription, int64(c.Token))
+	res, err := s.stmt(tx, s.deliveredStmt).Exec(int64(m.Attempts), nullString(m.Endpoint), micros(m.FinishedAt), m.ID, m.Subscription, int64(c.Token))
 	if err != nil {
 		return false, classify("apply "+m.ID, err)
 	}
@@ -236,15 +227,14 @@ func (s *Store) delivered(stmt *sql.Stmt, c courier.Change) (bool, error) {
 	return n > 0, nil
 }
 
-// update writes one decided change with apply (applySQL bound to tx),
-// guarded by its state and token, and keeps the order of its key: it
-// reports whether the change applied.
-func (s *Store) update(tx *sql.Tx, apply *sql.Stmt, c courier.Change) (bool, error) {
+// update writes one decided change, guarded by its state and token, and
+// keeps the order of its key: it reports whether the change applied.
+func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 	m := c.Message
 	var seq int64
 	var priorRoute, priorState string
 	if m.OrderingKey != "" {
-		if err := tx.Stmt(s.priorStmt).QueryRow(m.ID, m.Subscription).Scan(&seq, &priorRoute, &priorState); err != nil {
+		if err := s.stmt(tx, s.priorStmt).QueryRow(m.ID, m.Subscription).Scan(&seq, &priorRoute, &priorState); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -256,7 +246,7 @@ func (s *Store) update(tx *sql.Tx, apply *sql.Stmt, c courier.Change) (bool, err
 		return false, err
 	}
 	// Integers go as int64, which the driver takes as they are.
-	res, err := apply.Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
+	res, err := s.stmt(tx, s.applyStmt).Exec(string(m.State), nullString(string(m.Reason)), m.Route, int64(m.Attempts), int64(m.Abandoned),
 		int64(m.Escalated), nullString(m.FallbackFrom), micros(m.RoundStartedAt), micros(m.TimerAt), micros(m.NextAttemptAt),
 		micros(m.LeaseUntil), nullString(m.LeaseOwner), nullString(m.Endpoint), nullString(m.LastError),
 		nullString(string(m.LastClass)), micros(m.UpdatedAt), micros(m.FinishedAt),

@@ -40,10 +40,9 @@ func (s *Store) RecordEvent(ctx context.Context, ev courier.Event, since time.Ti
 		if rec.Seq, err = res.LastInsertId(); err != nil {
 			return classify("record event "+rec.ID, err)
 		}
-		insert, body := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt)
 		for _, n := range notices {
 			// A notice whose id exists was sent for this same event before.
-			if _, err := s.execInsert(tx, insert, body, n, 0); err != nil {
+			if _, err := s.execInsert(tx, s.insertStmt, n, 0); err != nil {
 				return err
 			}
 		}

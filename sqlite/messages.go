@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,12 +32,24 @@ const insertBody = `INSERT INTO bodies (seq, payload) VALUES (?, ?)`
 const countType = `INSERT INTO types (type, count, first_seen, last_seen) VALUES (?1, ?2, ?3, ?4)
 	ON CONFLICT (type) DO UPDATE SET count = count + excluded.count, last_seen = max(last_seen, excluded.last_seen)`
 
-const insertMessage = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers,
+// insertMessage inserts a message or a delivery, or nothing when its key
+// exists: a notice sent before, a delivery stored before.
+const insertMessage = `INSERT INTO messages (` + insertColumns + `) VALUES (` + insertValues + `)
+	ON CONFLICT (id, subscription) DO NOTHING`
+
+// insertNew inserts a message, or the first delivery of a published one,
+// only when no row has its id (?1): the look for the id and the insert in
+// one statement.
+const insertNew = `INSERT INTO messages (` + insertColumns + `) SELECT ` + insertValues + `
+	WHERE NOT EXISTS (SELECT 1 FROM messages WHERE id = ?1)`
+
+const (
+	insertColumns = `id, subscription, shared, type, route, size, content_type, headers,
 	ordering_key, priority, deliver_after, expires_at, hash, state, reason, last_error, next_attempt_at,
 	created_at, updated_at, finished_at, round_started_at, timer_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (id, subscription) DO NOTHING`
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest`
+	insertValues = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+)
 
 // Where the numbering of a key on a route stands (migration 0012): read
 // with ?1 the route and ?2 the key, and written with ?3 the last number
@@ -54,61 +67,92 @@ const (
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	results := make([]courier.IngestResult, len(msgs))
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		insert, body, lead := tx.Stmt(s.insertStmt), tx.Stmt(s.bodyStmt), tx.Stmt(s.leadStmt)
-		var seen sqlstore.TypeCounts
 		heads := sequenceHeads{}
 		for i := 0; i < len(msgs); {
 			run := sqlstore.Run(msgs[i:])
-			stored, err := scanMessage(lead.QueryRow(run[0].ID))
-			switch {
-			case err == nil:
-				for k, m := range run {
+			stored, err := s.ingestRun(tx, heads, run)
+			if err != nil {
+				return err
+			}
+			for k, m := range run {
+				if stored != nil {
 					results[i+k] = sqlstore.Existing(stored, m)
-				}
-			case errors.Is(err, sql.ErrNoRows):
-				var first int64
-				for k, m := range run {
-					// Whether it waits for its key: decided before it
-					// is stored, so that the sender is told what is stored.
-					if err := s.admit(tx, m); err != nil {
-						return err
-					}
-					if err := s.number(tx, heads, m); err != nil {
-						return err
-					}
-					seq, err := s.execInsert(tx, insert, body, m, first)
-					if err == nil && seq == 0 {
-						// Looked for under the one writer just before.
-						err = courier.Internal(fmt.Errorf("ingest: message %s exists after all", m.Key()))
-					}
-					if err != nil {
-						return err
-					}
-					if k == 0 {
-						first = seq
-					}
+				} else {
 					results[i+k] = courier.IngestResult{Status: courier.IngestCreated}
 				}
-				seen.Add(run[0])
-			default:
-				return classify("read existing message "+run[0].ID, err)
+			}
+			if stored == nil {
+				s.cur.types.Add(run[0])
 			}
 			i += len(run)
 		}
-		if err := s.writeSequences(tx, heads); err != nil {
-			return err
-		}
-		for _, c := range seen {
-			if _, err := tx.Stmt(s.typeStmt).Exec(c.Type, c.Count, micros(c.FirstSeen), micros(c.LastSeen)); err != nil {
-				return classify("count the type "+c.Type, err)
-			}
-		}
-		return nil
+		return s.writeSequences(tx, heads)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return results, nil
+}
+
+// ingestRun stores run, a message or the deliveries of a published one,
+// unless its id is taken; then it returns the message stored under it. A
+// run that joins an ordering key is looked for first: whether a message
+// waits for its key, and its number in the key's order, are decided before
+// it is stored and only when it is new. Any other run's first row is
+// inserted on the condition that its id is free, the look and the insert
+// in one statement.
+func (s *Store) ingestRun(tx *sql.Tx, heads sequenceHeads, run []*courier.Message) (*courier.Message, error) {
+	keyed := slices.ContainsFunc(run, courier.JoinsKey)
+	if keyed {
+		if stored, err := s.lead(tx, run[0].ID); err != nil || stored != nil {
+			return stored, err
+		}
+	}
+	var first int64
+	for k, m := range run {
+		// Whether it waits for its key: decided before it is stored, so
+		// that the sender is told what is stored.
+		if err := s.admit(tx, m); err != nil {
+			return nil, err
+		}
+		if err := s.number(tx, heads, m); err != nil {
+			return nil, err
+		}
+		insert := s.insertStmt
+		if k == 0 && !keyed {
+			insert = s.insertNewStmt
+		}
+		seq, err := s.execInsert(tx, insert, m, first)
+		if err != nil {
+			return nil, err
+		}
+		if seq == 0 && insert == s.insertNewStmt {
+			if stored, err := s.lead(tx, m.ID); err != nil || stored != nil {
+				return stored, err
+			}
+		}
+		if seq == 0 {
+			// Looked for under the one writer just before.
+			return nil, courier.Internal(fmt.Errorf("ingest: message %s exists after all", m.Key()))
+		}
+		if k == 0 {
+			first = seq
+		}
+	}
+	return nil, nil
+}
+
+// lead returns the message stored under id (a published one's first row),
+// or nil when there is none.
+func (s *Store) lead(tx *sql.Tx, id string) (*courier.Message, error) {
+	stored, err := scanMessage(s.stmt(tx, s.leadStmt).QueryRow(id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("read existing message "+id, err)
+	}
+	return stored, nil
 }
 
 // sequenceHeads are where the numberings of the keys an ingest numbers
@@ -127,7 +171,7 @@ func (s *Store) number(tx *sql.Tx, heads sequenceHeads, m *courier.Message) erro
 	k := [2]string{m.Route, m.OrderingKey}
 	h, ok := heads[k]
 	if !ok {
-		err := tx.Stmt(s.seqReadStmt).QueryRow(m.Route, m.OrderingKey).Scan(&h.Last, &h.ID)
+		err := s.stmt(tx, s.seqReadStmt).QueryRow(m.Route, m.OrderingKey).Scan(&h.Last, &h.ID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return classify(fmt.Sprintf("read the sequence of key %s on %s", m.OrderingKey, m.Route), err)
 		}
@@ -139,7 +183,7 @@ func (s *Store) number(tx *sql.Tx, heads sequenceHeads, m *courier.Message) erro
 // writeSequences writes back where the numberings of an ingest stand.
 func (s *Store) writeSequences(tx *sql.Tx, heads sequenceHeads) error {
 	for k, h := range heads {
-		if _, err := tx.Stmt(s.seqWriteStmt).Exec(k[0], k[1], h.Last, h.ID); err != nil {
+		if _, err := s.stmt(tx, s.seqWriteStmt).Exec(k[0], k[1], h.Last, h.ID); err != nil {
 			return classify(fmt.Sprintf("write the sequence of key %s on %s", k[1], k[0]), err)
 		}
 	}
@@ -242,7 +286,7 @@ func (s *Store) transition(ctx context.Context, key string, a courier.Action, de
 // of its key. The single writer makes the read and the write one.
 func (s *Store) act(tx *sql.Tx, key string, decide sqlstore.Decide) (*courier.Message, error) {
 	id, sub := courier.ParseKey(key)
-	m, _, err := scanMessageSeq(tx.Stmt(s.selectStmt).QueryRow(id, sub), false)
+	m, _, err := scanMessageSeq(s.stmt(tx, s.selectStmt).QueryRow(id, sub), false)
 	if err != nil {
 		return nil, one("read message "+key, err, sqlstore.MessageNotFound(key))
 	}
@@ -250,7 +294,7 @@ func (s *Store) act(tx *sql.Tx, key string, decide sqlstore.Decide) (*courier.Me
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.update(tx, tx.Stmt(s.applyStmt), courier.Change{Message: next, From: m.State, Token: m.TotalAttempts}); err != nil {
+	if _, err := s.update(tx, courier.Change{Message: next, From: m.State, Token: m.TotalAttempts}); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -510,12 +554,10 @@ func nullString(s string) any {
 }
 
 // execInsert inserts a message, or a delivery of a published one, in tx
-// and returns its seq, or 0 when its key exists. A delivery after the
-// first (lead, its seq given) shares the lead's payload.
-func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Message, lead int64) (int64, error) {
-	if err := s.priorities.note(tx, m.Priority); err != nil {
-		return 0, err
-	}
+// with insert (insertMessage or insertNew, prepared) and returns its seq, or
+// 0 when it inserted nothing. A delivery after the first (lead, its seq
+// given) shares the lead's payload.
+func (s *Store) execInsert(tx *sql.Tx, insert *sql.Stmt, m *courier.Message, lead int64) (int64, error) {
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
 		return 0, err
@@ -528,7 +570,7 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 	if m.Payload == nil {
 		size = m.Size // a delivery that reads its lead's payload, or a blob
 	}
-	res, err := insert.Exec(m.ID, m.Subscription, lead != 0, m.Type, m.Route, size, m.ContentType, headers,
+	res, err := s.stmt(tx, insert).Exec(m.ID, m.Subscription, lead != 0, m.Type, m.Route, size, m.ContentType, headers,
 		nullString(m.OrderingKey), m.Priority, micros(m.DeliverAfter), micros(m.ExpiresAt),
 		m.Hash, string(m.State), nullString(string(m.Reason)), nullString(m.LastError),
 		micros(m.NextAttemptAt), micros(m.CreatedAt), micros(m.UpdatedAt), micros(m.FinishedAt),
@@ -542,8 +584,11 @@ func (s *Store) execInsert(tx *sql.Tx, insert, body *sql.Stmt, m *courier.Messag
 		return 0, nil
 	}
 	seq, err := res.LastInsertId()
+	if err == nil {
+		err = s.priorities.note(tx, m.Priority)
+	}
 	if err == nil && lead == 0 {
-		_, err = body.Exec(seq, sqlstore.NonNil(m.Payload))
+		_, err = s.stmt(tx, s.bodyStmt).Exec(seq, sqlstore.NonNil(m.Payload))
 	}
 	if err != nil {
 		return 0, classify("insert payload of "+m.ID, err)

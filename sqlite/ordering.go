@@ -36,7 +36,7 @@ const waitSQL = `UPDATE messages SET next_attempt_at = NULL WHERE seq = ?1 AND s
 func (s *Store) readGroup(tx *sql.Tx, route, key string, except int64) (courier.KeyGroup, error) {
 	var g courier.KeyGroup
 	var suspended, waiting sql.NullInt64
-	if err := tx.Stmt(s.groupStmt).QueryRow(route, key, except).Scan(&g.Active, &suspended, &waiting); err != nil {
+	if err := s.stmt(tx, s.groupStmt).QueryRow(route, key, except).Scan(&g.Active, &suspended, &waiting); err != nil {
 		return g, classify(fmt.Sprintf("read ordering key %s on %s", key, route), err)
 	}
 	g.OldestSuspended, g.OldestWaiting = suspended.Int64, waiting.Int64
@@ -72,7 +72,7 @@ func (s *Store) join(tx *sql.Tx, m *courier.Message, seq int64) error {
 	if g.Admits(seq) {
 		return nil
 	}
-	if _, err := tx.Stmt(s.waitStmt).Exec(seq); err != nil {
+	if _, err := s.stmt(tx, s.waitStmt).Exec(seq); err != nil {
 		return classify(fmt.Sprintf("make %s wait for its key", m.ID), err)
 	}
 	courier.Wait(m)
@@ -91,7 +91,7 @@ func (s *Store) settle(tx *sql.Tx, route, key string, now time.Time) error {
 		return nil
 	}
 	var deliverAfter sql.NullInt64
-	if err := tx.Stmt(s.afterStmt).QueryRow(seq).Scan(&deliverAfter); err != nil {
+	if err := s.stmt(tx, s.afterStmt).QueryRow(seq).Scan(&deliverAfter); err != nil {
 		return classify(fmt.Sprintf("read the next message of key %s on %s", key, route), err)
 	}
 	w := &courier.Message{}
@@ -99,7 +99,7 @@ func (s *Store) settle(tx *sql.Tx, route, key string, now time.Time) error {
 		w.DeliverAfter = fromMicros(deliverAfter.Int64)
 	}
 	p := courier.Promoted(w, now)
-	if _, err := tx.Stmt(s.promoteStmt).Exec(micros(p.NextAttemptAt), micros(p.RoundStartedAt), seq); err != nil {
+	if _, err := s.stmt(tx, s.promoteStmt).Exec(micros(p.NextAttemptAt), micros(p.RoundStartedAt), seq); err != nil {
 		return classify(fmt.Sprintf("let the next message of key %s on %s go", key, route), err)
 	}
 	return nil

@@ -73,6 +73,7 @@ type Store struct {
 
 	// Statements of the hot paths, prepared once on the write connection.
 	insertStmt    *sql.Stmt
+	insertNewStmt *sql.Stmt
 	selectStmt    *sql.Stmt
 	leadStmt      *sql.Stmt
 	typeStmt      *sql.Stmt
@@ -92,6 +93,8 @@ type Store struct {
 	seqReadStmt, seqWriteStmt *sql.Stmt
 
 	priorities priorities // of the messages stored
+
+	cur txn // the transaction the committer runs; only it uses this
 
 	ops      chan *op
 	maxGroup int
@@ -189,6 +192,7 @@ func Open(path string, opts Options) (*Store, error) {
 		sql  string
 	}{
 		{&s.insertStmt, insertMessage},
+		{&s.insertNewStmt, insertNew},
 		{&s.selectStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ? AND subscription = ?`},
 		{&s.leadStmt, `SELECT ` + messageColumns + ` FROM messages WHERE id = ? AND shared = 0`},
 		{&s.dueStmt, dueSQL},
@@ -478,6 +482,41 @@ func (s *Store) syncLoop(done chan struct{}) {
 	}
 }
 
+// txn is what the committer keeps of the transaction it runs: the
+// statements bound to it, each bound once however many ops of the group use
+// it (a binding allocates), and the types its ingests counted, written
+// once before it commits rather than once an ingest.
+type txn struct {
+	tx    *sql.Tx
+	bound map[*sql.Stmt]*sql.Stmt
+	types sqlstore.TypeCounts
+}
+
+// stmt returns the prepared statement p bound to tx, the transaction the
+// committer runs.
+func (s *Store) stmt(tx *sql.Tx, p *sql.Stmt) *sql.Stmt {
+	if tx != s.cur.tx {
+		return tx.Stmt(p)
+	}
+	b := s.cur.bound[p]
+	if b == nil {
+		b = tx.Stmt(p)
+		s.cur.bound[p] = b
+	}
+	return b
+}
+
+// countTypes adds the types the transaction's ingests counted to the
+// catalog of types.
+func (s *Store) countTypes(tx *sql.Tx) error {
+	for _, c := range s.cur.types {
+		if _, err := s.stmt(tx, s.typeStmt).Exec(c.Type, c.Count, micros(c.FirstSeen), micros(c.LastSeen)); err != nil {
+			return classify("count the type "+c.Type, err)
+		}
+	}
+	return nil
+}
+
 // opError is an op's own failure, as opposed to one of the transaction.
 type opError struct{ err error }
 
@@ -489,11 +528,23 @@ func (s *Store) runTx(ops []*op) error {
 	if err != nil {
 		return classify("begin", err)
 	}
+	if s.cur.bound == nil {
+		s.cur.bound = map[*sql.Stmt]*sql.Stmt{}
+	}
+	clear(s.cur.bound)
+	s.cur.tx, s.cur.types = tx, s.cur.types[:0]
+	defer func() { s.cur.tx = nil }()
 	for _, o := range ops {
 		if err := o.fn(tx); err != nil {
 			tx.Rollback()
 			return &opError{err}
 		}
+	}
+	if err := s.countTypes(tx); err != nil {
+		// Counted for the ingests of this group: each of them runs again
+		// alone.
+		tx.Rollback()
+		return &opError{err}
 	}
 	if err := tx.Commit(); err != nil {
 		tx.Rollback()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,12 +315,27 @@ func testTypes(t *testing.T, s courier.Store) {
 		newMessage("inv-1", base.Add(time.Minute)), newMessage("inv-2", base.Add(2*time.Minute)))...)
 	// A repeat is not counted again.
 	mustIngest(t, s, published(t, top, "o-1", "order.created", `{}`, map[string]string{"X-Tenant": "acme"}, base)...)
+	// Ingests at the same time, which a store may write together, each
+	// count, and their repeats do not.
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			m := newMessage(fmt.Sprintf("inv-c%d", i%20), base.Add(time.Minute+time.Duration(i%20)*time.Second))
+			if i%2 == 0 {
+				m.OrderingKey = "" // half of them with a key, half without
+			}
+			if _, err := s.Ingest(ctx, []*courier.Message{m}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 	got, err := s.Types(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []courier.TypeSeen{
-		{Type: "invoice", Count: 2, FirstSeen: base.Add(time.Minute), LastSeen: base.Add(2 * time.Minute)},
+		{Type: "invoice", Count: 22, FirstSeen: base.Add(time.Minute), LastSeen: base.Add(2 * time.Minute)},
 		{Type: "order.created", Count: 2, FirstSeen: base, LastSeen: base.Add(time.Hour)},
 	}
 	if len(got) != len(want) {

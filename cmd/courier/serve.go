@@ -41,7 +41,7 @@ import (
 )
 
 func newServeCmd(g *globals) *cobra.Command {
-	var configPath string
+	var configPath, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the courier server",
@@ -61,12 +61,18 @@ SIGTERM stops the server after the requests under way.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, g, cfg)
 		},
 	}
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "configuration file (env COURIER_CONFIG)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	return cmd
 }
 
