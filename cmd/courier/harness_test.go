@@ -110,12 +110,12 @@ func startNode(t *testing.T, dir, rest string) *process {
 	return startServerWith(t, writeConfig(t, dir, freeAddr(t), rest))
 }
 
-// startServerWith runs the binary with a configuration file and waits until
-// it listens.
-func startServerWith(t *testing.T, cfg string) *process {
+// startServerWith runs the binary with a configuration file (and any more
+// flags of serve's) and waits until it listens.
+func startServerWith(t *testing.T, cfg string, flags ...string) *process {
 	t.Helper()
 	p := &process{config: cfg, output: &bytes.Buffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(courierBin, "serve", "--config", cfg)
+	p.cmd = exec.Command(courierBin, append([]string{"serve", "--config", cfg}, flags...)...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout = pw
 	p.cmd.Stderr = pw

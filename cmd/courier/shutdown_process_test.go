@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +117,34 @@ routes:
 		if id := fmt.Sprintf("h-%02d", i); !delivered[id] {
 			t.Errorf("%s was not delivered after the restart", id)
 		}
+	}
+}
+
+// TestServeWritesCPUProfile: serve --cpuprofile writes a profile of the
+// run, complete when the process stops on SIGTERM (a gzipped protobuf, as
+// go tool pprof reads it).
+func TestServeWritesCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.pprof")
+	p := startServerWith(t, writeConfig(t, dir, freeAddr(t), ""), "--cpuprofile", prof)
+	if err := p.terminate(t, 30*time.Second); err != nil {
+		t.Fatalf("serve exited with %v\n%s", err, p.log())
+	}
+	f, err := os.Open(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the profile is not gzipped: %v", err)
+	}
+	body, err := io.ReadAll(z)
+	if err != nil || len(body) == 0 {
+		t.Fatalf("the profile reads %d bytes: %v", len(body), err)
+	}
+	// A profile names its sample type: CPU time in nanoseconds.
+	if !bytes.Contains(body, []byte("nanoseconds")) {
+		t.Errorf("the profile names no CPU time (%d bytes)", len(body))
 	}
 }
