@@ -18,6 +18,7 @@ import (
 // receiver that refused the client certificate) is kept here.
 type connState struct {
 	openedAt time.Time
+	local    net.Addr // the connection's local address, a connAddr made once
 	tcp      net.Conn // closed when the connection is retired
 	pool     *client  // where the connection is counted; nil when it is not
 	released atomic.Bool
@@ -32,6 +33,7 @@ type connState struct {
 
 func newConnState(tcp net.Conn, pool *client) *connState {
 	st := &connState{openedAt: time.Now(), tcp: tcp, pool: pool}
+	st.local = connAddr{tcp.LocalAddr(), st}
 	st.judged.L = &st.mu
 	return st
 }
@@ -127,7 +129,8 @@ type trackedConn struct {
 	st *connState
 }
 
-func (c *trackedConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(), c.st} }
+// LocalAddr is asked for at every response.
+func (c *trackedConn) LocalAddr() net.Addr { return c.st.local }
 
 func (c *trackedConn) Read(p []byte) (int, error) { return c.st.read(c.Conn.Read(p)) }
 

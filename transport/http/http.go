@@ -145,6 +145,7 @@ type Transport struct {
 	pools     map[clientKey]*client // by settings, shared
 	lookups   *list.List            // names of the resolved endpoints in endpoints, most recently used first
 	allow     []netip.Prefix        // the global allowlist in force
+	allowGen  uint64                // counts the changes of allow
 	recent    *list.List            // pools that may hold connections, most recently used first
 
 	open atomic.Int64 // connections of all pools open or being opened
@@ -169,16 +170,23 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
 	}
-	target, err := url.Parse(e.HTTP.URL)
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return courier.Result{Class: courier.ClassTransport,
-			Error: fmt.Sprintf("endpoint %s: %q is not an absolute http or https URL", e.Name, e.HTTP.URL)}
+	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
+	// An endpoint sent to before with the same settings has its URL parsed
+	// and its pool found already.
+	b, known := t.boundFor(e, timeout)
+	target := b.target
+	if !known {
+		var err error
+		target, err = url.Parse(e.HTTP.URL)
+		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+			return courier.Result{Class: courier.ClassTransport,
+				Error: fmt.Sprintf("endpoint %s: %q is not an absolute http or https URL", e.Name, e.HTTP.URL)}
+		}
 	}
 	method := strings.ToUpper(e.HTTP.Method)
 	if method == "" {
 		method = http.MethodPost
 	}
-	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	if e.HTTP.PinnedCertificate != "" && target.Scheme != "https" {
 		// Plain HTTP shows no certificate: sending would skip the very
 		// check the registry asked for.
@@ -210,9 +218,13 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		keep = courier.MaxStepResponse
 	}
 
-	c, err := t.clientFor(e, target, timeout)
-	if err != nil {
-		return courier.Result{Class: courier.ClassTLS, Error: fmt.Sprintf("endpoint %s: %v", e.Name, err)}
+	c, uri := b.c, b.uri
+	if !known {
+		var err error
+		if c, err = t.clientFor(e, target, timeout); err != nil {
+			return courier.Result{Class: courier.ClassTLS, Error: fmt.Sprintf("endpoint %s: %v", e.Name, err)}
+		}
+		uri = target.String()
 	}
 	if ctx.Err() != nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled before the request went out"}
@@ -227,7 +239,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	for hops := 0; ; hops++ {
-		err := c.do(req, resp, method, target, header, body, deadline)
+		err := c.do(req, resp, method, uri, header, body, deadline)
 		if err != nil {
 			if perr, ok := asPayloadError(err); ok {
 				return payloadResult(perr)
@@ -258,7 +270,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			if next.Host != target.Host {
 				header = crossOriginHeader(header)
 			}
-			target = next
+			target, uri = next, next.String()
 			req.Reset()
 			continue
 		}
@@ -278,8 +290,8 @@ var errNoConnection = errors.New("no connection before the deadline")
 // was retired (see roundTripper) carried nothing, so the request goes again
 // without counting that as a retry. A blob body is opened anew for every
 // try, and a failure to read it is a *payloadError.
-func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method string, u *url.URL, h []headerField, body bodySource, deadline time.Time) error {
-	c.build(req, method, u, h, body.inline)
+func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method, uri string, h []headerField, body bodySource, deadline time.Time) error {
+	c.build(req, method, uri, h, body.inline)
 	for stale := 0; ; {
 		var blob *blobReader
 		if body.blob != nil {
@@ -325,9 +337,9 @@ func (c *client) do(req *fasthttp.Request, resp *fasthttp.Response, method strin
 }
 
 // build writes the request. The header goes in the order header gave it.
-func (c *client) build(req *fasthttp.Request, method string, u *url.URL, h []headerField, body []byte) {
+func (c *client) build(req *fasthttp.Request, method, uri string, h []headerField, body []byte) {
 	req.Header.DisableNormalizing()
-	req.SetRequestURI(u.String())
+	req.SetRequestURI(uri)
 	req.Header.SetMethod(method)
 	for _, f := range h {
 		req.Header.Add(f.name, f.value)

@@ -21,6 +21,57 @@ type binding struct {
 	key    clientKey
 	c      *client
 	lookup *list.Element // the place of a resolved endpoint in Transport.lookups; nil for others
+	// The endpoint's settings its key was worked out of, and its URL as
+	// parsed then: an attempt of an endpoint whose settings are as they
+	// were takes them from here, without parsing the URL or working out
+	// the key again.
+	from   settings
+	target *url.URL // never changed once parsed
+	uri    string   // target as a request line has it
+}
+
+// settings are the inputs of an endpoint's binding: its own settings, its
+// attempt timeout and the global allowlist in force (by its generation).
+type settings struct {
+	url, pin string
+	tls      courier.HTTPTLS
+	allow    []string
+	timeout  time.Duration
+	global   uint64
+}
+
+func (t *Transport) settingsOf(e *courier.Endpoint, timeout time.Duration) settings {
+	return settings{url: e.HTTP.URL, pin: e.HTTP.PinnedCertificate, tls: e.HTTP.TLS, allow: e.HTTP.AllowNetworks,
+		timeout: timeout, global: t.allowGen}
+}
+
+func (a settings) same(b settings) bool {
+	return a.url == b.url && a.pin == b.pin && a.tls == b.tls && a.timeout == b.timeout && a.global == b.global &&
+		slices.Equal(a.allow, b.allow)
+}
+
+// bound is what an attempt takes from an endpoint's binding.
+type bound struct {
+	c      *client
+	target *url.URL
+	uri    string
+}
+
+// boundFor returns e's binding as an attempt uses it, while e's settings
+// are those the binding was made for; ok is false when they are not (or
+// e has none yet): the attempt then works them out (clientFor).
+func (t *Transport) boundFor(e *courier.Endpoint, timeout time.Duration) (bound, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.endpoints[e.Name]
+	if b == nil || b.target == nil || !b.from.same(t.settingsOf(e, timeout)) {
+		return bound{}, false
+	}
+	if b.lookup != nil {
+		t.lookups.MoveToFront(b.lookup)
+	}
+	t.touch(b.c)
+	return bound{c: b.c, target: b.target, uri: b.uri}, true
 }
 
 // SetAllowNetworks replaces the global allowlist, as on reload; the pools
@@ -29,6 +80,7 @@ func (t *Transport) SetAllowNetworks(allow []netip.Prefix) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.allow = slices.Clone(allow)
+	t.allowGen++
 }
 
 // Close drops every idle connection. Attempts still running finish; the
@@ -71,8 +123,9 @@ type clientKey struct {
 	pin string
 }
 
-// clientFor returns the pool of e, building it on first use or when the
-// endpoint's settings changed.
+// clientFor returns the pool of e, whose URL is u, building it on first use
+// or when the endpoint's settings changed, and notes in e's binding what
+// it was worked out of (boundFor).
 func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Duration) (*client, error) {
 	key := clientKey{
 		origin:         u.Scheme + "://" + u.Host,
@@ -95,6 +148,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 			t.lookups.MoveToFront(b.lookup)
 		}
 		t.touch(b.c)
+		b.from, b.target, b.uri = t.settingsOf(e, timeout), u, u.String()
 		return b.c, nil
 	}
 	c := t.pools[key]
@@ -113,7 +167,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 	}
 	c.users++
 	t.touch(c)
-	b = &binding{key: key, c: c}
+	b = &binding{key: key, c: c, from: t.settingsOf(e, timeout), target: u, uri: u.String()}
 	t.endpoints[e.Name] = b
 	if strings.HasPrefix(e.Name, courier.ResolvedEndpointPrefix) {
 		b.lookup = t.lookups.PushFront(e.Name)

@@ -67,6 +67,33 @@ func TestChangedEndpointGetsAFreshPool(t *testing.T) {
 	}
 }
 
+// An endpoint's pool, and with it its URL, are worked out once and used
+// while its settings stay the same: a change of the global allowlist (a
+// reload), of the endpoint's own or of its URL is seen at the next attempt.
+func TestChangedSettingsAreSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	s, tr := sinkAndTransport(t)
+	e := endpoint("reload", s.URL()+"/in")
+	wantClass(t, send(t, tr, e, message()), "")
+	tr.SetAllowNetworks(nil)
+	res := send(t, tr, e, message())
+	wantClass(t, res, courier.ClassRejected)
+	wantError(t, res, "blocked by the SSRF guard")
+	own := *e
+	own.HTTP.AllowNetworks = []string{"127.0.0.0/8"}
+	wantClass(t, send(t, tr, &own, message()), "")
+	other := sink.MustStart(t, sink.Options{})
+	moved := own
+	moved.HTTP.URL = other.URL() + "/moved"
+	wantClass(t, send(t, tr, &moved, message()), "")
+	if got := s.Count("/in"); got != 2 {
+		t.Errorf("the first receiver had %d requests, want 2", got)
+	}
+	if got := other.Count("/moved"); got != 1 {
+		t.Errorf("the moved endpoint's receiver had %d requests, want 1", got)
+	}
+}
+
 // seen is what a countingServer saw.
 type seen struct{ conns, requests, onFirst int }
 
