@@ -218,14 +218,13 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		keep = courier.MaxStepResponse
 	}
 
-	c, uri := b.c, b.uri
 	if !known {
 		var err error
-		if c, err = t.clientFor(e, target, timeout); err != nil {
+		if b, err = t.clientFor(e, target, timeout); err != nil {
 			return courier.Result{Class: courier.ClassTLS, Error: fmt.Sprintf("endpoint %s: %v", e.Name, err)}
 		}
-		uri = target.String()
 	}
+	c, uri := b.c, b.uri
 	if ctx.Err() != nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled before the request went out"}
 	}

@@ -50,12 +50,16 @@ func (a settings) same(b settings) bool {
 		slices.Equal(a.allow, b.allow)
 }
 
-// bound is what an attempt takes from an endpoint's binding.
+// bound is what an attempt takes from an endpoint's binding: a copy, made
+// under the transport's lock, which a later change of the binding leaves
+// as it is.
 type bound struct {
 	c      *client
 	target *url.URL
 	uri    string
 }
+
+func (b *binding) bound() bound { return bound{c: b.c, target: b.target, uri: b.uri} }
 
 // boundFor returns e's binding as an attempt uses it, while e's settings
 // are those the binding was made for; ok is false when they are not (or
@@ -71,7 +75,7 @@ func (t *Transport) boundFor(e *courier.Endpoint, timeout time.Duration) (bound,
 		t.lookups.MoveToFront(b.lookup)
 	}
 	t.touch(b.c)
-	return bound{c: b.c, target: b.target, uri: b.uri}, true
+	return b.bound(), true
 }
 
 // SetAllowNetworks replaces the global allowlist, as on reload; the pools
@@ -123,10 +127,10 @@ type clientKey struct {
 	pin string
 }
 
-// clientFor returns the pool of e, whose URL is u, building it on first use
-// or when the endpoint's settings changed, and notes in e's binding what
-// it was worked out of (boundFor).
-func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Duration) (*client, error) {
+// clientFor returns e's binding as an attempt uses it, e's URL being u:
+// its pool, built on first use or when the endpoint's settings changed,
+// and what the binding was worked out of noted for boundFor.
+func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Duration) (bound, error) {
 	key := clientKey{
 		origin:         u.Scheme + "://" + u.Host,
 		connectTimeout: min(t.opts.ConnectTimeout, timeout),
@@ -149,13 +153,13 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		}
 		t.touch(b.c)
 		b.from, b.target, b.uri = t.settingsOf(e, timeout), u, u.String()
-		return b.c, nil
+		return b.bound(), nil
 	}
 	c := t.pools[key]
 	if c == nil {
 		tlsConfig, err := t.endpointTLS(e.HTTP.TLS, e.HTTP.PinnedCertificate)
 		if err != nil {
-			return nil, err
+			return bound{}, err
 		}
 		c = t.newClient(key, allow, tlsConfig)
 		t.pools[key] = c
@@ -176,7 +180,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 			t.drop(last, t.endpoints[last])
 		}
 	}
-	return c, nil
+	return b.bound(), nil
 }
 
 // drop forgets which pool an endpoint uses, t.mu held; a pool that no
