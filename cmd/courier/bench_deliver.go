@@ -61,6 +61,7 @@ type benchDeliver struct {
 	// topologyProfile is where to write a CPU profile of the topology's
 	// creation.
 	topologyProfile string
+	withFloor       bool // after the drain, measure sending and the store's part each alone
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -92,6 +93,8 @@ type deliverResult struct {
 	// Spans is how many spans the loopback OTLP receiver got, with
 	// --tracing.
 	Spans int `json:"spans,omitempty"`
+	// Floor is what the parts of a delivery cost each alone, with --floor.
+	Floor *floorResult `json:"floor,omitempty"`
 }
 
 func newBenchDeliverCmd(g *globals) *cobra.Command {
@@ -123,13 +126,23 @@ With --topology store, the server keeps the topology in the store, as a
 configuration file without endpoints and routes has it, and the benchmark
 creates the endpoints, routes and subscriptions through the API before it
 sends anything: by PUT /v1/topology, --topology-batch objects a request, or
-with --one-by-one one PUT per object. How long that took is printed first.`,
+with --one-by-one one PUT per object. How long that took is printed first.
+
+With --floor, after the drain the two parts of a delivery are measured each
+alone, in the same run: as many sends of the same payload through the same
+HTTP transport to the same receiver, without the engine or a store; and as
+many messages queued in the same store, claimed and written delivered 100 at
+a time, without sending. Their sum is the least a delivered message costs on
+this machine with this store; what courier spent in the drain above it is
+the engine's own (its claims and outcomes in smaller batches, scheduling,
+bookkeeping).`,
 		Example: `  courier bench deliver --messages 200000
   courier bench deliver --messages 200000 --backlog 1000000
   courier bench deliver --messages 100000 --endpoints 10000 --held 10
   courier bench deliver --rate 10000 --duration 10s
   courier bench deliver --messages 100000 --ordering-keys 200
-  courier bench deliver --messages 50000 --endpoints 10000 --topology store --one-by-one`,
+  courier bench deliver --messages 50000 --endpoints 10000 --topology store --one-by-one
+  courier bench deliver --messages 100000 --floor`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.check(); err != nil {
@@ -204,6 +217,9 @@ with --one-by-one one PUT per object. How long that took is printed first.`,
 			if b.held > 0 {
 				fmt.Fprintf(g.stdout, "  still queued for the endpoints that are off: %d\n", res.HeldQueued)
 			}
+			if f := res.Floor; f != nil {
+				printFloor(g, res, f)
+			}
 			return nil
 		},
 	}
@@ -231,6 +247,7 @@ with --one-by-one one PUT per object. How long that took is printed first.`,
 	f.IntVar(&b.topologyBatch, "topology-batch", 1000, "with --topology store: objects per PUT /v1/topology (0: all in one)")
 	f.BoolVar(&b.oneByOne, "one-by-one", false, "with --topology store: create each object with a PUT of its own")
 	f.StringVar(&b.topologyProfile, "topology-cpuprofile", "", "with --topology store: write a CPU profile of the topology's creation to this file")
+	f.BoolVar(&b.withFloor, "floor", false, "after the drain, measure sending (without the engine and the store) and the store's claims and outcomes (without sending) each alone, and print what courier spent above their sum")
 	return cmd
 }
 
@@ -469,6 +486,12 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	if spans != nil {
 		res.Spans = spans()
 	}
+	if b.withFloor {
+		fmt.Fprintf(g.stderr, "measuring sending and the store's part each alone...\n")
+		if res.Floor, err = b.floor(ctx, store, tr, top.Endpoints[endpointName(0)], routeName(0), rcv, []byte(payload)); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -503,6 +526,11 @@ func (b benchDeliver) validate() error {
 	}
 	if b.topologyBatch < 0 || (b.oneByOne || b.topologyProfile != "") && b.topologyIn != topologyInStore {
 		return fmt.Errorf("--topology-batch cannot be negative, and --one-by-one and --topology-cpuprofile go with --topology store")
+	}
+	if b.withFloor && (b.rate > 0 || b.endpoints != 1 || b.dead || b.held > 0 || b.subs > 0 || b.keys > 0 || b.backlog > 0 ||
+		b.nodes > 1 || b.topologyIn != topologyInFile || b.messages == 0) {
+		return fmt.Errorf("--floor measures the plain drain of one endpoint: it goes without --rate, --endpoints, --dead, --held, " +
+			"--subscriptions, --ordering-keys, --backlog, --nodes and --topology store, and needs --messages")
 	}
 	return nil
 }

@@ -66,6 +66,38 @@ func TestBenchDeliverOnPostgres(t *testing.T) {
 	}
 }
 
+// With --floor, the drain is followed by sending and the store's part each
+// alone, with as many messages as the drain, on either store; it measures
+// the plain drain of one endpoint only, and says so for any other.
+func TestBenchDeliverFloor(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, store := range []string{"sqlite", "postgres"} {
+		args := []string{"--messages", "2000", "--floor"}
+		if store == "postgres" {
+			args = append(args, "--postgres", dsn)
+		}
+		res := benchDeliverJSON(t, args...)
+		f := res.Floor
+		if res.Delivered != 2000 || f == nil {
+			t.Fatalf("%s: measured %+v; want 2000 delivered and a floor", store, res)
+		}
+		if f.Sends != 2000 || f.StoreMessages != 2000 || f.StoreBatch != 100 {
+			t.Errorf("%s: floor of %d sends and %d messages in batches of %d; want 2000, 2000 and 100", store, f.Sends, f.StoreMessages, f.StoreBatch)
+		}
+		if f.SendsPerSec <= 0 || f.SendCPUus <= 0 || f.SendReceiverCPUus <= 0 || f.StorePerSec <= 0 || f.StoreCPUus <= 0 {
+			t.Errorf("%s: floor %+v; want every rate and CPU measured", store, *f)
+		}
+		if store == "postgres" && cpustat.LocalDatabase(dsn) && f.StoreDatabaseCPUus <= 0 {
+			t.Errorf("floor on a database on this machine: its CPU per message %v µs; want it measured", f.StoreDatabaseCPUus)
+		}
+	}
+	out, err := exec.Command(courierBin, "bench", "deliver", "--messages", "2000", "--floor", "--endpoints", "2").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--floor measures the plain drain of one endpoint") {
+		t.Errorf("--floor with two endpoints: %v, %s; want it refused, saying why", err, out)
+	}
+}
+
 // With --topology store, the endpoints and routes are created through the
 // API first, in batches or one by one, on either store, and then used.
 func TestBenchDeliverTopologyInStore(t *testing.T) {
