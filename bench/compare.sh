@@ -4,7 +4,8 @@
 # receiver in a process of its own) with River, courier on SQLite and
 # courier on PostgreSQL, one after another, so that they share whatever
 # the machine does meanwhile. Prints each system's ingest and delivery
-# rates and its CPU per delivered message.
+# rates and its CPU per delivered message, and for courier its floor
+# (bench deliver --floor: sending and the store each alone, same run).
 #
 #   bench/compare.sh [MESSAGES] [ROUNDS]        # default 100000 messages, 3 rounds
 #
@@ -43,6 +44,6 @@ done
 for round in $(seq "$rounds"); do
   echo "== round $round"
   "$work/river" --dsn "$dsn" --sink http://127.0.0.1:18427 --messages "$messages"
-  "$work/courier" bench deliver --messages "$messages" 2>/dev/null | grep -v '^ *[0-9]*s '
-  "$work/courier" bench deliver --messages "$messages" --postgres "$dsn" 2>/dev/null | grep -v '^ *[0-9]*s '
+  "$work/courier" bench deliver --messages "$messages" --floor 2>/dev/null | grep -v '^ *[0-9]*s '
+  "$work/courier" bench deliver --messages "$messages" --postgres "$dsn" --floor 2>/dev/null | grep -v '^ *[0-9]*s '
 done
