@@ -35,7 +35,10 @@ type floorResult struct {
 }
 
 // floorBatch is how many messages the store's part claims, and then writes
-// delivered, at a time: as many as a busy engine claims at once.
+// delivered, at a time: about what a busy engine's claims and outcomes hold
+// (a drain of one endpoint claims some 50 to 90 at once and writes some 70
+// to 200 outcomes at once); the store's cost per message falls as its
+// batches grow.
 const floorBatch = 100
 
 // floor measures the parts of a delivery alone: b.messages sends to ep
