@@ -477,7 +477,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	if b.held > 0 {
 		var routes []string
 		for i := 0; i < b.held; i++ {
-			routes = append(routes, fmt.Sprintf("bench-%02d", i))
+			routes = append(routes, routeName(i))
 		}
 		if res.HeldQueued, err = store.CountQueued(ctx, routes); err != nil {
 			return nil, err
@@ -637,7 +637,7 @@ func postBatch(ctx context.Context, client *http.Client, base string, first, n i
 		}
 		route := ""
 		if routeOf != nil {
-			route = fmt.Sprintf(`"route":"bench-%02d",`, routeOf(first+i))
+			route = `"route":"` + routeName(routeOf(first+i)) + `",`
 		}
 		fmt.Fprintf(&body, `{"id":"d-%d","type":"bench",%s%s"headers":{"X-Bench-Sent":"%s"},"payload":%s}`,
 			first+i, route, key, sent, payload)
@@ -665,7 +665,7 @@ func fillBacklog(ctx context.Context, store courier.Store, prefix string, n int,
 	for first := 0; first < n; first += 10000 {
 		msgs := make([]*courier.Message, min(10000, n-first))
 		for i := range msgs {
-			m := &courier.Message{ID: fmt.Sprintf("%s-%d", prefix, first+i), Type: "bench", Route: fmt.Sprintf("bench-%02d", routeOf(first+i)),
+			m := &courier.Message{ID: fmt.Sprintf("%s-%d", prefix, first+i), Type: "bench", Route: routeName(routeOf(first + i)),
 				Payload: payload, ContentType: "application/json"}
 			courier.Accept(m, courier.DefaultPolicy(), false, now)
 			msgs[i] = m

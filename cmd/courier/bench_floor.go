@@ -47,7 +47,7 @@ const floorBatch = 100
 func (b benchDeliver) floor(ctx context.Context, store courier.Store, tr courier.Sender, ep *courier.Endpoint, route string,
 	rcv benchReceiver, payload []byte) (*floorResult, error) {
 	res := &floorResult{Sends: b.messages, StoreMessages: b.messages, StoreBatch: floorBatch}
-	if err := b.floorSends(ctx, tr, ep, rcv, payload, res); err != nil {
+	if err := b.floorSends(ctx, tr, ep, route, rcv, payload, res); err != nil {
 		return nil, fmt.Errorf("floor of sending: %w", err)
 	}
 	if err := b.floorStore(ctx, store, ep, route, payload, res); err != nil {
@@ -56,10 +56,10 @@ func (b benchDeliver) floor(ctx context.Context, store courier.Store, tr courier
 	return res, nil
 }
 
-// floorSends sends b.messages attempts of one message through tr, as many
-// at once as the drain's workers, and counts what each cost this process
-// and the receiver.
-func (b benchDeliver) floorSends(ctx context.Context, tr courier.Sender, ep *courier.Endpoint, rcv benchReceiver, payload []byte, res *floorResult) error {
+// floorSends sends b.messages attempts of one message of route to ep
+// through tr, as many at once as the drain's workers, and counts what each
+// cost this process and the receiver.
+func (b benchDeliver) floorSends(ctx context.Context, tr courier.Sender, ep *courier.Endpoint, route string, rcv benchReceiver, payload []byte, res *floorResult) error {
 	if err := rcv.Reset(ctx, int64(b.messages)); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (b benchDeliver) floorSends(ctx context.Context, tr courier.Sender, ep *cou
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := &courier.Message{ID: fmt.Sprintf("floor-send-%d", w), Type: "bench", Route: "bench-00", ContentType: "application/json",
+			m := &courier.Message{ID: fmt.Sprintf("floor-send-%d", w), Type: "bench", Route: route, ContentType: "application/json",
 				Payload: payload, TotalAttempts: 1, CreatedAt: start}
 			for next.Add(1) <= int64(b.messages) && ctx.Err() == nil {
 				if r := tr.Send(ctx, courier.Delivery{Message: m, Endpoint: ep, Attempt: 1}); !r.Delivered() {
