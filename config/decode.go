@@ -35,6 +35,9 @@ type decoder struct {
 	// default policy not known yet, so checks against inherited values
 	// wait until it is (see Assemble).
 	baseUnknown bool
+	// fields, when set, is told of every mapping read and the fields it
+	// takes, so that a test can check the reference documents them all.
+	fields func(path string, known []string)
 }
 
 func (d *decoder) errorf(line int, field, format string, args ...any) {
@@ -275,6 +278,9 @@ type object struct {
 // empty value) is an empty object.
 func (d *decoder) object(n *yaml.Node, path string, line int, known []string) *object {
 	o := &object{d: d, path: path, line: line, fields: map[string]pair{}}
+	if d.fields != nil {
+		d.fields(path, known)
+	}
 	if n == nil {
 		return o
 	}
