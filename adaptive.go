@@ -28,7 +28,7 @@ const (
 )
 
 // AdaptiveLimit decides how many attempts an endpoint with
-// max_concurrency: auto may have in flight (DESIGN §4), from the outcomes
+// max_concurrency: auto may have in flight (docs/design.md §4), from the outcomes
 // of its attempts, in the manner of TCP congestion control: it doubles the
 // limit each window while answers succeed and their latency stays flat
 // (slow start), after the first cut adds one per window, and cuts it on

@@ -6,7 +6,7 @@ import (
 )
 
 // TopologyKind names a kind of object a topology is made of, as the store
-// holds it (DESIGN §15).
+// holds it (docs/design.md §15).
 type TopologyKind string
 
 // The kinds of topology objects.

@@ -8,7 +8,7 @@ func (r *Route) Spreads() bool {
 }
 
 // ChooseOrder orders the endpoints of r that can send, the one to try first
-// for m's attempt first (DESIGN §4): single and failover keep the route's
+// for m's attempt first (docs/design.md §4): single and failover keep the route's
 // order, so the first that sends takes the message; round robin starts at
 // the pos-th; weighted at the endpoint whose share of the weights the
 // pos-th message falls into. After a failure of m (its LastClass is set),

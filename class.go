@@ -2,7 +2,7 @@ package courier
 
 import "slices"
 
-// ErrorClass names the kind of failure of one attempt (DESIGN §3). Transports
+// ErrorClass names the kind of failure of one attempt (docs/design.md §3). Transports
 // map their errors onto these; endpoint rules and policies refer to them.
 type ErrorClass string
 

@@ -6,7 +6,7 @@ import (
 )
 
 // HealthState is the delivery health of an endpoint, shared by every node
-// that uses the same store (DESIGN §4).
+// that uses the same store (docs/design.md §4).
 type HealthState string
 
 // The endpoint health states.
@@ -46,7 +46,7 @@ func (h EndpointHealth) Sendable(now time.Time) (ok, probe bool) {
 }
 
 // AfterOutcome is the endpoint's health after an attempt on it ended with r
-// (DESIGN §4): success makes it active and resets the counters; a class in
+// (docs/design.md §4): success makes it active and resets the counters; a class in
 // suspend_on, or a 429 or 503 with Retry-After, suspends it; classes in
 // timeout_on make it timeout and, after retries_before_suspension more,
 // suspended; other classes leave it as it is. probe says the attempt was the

@@ -7,7 +7,7 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// rules is an endpoint with the default health rules of DESIGN §4.
+// rules is an endpoint with the default health rules of docs/design.md §4.
 func rules() *courier.Endpoint {
 	return &courier.Endpoint{Name: "acme",
 		TimeoutOn:               []courier.ErrorClass{courier.ClassTimeout, courier.ClassConnectTimeout, courier.ClassConnectionClosed, courier.ClassHTTP5xx},

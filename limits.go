@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// SharedLimits holds the endpoints' politeness limits (DESIGN §4) for every
+// SharedLimits holds the endpoints' politeness limits (docs/design.md §4) for every
 // node of a store shared by several: the attempts in flight per endpoint
 // (max_concurrency) and the spacing of attempt starts (min_interval, rate).
 // A store that only one process uses needs none; each node then counts for

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// State is where a message stands in its life (DESIGN §2).
+// State is where a message stands in its life (docs/design.md §2).
 type State string
 
 // The message states.
@@ -62,7 +62,7 @@ type Message struct {
 	Type  string
 	Route string
 	// Subscription names the subscription whose delivery of a published
-	// message this is (DESIGN §14): a published message is stored as one
+	// message this is (docs/design.md §14): a published message is stored as one
 	// delivery per subscription that wants it, each with its own state,
 	// attempts and ordering, and its payload kept once. Empty for a
 	// message sent to a route by name.
@@ -174,7 +174,7 @@ func ParseKey(key string) (id, subscription string) {
 }
 
 // Summary is the state of a published message as a whole, from the states
-// of its deliveries (DESIGN §14): delivered when every delivery is
+// of its deliveries (docs/design.md §14): delivered when every delivery is
 // delivered or discarded, suspended when one is suspended and none is
 // still queued or in flight, else queued.
 func Summary(deliveries []*Message) State {

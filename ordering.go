@@ -6,7 +6,7 @@ import (
 )
 
 // The messages of one route with one ordering key form the key's group
-// (DESIGN §6): every message of the key on that route that is queued, in
+// (docs/design.md §6): every message of the key on that route that is queued, in
 // flight or suspended, unless it left the order (OrderSkipped). A member
 // is
 //

@@ -46,7 +46,7 @@ const DefaultSettle = time.Second
 // durable commit when its configuration says nothing.
 const DefaultReceiveBatch = 100
 
-// Receiver is a receive location (DESIGN §13): where items come from and how
+// Receiver is a receive location (docs/design.md §13): where items come from and how
 // each becomes a message.
 type Receiver struct {
 	Name      string

@@ -3,7 +3,7 @@ package courier
 import "slices"
 
 // Role says what an API key may do. The API decides what each role allows;
-// the names are part of the configuration contract (DESIGN §9).
+// the names are part of the configuration contract (docs/design.md §9).
 type Role string
 
 // The roles of API keys.

@@ -428,7 +428,7 @@ const (
 	// URL of a claim-check notice: its Who is "endpoint:<name>".
 	ActionClaimFetched ActionKind = "claim_fetched"
 
-	// Changes of the topology held in the store (DESIGN §15).
+	// Changes of the topology held in the store (docs/design.md §15).
 	ActionCreate        ActionKind = "create"         // an object that did not exist
 	ActionReplace       ActionKind = "replace"        // an object written anew
 	ActionDelete        ActionKind = "delete"         // an object removed
@@ -463,7 +463,7 @@ type BulkOp struct {
 }
 
 // Replay gives a subscription a delivery of every retained published
-// message it wants that came in a span of time (DESIGN §14), in batches
+// message it wants that came in a span of time (docs/design.md §14), in batches
 // that survive a restart.
 type Replay struct {
 	// Subscription is the subscription as it was when the replay began:

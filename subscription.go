@@ -7,7 +7,7 @@ import (
 )
 
 // Subscription gives a delivery of every published message it matches to
-// its route (DESIGN §14): a message published by type, without a route,
+// its route (docs/design.md §14): a message published by type, without a route,
 // goes to every subscription that wants it.
 type Subscription struct {
 	Name string

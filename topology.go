@@ -190,11 +190,11 @@ type Route struct {
 	Strategy         Strategy
 	Weights          map[string]int // for StrategyWeighted; missing endpoints weigh 1
 	OrderedOnFailure OrderedOnFailure
-	// Workflow makes the route a workflow (DESIGN §13): it has no endpoints
+	// Workflow makes the route a workflow (docs/design.md §13): it has no endpoints
 	// of its own, its messages go through the steps' implicit routes.
 	Workflow *Workflow
 	// Lookup makes the route resolve each message's endpoint from its
-	// recipient through a registry (DESIGN §13); it has no endpoints of its
+	// recipient through a registry (docs/design.md §13); it has no endpoints of its
 	// own, and EndpointTemplate gives the settings of the resolved ones.
 	Lookup           *Lookup
 	EndpointTemplate *Endpoint
@@ -249,7 +249,7 @@ type Topology struct {
 	Endpoints map[string]*Endpoint
 	Routes    map[string]*Route
 	Policies  map[string]*Policy
-	// Subscriptions give published messages their deliveries (DESIGN §14).
+	// Subscriptions give published messages their deliveries (docs/design.md §14).
 	Subscriptions map[string]*Subscription
 
 	// implicit holds the workflows' implicit routes by name once Prepare
@@ -294,7 +294,7 @@ func (t *Topology) Policy(msgType string) *Policy {
 	return DefaultPolicy()
 }
 
-// DefaultPolicy returns the built-in default policy (DESIGN §5).
+// DefaultPolicy returns the built-in default policy (docs/design.md §5).
 func DefaultPolicy() *Policy {
 	return &Policy{
 		Name:        DefaultPolicyName,
@@ -306,11 +306,11 @@ func DefaultPolicy() *Policy {
 }
 
 // DefaultTimeout is the attempt timeout of an endpoint that sets none
-// (DESIGN §4); the transports and the engine fall back on it for an
+// (docs/design.md §4); the transports and the engine fall back on it for an
 // endpoint made without NewEndpoint.
 const DefaultTimeout = 30 * time.Second
 
-// NewEndpoint returns an endpoint with the defaults of DESIGN §4: a 30 s
+// NewEndpoint returns an endpoint with the defaults of docs/design.md §4: a 30 s
 // timeout, 16 attempts at once, the default timeout_on and suspend_on lists,
 // 3 retries before suspension and suspensions of 30 s doubling up to 1 h.
 func NewEndpoint(name string, t Transport) *Endpoint {

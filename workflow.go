@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// WorkflowStep is one step of a workflow route (DESIGN §13): a delivery to
+// WorkflowStep is one step of a workflow route (docs/design.md §13): a delivery to
 // Endpoint, undone by a delivery to Compensate (empty: nothing to undo)
 // when a later step fails for good.
 type WorkflowStep struct {

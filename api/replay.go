@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// handleReplay starts a replay for a subscription (DESIGN §14) and answers
+// handleReplay starts a replay for a subscription (docs/design.md §14) and answers
 // 202 with the operation at once: it runs in the background, survives a
 // restart, and its progress is at /v1/operations/{id}.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {

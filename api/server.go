@@ -1,4 +1,4 @@
-// Package api is courier's HTTP API (DESIGN §7) and a Go client for it.
+// Package api is courier's HTTP API (docs/design.md §7) and a Go client for it.
 package api
 
 import (
@@ -67,7 +67,7 @@ type Options struct {
 	// Resolver, if set, answers GET /v1/lookup (courier lookup).
 	Resolver courier.Resolver
 	// Catalog, if set, shows the topology's objects and, when the store
-	// holds them, changes them (DESIGN §15); without it those paths
+	// holds them, changes them (docs/design.md §15); without it those paths
 	// answer 503.
 	Catalog Catalog
 	// HealthSwitchedFunc, if set, is told of every endpoint switch, with

@@ -58,7 +58,7 @@ func (ts *testServer) call(t *testing.T, method, path, body string) (int, []byte
 	return ts.callAs(t, "", method, path, body)
 }
 
-// wantError checks an error answer: its status and the DESIGN error body.
+// wantError checks an error answer: its status and the error body of docs/design.md §7.
 func wantError(t *testing.T, status int, body []byte, wantStatus int, wantCode courier.Code, wantIn string) {
 	t.Helper()
 	if status != wantStatus {

@@ -11,7 +11,7 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// IngestRequest is the body of an ingest (DESIGN §7). Exactly one of
+// IngestRequest is the body of an ingest (docs/design.md §7). Exactly one of
 // Payload and PayloadBase64 is set.
 type IngestRequest struct {
 	ID            string            `json:"id,omitempty"`
@@ -112,7 +112,7 @@ type Message struct {
 	// Workflow tells where a message of a workflow route stands; nil for
 	// other messages.
 	Workflow *WorkflowView `json:"workflow,omitempty"`
-	// Deliveries are a published message's, by subscription (DESIGN §14);
+	// Deliveries are a published message's, by subscription (docs/design.md §14);
 	// its State sums them up.
 	Deliveries []Delivery `json:"deliveries,omitempty"`
 }
@@ -146,7 +146,7 @@ type Delivery struct {
 }
 
 // WorkflowView is where a message stands in the workflow of its workflow
-// route (DESIGN §13).
+// route (docs/design.md §13).
 type WorkflowView struct {
 	Route string `json:"route"` // the workflow route; the message's Route is the implicit route of its step
 	Step  int    `json:"step"`  // the step being delivered, or while compensating, undone

@@ -1,4 +1,4 @@
-// Package catalog keeps the topology that lives in the store (DESIGN §15):
+// Package catalog keeps the topology that lives in the store (docs/design.md §15):
 // every node's copy of it, in step with the store within a second, and the
 // changes made through the API, checked by the configuration file's rules,
 // written as one version each and recorded in the audit log. Secrets are

@@ -1,6 +1,6 @@
-// Package config reads courier's YAML configuration (DESIGN §9) into the
+// Package config reads courier's YAML configuration (docs/design.md §9) into the
 // server settings and the courier.Topology of endpoints, routes, policies
-// and subscriptions. When the file leaves the topology to the store (DESIGN
+// and subscriptions. When the file leaves the topology to the store (docs/design.md
 // §15), the same rules read the store's objects one at a time
 // (DecodeObject) and put them together (Assemble).
 //
@@ -65,7 +65,7 @@ type Config struct {
 	// TopologyInStore says that the file has none of the sections
 	// endpoints, routes, policies and subscriptions (or that there is no
 	// file): the topology lives in the store and is changed through the
-	// API (DESIGN §15), and Topology holds only the default policy.
+	// API (docs/design.md §15), and Topology holds only the default policy.
 	TopologyInStore bool
 	// KeysInStore says that the API keys live in the store too, changed
 	// through the API: the topology does, and the file has no keys

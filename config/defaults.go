@@ -43,7 +43,7 @@ func Default() *Config {
 	}
 }
 
-// newEndpoint returns an endpoint with the defaults of DESIGN §4 and of its
+// newEndpoint returns an endpoint with the defaults of docs/design.md §4 and of its
 // transport, before the file's fields are applied.
 func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
 	e := courier.NewEndpoint(name, t)

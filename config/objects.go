@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The topology may live in the store instead of the file (DESIGN §15): one
+// The topology may live in the store instead of the file (docs/design.md §15): one
 // object at a time, each its spec in the file's form as JSON. A spec is read
 // by the file's own decoder, as one entry of its section, so the store and
 // the file obey the same rules; Assemble then checks what the objects say

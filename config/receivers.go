@@ -36,7 +36,7 @@ var allReceiverFields = func() []string {
 // holds at most this many items, as one batch ingest does.
 const MaxReceiveBatch = 10000
 
-// receivers reads the receive locations (DESIGN §13).
+// receivers reads the receive locations (docs/design.md §13).
 func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 	for _, p := range d.entries(n, "receivers") {
 		path := "receivers." + p.key

@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Specs are topology objects in the form the store holds them (DESIGN §15):
+// Specs are topology objects in the form the store holds them (docs/design.md §15):
 // by kind and name, each object's fields as in the file, as a JSON object.
 // The JSON is canonical, as encoding/json writes it (keys sorted, no
 // spaces), with the values as the file gives them after ${NAME} expansion,

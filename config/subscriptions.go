@@ -10,7 +10,7 @@ import (
 
 var subscriptionFields = []string{"types", "route", "filter"}
 
-// subscriptions reads who receives a published message (DESIGN §14): the
+// subscriptions reads who receives a published message (docs/design.md §14): the
 // types each subscription wants, the route that delivers its copy and the
 // headers a message must carry for it.
 func (d *decoder) subscriptions(n *yaml.Node, t *courier.Topology, refs *[]ref) {

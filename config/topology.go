@@ -149,7 +149,7 @@ func fieldOwners(f string) string {
 }
 
 // endpointRules reads the fields every transport shares: timeout, limits
-// and the health rules of DESIGN §4.
+// and the health rules of docs/design.md §4.
 func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	if l := o.duration("timeout", &e.Timeout); l > 0 && e.Timeout <= 0 {
 		d.errorf(l, o.field("timeout"), "must be greater than 0")
@@ -223,7 +223,7 @@ func (d *decoder) claimCheck(o *object) *courier.ClaimCheck {
 }
 
 // concurrency reads max_concurrency, a number or auto, and with auto the
-// max_concurrency_ceiling it may reach (DESIGN §4).
+// max_concurrency_ceiling it may reach (docs/design.md §4).
 func (d *decoder) concurrency(o *object, e *courier.Endpoint) {
 	l := o.parsed("max_concurrency", func(s string) error {
 		if strings.TrimSpace(s) == "auto" {
@@ -277,7 +277,7 @@ func suggestClass(s string) string {
 	if c := closest(s, names); c != "" {
 		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	return " (see DESIGN §3 for the classes)"
+	return " (see docs/design.md §3 for the classes)"
 }
 
 func toClasses(items []item) []courier.ErrorClass {

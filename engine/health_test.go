@@ -14,7 +14,7 @@ import (
 	"github.com/courier-gw/courier/internal/sink"
 )
 
-// withRules gives an endpoint the default health rules of DESIGN §4 with
+// withRules gives an endpoint the default health rules of docs/design.md §4 with
 // short suspensions.
 func withRules(ep *courier.Endpoint, initial, max time.Duration) *courier.Endpoint {
 	ep.TimeoutOn = []courier.ErrorClass{courier.ClassTimeout, courier.ClassConnectTimeout, courier.ClassConnectionClosed, courier.ClassHTTP5xx}

@@ -8,7 +8,7 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// A lookup route (DESIGN §13) has no endpoints of its own: each message's
+// A lookup route (docs/design.md §13) has no endpoints of its own: each message's
 // is resolved from its recipient just before its attempt. Claims for such a
 // route are bounded by its template's max_concurrency; what holds for the
 // resolved endpoint (its health, max_concurrency, min_interval and rate)

@@ -1,5 +1,5 @@
 // Package lookup resolves the endpoint of a message's recipient through an
-// HTTP registry (DESIGN §13), keeping the answers for a while so that a
+// HTTP registry (docs/design.md §13), keeping the answers for a while so that a
 // busy recipient costs one registry request per TTL, not one per message.
 package lookup
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The order of keyed messages (DESIGN §6) is decided by the root package
+// The order of keyed messages (docs/design.md §6) is decided by the root package
 // (courier.KeyGroup); the store reads a key's group through the partial
 // indexes of migration 0002 and writes what was decided, in a transaction
 // that holds the advisory locks of the keys it changes (lockKeysSQL), so

@@ -1,4 +1,4 @@
-// Package receiver runs receive locations (DESIGN §13): it reads items from
+// Package receiver runs receive locations (docs/design.md §13): it reads items from
 // a broker queue, a JetStream consumer or a pick-up directory, stores each
 // batch in one durable commit, and only then acknowledges the items at their
 // source. An item that cannot be used is stored as a suspended message with

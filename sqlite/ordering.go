@@ -9,7 +9,7 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// The order of keyed messages (DESIGN §6) is decided by the root package
+// The order of keyed messages (docs/design.md §6) is decided by the root package
 // (courier.KeyGroup); the store reads a key's group through the partial
 // indexes of migration 0003 and writes what was decided. SQLite has one
 // writer, so the group read and the write that follows it are one.

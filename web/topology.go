@@ -16,7 +16,7 @@ import (
 )
 
 // The topology pages show endpoints, routes, policies and subscriptions,
-// and let admin keys change them when the store holds them (DESIGN §15).
+// and let admin keys change them when the store holds them (docs/design.md §15).
 // An object is edited as YAML, in the configuration file's form, and saved
 // through the API on the condition that it is still at the version the
 // page showed: a change someone made meanwhile is never overwritten.

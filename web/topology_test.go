@@ -27,7 +27,7 @@ import (
 const acmeSecret = "whsec_c2VjcmV0LXNpZ25pbmcta2V5"
 
 // newTopologyDashboard is the API and the dashboard on a real loopback
-// server over a store that holds the topology (DESIGN §15), with keys, and
+// server over a store that holds the topology (docs/design.md §15), with keys, and
 // an endpoint acme (with a signing secret) used by a route acme.
 func newTopologyDashboard(t *testing.T) (*dashboard, *catalog.Catalog) {
 	t.Helper()

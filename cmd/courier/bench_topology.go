@@ -17,7 +17,7 @@ import (
 // The delivery benchmark's topology: with --topology file (the default) it
 // is built in this process, as a configuration file gives it to the
 // engine; with --topology store the server keeps it in the store and the
-// benchmark creates it through the API before it sends anything (DESIGN
+// benchmark creates it through the API before it sends anything (docs/design.md
 // §15), the same objects written in the file's form.
 
 // Where the delivery benchmark's topology lives.

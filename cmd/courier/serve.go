@@ -143,7 +143,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	}
 	senders, httpSender, closeSenders := newSenders(cfg, logger)
 	defer closeSenders()
-	// The topology comes from the file, or from the store (DESIGN §15):
+	// The topology comes from the file, or from the store (docs/design.md §15):
 	// then every change, whichever node made it, reaches the parts below
 	// through onTopology.
 	var onTopology atomic.Pointer[func(*courier.Topology)]

@@ -66,7 +66,7 @@ func waitForVersion(t *testing.T, nodes []*topologyNode, v int64, within time.Du
 }
 
 // TestTopologyAcrossNodes: three nodes on one PostgreSQL schema, with no
-// topology in their files, keep it in the store (DESIGN §15). An endpoint
+// topology in their files, keep it in the store (docs/design.md §15). An endpoint
 // and a route created through one node are soon usable through another; an
 // endpoint changed through a third is used by all of them; a route deleted
 // with messages queued suspends them no_route; a node killed with SIGKILL

@@ -1,5 +1,5 @@
 // Package netclass maps the errors of a network connection onto courier's
-// error classes (DESIGN §3), for every transport that speaks over TCP. The
+// error classes (docs/design.md §3), for every transport that speaks over TCP. The
 // http transport uses it for the connect and the TLS handshake; what fails
 // after that is about the response, and it words that itself.
 package netclass

@@ -1,4 +1,4 @@
--- Ordering keys (DESIGN §6). The messages of one route with one ordering
+-- Ordering keys (docs/design.md §6). The messages of one route with one ordering
 -- key form a group: every message of the key on that route that is queued,
 -- inflight or suspended, unless it left the order (order_skipped). A
 -- member is one of three kinds:

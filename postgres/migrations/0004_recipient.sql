@@ -1,4 +1,4 @@
--- Recipient lookup (DESIGN §13). A message on a route with a lookup names
+-- Recipient lookup (docs/design.md §13). A message on a route with a lookup names
 -- its recipient, whose endpoint is resolved from a registry at delivery.
 --
 -- recipient: who the message is for; NULL for messages without one.

@@ -1,4 +1,4 @@
--- Courier-Sequence (DESIGN §6, §8): the messages that join their ordering
+-- Courier-Sequence (docs/design.md §6, §8): the messages that join their ordering
 -- key's order at ingest are numbered 1, 2, 3 … per route and key, in ingest
 -- order. sequences keeps where each numbering stands: the last number given
 -- and the id of its message, which the next one names as its previous. It

@@ -1,4 +1,4 @@
--- Workflow routes (DESIGN §13). A message of a workflow goes through its
+-- Workflow routes (docs/design.md §13). A message of a workflow goes through its
 -- steps on their implicit routes; these columns say where it stands.
 --
 -- workflow: the workflow route; NULL for other messages.

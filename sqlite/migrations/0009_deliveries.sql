@@ -1,4 +1,4 @@
--- Publish and subscribe (DESIGN §14): a published message is stored as one
+-- Publish and subscribe (docs/design.md §14): a published message is stored as one
 -- row per subscription that wants it, its delivery, with the message's id.
 -- A row is identified by (id, subscription); subscription is '' for a
 -- message sent to a route by name. The payload is kept once, in bodies

@@ -1,4 +1,4 @@
--- The topology held in the store (DESIGN §15): endpoints, routes, policies
+-- The topology held in the store (docs/design.md §15): endpoints, routes, policies
 -- and subscriptions by kind and name, each with its spec as the file has
 -- it, in JSON. Every write makes the next version of the topology and
 -- stamps the objects it wrote with it, so that a node reads only what

@@ -19,7 +19,7 @@ import (
 // "X-A" both go as X-A); the transport's own names are never repeated.
 type headerField struct{ name, key, value string }
 
-// header builds the request header of DESIGN §8 for body, the request's
+// header builds the request header of docs/design.md §8 for body, the request's
 // body as requestBody made it (a blob is read through once here to sign
 // it), and steps, the responses of d.Step. The message's own headers go
 // first and cannot replace what the transport
@@ -105,7 +105,7 @@ func (t *Transport) header(d courier.Delivery, body bodySource, steps stepRespon
 	}
 	if m.Sequence != 0 {
 		// The message's place in its key's order, so that the receiver can
-		// check the order itself (DESIGN §8).
+		// check the order itself (docs/design.md §8).
 		h = append(h, headerField{name: "Courier-Sequence", value: strconv.FormatInt(m.Sequence, 10)})
 		if m.PreviousID != "" {
 			h = append(h, headerField{name: "Courier-Previous-Id", value: m.PreviousID})

@@ -1,6 +1,6 @@
-// Package http delivers messages to HTTP endpoints as DESIGN §8 describes:
+// Package http delivers messages to HTTP endpoints as docs/design.md §8 describes:
 // one request per attempt, signed per the Standard Webhooks spec, with every
-// failure mapped onto exactly one of courier's error classes (DESIGN §3). A
+// failure mapped onto exactly one of courier's error classes (docs/design.md §3). A
 // payload kept as a blob streams from the store with each request.
 //
 // The package is named after what it speaks; callers import it under an

@@ -3,7 +3,7 @@
 // AUTH when the endpoint has credentials. Text payloads travel inline, other
 // payloads as an attachment, and so does a payload kept as a blob, encoded
 // as it streams from the store; notices (courier.notice) become readable
-// mails for people. Reply codes map onto the error classes of DESIGN §3: 4xx is
+// mails for people. Reply codes map onto the error classes of docs/design.md §3: 4xx is
 // transport (tried again), 5xx to the message is rejected (suspended).
 //
 // Callers import it under an alias (smtptransport
