@@ -362,7 +362,7 @@ func TestTourAsWritten(t *testing.T) {
 			}
 		}},
 		{command: `\./courier config check courier\.yaml`, do: func(tr *tour, cmd string) {
-			tr.want(cmd, tr.mustRun(cmd), `courier\.yaml is valid: 1 endpoints, 1 routes`)
+			tr.want(cmd, tr.mustRun(cmd), `courier\.yaml is valid`)
 		}},
 		{command: `\./courier serve --config courier\.yaml`, do: func(tr *tour, cmd string) {
 			tr.startServer(cmd)
