@@ -243,7 +243,7 @@ func readFilter(get func(string) string, prefix string) listFilter {
 	return listFilter{Type: strings.TrimSpace(get(prefix + "type")), Route: strings.TrimSpace(get(prefix + "route")),
 		Endpoint: strings.TrimSpace(get(prefix + "endpoint")), Subscription: strings.TrimSpace(get(prefix + "subscription")),
 		Reason: get(prefix + "reason"),
-		After: strings.TrimSpace(get(prefix + "after")), Before: strings.TrimSpace(get(prefix + "before"))}
+		After:  strings.TrimSpace(get(prefix + "after")), Before: strings.TrimSpace(get(prefix + "before"))}
 }
 
 // apiFilter turns the typed filter into the API's, for suspended messages.
