@@ -201,6 +201,7 @@ func (d *dashboard) suspend(t *testing.T, m *courier.Message, errText, response 
 		}
 		next := *c
 		next.State, next.Reason, next.LastError, next.LastClass, next.Endpoint = courier.StateSuspended, courier.ReasonRejected, errText, courier.ClassHTTP4xx, "acme"
+		next.Attempts++
 		next.FinishedAt, next.LeaseUntil, next.LeaseOwner, next.NextAttemptAt = now, time.Time{}, "", time.Time{}
 		applied, err := d.store.Apply(ctx, []courier.Change{{Message: &next, From: courier.StateInflight, Token: c.TotalAttempts,
 			Attempt: &courier.Attempt{MessageID: id, N: c.TotalAttempts, Endpoint: "acme", Route: "acme", StartedAt: now,
