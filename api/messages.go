@@ -117,8 +117,12 @@ func (h *holder) hold(m *courier.Message) (*Hold, error) {
 }
 
 // switchedOffBy is who last switched an endpoint off, from its recorded
-// actions: a best effort, empty when it cannot be read.
+// actions: a best effort, empty when it cannot be read. A sender's key is
+// not told the names of the operators' keys.
 func (h *holder) switchedOffBy(endpoint string) string {
+	if k, _ := h.ctx.Value(keyContext{}).(*Key); k != nil && k.Role == courier.RoleSender {
+		return ""
+	}
 	if who, ok := h.by[endpoint]; ok {
 		return who
 	}
