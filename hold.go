@@ -7,7 +7,7 @@ import (
 
 // Hold is why a queued message does not go at its time: the endpoints its
 // route could send it to are suspended or switched off, and it is held,
-// not failed, until one of them takes attempts again (DESIGN §4). Views
+// not failed, until one of them takes attempts again. Views
 // show it instead of a due time that has passed.
 type Hold struct {
 	// Endpoints are the endpoints that hold it, the one expected back

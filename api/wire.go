@@ -124,7 +124,7 @@ type Message struct {
 	// other messages.
 	Workflow *WorkflowView `json:"workflow,omitempty"`
 	// Deliveries are a published message's, by subscription (DESIGN §14);
-	// its State sums them up.
+	// its State sums them up (courier.Summary).
 	Deliveries []Delivery `json:"deliveries,omitempty"`
 }
 

@@ -279,7 +279,7 @@ func TestEveryPageReads(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`header form.search input[name=id]`)))
 	b.wantHeadings("messages by id", "#messages", heads)
 	b.wantCells("messages by id", b.row("#messages", "inv-1"), "inv-1", "invoice", "acme", "suspended rejected", "1", "", "*", "HTTP 400: the receiver refused it")
-	b.wantCells("messages by id", b.row("#messages", "inv-2"), "inv-2", "invoice", "acme", "delivered", "1", "", "*", "")
+	b.wantCells("messages by id", b.row("#messages", "inv-2"), "inv-2", "invoice", "acme", "delivered", "1 since a resubmit or resend", "", "*", "")
 	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#messages tbody tr.message").length`)); err != nil || n != 2 {
 		t.Errorf("messages whose id begins with inv: %d rows, want 2 (%v)", n, err)
 	}
