@@ -174,21 +174,22 @@ func ParseKey(key string) (id, subscription string) {
 }
 
 // Summary is the state of a published message as a whole, from the states
-// of its deliveries (docs/design.md §14): delivered when every delivery is
-// delivered or discarded, suspended when one is suspended and none is
-// still queued or in flight, else queued.
+// of its deliveries: suspended when one is suspended, whatever the others
+// do, as that delivery waits for an operator and a summary must not hide
+// it behind the others' progress; else queued while one is queued or in
+// flight; else delivered (every delivery delivered or discarded).
 func Summary(deliveries []*Message) State {
-	suspended := false
+	queued := false
 	for _, d := range deliveries {
 		switch d.State {
-		case StateQueued, StateInflight:
-			return StateQueued
 		case StateSuspended:
-			suspended = true
+			return StateSuspended
+		case StateQueued, StateInflight:
+			queued = true
 		}
 	}
-	if suspended {
-		return StateSuspended
+	if queued {
+		return StateQueued
 	}
 	return StateDelivered
 }

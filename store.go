@@ -334,9 +334,13 @@ type IngestResult struct {
 
 // MessageFilter selects messages for a listing. Empty fields match all.
 type MessageFilter struct {
-	State        State
-	Type         string
-	Route        string
+	State State
+	Type  string
+	Route string
+	// Routes, when given, matches messages on any of these routes (an
+	// endpoint's queue: the routes that use it).
+	Routes       []string `json:",omitempty"`
+	IDPrefix     string   `json:",omitempty"` // ids that begin with it
 	Endpoint     string
 	Subscription string // the deliveries of published messages to this subscription
 	Reason       Reason

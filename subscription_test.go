@@ -149,7 +149,10 @@ func TestKeysAndSummary(t *testing.T) {
 	}{
 		{d(courier.StateDelivered, courier.StateDiscarded), courier.StateDelivered},
 		{d(courier.StateDelivered, courier.StateSuspended), courier.StateSuspended},
-		{d(courier.StateInflight, courier.StateSuspended), courier.StateQueued},
+		// A suspended delivery waits for an operator: the summary says so
+		// while the others are still on their way.
+		{d(courier.StateInflight, courier.StateSuspended), courier.StateSuspended},
+		{d(courier.StateQueued, courier.StateSuspended, courier.StateDelivered), courier.StateSuspended},
 		{d(courier.StateQueued, courier.StateDelivered), courier.StateQueued},
 		{d(courier.StateInflight), courier.StateQueued},
 		{d(courier.StateDiscarded), courier.StateDelivered},

@@ -187,6 +187,8 @@ func (c *Client) Messages(ctx context.Context, f courier.MessageFilter) (*Messag
 	set("endpoint", f.Endpoint)
 	set("subscription", f.Subscription)
 	set("reason", string(f.Reason))
+	set("id_prefix", f.IDPrefix)
+	set("routes", strings.Join(f.Routes, ","))
 	set("cursor", f.Cursor)
 	if f.Limit > 0 {
 		set("limit", fmt.Sprint(f.Limit))

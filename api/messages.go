@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -20,7 +22,121 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeMessage(w, r, ds[0], toPublished(ds, s.topology.Load(), true))
+	v, err := s.fullView(r.Context(), ds)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeMessage(w, r, ds[0], v)
+}
+
+// fullView is the view of a message (a published one as its deliveries
+// ds) shown on its own: with what holds it, and how many attempts it had
+// in all.
+func (s *Server) fullView(ctx context.Context, ds []*courier.Message) (Message, error) {
+	t := s.topology.Load()
+	v := toPublished(ds, t, true)
+	hs := s.holder(ctx, t)
+	if len(v.Deliveries) == 0 {
+		return s.oneView(ctx, hs, ds[0])
+	}
+	total := 0
+	for i, d := range ds {
+		n, err := s.countAttempts(ctx, d)
+		if err == nil {
+			v.Deliveries[i].Held, err = hs.hold(d)
+		}
+		if err != nil {
+			return v, err
+		}
+		v.Deliveries[i].AttemptsTotal, total = &n, total+n
+	}
+	v.AttemptsTotal = &total
+	return v, nil
+}
+
+// oneView is the view of one message or delivery shown on its own.
+func (s *Server) oneView(ctx context.Context, hs *holder, m *courier.Message) (Message, error) {
+	v := toMessage(m, hs.t, true)
+	n, err := s.countAttempts(ctx, m)
+	if err == nil {
+		v.Held, err = hs.hold(m)
+	}
+	v.AttemptsTotal = &n
+	return v, err
+}
+
+// countAttempts counts every attempt of a message or delivery, across its
+// rounds: what its history lists.
+func (s *Server) countAttempts(ctx context.Context, m *courier.Message) (int, error) {
+	attempts, err := s.opts.Store.Attempts(ctx, m.Key())
+	return len(attempts), err
+}
+
+// holder tells the views of messages what holds the queued ones
+// (courier.Held), reading the endpoints' health once, when the first
+// queued message needs it, and who switched off an endpoint that is off.
+type holder struct {
+	s      *Server
+	ctx    context.Context
+	t      *courier.Topology
+	now    time.Time
+	health map[string]courier.EndpointHealth // nil until read
+	by     map[string]string
+}
+
+func (s *Server) holder(ctx context.Context, t *courier.Topology) *holder {
+	return &holder{s: s, ctx: ctx, t: t, now: s.opts.Clock.Now(), by: map[string]string{}}
+}
+
+// hold returns the view of what holds m, nil when nothing does.
+func (h *holder) hold(m *courier.Message) (*Hold, error) {
+	if m.State != courier.StateQueued {
+		return nil, nil
+	}
+	if h.health == nil {
+		health, err := h.s.healthOf(h.ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.health = health
+	}
+	held := courier.Held(m, h.t.Route(m.Route), func(name string) courier.EndpointHealth { return h.health[name] }, h.now)
+	if held == nil {
+		return nil, nil
+	}
+	first := held.Endpoint()
+	v := &Hold{Endpoint: first.Endpoint, State: first.State, Until: timePtr(first.Until), Since: timePtr(first.Since)}
+	if first.State == courier.HealthOff {
+		v.By = h.switchedOffBy(first.Endpoint)
+	}
+	for _, e := range held.Endpoints[1:] {
+		v.Also = append(v.Also, e.Endpoint)
+	}
+	return v, nil
+}
+
+// switchedOffBy is who last switched an endpoint off, from its recorded
+// actions: a best effort, empty when it cannot be read. A sender's key is
+// not told the names of the operators' keys.
+func (h *holder) switchedOffBy(endpoint string) string {
+	if k, _ := h.ctx.Value(keyContext{}).(*Key); k != nil && k.Role == courier.RoleSender {
+		return ""
+	}
+	if who, ok := h.by[endpoint]; ok {
+		return who
+	}
+	actions, err := h.s.opts.Store.Actions(h.ctx, endpoint)
+	who := ""
+	if err == nil {
+		for _, a := range actions {
+			if a.Kind == courier.ActionEndpointOff && a.Object == "" {
+				who = a.Who
+			}
+		}
+	}
+	h.by[endpoint] = who
+	return who
 }
 
 // handleDelivery shows one delivery of a published message in full.
@@ -30,7 +146,12 @@ func (s *Server) handleDelivery(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeMessage(w, r, m, toMessage(m, s.topology.Load(), true))
+	v, err := s.oneView(r.Context(), s.holder(r.Context(), s.topology.Load()), m)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeMessage(w, r, m, v)
 }
 
 // pathKey is the Key of the message or delivery a request's path names.
@@ -114,7 +235,12 @@ func (s *Server) published(r *http.Request, key string, err error) error {
 	if derr != nil || !ownsMessage(r, ds[0]) {
 		return err
 	}
-	return courier.Errorf(courier.CodeConflict, "message %q is published: it has a delivery for each subscription, at /v1/messages/%s/deliveries/{subscription}", id, id)
+	keys := make([]string, len(ds))
+	for i, d := range ds {
+		keys[i] = d.Key()
+	}
+	return courier.Errorf(courier.CodeConflict, "message %q is published: each subscription has its own delivery of it, read and acted on one by one: %s (in the API, /v1/messages/%s/deliveries/{subscription})",
+		id, strings.Join(keys, ", "), id)
 }
 
 // handleAttempts lists every attempt of a message, or of a delivery; of a
@@ -172,14 +298,19 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	out := MessageList{Messages: make([]Message, len(page.Messages)), NextCursor: page.Next}
 	t := s.topology.Load()
+	hs := s.holder(r.Context(), t)
 	for i, m := range page.Messages {
 		out.Messages[i] = toMessage(m, t, false)
+		if out.Messages[i].Held, err = hs.hold(m); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // filterParams are the query parameters of a listing.
-var filterParams = []string{"state", "type", "route", "endpoint", "subscription", "reason", "sender", "limit", "cursor", "created_after", "created_before"}
+var filterParams = []string{"state", "type", "route", "endpoint", "subscription", "reason", "sender", "id_prefix", "routes", "limit", "cursor", "created_after", "created_before"}
 
 // parseFilter reads the query of a listing, which names only filterParams.
 func parseFilter(r *http.Request) (courier.MessageFilter, error) {
@@ -192,7 +323,12 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 		Subscription: q.Get("subscription"),
 		Reason:       courier.Reason(q.Get("reason")),
 		Sender:       q.Get("sender"),
+		IDPrefix:     q.Get("id_prefix"),
 		Cursor:       q.Get("cursor"),
+	}
+	if routes := q.Get("routes"); routes != "" {
+		// Any of them: the queue of an endpoint that several routes use.
+		f.Routes = strings.Split(routes, ",")
 	}
 	if f.State != "" && !f.State.Valid() {
 		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not one of queued, inflight, delivered, suspended, discarded", f.State)

@@ -66,17 +66,28 @@ type Message struct {
 	Route string `json:"route,omitempty"` // empty for a published message: its deliveries have theirs
 	// Subscription names the subscription of a delivery of a published
 	// message, where one delivery is shown (a list, a delivery read).
-	Subscription  string         `json:"subscription,omitempty"`
-	State         courier.State  `json:"state"`
-	Reason        courier.Reason `json:"reason,omitempty"`
-	Attempts      int            `json:"attempts"`
-	ResubmitCount int            `json:"resubmit_count"`
-	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
-	Endpoint      string         `json:"endpoint,omitempty"`
-	LastError     string         `json:"last_error,omitempty"`
-	LastClass     string         `json:"last_class,omitempty"`
-	Priority      int            `json:"priority"`
-	OrderingKey   string         `json:"ordering_key,omitempty"`
+	Subscription string         `json:"subscription,omitempty"`
+	State        courier.State  `json:"state"`
+	Reason       courier.Reason `json:"reason,omitempty"`
+	// Held says what keeps a queued message from going at NextAttemptAt:
+	// the endpoints of its route are suspended or switched off
+	// (courier.Held). Nil when nothing holds it.
+	Held *Hold `json:"held,omitempty"`
+	// Attempts counts the attempts of the current round: since ingest, or
+	// since the latest resubmit or resend. AttemptsTotal counts every
+	// attempt it had, across rounds (its history lists them all); it is
+	// given only where one message is shown in full.
+	Attempts      int        `json:"attempts"`
+	AttemptsTotal *int       `json:"attempts_total,omitempty"`
+	ResubmitCount int        `json:"resubmit_count"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Endpoint      string     `json:"endpoint,omitempty"`
+	// LastError and LastClass are those of the latest failed attempt;
+	// omitted once the message is delivered (courier.ShownError).
+	LastError   string `json:"last_error,omitempty"`
+	LastClass   string `json:"last_class,omitempty"`
+	Priority    int    `json:"priority"`
+	OrderingKey string `json:"ordering_key,omitempty"`
 	// Sequence is the message's number among the messages of its ordering
 	// key on the route it was ingested to, and PreviousID the id of the one
 	// numbered before it: what the receiver gets as Courier-Sequence and
@@ -113,7 +124,7 @@ type Message struct {
 	// other messages.
 	Workflow *WorkflowView `json:"workflow,omitempty"`
 	// Deliveries are a published message's, by subscription (docs/design.md §14);
-	// its State sums them up.
+	// its State sums them up (courier.Summary).
 	Deliveries []Delivery `json:"deliveries,omitempty"`
 }
 
@@ -130,7 +141,9 @@ type Delivery struct {
 	Route         string         `json:"route"`
 	State         courier.State  `json:"state"`
 	Reason        courier.Reason `json:"reason,omitempty"`
+	Held          *Hold          `json:"held,omitempty"`
 	Attempts      int            `json:"attempts"`
+	AttemptsTotal *int           `json:"attempts_total,omitempty"`
 	ResubmitCount int            `json:"resubmit_count"`
 	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
 	Endpoint      string         `json:"endpoint,omitempty"`
@@ -183,6 +196,23 @@ func (s StepView) ResponseText() string {
 		return text
 	}
 	return string(s.Response)
+}
+
+// Hold is what holds a queued message (courier.Held): the endpoint of its
+// route expected back first, and the others that hold it too.
+type Hold struct {
+	Endpoint string              `json:"endpoint"`
+	State    courier.HealthState `json:"state"` // suspended or off
+	// Until is when a suspended endpoint's probe may go; it may have
+	// passed while the probe is under way.
+	Until *time.Time `json:"until,omitempty"`
+	// Since is when the endpoint's health last changed; By, for an
+	// endpoint switched off, who switched it off, when it is known.
+	Since *time.Time `json:"since,omitempty"`
+	By    string     `json:"by,omitempty"`
+	// Also are the other endpoints of its route that hold it (a failover
+	// route's backups), suspended or off.
+	Also []string `json:"also,omitempty"`
 }
 
 // KeyHolder is the message that a waiting message's key waits for.
@@ -240,14 +270,15 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	v := Message{
 		ID: m.ID, Type: m.Type, Route: m.Route, Subscription: m.Subscription, State: m.State, Reason: m.Reason,
 		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
-		Endpoint: m.Endpoint, LastError: m.LastError, LastClass: string(m.LastClass),
-		Priority: m.Priority, OrderingKey: m.OrderingKey, Sequence: m.Sequence, PreviousID: m.PreviousID,
+		Endpoint: m.Endpoint, Priority: m.Priority, OrderingKey: m.OrderingKey, Sequence: m.Sequence, PreviousID: m.PreviousID,
 		Recipient: m.Recipient, ContentType: m.ContentType,
 		Headers: m.Headers, Size: m.Size, DeliverAfter: timePtr(m.DeliverAfter),
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
 	}
 	v.Ordering = ordering(m)
+	lastError, lastClass := courier.ShownError(m)
+	v.LastError, v.LastClass = lastError, string(lastClass)
 	switch {
 	case full && m.Digest != "":
 		v.PayloadURL, v.PayloadSHA256 = "/v1/messages/"+url.PathEscape(m.ID)+"/payload", m.Digest
@@ -300,9 +331,10 @@ func toPublished(ds []*courier.Message, t *courier.Topology, full bool) Message 
 		if v.State.Terminal() && (v.FinishedAt == nil || d.FinishedAt.After(*v.FinishedAt)) {
 			v.FinishedAt = timePtr(d.FinishedAt)
 		}
+		lastError, lastClass := courier.ShownError(d)
 		v.Deliveries[i] = Delivery{Subscription: d.Subscription, Route: d.Route, State: d.State, Reason: d.Reason,
 			Attempts: d.Attempts, ResubmitCount: d.ResubmitCount, NextAttemptAt: timePtr(d.NextAttemptAt),
-			Endpoint: d.Endpoint, LastError: d.LastError, LastClass: string(d.LastClass), Ordering: ordering(d),
+			Endpoint: d.Endpoint, LastError: lastError, LastClass: string(lastClass), Ordering: ordering(d),
 			Sequence: d.Sequence, PreviousID: d.PreviousID, UpdatedAt: d.UpdatedAt, FinishedAt: timePtr(d.FinishedAt)}
 	}
 	return v

@@ -430,21 +430,32 @@ func testListFilters(t *testing.T, s courier.Store) {
 	if _, err := s.Discard(context.Background(), "b", courier.Action{At: base, Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
+	// Characters that are wildcards of LIKE, and one of two bytes.
+	mustIngest(t, s, mk("é%_1", "note", "other", base.Add(4*time.Minute)))
 	tests := []struct {
 		name string
 		f    courier.MessageFilter
 		want []string
 	}{
-		{"all", courier.MessageFilter{}, []string{"d", "c2", "c", "b", "a"}},
+		{"all", courier.MessageFilter{}, []string{"é%_1", "d", "c2", "c", "b", "a"}},
 		{"type", courier.MessageFilter{Type: "invoice"}, []string{"d", "c2", "c", "a"}},
+		{"routes", courier.MessageFilter{Routes: []string{"acme", "nowhere"}}, []string{"b", "a"}},
+		{"routes and state", courier.MessageFilter{Routes: []string{"acme", "globex"}, State: courier.StateQueued}, []string{"c2", "c", "a"}},
+		{"id prefix", courier.MessageFilter{IDPrefix: "c"}, []string{"c2", "c"}},
+		{"id prefix whole", courier.MessageFilter{IDPrefix: "c2"}, []string{"c2"}},
+		{"id prefix longer than ids", courier.MessageFilter{IDPrefix: "c22"}, nil},
+		{"id prefix is case-sensitive", courier.MessageFilter{IDPrefix: "C"}, nil},
+		{"id prefix with wildcards", courier.MessageFilter{IDPrefix: "é%_"}, []string{"é%_1"}},
+		{"id prefix wildcard alone", courier.MessageFilter{IDPrefix: "%"}, nil},
+		{"id prefix and route", courier.MessageFilter{IDPrefix: "c", Route: "acme"}, nil},
 		{"route", courier.MessageFilter{Route: "globex"}, []string{"d", "c2", "c"}},
-		{"state", courier.MessageFilter{State: courier.StateQueued}, []string{"c2", "c", "a"}},
+		{"state", courier.MessageFilter{State: courier.StateQueued}, []string{"é%_1", "c2", "c", "a"}},
 		{"sender", courier.MessageFilter{Sender: "shop"}, []string{"c2"}},
 		{"sender and route", courier.MessageFilter{Sender: "erp", Route: "globex"}, []string{"d", "c"}},
 		{"state discarded", courier.MessageFilter{State: courier.StateDiscarded}, []string{"b"}},
 		{"reason", courier.MessageFilter{Reason: courier.ReasonInvalid}, []string{"d"}},
 		{"type and route", courier.MessageFilter{Type: "invoice", Route: "acme"}, []string{"a"}},
-		{"created after", courier.MessageFilter{CreatedAfter: base.Add(time.Minute)}, []string{"d", "c2", "c", "b"}},
+		{"created after", courier.MessageFilter{CreatedAfter: base.Add(time.Minute)}, []string{"é%_1", "d", "c2", "c", "b"}},
 		{"created before", courier.MessageFilter{CreatedBefore: base.Add(time.Minute)}, []string{"a"}},
 		{"endpoint none", courier.MessageFilter{Endpoint: "acme-primary"}, nil},
 		{"no match", courier.MessageFilter{Type: "nothing"}, nil},

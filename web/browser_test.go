@@ -85,6 +85,15 @@ func TestEditEndpointInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("key"), secrets["root"]), chromedp.Submit(chromedp.ID("key")),
 		chromedp.WaitVisible(chromedp.ID("new-endpoint")))
 
+	// The endpoints page as a person reads it: its columns, and acme's row.
+	heads, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("main table thead th")).map(th => th.innerText.trim())`))
+	if got := strings.Join(heads, " | "); err != nil || got != "Endpoint | Transport | State | Suspended until | In flight | Limit | Queued | Last hour | " {
+		t.Errorf("the endpoints page's headings: %q, %v", got, err)
+	}
+	if row := strings.Join(strings.Fields(text("#ep-acme")), " "); !strings.HasPrefix(row, "acme https://acme.example/in Edit http active") {
+		t.Errorf("the endpoints page's row of acme reads %q", row)
+	}
+
 	// From the endpoints page to the endpoint's form: its fields as YAML,
 	// the secret as "set".
 	do("open the endpoint", chromedp.Click(chromedp.CSS(`#ep-acme a.edit`)), chromedp.WaitVisible(chromedp.ID("spec")))

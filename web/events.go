@@ -31,6 +31,9 @@ func (f eventFilter) query() url.Values {
 // subject.
 type eventRow struct {
 	api.Event
+	// Name is the event's kind, its Event field: in a template .Event is
+	// the embedded struct itself, which prints as a Go value.
+	Name courier.EventKind
 	Link string
 }
 
@@ -71,7 +74,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	for _, e := range page.Events {
-		d.Events = append(d.Events, eventRow{Event: e, Link: courier.Event{Kind: e.Event, Subject: e.Subject}.Link()})
+		d.Events = append(d.Events, eventRow{Event: e, Name: e.Event, Link: courier.Event{Kind: e.Event, Subject: e.Subject}.Link()})
 	}
 	if page.Next != "" {
 		nq := f.query()

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 // anything else.
 var notes = map[string]string{
 	"resubmitted":      "The message was resubmitted: it is queued and due now.",
+	"resent":           "The message was resent: it is queued and due now, in a new round.",
 	"discarded":        "The message was discarded.",
 	"endpoint_off":     "The endpoint was switched off: its messages are held until it is switched on.",
 	"endpoint_on":      "The endpoint was switched on: its held messages go out.",
@@ -48,6 +48,9 @@ type overviewData struct {
 	Chart     chart
 	NotActive []api.Endpoint
 	Endpoints int
+	// Queues are, by endpoint, the routes that use it, comma-separated:
+	// its queued count counts their messages, which its link lists.
+	Queues map[string]string
 	// NotRunning are the receive locations of this node that are stopped or
 	// cannot reach their source, out of Receivers.
 	NotRunning []courier.ReceiverStatus
@@ -74,7 +77,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		h.fail(w, r, s, err)
 		return
 	}
-	d.Endpoints = len(all.Endpoints)
+	d.Endpoints, d.Queues = len(all.Endpoints), all.Queues
 	for _, e := range all.Endpoints {
 		if e.State != courier.HealthActive {
 			d.NotActive = append(d.NotActive, e)
@@ -100,6 +103,9 @@ type endpointsData struct {
 	// are the endpoints of the topology, which have a page of settings.
 	Mode  topologyMode
 	Known map[string]bool
+	// Queues are, by endpoint, the routes that use it, comma-separated:
+	// its queued count counts their messages, which its link lists.
+	Queues map[string]string
 }
 
 // endpointsAndReceivers reads the endpoints and this node's receive
@@ -113,7 +119,22 @@ func endpointsAndReceivers(ctx context.Context, c *api.Client) (endpointsData, e
 	if err != nil {
 		return endpointsData{}, err
 	}
-	return endpointsData{Endpoints: eps, Receivers: rs}, nil
+	cfg, err := c.Routes(ctx)
+	if err != nil {
+		return endpointsData{}, err
+	}
+	uses := map[string][]string{}
+	for _, rt := range cfg.Routes {
+		for _, ep := range rt.Endpoints {
+			uses[ep] = append(uses[ep], rt.Name)
+		}
+	}
+	queues := map[string]string{}
+	for ep, routes := range uses {
+		slices.Sort(routes)
+		queues[ep] = strings.Join(routes, ",")
+	}
+	return endpointsData{Endpoints: eps, Receivers: rs, Queues: queues}, nil
 }
 
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
@@ -208,9 +229,10 @@ func (h *Handler) switchEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 	http.Redirect(w, r, "/ui/endpoints?note=endpoint_"+verb, http.StatusSeeOther)
 }
 
-// listFilter is the suspended queue's filter as the operator typed it.
+// listFilter is the filter of a list of messages (the suspended queue,
+// the messages page) as the operator typed it.
 type listFilter struct {
-	Type, Route, Endpoint, Reason, After, Before string
+	Type, Route, Endpoint, Subscription, Reason, After, Before string
 }
 
 // timeLayout is how the filter's times are typed (an HTML datetime-local
@@ -219,13 +241,15 @@ const timeLayout = "2006-01-02T15:04"
 
 func readFilter(get func(string) string, prefix string) listFilter {
 	return listFilter{Type: strings.TrimSpace(get(prefix + "type")), Route: strings.TrimSpace(get(prefix + "route")),
-		Endpoint: strings.TrimSpace(get(prefix + "endpoint")), Reason: get(prefix + "reason"),
-		After: strings.TrimSpace(get(prefix + "after")), Before: strings.TrimSpace(get(prefix + "before"))}
+		Endpoint: strings.TrimSpace(get(prefix + "endpoint")), Subscription: strings.TrimSpace(get(prefix + "subscription")),
+		Reason: get(prefix + "reason"),
+		After:  strings.TrimSpace(get(prefix + "after")), Before: strings.TrimSpace(get(prefix + "before"))}
 }
 
 // apiFilter turns the typed filter into the API's, for suspended messages.
 func (f listFilter) apiFilter() (api.Filter, error) {
-	out := api.Filter{State: courier.StateSuspended, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Reason: courier.Reason(f.Reason)}
+	out := api.Filter{State: courier.StateSuspended, Type: f.Type, Route: f.Route, Endpoint: f.Endpoint, Subscription: f.Subscription,
+		Reason: courier.Reason(f.Reason)}
 	for _, tf := range []struct {
 		text, name string
 		dst        **time.Time
@@ -245,8 +269,8 @@ func (f listFilter) apiFilter() (api.Filter, error) {
 // query is the filter as URL parameters, for links to further pages.
 func (f listFilter) query() url.Values {
 	q := url.Values{}
-	for k, v := range map[string]string{"type": f.Type, "route": f.Route, "endpoint": f.Endpoint, "reason": f.Reason,
-		"after": f.After, "before": f.Before} {
+	for k, v := range map[string]string{"type": f.Type, "route": f.Route, "endpoint": f.Endpoint, "subscription": f.Subscription,
+		"reason": f.Reason, "after": f.After, "before": f.Before} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -445,27 +469,6 @@ func (h *Handler) operation(w http.ResponseWriter, r *http.Request, s *session) 
 	h.render(w, http.StatusOK, "operation.html", p)
 }
 
-// search finds a message by its id.
-func (h *Handler) search(w http.ResponseWriter, r *http.Request, s *session) {
-	id := strings.TrimSpace(r.URL.Query().Get("id"))
-	if id == "" {
-		http.Redirect(w, r, "/ui/suspended", http.StatusSeeOther)
-		return
-	}
-	_, err := h.client(s).Message(r.Context(), id)
-	if err == nil {
-		http.Redirect(w, r, "/ui/messages/"+url.PathEscape(id), http.StatusSeeOther)
-		return
-	}
-	if courier.ErrorCode(err) != courier.CodeNotFound {
-		h.fail(w, r, s, err)
-		return
-	}
-	p := h.base(r, s, "Not found", "")
-	p.Error = fmt.Sprintf("There is no message with the id %q.", id)
-	h.render(w, http.StatusNotFound, "error.html", p)
-}
-
 type messageData struct {
 	M           *api.Message
 	Stands      string // where its workflow stands; empty for a message of no workflow
@@ -475,6 +478,7 @@ type messageData struct {
 	Routes      []string
 	CanResubmit bool
 	CanDiscard  bool
+	CanResend   bool
 }
 
 type header struct{ Name, Value string }
@@ -498,7 +502,10 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session) {
 	one := len(m.Deliveries) == 0
 	d := messageData{M: m, Attempts: attempts, Payload: makePreview(m),
 		CanResubmit: one && m.State == courier.StateSuspended && m.Reason != courier.ReasonCompensated,
-		CanDiscard:  one && (m.State == courier.StateSuspended || m.State == courier.StateQueued)}
+		CanDiscard:  one && (m.State == courier.StateSuspended || m.State == courier.StateQueued),
+		// A suspended one is resubmitted (a resend of it is one); a
+		// workflow's steps are not done again.
+		CanResend: one && m.Workflow == nil && (m.State == courier.StateDelivered || m.State == courier.StateDiscarded)}
 	if m.Workflow != nil {
 		d.Stands = m.WorkflowStands()
 	}
@@ -525,6 +532,8 @@ func (h *Handler) messageAction(w http.ResponseWriter, r *http.Request, s *sessi
 		_, err = c.Resubmit(r.Context(), id, strings.TrimSpace(r.PostFormValue("route")))
 	case "discard":
 		_, err = c.Discard(r.Context(), id)
+	case "resend":
+		_, err = c.Resend(r.Context(), id)
 	default:
 		h.notFound(w, r, s)
 		return
@@ -533,6 +542,6 @@ func (h *Handler) messageAction(w http.ResponseWriter, r *http.Request, s *sessi
 		h.fail(w, r, s, err)
 		return
 	}
-	done := map[string]string{"resubmit": "resubmitted", "discard": "discarded"}[verb]
+	done := map[string]string{"resubmit": "resubmitted", "discard": "discarded", "resend": "resent"}[verb]
 	http.Redirect(w, r, "/ui/messages/"+url.PathEscape(id)+"?note="+done, http.StatusSeeOther)
 }

@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
 )
 
 // parsePages parses each page with the layout, once at start.
@@ -83,6 +86,28 @@ var funcs = template.FuncMap{
 			}
 		}
 		return out
+	},
+	// held says why a queued message is held (api.Hold), as of now.
+	"held": func(now time.Time, h *api.Hold) string {
+		var why string
+		switch {
+		case h.State == courier.HealthOff:
+			why = "switched off"
+			if h.By != "" {
+				why += " by " + h.By
+			}
+			if h.Since != nil {
+				why += " at " + when(*h.Since)
+			}
+		case h.Until != nil && h.Until.After(now):
+			why = "suspended until " + when(*h.Until) + " (in " + h.Until.Sub(now).Round(time.Second).String() + ")"
+		default:
+			why = "suspended; its probe attempt is due"
+		}
+		if len(h.Also) > 0 {
+			why += "; also held by " + strings.Join(h.Also, ", ")
+		}
+		return why
 	},
 	"pathesc": url.PathEscape,
 	"percent": func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },

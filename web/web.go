@@ -121,7 +121,7 @@ func New(o Options) *Handler {
 		{"GET /ui/suspended", h.suspended},
 		{"POST /ui/suspended", h.suspendedAction},
 		{"POST /ui/replay", h.replay},
-		{"GET /ui/messages", h.search},
+		{"GET /ui/messages", h.messages},
 		{"GET /ui/messages/{id}", h.message},
 		{"GET /ui/messages/{id}/payload", h.payload},
 		{"POST /ui/messages/{id}/{verb}", h.messageAction},

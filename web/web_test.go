@@ -201,6 +201,7 @@ func (d *dashboard) suspend(t *testing.T, m *courier.Message, errText, response 
 		}
 		next := *c
 		next.State, next.Reason, next.LastError, next.LastClass, next.Endpoint = courier.StateSuspended, courier.ReasonRejected, errText, courier.ClassHTTP4xx, "acme"
+		next.Attempts++
 		next.FinishedAt, next.LeaseUntil, next.LeaseOwner, next.NextAttemptAt = now, time.Time{}, "", time.Time{}
 		applied, err := d.store.Apply(ctx, []courier.Change{{Message: &next, From: courier.StateInflight, Token: c.TotalAttempts,
 			Attempt: &courier.Attempt{MessageID: id, N: c.TotalAttempts, Endpoint: "acme", Route: "acme", StartedAt: now,
@@ -450,8 +451,8 @@ func TestEscaping(t *testing.T) {
 	if a := b.get("/ui/messages/x1"); !strings.Contains(a.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Errorf("the hostile text is not shown escaped on the message page")
 	}
-	if a := b.get("/ui/messages?id=" + url.QueryEscape(evil)); a.status != http.StatusNotFound {
-		t.Errorf("search for a hostile id: %d, want 404", a.status)
+	if a := b.get("/ui/messages?id=" + url.QueryEscape(evil)); a.status != http.StatusOK || strings.Contains(a.body, "<script>alert") {
+		t.Errorf("search for a hostile id: %d, want the empty list with the id escaped:\n%s", a.status, a.body)
 	}
 	if a := b.get("/ui/"); !strings.Contains(a.header.Get("Content-Security-Policy"), "script-src 'self'") ||
 		a.header.Get("X-Frame-Options") != "DENY" {

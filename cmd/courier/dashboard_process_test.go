@@ -92,6 +92,24 @@ routes:
 		return s
 	}
 
+	// headings are the column headings of the first table sel selects,
+	// as shown.
+	headings := func(sel string) string {
+		t.Helper()
+		got, err := chromedp.Run(browser, chromedp.Evaluate[[]string](fmt.Sprintf(
+			`Array.from(document.querySelector(%q).querySelectorAll("thead th")).map(th => th.innerText.trim())`, sel)))
+		if err != nil {
+			t.Fatalf("headings of %s: %v", sel, err)
+		}
+		return strings.Join(got, " | ")
+	}
+	wantHeadings := func(page, sel, want string) {
+		t.Helper()
+		if got := headings(sel); got != want {
+			t.Errorf("%s: the headings of %s read %q, want %q", page, sel, got, want)
+		}
+	}
+
 	// Log in: / leads to the login page, an operator key leads in.
 	do("open the dashboard", chromedp.Navigate(p.url+"/"), chromedp.WaitVisible(chromedp.ID("key")))
 	shot("login")
@@ -100,13 +118,21 @@ routes:
 	if who := text("header .who span"); who != "ops" {
 		t.Errorf("logged in as %q, want ops", who)
 	}
+	if h := text("main h1"); h != "Overview" {
+		t.Errorf("the overview's heading: %q", h)
+	}
+	if cards := strings.Join(strings.Fields(text("section.cards")), " "); !strings.Contains(cards, "suspended") || !strings.Contains(cards, "queued") {
+		t.Errorf("the overview's counts read %q", cards)
+	}
 	shot("overview")
 
 	// The suspended queue lists the message; its page has the history.
 	do("open the suspended queue", chromedp.Click(chromedp.CSS(`nav a[href="/ui/suspended"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/ui/messages/inv-7"]`)))
-	if row := text("tbody tr"); !strings.Contains(row, "rejected") || !strings.Contains(row, "HTTP 400") {
-		t.Errorf("suspended queue row %q: want the reason and the error", row)
+	wantHeadings("suspended queue", "main table", " | Message | Type | Route | Endpoint | Reason | Attempts | Suspended | Last error")
+	if row := strings.Join(strings.Fields(text("tbody tr")), " "); !strings.HasPrefix(row, "inv-7 invoice acme acme rejected 1 ") ||
+		!strings.Contains(row, "HTTP 400") {
+		t.Errorf("suspended queue row %q: want the message, its type, route, endpoint, reason, attempts and error", row)
 	}
 	shot("suspended")
 	do("open the message", chromedp.Click(chromedp.CSS(`a[href="/ui/messages/inv-7"]`)),
@@ -115,6 +141,7 @@ routes:
 	if s := text("#message-state"); s != "suspended" {
 		t.Errorf("message state %q, want suspended", s)
 	}
+	wantHeadings("message", "table.attempts", "# | Started | Endpoint | Duration | Outcome | Class | Status | Error and response")
 	if h := text("table.attempts tbody"); !strings.Contains(h, "http_4xx") || !strings.Contains(h, "400") || !strings.Contains(h, "failed") {
 		t.Errorf("attempt history %q: want the failed attempt with class http_4xx and status 400", h)
 	}
@@ -143,6 +170,14 @@ routes:
 	if h := text("table.attempts tbody"); !strings.Contains(h, "delivered") || !strings.Contains(h, "http_4xx") {
 		t.Errorf("history after the resubmit %q: want both attempts", h)
 	}
+	// The counts agree with the history, and a delivered message shows
+	// no last error.
+	if a := text("#attempts"); a != "2 in all, 1 since it was resubmitted or resent" {
+		t.Errorf("attempts of the delivered message: %q", a)
+	}
+	if facts := text("dl.facts"); strings.Contains(facts, "Last error") || strings.Contains(facts, "customer 42 unknown") {
+		t.Errorf("the delivered message shows a last error: %q", facts)
+	}
 	if actions := text("main ul"); !strings.Contains(actions, "resubmit by ops") {
 		t.Errorf("operator actions %q: want the resubmit by ops", actions)
 	}
@@ -152,6 +187,7 @@ routes:
 	}
 
 	do("open the endpoints", chromedp.Click(chromedp.CSS(`nav a[href="/ui/endpoints"]`)), chromedp.WaitVisible(chromedp.CSS("#ep-acme")))
+	wantHeadings("endpoints", "main table", "Endpoint | Transport | State | Suspended until | In flight | Limit | Queued | Last hour | ")
 	if row := text("#ep-acme"); !strings.Contains(row, "active") || !strings.Contains(row, "delivered 1") {
 		t.Errorf("endpoint row %q: want active with one delivery in the last hour", row)
 	}

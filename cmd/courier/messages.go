@@ -70,6 +70,7 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Endpoint, "endpoint", "", "endpoint of the latest attempt")
 	fl.StringVar(&f.Subscription, "subscription", "", "deliveries of published messages to this subscription")
 	fl.StringVar(&reason, "reason", "", "suspension reason")
+	fl.StringVar(&f.IDPrefix, "id-prefix", "", "ids that begin with this text")
 	fl.IntVar(&f.Limit, "limit", 50, "messages per page (at most 1000)")
 	fl.StringVar(&f.Cursor, "cursor", "", "continue a listing")
 	return cmd
@@ -95,19 +96,34 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			field("Type", m.Type)
 			field("Route", m.Route)
 			field("Recipient", m.Recipient)
-			field("State", string(m.State))
-			field("Reason", string(m.Reason))
-			field("Attempts", fmt.Sprint(m.Attempts))
-			if m.ResubmitCount > 0 {
-				field("Resubmitted", fmt.Sprintf("%d times", m.ResubmitCount))
+			state := string(m.State)
+			if m.Held != nil {
+				state += ", held"
 			}
-			if m.NextAttemptAt != nil {
+			field("State", state)
+			field("Reason", string(m.Reason))
+			if m.Held != nil {
+				field("Held", heldText(m.Held))
+			}
+			field("Attempts", attemptsText(m.Attempts, m.AttemptsTotal, m.ResubmitCount))
+			switch {
+			case m.Held != nil:
+				field("Next attempt", "when "+m.Held.Endpoint+" takes attempts again")
+			case m.NextAttemptAt != nil && (m.State == courier.StateQueued || m.State == courier.StateInflight):
 				field("Next attempt", m.NextAttemptAt.Local().Format(time.RFC3339)+" ("+ago(m.NextAttemptAt)+")")
 			}
 			field("Endpoint", m.Endpoint)
 			field("Last error", m.LastError)
 			field("Priority", fmt.Sprint(m.Priority))
 			field("Ordering key", m.OrderingKey)
+			if m.Sequence > 0 {
+				field("Sequence", fmt.Sprintf("%d on route %s", m.Sequence, m.Route))
+				prev := m.PreviousID
+				if prev == "" {
+					prev = "none: it is the first of its key"
+				}
+				field("Previous id", prev)
+			}
 			switch m.Ordering {
 			case api.OrderingWaiting:
 				why := "an earlier message of its key"
@@ -162,6 +178,56 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// attemptsText says how many attempts a message had: in all, as its
+// history lists them, and in the current round when a resubmit or resend
+// began a new one.
+func attemptsText(round int, total *int, resubmits int) string {
+	if total == nil {
+		return fmt.Sprint(round)
+	}
+	text := fmt.Sprint(*total)
+	if resubmits > 0 {
+		again := "once"
+		if resubmits > 1 {
+			again = fmt.Sprintf("%d times", resubmits)
+		}
+		text += fmt.Sprintf(" in all, %d since it was resubmitted or resent (%s)", round, again)
+	}
+	return text
+}
+
+// heldText says what holds a queued message, and why.
+func heldText(h *api.Hold) string {
+	text := "by endpoint " + h.Endpoint
+	switch {
+	case h.State == courier.HealthOff:
+		text += ", switched off"
+		if h.By != "" {
+			text += " by " + h.By
+		}
+		if h.Since != nil {
+			text += " " + ago(h.Since)
+		}
+	case h.Until != nil && time.Until(*h.Until) > 0:
+		text += ", suspended until " + h.Until.Local().Format(time.RFC3339) + " (" + ago(h.Until) + ")"
+	default:
+		text += ", suspended: its probe attempt is due"
+	}
+	if len(h.Also) > 0 {
+		text += "; also by " + strings.Join(h.Also, ", ")
+	}
+	return text
+}
+
+// nextAttempt is when a listed message's next attempt is due, or what
+// holds it.
+func nextAttempt(next *time.Time, held *api.Hold) string {
+	if held != nil {
+		return "held by " + held.Endpoint
+	}
+	return ago(next)
 }
 
 // messageHistory is a message with its attempts, as messages show prints it
@@ -279,7 +345,11 @@ func deliveryRow(d api.Delivery) []string {
 	if reason == "" {
 		reason = "-"
 	}
-	return []string{d.Subscription, d.Route, string(d.State), reason, fmt.Sprint(d.Attempts), ago(d.NextAttemptAt), short(d.LastError, 40)}
+	attempts := d.Attempts
+	if d.AttemptsTotal != nil {
+		attempts = *d.AttemptsTotal // as the attempts below list them
+	}
+	return []string{d.Subscription, d.Route, string(d.State), reason, fmt.Sprint(attempts), nextAttempt(d.NextAttemptAt, d.Held), short(d.LastError, 40)}
 }
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {

@@ -102,7 +102,7 @@ func messageRow(m api.Message) []string {
 		reason = "-"
 	}
 	return []string{courier.DeliveryKey(m.ID, m.Subscription), m.Type, m.Route, string(m.State), reason, fmt.Sprint(m.Attempts),
-		ago(m.NextAttemptAt), m.CreatedAt.Local().Format("2006-01-02 15:04:05"), short(m.LastError, 40)}
+		nextAttempt(m.NextAttemptAt, m.Held), m.CreatedAt.Local().Format("2006-01-02 15:04:05"), short(m.LastError, 40)}
 }
 
 var messageHeader = []string{"ID", "TYPE", "ROUTE", "STATE", "REASON", "ATTEMPTS", "NEXT ATTEMPT", "CREATED", "LAST ERROR"}

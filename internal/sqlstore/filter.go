@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -69,6 +70,15 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	}
 	if f.Route != "" {
 		w.Add("route = ?", f.Route)
+	}
+	if len(f.Routes) > 0 {
+		w.In("route", f.Routes)
+	}
+	if f.IDPrefix != "" {
+		// substr counts characters on both databases; LIKE would need its
+		// wildcards escaped and is case-insensitive on SQLite.
+		n := w.Arg(utf8.RuneCountInString(f.IDPrefix))
+		w.Add("substr(id, 1, "+n+") = ?", f.IDPrefix)
 	}
 	if f.Endpoint != "" {
 		w.Add("endpoint = ?", f.Endpoint)

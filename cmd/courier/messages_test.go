@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/sqlitetest"
+)
+
+// tryOnce claims the queued message of route and writes the outcome r of
+// an attempt on endpoint, as courier decides it.
+func tryOnce(t *testing.T, store courier.Store, top *courier.Topology, route, endpoint string, r courier.Result) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	claimed, err := store.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Minute), Owner: "test",
+		Routes: []courier.RouteQuota{{Route: route, Limit: 1}}})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim on %s: %d, %v", route, len(claimed), err)
+	}
+	m := claimed[0]
+	next, notices := top.AfterAttempt(m, &courier.Endpoint{Name: endpoint}, r, now, 0.5)
+	a := &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: endpoint, Route: route,
+		StartedAt: now, Outcome: courier.OutcomeDelivered, Status: r.Status}
+	if !r.Delivered() {
+		a.Outcome, a.Class, a.Error = courier.OutcomeFailed, r.Class, r.Error
+	}
+	if applied, err := store.Apply(ctx, []courier.Change{{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
+		Attempt: a, Notices: notices, Prior: m}}); err != nil || !applied[0] {
+		t.Fatalf("apply the attempt of %s: %v %v", m.ID, applied, err)
+	}
+}
+
+// TestMessagesShow: messages show says that a queued message is held, by
+// which endpoint and why, instead of a next attempt in the past; counts
+// the attempts as it lists them after a resubmit; shows no last error once
+// delivered; gives an ordered message's sequence and previous id; and
+// resend of a published message names its deliveries as ID/SUBSCRIPTION.
+func TestMessagesShow(t *testing.T) {
+	store := sqlitetest.Open(t)
+	top := &courier.Topology{
+		Endpoints: map[string]*courier.Endpoint{"acme": courier.NewEndpoint("acme", courier.TransportHTTP),
+			"globex": courier.NewEndpoint("globex", courier.TransportHTTP)},
+		Routes: map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}},
+			"globex": {Name: "globex", Endpoints: []string{"globex"}}},
+		Subscriptions: map[string]*courier.Subscription{"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "globex"},
+			"crm-orders": {Name: "crm-orders", Types: []string{"order.*"}, Route: "globex"}},
+	}
+	url := apiServer(t, api.Options{Store: store, Topology: top})
+	ctx := context.Background()
+	show := func(key string, want ...string) string {
+		t.Helper()
+		return cliPrints(t, "", []string{"--server", url, "messages", "show", key}, want...)
+	}
+
+	// Held by an endpoint switched off.
+	cliPrints(t, `{"n":1}`, []string{"--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "held-1"}, "created held-1")
+	offAt := time.Now().Add(-3 * time.Minute)
+	if _, err := store.UpdateHealth(ctx, "acme", func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOff(offAt) },
+		&courier.Action{At: offAt, Who: "ops", Kind: courier.ActionEndpointOff, Subject: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	out := show("held-1", "queued, held", "by endpoint acme, switched off by ops 3m0s ago", "when acme takes attempts again")
+	if strings.Contains(out, "s ago)") {
+		t.Errorf("a held message shows a next attempt in the past:\n%s", out)
+	}
+	cliPrints(t, "", []string{"--server", url, "messages", "list", "--state", "queued"}, "held by acme")
+
+	// Failed, resubmitted, delivered: two attempts in all, as listed.
+	cliPrints(t, `{"n":2}`, []string{"--server", url, "send", "--type", "invoice", "--route", "globex", "--id", "again-1"}, "created again-1")
+	tryOnce(t, store, top, "globex", "globex", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
+	show("again-1", "suspended", "HTTP 400: unknown customer")
+	cliPrints(t, "", []string{"--server", url, "messages", "resubmit", "again-1"}, "resubmitted again-1")
+	tryOnce(t, store, top, "globex", "globex", courier.Result{Status: 204})
+	out = show("again-1", "delivered", "Attempts:        2 in all, 1 since it was resubmitted or resent (once)")
+	if strings.Contains(out, "Last error") {
+		t.Errorf("a delivered message shows a last error:\n%s", out)
+	}
+	if n := strings.Count(out, "\n1 ") + strings.Count(out, "\n2 "); n != 2 {
+		t.Errorf("want the two attempts listed:\n%s", out)
+	}
+
+	// An ordered message's place in its key's order.
+	for _, id := range []string{"k-1", "k-2"} {
+		cliPrints(t, `{}`, []string{"--server", url, "send", "--type", "invoice", "--route", "acme", "--id", id, "--ordering-key", "customer-42"}, "created "+id)
+	}
+	show("k-2", "Sequence:        2 on route acme", "Previous id:     k-1")
+	show("k-1", "Sequence:        1 on route acme", "Previous id:     none: it is the first of its key")
+
+	// A published message is resent delivery by delivery.
+	cliPrints(t, `{}`, []string{"--server", url, "send", "--type", "order.created", "--route", "", "--id", "o-1"}, "o-1")
+	_, _, err := runCLI(t, "", "--server", url, "messages", "resend", "o-1")
+	if err == nil || !strings.Contains(describe(err), "o-1/crm-orders, o-1/erp-orders") {
+		t.Fatalf("resend of a published message: %v", err)
+	}
+}
