@@ -195,6 +195,10 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: endpoints.a.url: not a field of file endpoints (it belongs to http and amqp and nats endpoints)`}},
 		{"endpoint unknown field", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    tmeout: 5s"),
 			nil, []string{`c.yaml:5: endpoints.a.tmeout: unknown field (did you mean "timeout"?)`}},
+		{"endpoint field with two letters swapped", lines("endpoints:", "  acme:", "    transport: http", "    ulr: https://acme.example/in"),
+			nil, []string{`c.yaml:2: endpoints.acme.url: required: the receiver's http or https URL`, `c.yaml:4: endpoints.acme.ulr: unknown field (did you mean "url"?)`}},
+		{"policy field with two letters swapped", lines("policies:", "  invoice:", "    max_attmepts: 3"),
+			nil, []string{`c.yaml:3: policies.invoice.max_attmepts: unknown field (did you mean "max_attempts"?)`}},
 		{"http url missing", lines("endpoints:", "  acme: {transport: http}"),
 			nil, []string{`c.yaml:2: endpoints.acme.url: required: the receiver's http or https URL`}},
 		{"http url scheme", lines("endpoints:", "  acme:", "    transport: http", "    url: ftp://acme.example/in"),
@@ -637,6 +641,29 @@ func TestOrList(t *testing.T) {
 	} {
 		if got := orList(tt.words); got != tt.want {
 			t.Errorf("orList(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"url", "url", 0},
+		{"ulr", "url", 1}, // a swap is one edit
+		{"priorty", "priority", 1},
+		{"tmeout", "timeout", 1},
+		{"", "abc", 3},
+		{"abc", "", 3},
+		{"ca", "abc", 3}, // no substring edited twice
+		{"retires", "retries", 1},
+		{"kitten", "sitting", 3},
+	}
+	for _, tc := range tests {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
