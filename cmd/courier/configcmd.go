@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/config"
 	"github.com/spf13/cobra"
 )
@@ -31,8 +32,13 @@ func newConfigCmd(g *globals) *cobra.Command {
 					return exitError(1)
 				}
 			}
-			fmt.Fprintf(g.stdout, "%s is valid: %d endpoints, %d routes, %d policies, %d keys\n", args[0],
-				len(cfg.Topology.Endpoints), len(cfg.Topology.Routes), len(cfg.Topology.Policies), len(cfg.Keys))
+			// The objects the file writes: the topology has the built-in
+			// default policy besides, which the file need not name.
+			n := func(k courier.TopologyKind) int { return len(cfg.Specs[k]) }
+			fmt.Fprintf(g.stdout, "%s is valid: %s, %s, %s, %s, %s\n", args[0],
+				plural(n(courier.KindEndpoint), "endpoint"), plural(n(courier.KindRoute), "route"),
+				plural(n(courier.KindPolicy), "policy"), plural(n(courier.KindSubscription), "subscription"),
+				plural(len(cfg.Keys), "key"))
 			return nil
 		},
 	})

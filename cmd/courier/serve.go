@@ -597,9 +597,9 @@ func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url strin
 		if cfg.File != "" {
 			fmt.Fprintf(w, "config: %s\n", cfg.File)
 		}
-		fmt.Fprintf(w, "topology: in the store, version %d (%d routes, %d endpoints)\n", cat.Version(), len(t.Routes), len(t.Endpoints))
+		fmt.Fprintf(w, "topology: in the store, version %d (%s, %s)\n", cat.Version(), plural(len(t.Routes), "route"), plural(len(t.Endpoints), "endpoint"))
 	default:
-		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(t.Routes), len(t.Endpoints))
+		fmt.Fprintf(w, "config: %s (%s, %s)\n", cfg.File, plural(len(t.Routes), "route"), plural(len(t.Endpoints), "endpoint"))
 	}
 	if len(t.Routes) == 0 && cfg.TopologyInStore {
 		fmt.Fprintf(w, `no routes exist yet, so every message is refused (422) until one does.

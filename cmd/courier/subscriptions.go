@@ -59,7 +59,7 @@ deliveries go at the pace the endpoint's limits allow.`,
 			}
 			op, err := c.Replay(ctx, args[0], req)
 			for err == nil && !op.Done {
-				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %d deliveries", bar(op.Progress, 30), 100*op.Progress, op.Count)
+				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %s", bar(op.Progress, 30), 100*op.Progress, plural(op.Count, "delivery"))
 				select {
 				case <-ctx.Done():
 					return nil, ctx.Err()
@@ -68,11 +68,11 @@ deliveries go at the pace the endpoint's limits allow.`,
 				op, err = c.Operation(ctx, op.ID)
 			}
 			if err == nil {
-				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %d deliveries\n", bar(1, 30), 100.0, op.Count)
+				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %s\n", bar(1, 30), 100.0, plural(op.Count, "delivery"))
 			}
 			return op, err
 		}, func(op *api.Operation) error {
-			fmt.Fprintf(g.stdout, "replayed %d deliveries to %s (operation %s)\n", op.Count, op.Replay.Subscription, op.ID)
+			fmt.Fprintf(g.stdout, "replayed %s to %s (operation %s)\n", plural(op.Count, "delivery"), op.Replay.Subscription, op.ID)
 			return nil
 		}),
 	}

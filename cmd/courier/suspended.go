@@ -94,7 +94,7 @@ got. Each message's change is recorded as an operator action.`,
 			go watchOperation(watching, g, c, req.OperationID, verb)
 			return c.Bulk(ctx, kind, req)
 		}, func(op *api.Operation) error {
-			fmt.Fprintf(g.stdout, "%s %d messages (operation %s)\n", verb, op.Count, op.ID)
+			fmt.Fprintf(g.stdout, "%s %s (operation %s)\n", verb, plural(op.Count, "message"), op.ID)
 			return nil
 		}),
 	}
