@@ -214,11 +214,52 @@ func parseAgo(s string) (time.Time, error) { return parseTime(s, -1) }
 // (sign 1) or the past (sign -1).
 func parseTime(s string, sign time.Duration) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q is a negative duration: give how long, as 24h", s)
+		}
 		return time.Now().Add(sign * d), nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-11-24T00:00:00Z) nor a duration (24h)", s)
 	}
 	return t, nil
 }
+
+// agoFlag is the value of a flag that takes a time, as an RFC 3339 time or
+// a duration meaning that long ago (24h): every --since and --until of the
+// command line is one, so that each takes both forms.
+type agoFlag struct{ t time.Time }
+
+func (f *agoFlag) Set(s string) error {
+	t, err := parseAgo(s)
+	if err != nil {
+		return err
+	}
+	f.t = t
+	return nil
+}
+
+func (f *agoFlag) String() string {
+	if f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f *agoFlag) Type() string { return "time" }
+
+// ptr returns the time given, or nil for none.
+func (f *agoFlag) ptr() *time.Time {
+	if f.t.IsZero() {
+		return nil
+	}
+	t := f.t
+	return &t
+}
+
+// sinceUsage and untilUsage are the help of --since and --until.
+const (
+	sinceUsage = "from this time on: RFC 3339 (2026-11-24T00:00:00Z) or a duration meaning that long ago (24h)"
+	untilUsage = "before this time: RFC 3339 (2026-11-24T00:00:00Z) or a duration meaning that long ago (1h)"
+)
