@@ -946,7 +946,8 @@ func (c *Config) checkClaimChecks() Errors {
 	var errs Errors
 	for _, at := range ClaimChecks(c.Topology) {
 		if c.PublicURL == "" {
-			errs = append(errs, &Error{File: c.File, Line: c.lines[at.Field], Field: at.Field, Message: NeedsPublicURL})
+			errs = append(errs, &Error{File: c.File, Line: c.lines[at.Field], Field: at.Field,
+				Message: NeedsPublicURL + "; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)"})
 		}
 		if c.Retention > 0 && at.Check.TTL >= c.Retention {
 			f := at.Field + ".ttl"

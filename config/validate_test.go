@@ -154,11 +154,11 @@ func TestRules(t *testing.T) {
 		// Claim check.
 		{"claim_check without public_url", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    claim_check: {above: 1MiB}", "  b: {transport: file, dir: b, claim_check: }"),
 			nil, []string{
-				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`,
-				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`,
+				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`}},
 		{"claim_check of a lookup template without public_url", lines("routes:", "  nemhandel:", "    lookup: {url: \"https://registry.example/{recipient}\"}",
 			"    endpoint_template:", "      transport: http", "      claim_check: {ttl: 1h}"),
-			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`}},
 		{"claim_check ttl past retention", lines("public_url: https://courier.example.org", "retention: 24h", "endpoints:", "  a:", "    transport: file",
 			"    dir: out", "    claim_check:", "      ttl: 24h"),
 			nil, []string{`c.yaml:8: endpoints.a.claim_check.ttl: must be shorter than retention (24h0m0s): a delivered message, and the payload its link fetches, may be purged before the link expires`}},
