@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/config"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +35,17 @@ func newConfigCmd(g *globals) *cobra.Command {
 				if _, err := loadCertificate(cfg.TLS.Cert, cfg.TLS.Key); err != nil {
 					fmt.Fprintf(g.stderr, "%s: tls: %v\n", args[0], err)
 					return exitError(1)
+				}
+			}
+			// An endpoint the SSRF guard would refuse is a warning, not an
+			// error: on a server, the guard decides at each connection,
+			// with the server's allowlist and what the name resolves to then.
+			for _, name := range slices.Sorted(maps.Keys(cfg.Topology.Endpoints)) {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+				why := httptransport.Blocked(ctx, nil, cfg.Topology.Endpoints[name], cfg.Outbound.AllowNetworks)
+				cancel()
+				if why != "" {
+					fmt.Fprintf(g.stderr, "warning: %s: endpoints.%s.url: %s (with this file's outbound.allow_networks)\n", args[0], name, why)
 				}
 			}
 			// The objects the file writes: the topology has the built-in

@@ -195,6 +195,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
+		BlockedFunc:        httpSender.Blocked,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -605,9 +606,11 @@ func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url strin
 		fmt.Fprintf(w, `no routes exist yet, so every message is refused (422) until one does.
 Add an endpoint and a route through the API:
 
-  curl -X PUT %[1]s/v1/endpoints/my-app -d '{"transport": "http", "url": "http://127.0.0.1:9000/inbox"}'
+  curl -X PUT %[1]s/v1/endpoints/my-app -d '{"transport": "http", "url": "http://127.0.0.1:9000/inbox", "allow_networks": ["127.0.0.1/32"]}'
   curl -X PUT %[1]s/v1/routes/my-app -d '{"endpoints": ["my-app"]}'
 
+(allow_networks lets the endpoint reach a receiver on this machine: courier's
+SSRF guard keeps endpoints off loopback and private addresses unless allowed)
 or write them in a file of their own (endpoints: and routes: sections, as in
 the README; not the server's config file, whose sections would take the
 topology out of the store) and
