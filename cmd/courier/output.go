@@ -32,9 +32,11 @@ func (g *globals) client() *api.Client {
 	return api.NewClient(g.server, key)
 }
 
-// printJSON writes v as indented JSON.
+// printJSON writes v as indented JSON, with <, > and & as they are, as
+// the API writes them.
 func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

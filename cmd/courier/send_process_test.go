@@ -155,6 +155,7 @@ subscriptions:
 	if m.ContentType != "application/json" {
 		t.Errorf("content type %q, want application/json", m.ContentType)
 	}
+	binaryPrints(t, "", []string{"--server", p.url, "messages", "show", "o-1", "-o", "json"}, `"<b>cancelled</b> & refunded"`)
 
 	// To a route by name, as before.
 	binaryPrints(t, `{"order": 42}`, []string{"--server", p.url, "send", "--type", "order.created", "--route", "erp"},
