@@ -29,6 +29,19 @@ var States = []State{StateQueued, StateInflight, StateDelivered, StateSuspended,
 // Valid reports whether s is one of the defined states.
 func (s State) Valid() bool { return slices.Contains(States, s) }
 
+// OneOf names words for a message that offers them, "a, b or c": with
+// States or Reasons, every place that lists them lists the same.
+func OneOf[T ~string](words []T) string {
+	s := make([]string, len(words))
+	for i, w := range words {
+		s[i] = string(w)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
 // Terminal reports whether a message in state s is finished for good and
 // may be purged after the retention period.
 func (s State) Terminal() bool { return s == StateDelivered || s == StateDiscarded }

@@ -331,3 +331,20 @@ func TestErrorCodes(t *testing.T) {
 		t.Error("nil has a code or a message")
 	}
 }
+
+func TestOneOf(t *testing.T) {
+	tests := []struct {
+		words []courier.State
+		want  string
+	}{
+		{nil, ""},
+		{[]courier.State{"queued"}, "queued"},
+		{[]courier.State{"queued", "inflight"}, "queued or inflight"},
+		{courier.States, "queued, inflight, delivered, suspended or discarded"},
+	}
+	for _, tc := range tests {
+		if got := courier.OneOf(tc.words); got != tc.want {
+			t.Errorf("OneOf(%v) = %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}

@@ -68,9 +68,13 @@ func jsonError(err error) string {
 	}
 }
 
+// writeJSON answers with v as JSON. Every body of the API is written here,
+// with <, > and & as they are: the answers are JSON, never HTML, and an
+// error that quotes "<nil>" or a URL with "&" should read as it was written.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }

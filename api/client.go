@@ -130,8 +130,8 @@ func (c *Client) Message(ctx context.Context, key string) (*Message, error) {
 }
 
 // StoredMessage is Message, but with the payload as stored, in
-// PayloadBase64: the JSON form of a JSON payload is encoded anew (compacted,
-// with <, > and & escaped), which a preview must not show for the payload.
+// PayloadBase64: the JSON form of a JSON payload is encoded anew
+// (compacted), which a preview must not show for the payload.
 func (c *Client) StoredMessage(ctx context.Context, key string) (*Message, error) {
 	return request[Message](ctx, c, http.MethodGet, messagePath(key)+"?payload=base64", nil)
 }

@@ -331,10 +331,10 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 		f.Routes = strings.Split(routes, ",")
 	}
 	if f.State != "" && !f.State.Valid() {
-		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not one of queued, inflight, delivered, suspended, discarded", f.State)
+		return f, courier.Errorf(courier.CodeInvalidArgument, "state %q is not %s", f.State, courier.OneOf(courier.States))
 	}
 	if f.Reason != "" && !f.Reason.Valid() {
-		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason", f.Reason)
+		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason: %s", f.Reason, courier.OneOf(courier.Reasons))
 	}
 	var err error
 	if f.Limit, err = listLimit(q); err != nil {

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -33,5 +36,28 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 				t.Errorf("the description has %s %s, which the router does not serve", method, path)
 			}
 		}
+	}
+}
+
+// The description offers the states the domain has, no more and no fewer.
+func TestOpenAPIStatesAreTheDomains(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range doc.Components.Schemas["Message"].Value.Properties["state"].Value.Enum {
+		got = append(got, fmt.Sprint(v))
+	}
+	var want []string
+	for _, s := range courier.States {
+		want = append(want, string(s))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Message.state is one of %v in the description, want %v", got, want)
+	}
+	desc := doc.Components.Parameters["q_state"].Value.Description
+	if !strings.Contains(desc, courier.OneOf(courier.States)) {
+		t.Errorf("the state parameter says %q, want it to name %s", desc, courier.OneOf(courier.States))
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,7 +175,7 @@ func TestReplayAndResend(t *testing.T) {
 		t.Cleanup(func() { bulk.Stop(context.Background()) })
 		o.Bulk, top, store = bulk, o.Topology, o.Store
 	})
-	since := time.Now().Add(-time.Minute).UTC()
+	since, until := time.Now().Add(-time.Minute).UTC(), time.Now().Add(time.Hour).UTC()
 	ts.call(t, "PUT", "/v1/messages/o-1", orderBody)
 	ts.call(t, "PUT", "/v1/messages/o-2", `{"type":"order.shipped","payload":2}`)
 	ts.call(t, "PUT", "/v1/messages/r-1", `{"type":"refund","payload":3}`)
@@ -187,7 +188,7 @@ func TestReplayAndResend(t *testing.T) {
 	status, body, _ = ts.call(t, "POST", "/v1/subscriptions/late/replay", `{"since":"`+since.Format(time.RFC3339Nano)+`","types":["order*"]}`)
 	wantError(t, status, body, 422, courier.CodeInvalidArgument, "order*")
 
-	status, body, hdr := ts.call(t, "POST", "/v1/subscriptions/late/replay", `{"since":"`+since.Format(time.RFC3339Nano)+`","operation_id":"replay-1"}`)
+	status, body, hdr := ts.call(t, "POST", "/v1/subscriptions/late/replay", `{"since":"`+since.Format(time.RFC3339Nano)+`","until":"`+until.Format(time.RFC3339Nano)+`","operation_id":"replay-1"}`)
 	op := decode[api.Operation](t, body)
 	if status != http.StatusAccepted || op.Kind != courier.ActionReplay || op.Replay == nil || op.Replay.Subscription != "late" || hdr.Get("Location") != "/v1/operations/replay-1" {
 		t.Fatalf("replay: %d %s", status, body)
@@ -203,6 +204,15 @@ func TestReplayAndResend(t *testing.T) {
 	}
 	if op.Count != 2 || op.Progress != 1 {
 		t.Fatalf("replay done: %+v, want 2 deliveries (the two orders)", op)
+	}
+	// The replay is in the audit log once, whoever repeats its request.
+	if status, body, _ = ts.call(t, "POST", "/v1/subscriptions/late/replay", `{"since":"`+since.Format(time.RFC3339Nano)+`","until":"`+until.Format(time.RFC3339Nano)+`","operation_id":"replay-1"}`); status != http.StatusAccepted {
+		t.Fatalf("the replay repeated: %d %s", status, body)
+	}
+	_, body, _ = ts.call(t, "GET", "/v1/audit?action=replay&subject=late", "")
+	if page := decode[api.AuditPage](t, body); len(page.Entries) != 1 || page.Entries[0].Action != courier.ActionReplay ||
+		!strings.HasPrefix(page.Entries[0].Detail, "operation replay-1: messages ingested from "+since.Format(time.RFC3339)) {
+		t.Fatalf("audit of the replay: %s, want one entry naming the operation", body)
 	}
 	status, body, _ = ts.call(t, "GET", "/v1/messages/o-2", "")
 	if m := decode[api.Message](t, body); status != 200 || len(m.Deliveries) != 2 || m.Deliveries[1].Subscription != "late" {

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -28,6 +29,9 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, err = s.opts.Bulk.Begin(r.Context(), op)
+	if err == nil {
+		err = s.auditReplay(r, op)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -35,6 +39,34 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 	s.opts.Logger.Info("replay started", "operation", op.ID, "subscription", op.Replay.Subscription.Name, "by", actor(r))
 	w.Header().Set("Location", "/v1/operations/"+op.ID)
 	writeJSON(w, http.StatusAccepted, toOperation(op))
+}
+
+// auditReplay records a replay in the audit log, as the operator action it
+// is, under the subscription's name, once: a repeat of the request (the
+// same operation id) finds it recorded, and one whose first try failed to
+// record it records it now.
+func (s *Server) auditReplay(r *http.Request, op courier.BulkOp) error {
+	rp := op.Replay
+	detail := fmt.Sprintf("operation %s: messages ingested from %s until %s", op.ID,
+		rp.Since.Format(time.RFC3339), rp.Until.Format(time.RFC3339))
+	if len(rp.Types) > 0 {
+		detail += ", types " + strings.Join(rp.Types, ", ")
+	}
+	if rp.Again {
+		detail += ", again"
+	}
+	done, err := s.opts.Store.Actions(r.Context(), rp.Subscription.Name)
+	if err != nil {
+		return err
+	}
+	for _, a := range done {
+		if a.Kind == courier.ActionReplay && strings.HasPrefix(a.Detail, "operation "+op.ID+":") {
+			return nil
+		}
+	}
+	a := s.action(r)
+	a.Kind, a.Subject, a.Detail = courier.ActionReplay, rp.Subscription.Name, detail
+	return s.opts.Store.RecordAction(r.Context(), a)
 }
 
 // replayOp checks a replay request and makes the operation of it, with the

@@ -74,6 +74,10 @@ type Options struct {
 	// the health before and after and who switched (the engine's
 	// HealthSwitched, which records its operational event).
 	HealthSwitchedFunc func(endpoint string, before, after courier.EndpointHealth, who string)
+	// BlockedFunc, if set, says why this node's SSRF guard would refuse
+	// every connection to an endpoint ("" when it would not): an endpoint
+	// written with such a URL is taken, with a warning (see endpointWarnings).
+	BlockedFunc func(ctx context.Context, e *courier.Endpoint) string
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts

@@ -178,3 +178,22 @@ func TestClient(t *testing.T) {
 		t.Fatalf("unreachable server: %v", err)
 	}
 }
+
+// Answers are JSON, not HTML: <, > and & are written as they are, in error
+// messages and in the rest, as a person reading the body expects.
+func TestBodiesKeepAngleBracketsAndAmpersands(t *testing.T) {
+	ts := newTestServer(t)
+	status, body, _ := ts.call(t, "PUT", "/v1/messages/a", `{"type":"invoice","route":"<acme&co>","payload":1}`)
+	wantError(t, status, body, 422, courier.CodeInvalidArgument, "<acme&co>")
+	if !bytes.Contains(body, []byte("<acme&co>")) {
+		t.Errorf("the error body escapes the route's name: %s", body)
+	}
+	if status, body, _ = ts.call(t, "PUT", "/v1/messages/b", `{"type":"invoice","route":"acme","payload":{"html":"<b>&amp;</b>"}}`); status != http.StatusCreated {
+		t.Fatalf("ingest: %d %s", status, body)
+	}
+	if status, body, _ = ts.call(t, "GET", "/v1/messages/b", ""); status != http.StatusOK || !bytes.Contains(body, []byte(`"<b>&amp;</b>"`)) {
+		t.Errorf("GET answered %d with %s, want the payload's <, > and & as they are", status, body)
+	}
+	status, body, _ = ts.call(t, "GET", "/v1/messages?state=bogus", "")
+	wantError(t, status, body, 422, courier.CodeInvalidArgument, courier.OneOf(courier.States))
+}

@@ -3,7 +3,10 @@ package api
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +47,10 @@ type TopologyObject struct {
 	Version   int64                `json:"version"`
 	UpdatedAt *time.Time           `json:"updated_at,omitempty"`
 	UpdatedBy string               `json:"updated_by,omitempty"`
+	// Warnings are what the change is taken with but will not work as
+	// written (an endpoint this node's SSRF guard refuses), also given in
+	// Warning headers; only in the answer of a PUT.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ObjectList is GET /v1/policies and /v1/subscriptions.
@@ -82,6 +89,9 @@ type ApplyResult struct {
 	Version int64    `json:"version"`
 	DryRun  bool     `json:"dry_run,omitempty"`
 	Changes []Change `json:"changes"`
+	// Warnings are as TopologyObject's, one for each object written that
+	// has one.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Change is one object created, replaced or deleted.
@@ -249,7 +259,9 @@ func (s *Server) handlePutObject(kind courier.TopologyKind) http.HandlerFunc {
 			w.Header().Set("Location", "/v1/"+kind.Section()+"/"+name)
 		}
 		setETag(w, o.Version)
-		writeJSON(w, status, toObject(o))
+		out := toObject(o)
+		out.Warnings = s.warnings(w, r, kind, map[string][]byte{name: body})
+		writeJSON(w, status, out)
 	}
 }
 
@@ -338,13 +350,57 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := ApplyResult{Version: c.Version(), DryRun: flags["dry_run"], Changes: []Change{}}
+	written := map[string][]byte{}
 	for _, a := range changes {
 		out.Changes = append(out.Changes, toChange(a))
+		if a.Object == courier.KindEndpoint && a.Kind != courier.ActionDelete {
+			written[a.Subject] = specs[courier.KindEndpoint][a.Subject]
+		}
 	}
+	out.Warnings = s.warnings(w, r, courier.KindEndpoint, written)
 	if n := len(out.Changes); n > 0 && !out.DryRun {
 		s.opts.Logger.Info("topology applied", "by", actor(r), "changes", n, "version", out.Version)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// warnings are what the objects of kind just written (specs by name) are
+// taken with but will not work as written, each also set as a Warning
+// header: an endpoint whose URL this node's SSRF guard refuses. Such an
+// endpoint is taken rather than refused, because the guard's verdict is not
+// the topology's to make: it depends on each node's outbound.allow_networks,
+// which a reload changes, and on what the URL's name resolves to at the
+// time of each connection. Told now, whoever wrote it need not wait for its
+// first delivery to learn of it.
+func (s *Server) warnings(w http.ResponseWriter, r *http.Request, kind courier.TopologyKind, specs map[string][]byte) []string {
+	if kind != courier.KindEndpoint || s.opts.BlockedFunc == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		var spec struct {
+			Transport     courier.Transport `json:"transport"`
+			URL           string            `json:"url"`
+			AllowNetworks []string          `json:"allow_networks"`
+		}
+		if json.Unmarshal(specs[name], &spec) != nil || spec.Transport != courier.TransportHTTP {
+			continue
+		}
+		e := courier.NewEndpoint(name, spec.Transport)
+		e.HTTP.URL, e.HTTP.AllowNetworks = spec.URL, spec.AllowNetworks
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second) // a name that will not resolve says nothing
+		why := s.opts.BlockedFunc(ctx, e)
+		cancel()
+		if why == "" {
+			continue
+		}
+		msg := fmt.Sprintf("endpoints.%s.url: %s; until then, every delivery to it is suspended as rejected, blocked by the SSRF guard", name, why)
+		out = append(out, msg)
+		// RFC 9111's form: code 299 (a miscellaneous persistent warning),
+		// the agent, the text quoted.
+		w.Header().Add("Warning", "299 courier "+strconv.Quote(msg))
+	}
+	return out
 }
 
 func (s *Server) handleRotateSecrets(w http.ResponseWriter, r *http.Request) {

@@ -111,7 +111,11 @@ func TestTopologyThroughTheAPI(t *testing.T) {
 	status, body, _ = ts.call(t, "PUT", "/v1/subscriptions/s", `{"types":["invoice"],"route":"acmee"}`)
 	wantError(t, status, body, 422, courier.CodeInvalidArgument, `did you mean "acme"`)
 	status, body, _ = ts.call(t, "DELETE", "/v1/endpoints/acme-primary", "")
-	wantError(t, status, body, 409, courier.CodeConflict, "routes.acme.endpoints[0]")
+	wantError(t, status, body, 409, courier.CodeConflict, `endpoint "acme-primary" is in use; change or delete what uses it first:`+
+		"\n"+`route "acme" uses endpoint "acme-primary" (routes.acme.endpoints[0])`)
+	if strings.Contains(string(body), "not defined") {
+		t.Errorf("deleting an endpoint in use says it is not defined: %s", body)
+	}
 
 	req := func(method, path, body string, hdr map[string]string) (int, []byte) {
 		r, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))

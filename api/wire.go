@@ -376,8 +376,11 @@ func responseJSON(resp string) json.RawMessage {
 	if json.Valid([]byte(resp)) && json.Compact(&b, []byte(resp)) == nil {
 		return b.Bytes()
 	}
-	out, _ := json.Marshal(resp)
-	return out
+	b.Reset()
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as writeJSON writes the rest
+	enc.Encode(resp)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 func toAttempt(a courier.Attempt) Attempt {

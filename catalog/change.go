@@ -430,7 +430,7 @@ func (p *plan) refusal(err error) error {
 	}
 	var users []string
 	for _, e := range others {
-		users = append(users, e.Error())
+		users = append(users, p.user(e))
 	}
 	var what []string
 	for k := range p.gone {
@@ -441,6 +441,31 @@ func (p *plan) refusal(err error) error {
 	}
 	sort.Strings(what)
 	return courier.Errorf(courier.CodeConflict, "%s is in use; change or delete what uses it first:\n%s", strings.Join(what, ", "), strings.Join(users, "\n"))
+}
+
+// user says what uses an object the plan takes away, "route \"acme\" uses
+// endpoint \"acme\" (routes.acme.endpoints[0])", where e is the problem
+// that this makes of it; another problem as it is.
+func (p *plan) user(e *config.Error) string {
+	if e.Undefined == nil || !p.gone[objectKey{e.Undefined.Kind, e.Undefined.Name}] {
+		return e.Error()
+	}
+	what := fmt.Sprintf("%s %q", e.Undefined.Kind, e.Undefined.Name)
+	// The object the field lies in; names may hold dots, so each known
+	// object is tried, the longest name first.
+	var by objectKey
+	p.c.mu.RLock()
+	for k := range p.c.entries {
+		prefix := k.kind.Section() + "." + k.name
+		if (strings.HasPrefix(e.Field, prefix+".") || strings.HasPrefix(e.Field, prefix+"[")) && len(k.name) > len(by.name) {
+			by = k
+		}
+	}
+	p.c.mu.RUnlock()
+	if by.name == "" {
+		return fmt.Sprintf("%s uses %s", e.Field, what)
+	}
+	return fmt.Sprintf("%s %q uses %s (%s)", by.kind, by.name, what, e.Field)
 }
 
 // owns reports whether a field path lies in an object the plan writes.

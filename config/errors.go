@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/courier-gw/courier"
 )
 
 // Error is one problem in a configuration, located so that a person can go
@@ -16,6 +18,16 @@ type Error struct {
 	Line    int
 	Field   string
 	Message string
+	// Undefined is the object Field names that is not defined, when that
+	// is the problem: a change that takes the object away can then say
+	// what uses it, rather than that it is not defined.
+	Undefined *Reference
+}
+
+// Reference is a topology object by kind and name.
+type Reference struct {
+	Kind courier.TopologyKind
+	Name string
 }
 
 // Error formats e as FILE:LINE: FIELD: message, leaving out what is unknown.

@@ -313,6 +313,8 @@ func TestDecodeObjectErrors(t *testing.T) {
 	}{
 		{"unknown field", courier.KindEndpoint, "a", `{"transport":"file","dir":"out","tmeout":"5s"}`,
 			[]string{`line 1: endpoints.a.tmeout: unknown field (did you mean "timeout"?)`}, ""},
+		{"field with two letters swapped", courier.KindEndpoint, "acme", `{"transport":"http","ulr":"https://acme.example/in"}`,
+			[]string{`line 1: endpoints.acme.ulr: unknown field (did you mean "url"?)`, `line 1: endpoints.acme.url: required: the receiver's http or https URL`}, ""},
 		{"bad url", courier.KindEndpoint, "acme", `{"transport":"http","url":"ftp://acme.example/in"}`,
 			[]string{`line 1: endpoints.acme.url: must be an absolute http or https URL`}, ""},
 		{"bad duration", courier.KindEndpoint, "a", `{"transport":"file","dir":"out","timeout":"5 sec"}`,

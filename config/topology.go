@@ -37,27 +37,34 @@ func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
 			e, ok := t.Endpoints[r.name]
 			switch {
 			case !ok:
-				d.errorf(r.line, r.field, "endpoint %q is not defined%s", clip(r.name), suggest(r.name, t.Endpoints))
+				d.undefined(r, courier.KindEndpoint, suggest(r.name, t.Endpoints))
 			case r.notice && e.Transport != courier.TransportSMTP && e.Transport != courier.TransportHTTP:
 				d.errorf(r.line, r.field, "endpoint %q is a %s endpoint; notices go to smtp or http endpoints", r.name, e.Transport)
 			}
 		case "route":
 			if _, ok := t.Routes[r.name]; !ok {
-				d.errorf(r.line, r.field, "route %q is not defined%s", clip(r.name), suggest(r.name, t.Routes))
+				d.undefined(r, courier.KindRoute, suggest(r.name, t.Routes))
 			}
 		case "fallback":
 			switch rt, ok := t.Routes[r.name]; {
 			case !ok:
-				d.errorf(r.line, r.field, "route %q is not defined%s", clip(r.name), suggest(r.name, t.Routes))
+				d.undefined(r, courier.KindRoute, suggest(r.name, t.Routes))
 			case rt.Workflow != nil:
 				d.errorf(r.line, r.field, "route %q is a workflow route: messages enter a workflow when they are sent, not by falling back", r.name)
 			}
 		case "policy":
 			if _, ok := t.Policies[r.name]; !ok {
-				d.errorf(r.line, r.field, "policy %q is not defined%s", clip(r.name), suggest(r.name, t.Policies))
+				d.undefined(r, courier.KindPolicy, suggest(r.name, t.Policies))
 			}
 		}
 	}
+}
+
+// undefined reports that the object r names, of kind, is not defined.
+func (d *decoder) undefined(r ref, kind courier.TopologyKind, suggestion string) {
+	d.errs = append(d.errs, &Error{File: d.file, Line: r.line, Field: r.field,
+		Message:   fmt.Sprintf("%s %q is not defined%s", kind, clip(r.name), suggestion),
+		Undefined: &Reference{Kind: kind, Name: r.name}})
 }
 
 func suggest[V any](name string, defined map[string]V) string {
@@ -939,7 +946,8 @@ func (c *Config) checkClaimChecks() Errors {
 	var errs Errors
 	for _, at := range ClaimChecks(c.Topology) {
 		if c.PublicURL == "" {
-			errs = append(errs, &Error{File: c.File, Line: c.lines[at.Field], Field: at.Field, Message: NeedsPublicURL})
+			errs = append(errs, &Error{File: c.File, Line: c.lines[at.Field], Field: at.Field,
+				Message: NeedsPublicURL + "; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)"})
 		}
 		if c.Retention > 0 && at.Check.TTL >= c.Retention {
 			f := at.Field + ".ttl"

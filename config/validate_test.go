@@ -154,11 +154,11 @@ func TestRules(t *testing.T) {
 		// Claim check.
 		{"claim_check without public_url", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    claim_check: {above: 1MiB}", "  b: {transport: file, dir: b, claim_check: }"),
 			nil, []string{
-				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`,
-				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+				`c.yaml:5: endpoints.a.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`,
+				`c.yaml:6: endpoints.b.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`}},
 		{"claim_check of a lookup template without public_url", lines("routes:", "  nemhandel:", "    lookup: {url: \"https://registry.example/{recipient}\"}",
 			"    endpoint_template:", "      transport: http", "      claim_check: {ttl: 1h}"),
-			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it`}},
+			nil, []string{`c.yaml:6: routes.nemhandel.endpoint_template.claim_check: needs public_url: the URL in its notices, from which receivers fetch the payload, is built on it; set public_url in this file or COURIER_PUBLIC_URL (courier apply leaves this check to the server)`}},
 		{"claim_check ttl past retention", lines("public_url: https://courier.example.org", "retention: 24h", "endpoints:", "  a:", "    transport: file",
 			"    dir: out", "    claim_check:", "      ttl: 24h"),
 			nil, []string{`c.yaml:8: endpoints.a.claim_check.ttl: must be shorter than retention (24h0m0s): a delivered message, and the payload its link fetches, may be purged before the link expires`}},
@@ -195,6 +195,10 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: endpoints.a.url: not a field of file endpoints (it belongs to http and amqp and nats endpoints)`}},
 		{"endpoint unknown field", lines("endpoints:", "  a:", "    transport: file", "    dir: out", "    tmeout: 5s"),
 			nil, []string{`c.yaml:5: endpoints.a.tmeout: unknown field (did you mean "timeout"?)`}},
+		{"endpoint field with two letters swapped", lines("endpoints:", "  acme:", "    transport: http", "    ulr: https://acme.example/in"),
+			nil, []string{`c.yaml:2: endpoints.acme.url: required: the receiver's http or https URL`, `c.yaml:4: endpoints.acme.ulr: unknown field (did you mean "url"?)`}},
+		{"policy field with two letters swapped", lines("policies:", "  invoice:", "    max_attmepts: 3"),
+			nil, []string{`c.yaml:3: policies.invoice.max_attmepts: unknown field (did you mean "max_attempts"?)`}},
 		{"http url missing", lines("endpoints:", "  acme: {transport: http}"),
 			nil, []string{`c.yaml:2: endpoints.acme.url: required: the receiver's http or https URL`}},
 		{"http url scheme", lines("endpoints:", "  acme:", "    transport: http", "    url: ftp://acme.example/in"),
@@ -637,6 +641,29 @@ func TestOrList(t *testing.T) {
 	} {
 		if got := orList(tt.words); got != tt.want {
 			t.Errorf("orList(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"url", "url", 0},
+		{"ulr", "url", 1}, // a swap is one edit
+		{"priorty", "priority", 1},
+		{"tmeout", "timeout", 1},
+		{"", "abc", 3},
+		{"abc", "", 3},
+		{"ca", "abc", 3}, // no substring edited twice
+		{"retires", "retries", 1},
+		{"kitten", "sitting", 3},
+	}
+	for _, tc := range tests {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

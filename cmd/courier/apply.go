@@ -29,7 +29,10 @@ fields a replace changed.
 
 The file is checked first, as 'courier config check' does, with the same
 rules (other sections, such as listen or keys, are checked but not sent); a
-file with an error changes nothing. ${NAME} in a value is replaced by this
+file with an error changes nothing. What depends on the server's settings is
+checked by the server: an endpoint with a claim_check needs the server's
+public_url, not one in the file or this shell's environment. An http
+endpoint whose URL the server's SSRF guard refuses is applied with a warning. ${NAME} in a value is replaced by this
 shell's environment variable NAME. A secret written as "set" (as 'courier get'
 prints it) keeps the secret the server has stored.
 
@@ -44,7 +47,9 @@ nothing is written: the changes are printed as they would be made.`,
 			if err := g.check(); err != nil {
 				return err
 			}
-			cfg, err := config.Load(file)
+			// The server checks what depends on its own settings (a claim
+			// check needs its public_url), not this shell's environment.
+			cfg, err := config.LoadTopology(file)
 			if err != nil {
 				fmt.Fprintln(g.stderr, err)
 				fmt.Fprintln(g.stderr, "nothing was applied")
@@ -64,6 +69,9 @@ nothing is written: the changes are printed as they would be made.`,
 			res, err := g.client().Apply(cmd.Context(), t, prune, dryRun)
 			if err != nil {
 				return plainConflict(err)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintln(g.stderr, "warning:", w)
 			}
 			if g.output == "json" {
 				return g.printJSON(res)

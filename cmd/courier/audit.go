@@ -12,7 +12,8 @@ import (
 
 func newAuditCmd(g *globals) *cobra.Command {
 	var f courier.AuditFilter
-	var action, object, since, until string
+	var action, object string
+	var since, until agoFlag
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -40,17 +41,7 @@ long ago.`,
 				}
 				f.Object = k
 			}
-			var err error
-			if since != "" {
-				if f.Since, err = parseAgo(since); err != nil {
-					return fmt.Errorf("--since: %w", err)
-				}
-			}
-			if until != "" {
-				if f.Until, err = parseAgo(until); err != nil {
-					return fmt.Errorf("--until: %w", err)
-				}
-			}
+			f.Since, f.Until = since.t, until.t
 			if f.Limit < 0 || f.Limit > courier.MaxListLimit {
 				return fmt.Errorf("--limit must be from 1 to %d", courier.MaxListLimit)
 			}
@@ -87,8 +78,8 @@ long ago.`,
 	fl.StringVar(&action, "action", "", "only this action: create, replace, delete, rotate_secrets, resubmit, discard, ...")
 	fl.StringVar(&object, "object", "", "only changes of this kind of object: endpoint, route, policy or subscription")
 	fl.StringVar(&f.Subject, "subject", "", "only what was done to this object, endpoint or message")
-	fl.StringVar(&since, "since", "", "only from this time on (RFC 3339, or a duration meaning that long ago: 24h)")
-	fl.StringVar(&until, "until", "", "only before this time (RFC 3339, or a duration meaning that long ago)")
+	fl.Var(&since, "since", "only entries "+sinceUsage)
+	fl.Var(&until, "until", "only entries "+untilUsage)
 	fl.IntVar(&f.Limit, "limit", 0, fmt.Sprintf("entries per page (default %d, at most %d)", courier.DefaultListLimit, courier.MaxListLimit))
 	fl.StringVar(&f.Cursor, "cursor", "", "continue a listing")
 	fl.BoolVar(&all, "all", false, "read every page")

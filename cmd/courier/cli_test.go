@@ -123,7 +123,7 @@ func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("endpoints:\n  a: {transport: http, url: \"http://127.0.0.1:9000/in\"}\nroutes:\n  a: {endpoints: [a]}\n"), 0o600)
-	cliPrints(t, "", []string{"config", "check", good}, "is valid", "1 routes")
+	cliPrints(t, "", []string{"config", "check", good}, "is valid", "1 endpoint, 1 route, 0 policies")
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("listen: 127.0.0.1:8425\nroutes:\n  a: {endpoints: [missing]}\n"), 0o600)
 	_, errOut, err := runCLI(t, "", "config", "check", bad)
@@ -160,7 +160,7 @@ func TestSuspendedBulk(t *testing.T) {
 		t.Fatalf("suspended list --type invoice lists an order: %q", out)
 	}
 	cliPrints(t, "", []string{"--server", url, "suspended", "resubmit", "--type", "invoice"}, "resubmitted 2 messages")
-	cliPrints(t, "", []string{"--server", url, "suspended", "discard"}, "discarded 1 messages")
+	cliPrints(t, "", []string{"--server", url, "suspended", "discard"}, "discarded 1 message (")
 }
 
 func TestEndpointsCommands(t *testing.T) {

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/config"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/spf13/cobra"
 )
 
@@ -31,8 +37,24 @@ func newConfigCmd(g *globals) *cobra.Command {
 					return exitError(1)
 				}
 			}
-			fmt.Fprintf(g.stdout, "%s is valid: %d endpoints, %d routes, %d policies, %d keys\n", args[0],
-				len(cfg.Topology.Endpoints), len(cfg.Topology.Routes), len(cfg.Topology.Policies), len(cfg.Keys))
+			// An endpoint the SSRF guard would refuse is a warning, not an
+			// error: on a server, the guard decides at each connection,
+			// with the server's allowlist and what the name resolves to then.
+			for _, name := range slices.Sorted(maps.Keys(cfg.Topology.Endpoints)) {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+				why := httptransport.Blocked(ctx, nil, cfg.Topology.Endpoints[name], cfg.Outbound.AllowNetworks)
+				cancel()
+				if why != "" {
+					fmt.Fprintf(g.stderr, "warning: %s: endpoints.%s.url: %s (with this file's outbound.allow_networks)\n", args[0], name, why)
+				}
+			}
+			// The objects the file writes: the topology has the built-in
+			// default policy besides, which the file need not name.
+			n := func(k courier.TopologyKind) int { return len(cfg.Specs[k]) }
+			fmt.Fprintf(g.stdout, "%s is valid: %s, %s, %s, %s, %s\n", args[0],
+				plural(n(courier.KindEndpoint), "endpoint"), plural(n(courier.KindRoute), "route"),
+				plural(n(courier.KindPolicy), "policy"), plural(n(courier.KindSubscription), "subscription"),
+				plural(len(cfg.Keys), "key"))
 			return nil
 		},
 	})

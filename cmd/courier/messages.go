@@ -64,7 +64,7 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 		}, g.messageTable),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&state, "state", "", "queued, inflight, delivered, suspended or discarded")
+	fl.StringVar(&state, "state", "", courier.OneOf(courier.States))
 	fl.StringVar(&f.Type, "type", "", "message type")
 	fl.StringVar(&f.Route, "route", "", "route")
 	fl.StringVar(&f.Endpoint, "endpoint", "", "endpoint of the latest attempt")
@@ -155,7 +155,7 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 				field("Header", k+": "+v)
 			}
 			field("Content type", m.ContentType)
-			field("Size", fmt.Sprintf("%d bytes", m.Size))
+			field("Size", plural(m.Size, "byte"))
 			for _, a := range m.Actions {
 				field("Action", strings.TrimSpace(fmt.Sprintf("%s %s by %s %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who, a.Detail)))
 			}

@@ -32,9 +32,11 @@ func (g *globals) client() *api.Client {
 	return api.NewClient(g.server, key)
 }
 
-// printJSON writes v as indented JSON.
+// printJSON writes v as indented JSON, with <, > and & as they are, as
+// the API writes them.
 func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
@@ -82,6 +84,18 @@ func ago(t *time.Time) string {
 	default:
 		return (-d).String() + " ago"
 	}
+}
+
+// plural writes a count with its noun, in the plural unless the count is
+// one: "1 message", "2 messages", "3 policies".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	if len(noun) > 1 && strings.HasSuffix(noun, "y") && !strings.ContainsAny(noun[len(noun)-2:len(noun)-1], "aeiou") {
+		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // short cuts text for a table cell.

@@ -33,13 +33,19 @@ input when no file (or "-") is given. A payload that is JSON, without another
 --content-type, is sent as JSON; anything else is sent as bytes with its
 content type (from --content-type or the file's extension).
 
-A file over 1 MiB is streamed as it is read, never whole in memory (up to
-the server's max_payload, at most 1 GiB); it gets an id when none is given.
+Without --route the message is published: each subscription that wants its
+type gets a delivery of it, on the subscription's route.
+
+A JSON payload is sent as its bytes, as they are (not encoded anew), so the
+receiver gets what was given. A file over 1 MiB is streamed as it is read,
+never whole in memory (up to the server's max_payload, at most 1 GiB); it
+gets an id when none is given.
 
 With --id the send is idempotent: sending the same id and content again is
 answered "exists"; the same id with other content is refused.`,
 		Example: `  courier send invoice.xml --type invoice --route acme --id inv-2026-000123
   echo '{"order": 42}' | courier send --type order.created --route shop
+  echo '{"order": 42}' | courier send --type order.cancelled
   courier send invoice.xml --type invoice --route nemhandel --recipient 0088:5798000000001`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -74,9 +80,13 @@ answered "exists"; the same id with other content is refused.`,
 			if large != nil {
 				// Streamed as the body itself; the content type is the
 				// file's, or bytes.
-			} else if isJSONType(req.ContentType) && json.Valid(data) {
-				req.Payload = json.RawMessage(data)
 			} else {
+				if req.ContentType == "" && json.Valid(data) {
+					// Sent as bytes, so that the JSON arrives as it was
+					// written: as the request's payload field it would be
+					// compacted and its <, > and & escaped.
+					req.ContentType = "application/json"
+				}
 				enc := base64.StdEncoding.EncodeToString(data)
 				req.PayloadBase64 = &enc
 			}
@@ -116,8 +126,10 @@ answered "exists"; the same id with other content is refused.`,
 					}
 					req.ID = id.String()
 				}
-				info, err := large.Stat()
-				if err != nil {
+				// err is the one of the command, not one of this block:
+				// the ingest's error must reach the check below.
+				var info os.FileInfo
+				if info, err = large.Stat(); err != nil {
 					return err
 				}
 				m, created, err = g.client().IngestRaw(cmd.Context(), req, large, info.Size())
@@ -134,13 +146,13 @@ answered "exists"; the same id with other content is refused.`,
 			if !created {
 				verb = "exists"
 			}
-			fmt.Fprintf(g.stdout, "%s %s (type %s, route %s, %s)\n", verb, m.ID, m.Type, m.Route, m.State)
+			fmt.Fprintf(g.stdout, "%s %s (type %s, %s, %s)\n", verb, m.ID, m.Type, destination(m), m.State)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&req.Type, "type", "", "message type (required), e.g. invoice")
-	f.StringVar(&req.Route, "route", "", "route to deliver to (required)")
+	f.StringVar(&req.Route, "route", "", "route to deliver to (default: none, the message is published to the subscriptions of its type)")
 	f.StringVar(&req.ID, "id", "", "message id (default: one is assigned)")
 	f.StringVar(&req.ContentType, "content-type", "", "content type (default: from the file name, else JSON or bytes)")
 	f.StringArrayVarP(&headers, "header", "H", nil, "header for the receiver, NAME=VALUE (repeatable)")
@@ -150,8 +162,20 @@ answered "exists"; the same id with other content is refused.`,
 	f.StringVar(&deliverAfter, "deliver-after", "", "hold until this time (RFC 3339) or for this long (e.g. 10m)")
 	f.StringVar(&expiresAt, "expires-at", "", "give up after this time (RFC 3339) or after this long (e.g. 24h)")
 	cmd.MarkFlagRequired("type")
-	cmd.MarkFlagRequired("route")
 	return cmd
+}
+
+// destination says where a message goes: its route, or the subscriptions
+// of a published one.
+func destination(m *api.Message) string {
+	if m.Route != "" {
+		return "route " + m.Route
+	}
+	subs := make([]string, len(m.Deliveries))
+	for i, d := range m.Deliveries {
+		subs[i] = d.Subscription
+	}
+	return fmt.Sprintf("published to %s: %s", plural(len(subs), "subscription"), strings.Join(subs, ", "))
 }
 
 // openLarge opens the payload file when it is larger than courier.InlineMax,
@@ -190,11 +214,52 @@ func parseAgo(s string) (time.Time, error) { return parseTime(s, -1) }
 // (sign 1) or the past (sign -1).
 func parseTime(s string, sign time.Duration) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q is a negative duration: give how long, as 24h", s)
+		}
 		return time.Now().Add(sign * d), nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-11-24T00:00:00Z) nor a duration (24h)", s)
 	}
 	return t, nil
 }
+
+// agoFlag is the value of a flag that takes a time, as an RFC 3339 time or
+// a duration meaning that long ago (24h): every --since and --until of the
+// command line is one, so that each takes both forms.
+type agoFlag struct{ t time.Time }
+
+func (f *agoFlag) Set(s string) error {
+	t, err := parseAgo(s)
+	if err != nil {
+		return err
+	}
+	f.t = t
+	return nil
+}
+
+func (f *agoFlag) String() string {
+	if f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f *agoFlag) Type() string { return "time" }
+
+// ptr returns the time given, or nil for none.
+func (f *agoFlag) ptr() *time.Time {
+	if f.t.IsZero() {
+		return nil
+	}
+	t := f.t
+	return &t
+}
+
+// sinceUsage and untilUsage are the help of --since and --until.
+const (
+	sinceUsage = "from this time on: RFC 3339 (2026-11-24T00:00:00Z) or a duration meaning that long ago (24h)"
+	untilUsage = "before this time: RFC 3339 (2026-11-24T00:00:00Z) or a duration meaning that long ago (1h)"
+)

@@ -37,7 +37,9 @@ import (
 	natstransport "github.com/courier-gw/courier/transport/nats"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"github.com/courier-gw/courier/web"
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -68,7 +70,13 @@ SIGTERM stops the server after the requests under way.`,
 			defer stopProfile()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, g, cfg)
+			err = serve(ctx, g, cfg)
+			if err != nil && cfg.Log.Format == "json" {
+				// As a line of the log, whose every line is JSON.
+				slog.Error("courier serve stopped", "err", describe(err))
+				return exitError(1)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "configuration file (env COURIER_CONFIG)")
@@ -89,15 +97,46 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
+// newLogger returns the server's logger, and makes it the one of every
+// library that logs (see routeLibraryLogs).
 func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
 	level := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[cfg.Log.Level]
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Log.Format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
 	// A line logged with a context that carries a span names its trace.
-	return slog.New(tracing.NewHandler(h))
+	logger := slog.New(tracing.NewHandler(h))
+	routeLibraryLogs(logger)
+	return logger
+}
+
+// durationText writes a duration as Go writes it ("20s", "1.5ms"), which
+// the JSON handler would write as an integer of nanoseconds that nobody
+// reads as a time; the text handler writes it so already.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// routeLibraryLogs sends what the libraries courier uses log through
+// logger, so that the server's log is one format (every line JSON with
+// log.format json): the standard log package's default logger (which
+// slog.SetDefault takes over), slog's default, which the libraries of
+// courier that have no logger of their own use, and OpenTelemetry's
+// internal logger and error handler, which print an OTLP export that
+// failed. pgx, amqp091-go and minio-go log nothing unless given a logger;
+// the NATS client's asynchronous errors go to handlers that log through
+// slog.
+func routeLibraryLogs(logger *slog.Logger) {
+	slog.SetDefault(logger)
+	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("tracing: OpenTelemetry error", "err", err)
+	}))
 }
 
 // serve runs the server until ctx ends, then shuts down in order: stop
@@ -195,6 +234,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
+		BlockedFunc:        httpSender.Blocked,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -597,17 +637,19 @@ func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url strin
 		if cfg.File != "" {
 			fmt.Fprintf(w, "config: %s\n", cfg.File)
 		}
-		fmt.Fprintf(w, "topology: in the store, version %d (%d routes, %d endpoints)\n", cat.Version(), len(t.Routes), len(t.Endpoints))
+		fmt.Fprintf(w, "topology: in the store, version %d (%s, %s)\n", cat.Version(), plural(len(t.Routes), "route"), plural(len(t.Endpoints), "endpoint"))
 	default:
-		fmt.Fprintf(w, "config: %s (%d routes, %d endpoints)\n", cfg.File, len(t.Routes), len(t.Endpoints))
+		fmt.Fprintf(w, "config: %s (%s, %s)\n", cfg.File, plural(len(t.Routes), "route"), plural(len(t.Endpoints), "endpoint"))
 	}
 	if len(t.Routes) == 0 && cfg.TopologyInStore {
 		fmt.Fprintf(w, `no routes exist yet, so every message is refused (422) until one does.
 Add an endpoint and a route through the API:
 
-  curl -X PUT %[1]s/v1/endpoints/my-app -d '{"transport": "http", "url": "http://127.0.0.1:9000/inbox"}'
+  curl -X PUT %[1]s/v1/endpoints/my-app -d '{"transport": "http", "url": "http://127.0.0.1:9000/inbox", "allow_networks": ["127.0.0.1/32"]}'
   curl -X PUT %[1]s/v1/routes/my-app -d '{"endpoints": ["my-app"]}'
 
+(allow_networks lets the endpoint reach a receiver on this machine: courier's
+SSRF guard keeps endpoints off loopback and private addresses unless allowed)
 or write them in a file of their own (endpoints: and routes: sections, as in
 the README; not the server's config file, whose sections would take the
 topology out of the store) and

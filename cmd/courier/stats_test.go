@@ -97,3 +97,24 @@ func lineWith(out, s string) string {
 	}
 	return ""
 }
+
+func TestPlural(t *testing.T) {
+	tests := []struct {
+		n          int
+		noun, want string
+	}{
+		{0, "message", "0 messages"},
+		{1, "message", "1 message"},
+		{2, "message", "2 messages"},
+		{1, "policy", "1 policy"},
+		{3, "policy", "3 policies"},
+		{2, "delivery", "2 deliveries"},
+		{2, "key", "2 keys"},
+		{1, "byte", "1 byte"},
+	}
+	for _, tc := range tests {
+		if got := plural(tc.n, tc.noun); got != tc.want {
+			t.Errorf("plural(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
+		}
+	}
+}

@@ -22,8 +22,7 @@ func newSubscriptionsCmd(g *globals) *cobra.Command {
 }
 
 func newReplayCmd(g *globals) *cobra.Command {
-	var since, until time.Time
-	var sinceText, untilText string
+	var since, until agoFlag
 	var types []string
 	var again bool
 	cmd := &cobra.Command{
@@ -36,30 +35,18 @@ it in batches that survive a restart; this command shows its progress until
 it is done (interrupting the command does not stop the replay). The
 deliveries go at the pace the endpoint's limits allow.`,
 		Example: `  courier subscriptions replay erp-orders --since 2026-11-24T00:00:00Z
+  courier subscriptions replay erp-orders --since 1h
   courier subscriptions replay audit --since 2026-11-01T00:00:00Z --types order.created --again`,
 		Args: cobra.ExactArgs(1),
-		PreRunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if since, err = parseTimeFlag("since", sinceText); err != nil {
-				return err
-			}
-			if untilText != "" {
-				until, err = parseTimeFlag("until", untilText)
-			}
-			return err
-		},
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Operation, error) {
 			id, err := uuid.NewV7()
 			if err != nil {
 				return nil, err
 			}
-			req := api.ReplayRequest{Since: &since, Types: types, Again: again, OperationID: "replay-" + id.String()}
-			if !until.IsZero() {
-				req.Until = &until
-			}
+			req := api.ReplayRequest{Since: since.ptr(), Until: until.ptr(), Types: types, Again: again, OperationID: "replay-" + id.String()}
 			op, err := c.Replay(ctx, args[0], req)
 			for err == nil && !op.Done {
-				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %d deliveries", bar(op.Progress, 30), 100*op.Progress, op.Count)
+				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %s", bar(op.Progress, 30), 100*op.Progress, plural(op.Count, "delivery"))
 				select {
 				case <-ctx.Done():
 					return nil, ctx.Err()
@@ -68,32 +55,21 @@ deliveries go at the pace the endpoint's limits allow.`,
 				op, err = c.Operation(ctx, op.ID)
 			}
 			if err == nil {
-				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %d deliveries\n", bar(1, 30), 100.0, op.Count)
+				fmt.Fprintf(g.stderr, "\r%s %5.1f%%  %s\n", bar(1, 30), 100.0, plural(op.Count, "delivery"))
 			}
 			return op, err
 		}, func(op *api.Operation) error {
-			fmt.Fprintf(g.stdout, "replayed %d deliveries to %s (operation %s)\n", op.Count, op.Replay.Subscription, op.ID)
+			fmt.Fprintf(g.stdout, "replayed %s to %s (operation %s)\n", plural(op.Count, "delivery"), op.Replay.Subscription, op.ID)
 			return nil
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&sinceText, "since", "", "the earliest ingest time of the messages to replay (RFC 3339; required)")
-	fl.StringVar(&untilText, "until", "", "replay messages ingested before this time (RFC 3339; default now)")
+	fl.Var(&since, "since", "replay the messages ingested "+sinceUsage+" (required)")
+	fl.Var(&until, "until", "replay the messages ingested "+untilUsage+" (default now)")
 	fl.StringSliceVar(&types, "types", nil, "only these types (exact, or a prefix ending in .*), of those the subscription wants")
 	fl.BoolVar(&again, "again", false, "also deliver again the messages it has a delivery of, delivered or not")
+	cmd.MarkFlagRequired("since")
 	return cmd
-}
-
-// parseTimeFlag reads an RFC 3339 time given to flag name.
-func parseTimeFlag(name, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, fmt.Errorf("--%s is required", name)
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--%s %q is not an RFC 3339 time (2026-11-24T00:00:00Z)", name, v)
-	}
-	return t, nil
 }
 
 // bar draws a progress bar of width characters, done from 0 to 1.

@@ -14,7 +14,7 @@ import (
 // suspendedFilter holds the filter flags of the suspended commands.
 type suspendedFilter struct {
 	typ, route, endpoint, reason string
-	since                        time.Duration
+	since                        agoFlag
 }
 
 func (f *suspendedFilter) flags(cmd *cobra.Command) {
@@ -23,15 +23,12 @@ func (f *suspendedFilter) flags(cmd *cobra.Command) {
 	fl.StringVar(&f.route, "route", "", "only messages of this route")
 	fl.StringVar(&f.endpoint, "endpoint", "", "only messages whose latest attempt went to this endpoint")
 	fl.StringVar(&f.reason, "reason", "", "only messages suspended for this reason (exhausted, rejected, expired, ...)")
-	fl.DurationVar(&f.since, "since", 0, "only messages ingested within this long (e.g. 24h)")
+	fl.Var(&f.since, "since", "only messages ingested "+sinceUsage)
 }
 
 func (f *suspendedFilter) filter() api.Filter {
 	out := api.Filter{State: courier.StateSuspended, Type: f.typ, Route: f.route, Endpoint: f.endpoint, Reason: courier.Reason(f.reason)}
-	if f.since > 0 {
-		t := time.Now().Add(-f.since)
-		out.CreatedAfter = &t
-	}
+	out.CreatedAfter = f.since.ptr()
 	return out
 }
 
@@ -94,7 +91,7 @@ got. Each message's change is recorded as an operator action.`,
 			go watchOperation(watching, g, c, req.OperationID, verb)
 			return c.Bulk(ctx, kind, req)
 		}, func(op *api.Operation) error {
-			fmt.Fprintf(g.stdout, "%s %d messages (operation %s)\n", verb, op.Count, op.ID)
+			fmt.Fprintf(g.stdout, "%s %s (operation %s)\n", verb, plural(op.Count, "message"), op.ID)
 			return nil
 		}),
 	}

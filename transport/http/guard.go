@@ -1,11 +1,17 @@
 package http
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"syscall"
+
+	courier "github.com/courier-gw/courier"
 )
 
 // blockedNetworks are the addresses an endpoint may not reach unless an
@@ -83,7 +89,12 @@ type blockedError struct {
 }
 
 func (e *blockedError) Error() string {
-	return fmt.Sprintf("%s is %s, which endpoints may not reach: allow it with allow_networks on the endpoint or outbound.allow_networks", e.addr, e.reason)
+	return fmt.Sprintf("%s is %s", e.addr, e.advice())
+}
+
+// advice is the reason, and how to allow the address.
+func (e *blockedError) advice() string {
+	return fmt.Sprintf("%s, which endpoints may not reach: allow it with allow_networks on the endpoint or outbound.allow_networks", e.reason)
 }
 
 // parseNetworks reads the endpoint's allow_networks, which the configuration
@@ -96,4 +107,61 @@ func parseNetworks(cidrs []string) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// Blocked says why the SSRF guard would refuse every connection to e's URL,
+// given the global allowlist allow, or "" when it would let one through or
+// cannot tell (a name that does not resolve now, a URL a registry gives).
+// Whoever configures an endpoint is told at once, rather than by its first
+// delivery; the guard still decides at each connection, on the address a
+// name resolves to then. A name is resolved with resolver (nil: the
+// system's), within ctx.
+func Blocked(ctx context.Context, resolver *net.Resolver, e *courier.Endpoint, allow []netip.Prefix) string {
+	if e.Transport != courier.TransportHTTP || e.HTTP.URL == "" {
+		return ""
+	}
+	u, err := url.Parse(e.HTTP.URL)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	g := guard{allow: append(slices.Clone(allow), parseNetworks(e.HTTP.AllowNetworks)...)}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		if resolver == nil {
+			resolver = net.DefaultResolver
+		}
+		if addrs, err = resolver.LookupNetIP(ctx, "ip", u.Hostname()); err != nil {
+			return ""
+		}
+	}
+	var why *blockedError
+	for _, ip := range addrs {
+		err := g.check("tcp", net.JoinHostPort(ip.Unmap().String(), port), nil)
+		if !errors.As(err, &why) {
+			return "" // the dialer may connect to this one
+		}
+	}
+	if why == nil {
+		return ""
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+		// A name: say what it resolves to.
+		return fmt.Sprintf("%s resolves to %s, %s", u.Hostname(), strings.TrimSuffix(why.addr, ":"+port), why.advice())
+	}
+	return why.Error()
+}
+
+// Blocked is the package's Blocked with t's allowlist, as the last reload
+// set it, and t's resolver.
+func (t *Transport) Blocked(ctx context.Context, e *courier.Endpoint) string {
+	t.mu.Lock()
+	allow := slices.Clone(t.allow)
+	t.mu.Unlock()
+	return Blocked(ctx, t.opts.Resolver, e, allow)
 }

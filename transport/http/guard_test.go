@@ -1,8 +1,10 @@
 package http_test
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/courier-gw/courier"
@@ -103,5 +105,41 @@ func TestSSRFGuardRefusesBeforeDialing(t *testing.T) {
 		wantClass(t, res, courier.ClassRejected)
 		wantError(t, res, "blocked by the SSRF guard")
 		wantError(t, res, tt.want)
+	}
+}
+
+// Blocked tells, before any delivery, what the guard would refuse: an
+// address in a blocked network that no allowlist lets through.
+func TestBlocked(t *testing.T) {
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	endpoint := func(url string, allow ...string) *courier.Endpoint {
+		e := courier.NewEndpoint("a", courier.TransportHTTP)
+		e.HTTP.URL, e.HTTP.AllowNetworks = url, allow
+		return e
+	}
+	tests := []struct {
+		name  string
+		e     *courier.Endpoint
+		allow []netip.Prefix
+		want  string // in the answer; "" for none
+	}{
+		{"loopback", endpoint("http://127.0.0.1:9000/inbox"), nil,
+			"127.0.0.1:9000 is a loopback address, which endpoints may not reach: allow it with allow_networks on the endpoint or outbound.allow_networks"},
+		{"loopback allowed by the endpoint", endpoint("http://127.0.0.1:9000/inbox", "127.0.0.1/32"), nil, ""},
+		{"loopback allowed by outbound", endpoint("http://127.0.0.1:9000/inbox"), loopback, ""},
+		{"private, default port", endpoint("https://10.1.2.3/in"), loopback, "10.1.2.3:443 is a private address"},
+		{"IPv6 loopback", endpoint("http://[::1]:9000/in"), nil, "[::1]:9000 is a loopback address"},
+		{"metadata", endpoint("http://169.254.169.254/latest"), nil, "169.254.169.254:80 is a link-local address"},
+		{"public", endpoint("https://93.184.215.14/in"), nil, ""},
+		{"name of loopback", endpoint("http://localhost:9000/in"), nil, "localhost resolves to "},
+		{"name of loopback allowed", endpoint("http://localhost:9000/in"), []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, ""},
+		{"name that does not resolve", endpoint("https://nothing.invalid/in"), nil, ""},
+		{"not http", courier.NewEndpoint("f", courier.TransportFile), nil, ""},
+	}
+	for _, tc := range tests {
+		got := httptransport.Blocked(context.Background(), nil, tc.e, tc.allow)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Blocked(%s) = %q, want %q", tc.name, tc.e.HTTP.URL, got, tc.want)
+		}
 	}
 }

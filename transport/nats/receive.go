@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -76,6 +77,10 @@ func Open(ctx context.Context, r *courier.Receiver) (*Source, error) {
 		nats.Timeout(connectTimeout),
 		nats.NoReconnect(),
 		nats.SetCustomDialer(d),
+		// Else the client prints them on standard error, outside the log.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			slog.Warn("nats receiver: asynchronous error", "receiver", r.Name, "err", err)
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, &dialError{err: err, cause: d.lastError()})
