@@ -651,8 +651,8 @@ Add an endpoint and a route through the API:
 (allow_networks lets the endpoint reach a receiver on this machine: courier's
 SSRF guard keeps endpoints off loopback and private addresses unless allowed)
 or write them in a file of their own (endpoints: and routes: sections, as in
-the README; not the server's config file, whose sections would take the
-topology out of the store) and
+docs/topology.md; not the server's config file, whose sections would take
+the topology out of the store) and
   courier apply -f topology.yaml
 `, url)
 	}
