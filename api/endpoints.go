@@ -79,13 +79,7 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 // messages of the routes that use it) and this node's activity.
 func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *courier.Endpoint, h courier.EndpointHealth) (Endpoint, error) {
 	v := toEndpoint(e, h)
-	var routes []string
-	for name, r := range t.Routes {
-		if slices.Contains(r.Endpoints, e.Name) {
-			routes = append(routes, name)
-		}
-	}
-	queued, err := s.opts.Store.CountQueued(ctx, routes)
+	queued, err := s.opts.Store.CountQueued(ctx, t.RoutesOf(e.Name))
 	if err != nil {
 		return v, err
 	}
@@ -128,9 +122,11 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 		if ho, ok := s.opts.Observer.(HealthObserver); ok {
 			ho.HealthChanged(name, before, h)
 		}
+		// Told before the answer: from then on this node's engine starts no
+		// attempt on an endpoint that is off.
 		s.opts.HealthSwitchedFunc(name, before, h, a.Who)
-		if on {
-			s.opts.DueFunc(nil) // its held messages may go now
+		if routes := s.topology.Load().RoutesOf(name); on && len(routes) > 0 {
+			s.opts.DueFunc(routes) // its held messages may go now
 		}
 		v, err := s.endpointView(r.Context(), s.topology.Load(), e, h)
 		if err != nil {

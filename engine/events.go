@@ -81,9 +81,14 @@ func (e *Engine) healthEvent(name string, before, after courier.EndpointHealth, 
 	}
 }
 
-// HealthSwitched records the event of an operator's switch of an endpoint
-// (off, or on again), as the API's switch reports it.
+// HealthSwitched takes in an operator's switch of an endpoint (off, or on
+// again) that this node's API wrote, and records its event. The API reports
+// it before it answers: from then on no attempt on the endpoint starts on
+// this node while it is off (other nodes obey within healthMaxAge), and
+// its held routes go as soon as it is on.
 func (e *Engine) HealthSwitched(name string, before, after courier.EndpointHealth, who string) {
+	after.Endpoint = name
+	e.noteHealth(after)
 	reason := "switched on by " + who
 	if after.State == courier.HealthOff {
 		reason = "switched off by " + who
