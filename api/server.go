@@ -105,6 +105,8 @@ type Server struct {
 	// patterns are the route table's, in its order: what the OpenAPI
 	// description must cover (checked by a test).
 	patterns []string
+	// switches gathers concurrent endpoint switches into one write.
+	switches switchBatch
 }
 
 // NewServer returns a Server for the options.
@@ -174,6 +176,8 @@ func NewServer(o Options) *Server {
 		{"GET /v1/operations/{id}", accessOperate, nil, s.handleOperation},
 		{"GET /v1/endpoints", accessOperate, nil, s.handleEndpoints},
 		{"GET /v1/endpoints/{name}", accessOperate, nil, s.handleEndpoint},
+		{"POST /v1/endpoints/off", accessOperate, nil, s.handleSwitchFilter(false)},
+		{"POST /v1/endpoints/on", accessOperate, nil, s.handleSwitchFilter(true)},
 		{"POST /v1/endpoints/{name}/off", accessOperate, nil, s.handleSwitch(false)},
 		{"POST /v1/endpoints/{name}/on", accessOperate, nil, s.handleSwitch(true)},
 		{"GET /v1/lookup", accessOperate, lookupParams, s.handleLookup},
