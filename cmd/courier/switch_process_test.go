@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +124,64 @@ func TestSwitchOffHoldsAtOnceOnPostgres(t *testing.T) {
 	first := start(0)
 	switchRounds(t, sk, []*process{first}, 10, "one-node")
 	switchRounds(t, sk, []*process{first, start(1)}, 10, "two-nodes")
+}
+
+// courier endpoints off and on switch every endpoint their filter flags
+// select, in one request, and say which; the audit names the filter.
+func TestEndpointsSwitchByFilter(t *testing.T) {
+	skipIfShort(t)
+	sk := sink.MustStart(t, sink.Options{})
+	p := startNode(t, t.TempDir(), fmt.Sprintf(`endpoints:
+  crm-eu: {transport: http, url: "%[1]s/crm-eu"}
+  crm-us: {transport: http, url: "%[1]s/crm-us"}
+  erp: {transport: http, url: "%[1]s/erp"}
+routes:
+  crm: {endpoints: [crm-eu, crm-us]}
+  erp: {endpoints: [erp]}
+`, sk.URL()))
+	run := func(wantErr bool, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(courierBin, append([]string{"--server", p.url}, args...)...).CombinedOutput()
+		if (err != nil) != wantErr {
+			t.Fatalf("courier %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := run(false, "endpoints", "off", "--prefix", "crm-", "--transport", "http")
+	for _, want := range []string{"endpoint crm-eu is off", "endpoint crm-us is off", "2 endpoints switched off"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("endpoints off --prefix crm-: %q lacks %q", out, want)
+		}
+	}
+	if strings.Contains(out, "erp") {
+		t.Errorf("endpoints off --prefix crm- switched erp: %q", out)
+	}
+	c := api.NewClient(p.url, "")
+	eps, err := c.Endpoints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eps {
+		if want := map[bool]courier.HealthState{true: courier.HealthOff, false: courier.HealthActive}[strings.HasPrefix(e.Name, "crm-")]; e.State != want {
+			t.Errorf("%s is %s, want %s", e.Name, e.State, want)
+		}
+	}
+	if out := run(false, "endpoints", "show", "crm-eu"); !strings.Contains(out, "endpoint_off by local") {
+		t.Errorf("endpoints show crm-eu: %q lacks the switch", out)
+	}
+	if out := run(false, "audit", "-o", "json"); !strings.Contains(out, "by filter name_prefix=crm- transport=http") {
+		t.Errorf("the audit does not name the filter: %s", out)
+	}
+	if out := run(false, "endpoints", "on", "--state", "off", "--host", "127.0.0.1"); !strings.Contains(out, "2 endpoints switched on") {
+		t.Errorf("endpoints on --state off: %q", out)
+	}
+	if out := run(false, "endpoints", "on", "--state", "off"); !strings.Contains(out, "0 endpoints switched on") {
+		t.Errorf("endpoints on --state off again: %q", out)
+	}
+	if out := run(true, "endpoints", "off"); !strings.Contains(out, "at least one of --prefix") {
+		t.Errorf("endpoints off without a name or filter: %q", out)
+	}
+	if out := run(true, "endpoints", "off", "erp", "--prefix", "crm-"); !strings.Contains(out, "not both") {
+		t.Errorf("endpoints off with a name and a filter: %q", out)
+	}
 }
