@@ -205,19 +205,28 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 				rows.updated = append(rows.updated, stamp(h.UpdatedAt))
 			}
 		}
+		// The writes go in one round trip; many actions by COPY.
+		var b pgx.Batch
 		if len(rows.endpoint) > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (`+healthColumns+`)
+			b.Queue(`INSERT INTO endpoint_health (`+healthColumns+`)
 				SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
 				ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
 				suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
 				probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
-				rows.endpoint, rows.state, rows.failures, rows.suspensions, rows.suspended, rows.probe, rows.updated); err != nil {
-				return classify("write the health of switched endpoints", err)
-			}
+				rows.endpoint, rows.state, rows.failures, rows.suspensions, rows.suspended, rows.probe, rows.updated)
 		}
 		if len(forget) > 0 {
-			if _, err := tx.Exec(ctx, `DELETE FROM endpoint_health WHERE endpoint = ANY($1)`, forget); err != nil {
-				return classify("forget the health of switched endpoints", err)
+			b.Queue(`DELETE FROM endpoint_health WHERE endpoint = ANY($1)`, forget)
+		}
+		if len(actions) <= 100 {
+			for _, a := range actions {
+				b.Queue(insertActionSQL, a...)
+			}
+			actions = nil
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return classify("write the health of switched endpoints", err)
 			}
 		}
 		if len(actions) > 0 {
@@ -237,13 +246,22 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 // lockHealths reads the health of the endpoints, named in order, and locks
 // their rows until tx ends, as lockHealth does for one.
 func lockHealths(ctx context.Context, tx pgx.Tx, names []string) (map[string]courier.EndpointHealth, error) {
-	if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
+	// Made and then locked, in one round trip.
+	var b pgx.Batch
+	b.Queue(`INSERT INTO endpoint_health (endpoint, state, updated_at)
 		SELECT name, 'active', now() FROM unnest($1::text[]) AS n(name) ORDER BY name
-		ON CONFLICT (endpoint) DO NOTHING`, names); err != nil {
+		ON CONFLICT (endpoint) DO NOTHING`, names)
+	b.Queue(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ANY($1) ORDER BY endpoint FOR UPDATE`, names)
+	br := tx.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
 		return nil, classify("health of switched endpoints", err)
 	}
-	rows, err := tx.Query(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ANY($1) ORDER BY endpoint FOR UPDATE`, names)
+	rows, err := br.Query()
 	found, err := collect(nil, rows, err, "read health of switched endpoints", scanHealth)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = classify("read health of switched endpoints", cerr)
+	}
 	if err != nil {
 		return nil, err
 	}
