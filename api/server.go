@@ -71,8 +71,9 @@ type Options struct {
 	// answer 503.
 	Catalog Catalog
 	// HealthSwitchedFunc, if set, is told of every endpoint switch, with
-	// the health before and after and who switched (the engine's
-	// HealthSwitched, which records its operational event).
+	// the health before and after and who switched, before the switch is
+	// answered (the engine's HealthSwitched: from then on its node starts
+	// no attempt on an endpoint that is off; it records the event).
 	HealthSwitchedFunc func(endpoint string, before, after courier.EndpointHealth, who string)
 }
 
