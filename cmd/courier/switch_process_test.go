@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -183,5 +184,34 @@ routes:
 	}
 	if out := run(true, "endpoints", "off", "erp", "--prefix", "crm-"); !strings.Contains(out, "not both") {
 		t.Errorf("endpoints off with a name and a filter: %q", out)
+	}
+}
+
+// courier bench switch measures switches one request each and by filter,
+// and every switch it asks for is made.
+func TestBenchSwitch(t *testing.T) {
+	skipIfShort(t)
+	out, err := exec.Command(courierBin, "bench", "switch", "--endpoints", "200", "--clients", "8", "--rate", "20", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("bench switch: %v\n%s", err, out)
+	}
+	var res struct {
+		Phases []struct {
+			Phase     string  `json:"phase"`
+			Switches  int     `json:"switches"`
+			Errors    int     `json:"errors"`
+			PerSecond float64 `json:"switches_per_sec"`
+		} `json:"phases"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(res.Phases) != 4 {
+		t.Fatalf("phases %+v, want off and on, one request each and by filter", res.Phases)
+	}
+	for _, p := range res.Phases {
+		if p.Switches != 200 || p.Errors != 0 || p.PerSecond <= 0 {
+			t.Errorf("phase %q: %d switches, %d errors, %.0f/s; want all 200, no error", p.Phase, p.Switches, p.Errors, p.PerSecond)
+		}
 	}
 }
