@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -28,6 +29,9 @@ type healthCache struct {
 	// and attempts that find the health too old wait for one read rather
 	// than each making its own.
 	reading sync.Mutex
+	// warned is when (Unix nanoseconds) an attempt last said that the
+	// health could not be read.
+	warned atomic.Int64
 }
 
 func (c *healthCache) get(name string) courier.EndpointHealth {
@@ -121,8 +125,13 @@ func (e *Engine) noteHealth(h courier.EndpointHealth) {
 func (e *Engine) mayStart(ep *courier.Endpoint, probe bool) bool {
 	if err := e.refreshHealth(e.life, false); err != nil {
 		// What this node knows is all there is; the round that claimed
-		// the message went by it too.
-		e.logger.Warn("could not read the endpoints' health before an attempt; going by what this node knows", "endpoint", ep.Name, "err", err)
+		// the message went by it too. Said once a minute at most: every
+		// attempt asks while the store is away.
+		now := e.clock.Now()
+		if last := e.health.warned.Load(); last == 0 || now.Sub(time.Unix(0, last)) > time.Minute {
+			e.health.warned.Store(now.UnixNano())
+			e.logger.Warn("could not read the endpoints' health before an attempt; going by what this node knows", "endpoint", ep.Name, "err", err)
+		}
 	}
 	switch e.health.get(ep.Name).State {
 	case courier.HealthOff:
