@@ -390,8 +390,10 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	e.workers.run(func() { e.attempt(rd.t, m, ep, reserved, probe) })
 }
 
-// routeHeld reports whether a route has endpoints and none of them can
-// take an attempt now because of its health: the route's messages wait.
+// routeHeld reports, of a route none of whose endpoints could be chosen
+// for an attempt, whether that is for their health (it has configured
+// endpoints, all of them off or suspended): then its messages wait; if
+// it has none, the attempt fails and says so.
 func (e *Engine) routeHeld(rd *round, r *courier.Route) bool {
 	for _, name := range r.Endpoints {
 		if rd.t.Endpoints[name] != nil {
