@@ -1,7 +1,10 @@
 package courier
 
 import (
+	"net"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -122,4 +125,97 @@ type EndpointActivity struct {
 	InFlight         int
 	LastHour         map[string]int
 	ConcurrencyLimit int
+}
+
+// HealthSwitch is one change of an endpoint's health that
+// Store.SwitchHealth makes: Next, given the health as stored, returns the
+// new one, or false to leave the endpoint as it is; Action, unless nil, is
+// recorded with the change, under the endpoint's name.
+type HealthSwitch struct {
+	Endpoint string
+	Next     func(EndpointHealth) (EndpointHealth, bool)
+	Action   *Action
+}
+
+// HealthChange is what a HealthSwitch did: the health before and after,
+// and whether it was written (Next may leave an endpoint as it is).
+type HealthChange struct {
+	Endpoint      string
+	Before, After EndpointHealth
+	Changed       bool
+}
+
+// EndpointFilter selects the endpoints an operator switches at once, as the
+// suspended queue's filter selects messages: every field set must match,
+// and at least one must be set.
+type EndpointFilter struct {
+	NamePrefix string
+	Transport  Transport
+	// Host is the host the endpoint reaches (of its URL, or its SMTP
+	// server's address), with or without the port, in any case.
+	Host  string
+	State HealthState
+}
+
+// Empty reports whether the filter sets nothing (and so would match every
+// endpoint).
+func (f EndpointFilter) Empty() bool { return f == EndpointFilter{} }
+
+// Matches reports whether endpoint e, whose health is h, is selected.
+func (f EndpointFilter) Matches(e *Endpoint, h EndpointHealth) bool {
+	state := h.State
+	if state == "" {
+		state = HealthActive
+	}
+	switch {
+	case !strings.HasPrefix(e.Name, f.NamePrefix):
+		return false
+	case f.Transport != "" && e.Transport != f.Transport:
+		return false
+	case f.State != "" && state != f.State:
+		return false
+	case f.Host != "":
+		host, port := e.Host()
+		return strings.EqualFold(f.Host, host) || port != "" && strings.EqualFold(f.Host, net.JoinHostPort(host, port))
+	}
+	return true
+}
+
+// String says what the filter selects, as the audit records it:
+// "name_prefix=crm- transport=http host=crm.example state=suspended".
+func (f EndpointFilter) String() string {
+	var parts []string
+	for _, p := range [][2]string{{"name_prefix", f.NamePrefix}, {"transport", string(f.Transport)}, {"host", f.Host}, {"state", string(f.State)}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+"="+p[1])
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Host returns the host an endpoint reaches and its port, if one is given:
+// of the URL of an http, amqp or nats endpoint, of an smtp endpoint's
+// server address; empty for a file endpoint.
+func (e *Endpoint) Host() (host, port string) {
+	var raw string
+	switch e.Transport {
+	case TransportHTTP:
+		raw = e.HTTP.URL
+	case TransportAMQP:
+		raw = e.AMQP.URL
+	case TransportNATS:
+		raw = e.NATS.URL
+	case TransportSMTP:
+		if h, p, err := net.SplitHostPort(e.SMTP.Addr); err == nil {
+			return h, p
+		}
+		return e.SMTP.Addr, ""
+	default:
+		return "", ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", ""
+	}
+	return u.Hostname(), u.Port()
 }

@@ -159,6 +159,15 @@ type Store interface {
 	// each other's changes in order). A non-nil action is recorded with it.
 	UpdateHealth(ctx context.Context, endpoint string, next func(EndpointHealth) EndpointHealth, a *Action) (EndpointHealth, error)
 
+	// SwitchHealth makes operators' switches of endpoints, each with its
+	// action, in one transaction: a switch is one small write, and many
+	// (ten thousand endpoints by a filter, or many operators at once) are
+	// one transaction, not one each. The switches are made in order (an
+	// endpoint named twice sees the first change at the second), each
+	// under the same guarantee as UpdateHealth's, and what each did is
+	// returned in their order.
+	SwitchHealth(ctx context.Context, switches []HealthSwitch) ([]HealthChange, error)
+
 	// DueRoutes lists every route that has a claimable queued message (one
 	// not waiting for its ordering key), with the earliest NextAttemptAt
 	// among them. Its cost grows with the number of such routes, not with

@@ -2,6 +2,7 @@ package courier
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,6 +256,9 @@ type Topology struct {
 	// implicit holds the workflows' implicit routes by name once Prepare
 	// made them; until then Route makes one on each call.
 	implicit map[string]*Route
+	// routesOf holds the routes of each endpoint, sorted, once Prepare
+	// made it; until then RoutesOf looks through every route.
+	routesOf map[string][]string
 }
 
 // Prepare makes the implicit routes of the workflows (their steps and
@@ -281,6 +285,35 @@ func (t *Topology) Prepare() {
 		}
 	}
 	t.implicit = implicit
+	routesOf := map[string][]string{}
+	for name, r := range t.Routes {
+		for _, ep := range r.Endpoints {
+			routesOf[ep] = append(routesOf[ep], name)
+		}
+	}
+	for ep, names := range routesOf {
+		slices.Sort(names)
+		routesOf[ep] = slices.Compact(names)
+	}
+	t.routesOf = routesOf
+}
+
+// RoutesOf returns the names of the routes that use an endpoint, sorted.
+// With ten thousand routes, looking through them all for each endpoint
+// switched or listed costs more than the switch itself: Prepare indexes
+// them once.
+func (t *Topology) RoutesOf(endpoint string) []string {
+	if t.routesOf != nil {
+		return t.routesOf[endpoint]
+	}
+	var out []string
+	for name, r := range t.Routes {
+		if slices.Contains(r.Endpoints, endpoint) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Policy returns the policy of a message type: its own, else the default.

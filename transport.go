@@ -43,14 +43,19 @@ type StepContext struct {
 	Envelope bool
 }
 
-// DeliveryID is the id a receiver deduplicates a delivery by: the
-// message's id, and for a workflow "<id>.<step>" (a compensation
-// "<id>.<step>.compensate"), the same at every attempt.
+// DeliveryID is the id a receiver deduplicates a delivery by (webhook-id
+// over HTTP), the same at every attempt of the delivery and different for
+// any two deliveries: the message's Key, which is its id when it was sent
+// to a route and "<id>/<subscription>" for its delivery to a subscription
+// when it was published (two subscriptions that reach one endpoint make
+// two deliveries, which a receiver must not take for one); for a
+// workflow's step the Key then ".<step>" (a compensation
+// ".<step>.compensate").
 func (d Delivery) DeliveryID() string {
 	if d.Step == nil {
-		return d.Message.ID
+		return d.Message.Key()
 	}
-	id := d.Message.ID + "." + strconv.Itoa(d.Step.Step)
+	id := d.Message.Key() + "." + strconv.Itoa(d.Step.Step)
 	if d.Step.Compensate {
 		id += ".compensate"
 	}

@@ -349,6 +349,15 @@ func (c *Client) SwitchEndpoint(ctx context.Context, name string, on bool) (*End
 	return request[Endpoint](ctx, c, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/"+verb, nil)
 }
 
+// SwitchEndpoints switches on or off every endpoint the filter selects.
+func (c *Client) SwitchEndpoints(ctx context.Context, on bool, f EndpointFilter) (*SwitchResult, error) {
+	verb := "off"
+	if on {
+		verb = "on"
+	}
+	return request[SwitchResult](ctx, c, http.MethodPost, "/v1/endpoints/"+verb, SwitchRequest{Filter: f})
+}
+
 // NewClientWith returns a client that sends its requests with hc: another
 // timeout, or a transport that hands them to a handler in the same process.
 func NewClientWith(base, token string, hc *http.Client) *Client {

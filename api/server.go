@@ -71,8 +71,9 @@ type Options struct {
 	// answer 503.
 	Catalog Catalog
 	// HealthSwitchedFunc, if set, is told of every endpoint switch, with
-	// the health before and after and who switched (the engine's
-	// HealthSwitched, which records its operational event).
+	// the health before and after and who switched, before the switch is
+	// answered (the engine's HealthSwitched: from then on its node starts
+	// no attempt on an endpoint that is off; it records the event).
 	HealthSwitchedFunc func(endpoint string, before, after courier.EndpointHealth, who string)
 	// BlockedFunc, if set, says why this node's SSRF guard would refuse
 	// every connection to an endpoint ("" when it would not): an endpoint
@@ -109,6 +110,8 @@ type Server struct {
 	// patterns are the route table's, in its order: what the OpenAPI
 	// description must cover (checked by a test).
 	patterns []string
+	// switches gathers concurrent endpoint switches into one write.
+	switches switchBatch
 }
 
 // NewServer returns a Server for the options.
@@ -178,6 +181,8 @@ func NewServer(o Options) *Server {
 		{"GET /v1/operations/{id}", accessOperate, nil, s.handleOperation},
 		{"GET /v1/endpoints", accessOperate, nil, s.handleEndpoints},
 		{"GET /v1/endpoints/{name}", accessOperate, nil, s.handleEndpoint},
+		{"POST /v1/endpoints/off", accessOperate, nil, s.handleSwitchFilter(false)},
+		{"POST /v1/endpoints/on", accessOperate, nil, s.handleSwitchFilter(true)},
 		{"POST /v1/endpoints/{name}/off", accessOperate, nil, s.handleSwitch(false)},
 		{"POST /v1/endpoints/{name}/on", accessOperate, nil, s.handleSwitch(true)},
 		{"GET /v1/lookup", accessOperate, lookupParams, s.handleLookup},

@@ -380,7 +380,36 @@ func (e *Engine) dispatch(ctx context.Context, rd *round, m *courier.Message) {
 	}
 	e.inflight.Add(1)
 	e.attempts.Add(1)
+	if ep == nil && r != nil && e.routeHeld(rd, r) {
+		// Its endpoints were switched off or suspended between the round's
+		// look at them and the claim: the message waits for them, as it
+		// would have unclaimed.
+		e.workers.run(func() { e.putBack(rd.t, m) })
+		return
+	}
 	e.workers.run(func() { e.attempt(rd.t, m, ep, reserved, probe) })
+}
+
+// routeHeld reports, of a route none of whose endpoints could be chosen
+// for an attempt, whether that is for their health (it has configured
+// endpoints, all of them off or suspended): then its messages wait; if
+// it has none, the attempt fails and says so.
+func (e *Engine) routeHeld(rd *round, r *courier.Route) bool {
+	for _, name := range r.Endpoints {
+		if rd.t.Endpoints[name] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// putBack queues a claimed message again without an attempt: the
+// endpoint it was claimed for cannot take it now. Its route is held by the
+// endpoint's health as the next round finds it, so the message waits
+// there, not in a loop.
+func (e *Engine) putBack(t *courier.Topology, m *courier.Message) {
+	defer e.attempts.Done()
+	e.finished(outcome{t: t, msg: m, deferUntil: e.clock.Now()})
 }
 
 // attempt delivers one message and hands the outcome to the completer.
@@ -392,6 +421,13 @@ func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.En
 		e.slots.wait(ep)
 	}
 	paced := ep == nil || e.waitPace(ep)
+	if paced && ep != nil && !e.mayStart(ep, probe) {
+		// Switched off or suspended while the attempt waited to start.
+		e.slots.release(ep.Name)
+		e.lanes.release(ep.Name)
+		e.finished(outcome{t: t, msg: m, deferUntil: e.clock.Now()})
+		return
+	}
 	ctx, span := e.startAttempt(m, ep)
 	started := e.clock.Now()
 	var res courier.Result

@@ -98,6 +98,8 @@ type Engine struct {
 	workers  *workers        // the goroutines attempts run on
 	steady   steadyEndpoints // endpoints whose health deliveries leave as it is
 	lag      lagWatch        // the routes' oldest due messages, for route.lagging
+	// switchEvents records the events of operators' switches.
+	switchEvents eventQueue
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc // ends the loops: no new claims
@@ -305,6 +307,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	go func() {
 		e.loops.Wait()
 		e.attempts.Wait()
+		e.switchEvents.wait()
 		e.workers.stop()
 		close(e.outcomes)
 		<-done

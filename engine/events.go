@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,15 +82,67 @@ func (e *Engine) healthEvent(name string, before, after courier.EndpointHealth, 
 	}
 }
 
-// HealthSwitched records the event of an operator's switch of an endpoint
-// (off, or on again), as the API's switch reports it.
+// HealthSwitched takes in an operator's switch of an endpoint (off, or on
+// again) that this node's API wrote, and records its event. The API reports
+// it before it answers: from then on no attempt on the endpoint starts on
+// this node while it is off (other nodes obey within healthMaxAge), and
+// its held routes go as soon as it is on.
+//
+// The event is recorded beside the switch, not before its answer: a switch
+// of ten thousand endpoints is one transaction, and its events (and their
+// notices) follow, in the order of the switches of each endpoint.
 func (e *Engine) HealthSwitched(name string, before, after courier.EndpointHealth, who string) {
+	after.Endpoint = name
+	e.noteHealth(after)
 	reason := "switched on by " + who
 	if after.State == courier.HealthOff {
 		reason = "switched off by " + who
 	}
-	e.healthEvent(name, before, after, reason)
+	e.switchEvents.add(name, func() { e.healthEvent(name, before, after, reason) })
 }
+
+// switchEventWorkers bounds the switches' events recorded at once.
+const switchEventWorkers = 8
+
+// eventQueue records the events of switches in the background, those of
+// one endpoint in the order of its switches, a few at a time.
+type eventQueue struct {
+	mu    sync.Mutex
+	tail  map[string]chan struct{} // per endpoint, closed once its latest event is recorded
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// add records an endpoint's event with record, after the endpoint's
+// events added before.
+func (q *eventQueue) add(endpoint string, record func()) {
+	q.mu.Lock()
+	if q.tail == nil {
+		q.tail, q.slots = map[string]chan struct{}{}, make(chan struct{}, switchEventWorkers)
+	}
+	prev, done, slots := q.tail[endpoint], make(chan struct{}), q.slots
+	q.tail[endpoint] = done
+	q.wg.Add(1)
+	q.mu.Unlock()
+	go func() {
+		defer q.wg.Done()
+		if prev != nil {
+			<-prev
+		}
+		slots <- struct{}{}
+		record()
+		<-slots
+		close(done)
+		q.mu.Lock()
+		if q.tail[endpoint] == done {
+			delete(q.tail, endpoint)
+		}
+		q.mu.Unlock()
+	}()
+}
+
+// wait waits until every event added is recorded.
+func (q *eventQueue) wait() { q.wg.Wait() }
 
 // dueSeen is the routes with claimable messages as the last sweep found
 // them, and when; the look for lagging routes reads it, and so costs the

@@ -3,13 +3,20 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 )
 
-// healthMaxAge is how old the health a claim round goes by may be: another
-// node's change of an endpoint is seen this much later at most.
+// healthMaxAge is how old the health that an attempt starts by may be: a
+// switch, a suspension or a recovery written by another node is obeyed by
+// this one within this time of its commit. Each claim round, and each
+// attempt as it is about to start, reads the store again when what this
+// node knows is older (one read at a time, however many ask). This node's
+// own writes (an operator's switch through its API, the health its
+// outcomes leave) are obeyed at once: they are put here before they are
+// answered.
 const healthMaxAge = 100 * time.Millisecond
 
 // healthCache is the endpoints' health as this node last read it from the
@@ -18,6 +25,13 @@ type healthCache struct {
 	mu     sync.Mutex
 	m      map[string]courier.EndpointHealth
 	readAt time.Time
+	// reading is held by the read of the store under way, so that rounds
+	// and attempts that find the health too old wait for one read rather
+	// than each making its own.
+	reading sync.Mutex
+	// warned is when (Unix nanoseconds) an attempt last said that the
+	// health could not be read.
+	warned atomic.Int64
 }
 
 func (c *healthCache) get(name string) courier.EndpointHealth {
@@ -35,15 +49,26 @@ func (c *healthCache) put(h courier.EndpointHealth) {
 	c.m[h.Endpoint] = h
 }
 
+// fresh reports whether the health was read from the store less than
+// healthMaxAge before now.
+func (c *healthCache) fresh(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m != nil && now.Sub(c.readAt) < healthMaxAge
+}
+
 // refreshHealth reads the endpoints' health from the store when what this
 // node knows is older than healthMaxAge (or always, with force), and lets
 // the routes held by an endpoint whose health changed go.
 func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
+	if !force && e.health.fresh(e.clock.Now()) {
+		return nil
+	}
+	e.health.reading.Lock()
+	defer e.health.reading.Unlock()
+	// Another read may have ended while this one waited for it.
 	now := e.clock.Now()
-	e.health.mu.Lock()
-	fresh := !force && now.Sub(e.health.readAt) < healthMaxAge && e.health.m != nil
-	e.health.mu.Unlock()
-	if fresh {
+	if !force && e.health.fresh(now) {
 		return nil
 	}
 	gen := e.steady.generation()
@@ -81,6 +106,40 @@ func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
 		e.lanes.release(name)
 	}
 	return nil
+}
+
+// noteHealth takes in a health this node wrote to the store outside the
+// engine (an operator's switch through its API): the rounds and the
+// attempts about to start go by it at once, and the routes it held may go.
+func (e *Engine) noteHealth(h courier.EndpointHealth) {
+	e.steady.wrote(h)
+	e.health.put(h)
+	e.lanes.release(h.Endpoint)
+}
+
+// mayStart reports whether an attempt on ep, claimed while ep could take
+// it, may start now: not when ep was switched off since, nor suspended
+// (unless the attempt is the suspension's probe). It is asked at the last
+// moment before the attempt is handed to its transport, after any wait for
+// a slot or for pacing, with the health no older than healthMaxAge.
+func (e *Engine) mayStart(ep *courier.Endpoint, probe bool) bool {
+	if err := e.refreshHealth(e.life, false); err != nil {
+		// What this node knows is all there is; the round that claimed
+		// the message went by it too. Said once a minute at most: every
+		// attempt asks while the store is away.
+		now := e.clock.Now()
+		if last := e.health.warned.Load(); last == 0 || now.Sub(time.Unix(0, last)) > time.Minute {
+			e.health.warned.Store(now.UnixNano())
+			e.logger.Warn("could not read the endpoints' health before an attempt; going by what this node knows", "endpoint", ep.Name, "err", err)
+		}
+	}
+	switch e.health.get(ep.Name).State {
+	case courier.HealthOff:
+		return false
+	case courier.HealthSuspended:
+		return probe
+	}
+	return true
 }
 
 // newRound begins a claim cycle with the endpoints' health, read anew when

@@ -216,6 +216,18 @@ func (e *Engine) attemptLookup(rd *round, r *courier.Route, m *courier.Message) 
 		finish(nil, courier.Result{}, false, time.Time{}) // cut off by a stop: dropped
 		return
 	}
+	if !e.mayStart(ep, probe) {
+		// Switched off or suspended while the attempt waited to start:
+		// back as above.
+		e.slots.release(ep.Name)
+		now := e.clock.Now()
+		until := now.Add(offRecheck)
+		if h := e.health.get(ep.Name); h.State == courier.HealthSuspended && h.SuspendedUntil.After(now) {
+			until = h.SuspendedUntil
+		}
+		putBack(until)
+		return
+	}
 	started = e.clock.Now()
 	ctx, span := e.startAttempt(m, ep)
 	result := e.send(ctx, rd.t, m, ep)

@@ -36,9 +36,10 @@ func (h *harness) message(id, typ, route, key string, prio int) *courier.Message
 	return m
 }
 
-// delivered returns the ids that the sink answered 2xx, each with the
-// sequence number of its first such arrival; at path only, unless path is
-// empty.
+// delivered returns the message ids that the sink answered 2xx (the
+// webhook-id of a published message's delivery is "<id>/<subscription>"),
+// each with the sequence number of its first such arrival; at path only,
+// unless path is empty.
 func delivered(sk *sink.Sink, path string) map[string]int {
 	arrivals := sk.All()
 	if path != "" {
@@ -46,7 +47,7 @@ func delivered(sk *sink.Sink, path string) map[string]int {
 	}
 	first := map[string]int{}
 	for _, a := range arrivals {
-		id := a.Header.Get("webhook-id")
+		id, _ := courier.ParseKey(a.Header.Get("webhook-id"))
 		if _, seen := first[id]; !seen && a.Status >= 200 && a.Status < 300 {
 			first[id] = a.Seq
 		}

@@ -63,11 +63,11 @@ func TestPublishedDeliveriesGoTheirOwnWays(t *testing.T) {
 		t.Fatalf("o-1 as a whole: %v, %v; want suspended", ds, err)
 	}
 	// Each receiver was told which subscription its copy is for, under the
-	// message's own id.
+	// delivery's own id.
 	for _, path := range []string{"/erp", "/audit", "/crm"} {
 		for _, a := range h.sink.Arrivals(path) {
 			id := a.Header.Get("webhook-id")
-			if id != "o-1" && id != "o-2" || a.Header.Get("Courier-Subscription") == "" {
+			if msg, sub := courier.ParseKey(id); msg != "o-1" && msg != "o-2" || sub == "" || a.Header.Get("Courier-Subscription") != sub {
 				t.Errorf("%s got webhook-id %q, Courier-Subscription %q", path, id, a.Header.Get("Courier-Subscription"))
 			}
 		}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -26,12 +25,7 @@ func (e *Engine) redrive(endpoint string, recovered time.Time) {
 		return
 	}
 	t := e.topology.Load()
-	names := make([]string, 0, len(t.Routes))
-	for name := range t.Routes {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range t.RoutesOf(endpoint) {
 		op, ok := t.Routes[name].RedriveOp(endpoint, recovered)
 		if !ok {
 			continue

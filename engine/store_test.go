@@ -67,6 +67,8 @@ func TestOnPostgres(t *testing.T) {
 		{"BlackHoleTimeoutThenSuspended", TestBlackHoleTimeoutThenSuspended},
 		{"FailoverAndReturn", TestFailoverAndReturn},
 		{"OffHoldsAndOnReleases", TestOffHoldsAndOnReleases},
+		{"SwitchedOffBetweenClaimAndAttempt", TestSwitchedOffBetweenClaimAndAttempt},
+		{"OtherNodeObeysTheSwitchWithinItsBound", testOtherNodeObeysTheSwitchWithinItsBound},
 		{"MinIntervalAtTheSink", TestMinIntervalAtTheSink},
 		{"RateAtTheSink", TestRateAtTheSink},
 		{"RetryPrefersAnotherEndpoint", TestRetryPrefersAnotherEndpoint},

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -20,21 +19,33 @@ func (s *Store) RecordEvent(ctx context.Context, ev courier.Event, since time.Ti
 	var due []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out, created, due = ev, false, nil
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('courier.events.' || $1, 0))`, ev.Subject); err != nil {
+		// The lock and the reads go in one round trip: the reads come
+		// after the lock in the same pipeline, so they see what the
+		// writer before committed.
+		var reads pgx.Batch
+		reads.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('courier.events.' || $1, 0))`, ev.Subject)
+		reads.Queue(`SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)`, ev.ID)
+		reads.Queue(`SELECT `+sqlstore.EventColumns+` FROM events WHERE subject = $1 AND at >= $2 ORDER BY seq DESC`, ev.Subject, since)
+		br := tx.SendBatch(ctx, &reads)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
 			return classify("lock events of "+ev.Subject, err)
 		}
-		var one int
-		switch err := tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`, ev.ID).Scan(&one); {
-		case err == nil:
-			return nil // recorded before
-		case !errors.Is(err, pgx.ErrNoRows):
+		var exists bool
+		if err := br.QueryRow().Scan(&exists); err != nil {
+			br.Close()
 			return classify("read event "+ev.ID, err)
 		}
-		rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns+` FROM events WHERE subject = $1 AND at >= $2 ORDER BY seq DESC`,
-			ev.Subject, since)
+		rows, err := br.Query()
 		recent, err := collect([]courier.Event{}, rows, err, "read events of "+ev.Subject, scanEvent)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = classify("read events of "+ev.Subject, cerr)
+		}
 		if err != nil {
 			return err
+		}
+		if exists {
+			return nil // recorded before
 		}
 		rec, notices := decide(recent)
 		if err := tx.QueryRow(ctx, `INSERT INTO events (id, kind, subject, at, details, notified) VALUES ($1, $2, $3, $4, $5, $6)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -145,4 +146,138 @@ func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.R
 		return 0, classify("suspend route "+route, err)
 	}
 	return n, nil
+}
+
+// SwitchHealth makes the switches in one transaction: their endpoints'
+// rows are locked in the order of their names (so that two switches of
+// many endpoints never wait for each other in a circle), the changes are
+// decided in Go, then written with one statement for the rows and one
+// COPY for the actions.
+func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitch) ([]courier.HealthChange, error) {
+	names := make([]string, 0, len(switches))
+	for _, sw := range switches {
+		names = append(names, sw.Endpoint)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var out []courier.HealthChange
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		current, err := lockHealths(ctx, tx, names)
+		if err != nil {
+			return err
+		}
+		out = make([]courier.HealthChange, len(switches))
+		written := map[string]courier.EndpointHealth{}
+		var actions [][]any
+		for i, sw := range switches {
+			h := current[sw.Endpoint]
+			out[i] = courier.HealthChange{Endpoint: sw.Endpoint, Before: h, After: h}
+			next, ok := sw.Next(h)
+			if !ok {
+				continue
+			}
+			next.Endpoint = sw.Endpoint
+			current[sw.Endpoint], written[sw.Endpoint] = next, next
+			if sw.Action != nil {
+				a := *sw.Action
+				a.Subject = sw.Endpoint
+				actions = append(actions, actionArgs(a))
+			}
+			out[i].After, out[i].Changed = next, true
+		}
+		var forget []string
+		var rows struct {
+			endpoint, state           []string
+			failures, suspensions     []int32
+			suspended, probe, updated []pgtype.Timestamptz
+		}
+		stamp := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
+		for _, name := range names {
+			h, ok := written[name]
+			switch {
+			case !ok:
+			case h.Forgettable():
+				forget = append(forget, name)
+			default:
+				rows.endpoint, rows.state = append(rows.endpoint, name), append(rows.state, string(h.State))
+				rows.failures, rows.suspensions = append(rows.failures, int32(h.Failures)), append(rows.suspensions, int32(h.Suspensions))
+				rows.suspended, rows.probe = append(rows.suspended, stamp(h.SuspendedUntil)), append(rows.probe, stamp(h.ProbeUntil))
+				rows.updated = append(rows.updated, stamp(h.UpdatedAt))
+			}
+		}
+		// The writes go in one round trip; many actions by COPY.
+		var b pgx.Batch
+		if len(rows.endpoint) > 0 {
+			b.Queue(`INSERT INTO endpoint_health (`+healthColumns+`)
+				SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
+				ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+				suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
+				probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
+				rows.endpoint, rows.state, rows.failures, rows.suspensions, rows.suspended, rows.probe, rows.updated)
+		}
+		if len(forget) > 0 {
+			b.Queue(`DELETE FROM endpoint_health WHERE endpoint = ANY($1)`, forget)
+		}
+		if len(actions) <= 100 {
+			for _, a := range actions {
+				b.Queue(insertActionSQL, a...)
+			}
+			actions = nil
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+				return classify("write the health of switched endpoints", err)
+			}
+		}
+		if len(actions) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"actions"},
+				[]string{"at", "who", "kind", "subject", "detail", "object", "before", "after", "version"}, pgx.CopyFromRows(actions)); err != nil {
+				return classify("record the switches' actions", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify("switch endpoints", err)
+	}
+	return out, nil
+}
+
+// lockHealths reads the health of the endpoints, named in order, and locks
+// their rows until tx ends, as lockHealth does for one.
+func lockHealths(ctx context.Context, tx pgx.Tx, names []string) (map[string]courier.EndpointHealth, error) {
+	// Made and then locked, in one round trip.
+	var b pgx.Batch
+	b.Queue(`INSERT INTO endpoint_health (endpoint, state, updated_at)
+		SELECT name, 'active', now() FROM unnest($1::text[]) AS n(name) ORDER BY name
+		ON CONFLICT (endpoint) DO NOTHING`, names)
+	b.Queue(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ANY($1) ORDER BY endpoint FOR UPDATE`, names)
+	br := tx.SendBatch(ctx, &b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, classify("health of switched endpoints", err)
+	}
+	rows, err := br.Query()
+	found, err := collect(nil, rows, err, "read health of switched endpoints", scanHealth)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = classify("read health of switched endpoints", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]courier.EndpointHealth, len(names))
+	for _, h := range found {
+		out[h.Endpoint] = h
+	}
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			// Forgotten by another node while this one waited for it.
+			h, err := lockHealth(ctx, tx, name)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = h
+		}
+	}
+	return out, nil
 }

@@ -105,3 +105,59 @@ func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.R
 	})
 	return int(n), err
 }
+
+// SwitchHealth makes the switches in one transaction, with its statements
+// prepared once for all of them.
+func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitch) ([]courier.HealthChange, error) {
+	var out []courier.HealthChange
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = make([]courier.HealthChange, len(switches))
+		read, err := tx.Prepare(`SELECT ` + healthColumns + ` FROM endpoint_health WHERE endpoint = ?`)
+		if err != nil {
+			return classify("switch endpoints", err)
+		}
+		defer read.Close()
+		write, err := tx.Prepare(`INSERT INTO endpoint_health (` + healthColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+			suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
+			probe_until = excluded.probe_until, updated_at = excluded.updated_at`)
+		if err != nil {
+			return classify("switch endpoints", err)
+		}
+		defer write.Close()
+		for i, sw := range switches {
+			h, err := scanHealth(read.QueryRow(sw.Endpoint))
+			if errors.Is(err, sql.ErrNoRows) {
+				h, err = courier.EndpointHealth{Endpoint: sw.Endpoint, State: courier.HealthActive}, nil
+			}
+			if err != nil {
+				return classify("read health of "+sw.Endpoint, err)
+			}
+			out[i] = courier.HealthChange{Endpoint: sw.Endpoint, Before: h, After: h}
+			next, ok := sw.Next(h)
+			if !ok {
+				continue
+			}
+			next.Endpoint = sw.Endpoint
+			if next.Forgettable() {
+				_, err = tx.Exec(`DELETE FROM endpoint_health WHERE endpoint = ?`, sw.Endpoint)
+			} else {
+				_, err = write.Exec(sw.Endpoint, string(next.State), next.Failures, next.Suspensions, micros(next.SuspendedUntil),
+					micros(next.ProbeUntil), micros(next.UpdatedAt))
+			}
+			if err != nil {
+				return classify("write health of "+sw.Endpoint, err)
+			}
+			if sw.Action != nil {
+				a := *sw.Action
+				a.Subject = sw.Endpoint
+				if err := insertAction(tx, a); err != nil {
+					return err
+				}
+			}
+			out[i].After, out[i].Changed = next, true
+		}
+		return nil
+	})
+	return out, err
+}

@@ -219,3 +219,117 @@ func testHealthForgottenWhileOthersWait(t *testing.T, s courier.Store) {
 		}
 	}
 }
+
+// SwitchHealth makes many switches in one call, in order, each with its
+// action under the endpoint's name; a switch that leaves its endpoint as
+// it is writes and records nothing. Concurrent calls over the same
+// endpoints each see the others' changes.
+func testSwitchHealth(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	if _, err := s.UpdateHealth(ctx, "acme", func(h courier.EndpointHealth) courier.EndpointHealth {
+		h.State, h.Suspensions, h.SuspendedUntil, h.UpdatedAt = courier.HealthSuspended, 2, base.Add(time.Minute), base
+		return h
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	off := func(h courier.EndpointHealth) (courier.EndpointHealth, bool) { return h.SwitchedOff(base), true }
+	on := func(h courier.EndpointHealth) (courier.EndpointHealth, bool) { return h.SwitchedOn(base), true }
+	onlyOff := func(h courier.EndpointHealth) (courier.EndpointHealth, bool) {
+		return h.SwitchedOn(base), h.State == courier.HealthOff
+	}
+	act := func(kind courier.ActionKind) *courier.Action {
+		return &courier.Action{At: base, Who: "ops", Kind: kind, Detail: "by filter name_prefix=a"}
+	}
+	got, err := s.SwitchHealth(ctx, []courier.HealthSwitch{
+		{Endpoint: "acme", Next: off, Action: act(courier.ActionEndpointOff)},
+		{Endpoint: "globex", Next: off, Action: act(courier.ActionEndpointOff)},
+		{Endpoint: "initech", Next: onlyOff, Action: act(courier.ActionEndpointOn)}, // active: left as it is
+		{Endpoint: "globex", Next: on, Action: act(courier.ActionEndpointOn)},
+	})
+	if err != nil || len(got) != 4 {
+		t.Fatalf("switch: %+v %v", got, err)
+	}
+	for i, want := range []struct {
+		before, after courier.HealthState
+		changed       bool
+	}{{courier.HealthSuspended, courier.HealthOff, true}, {courier.HealthActive, courier.HealthOff, true},
+		{courier.HealthActive, courier.HealthActive, false}, {courier.HealthOff, courier.HealthActive, true}} {
+		if c := got[i]; c.Before.State != want.before || c.After.State != want.after || c.Changed != want.changed {
+			t.Errorf("switch %d (%s): %s to %s, changed %v; want %s to %s, %v", i, c.Endpoint, c.Before.State, c.After.State, c.Changed,
+				want.before, want.after, want.changed)
+		}
+	}
+	if a := got[0].After; a.Suspensions != 2 || !a.SuspendedUntil.Equal(base.Add(time.Minute)) {
+		t.Errorf("acme switched off: %+v; want its suspensions kept", a)
+	}
+	hs, err := s.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]courier.HealthState{}
+	for _, h := range hs {
+		states[h.Endpoint] = h.State
+	}
+	if states["acme"] != courier.HealthOff || states["globex"] != courier.HealthActive || states["initech"] == courier.HealthOff {
+		t.Errorf("stored states %v; want acme off, globex active", states)
+	}
+	for name, want := range map[string][]courier.ActionKind{"acme": {courier.ActionEndpointOff},
+		"globex": {courier.ActionEndpointOff, courier.ActionEndpointOn}, "initech": nil} {
+		actions, err := s.Actions(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []courier.ActionKind
+		for _, a := range actions {
+			kinds = append(kinds, a.Kind)
+			if a.Who != "ops" || a.Detail != "by filter name_prefix=a" || a.Subject != name {
+				t.Errorf("action on %s: %+v", name, a)
+			}
+		}
+		if fmt.Sprint(kinds) != fmt.Sprint(want) {
+			t.Errorf("actions on %s: %v, want %v", name, kinds, want)
+		}
+	}
+
+	// Many at once, from many callers, over the same endpoints in
+	// different orders: every switch is made, none is lost.
+	const callers, endpoints = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sw []courier.HealthSwitch
+			for i := range endpoints {
+				n := i
+				if c%2 == 1 {
+					n = endpoints - 1 - i
+				}
+				sw = append(sw, courier.HealthSwitch{Endpoint: fmt.Sprintf("ep-%02d", n), Next: func(h courier.EndpointHealth) (courier.EndpointHealth, bool) {
+					h.Failures++ // counts the switches that saw each other
+					h.UpdatedAt = base
+					return h, true
+				}})
+			}
+			_, err := s.SwitchHealth(ctx, sw)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err = s.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if len(h.Endpoint) == 5 && h.Endpoint[:3] == "ep-" && h.Failures != callers {
+			t.Errorf("%s counted %d switches, want %d", h.Endpoint, h.Failures, callers)
+		}
+	}
+}

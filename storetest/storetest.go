@@ -48,6 +48,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Bulk", testBulk},
 		{"BulkRedrive", testBulkRedrive},
 		{"Health", testHealth},
+		{"SwitchHealth", testSwitchHealth},
 		{"ResolvedHealthForgotten", testResolvedHealthForgotten},
 		{"CountQueued", testCountQueued},
 		{"CountSuspended", testCountSuspended},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/spf13/cobra"
 )
@@ -76,13 +77,74 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// newEndpointSwitchCmd is `endpoints off` (or on): one endpoint by name,
+// or every endpoint a filter selects, in one request.
 func newEndpointSwitchCmd(g *globals, on bool) *cobra.Command {
-	return newSwitchCmd(g, map[bool]string{true: "on", false: "off"}[on],
-		map[bool]string{true: "Switch an endpoint on again: its held messages go out",
-			false: "Switch an endpoint off: its messages are held, not failed, until it is on again"}[on],
-		"endpoint", func(ctx context.Context, c *api.Client, name string) (*api.Endpoint, error) {
-			return c.SwitchEndpoint(ctx, name, on)
-		}, func(e *api.Endpoint) (string, string) { return e.Name, string(e.State) })
+	verb := map[bool]string{true: "on", false: "off"}[on]
+	var f api.EndpointFilter
+	var transport, state string
+	cmd := &cobra.Command{
+		Use: verb + " [NAME]",
+		Short: map[bool]string{true: "Switch an endpoint on again (or all a filter selects): its held messages go out",
+			false: "Switch an endpoint off (or all a filter selects): its messages are held, not failed, until it is on again"}[on],
+		Long: `Switch one endpoint ` + verb + ` by its name, or, with --prefix, --transport, --host
+or --state instead of a name, every endpoint that matches all the flags given,
+in one request. Each endpoint switched is recorded in the audit log, with the
+filter that selected it. Endpoints that are ` + map[bool]string{true: "active", false: "off"}[on] + ` already are left as they are.`,
+		Example: `  courier endpoints ` + verb + ` crm
+  courier endpoints ` + verb + ` --prefix crm- --transport http
+  courier endpoints ` + verb + ` --host crm.example.com --state suspended`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			f.Transport, f.State = courier.Transport(transport), courier.HealthState(state)
+			byFilter := f != (api.EndpointFilter{})
+			switch {
+			case len(args) == 1 && byFilter:
+				return fmt.Errorf("give an endpoint's name or filter flags, not both")
+			case len(args) == 0 && !byFilter:
+				return fmt.Errorf("give an endpoint's name, or at least one of --prefix, --transport, --host and --state")
+			case len(args) == 1:
+				e, err := g.client().SwitchEndpoint(cmd.Context(), args[0], on)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return g.printJSON(e)
+				}
+				fmt.Fprintf(g.stdout, "endpoint %s is %s\n", e.Name, e.State)
+				return nil
+			}
+			res, err := g.client().SwitchEndpoints(cmd.Context(), on, f)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(res)
+			}
+			for _, name := range res.Endpoints {
+				fmt.Fprintf(g.stdout, "endpoint %s is %s\n", name, res.State)
+			}
+			fmt.Fprintf(g.stdout, "%s switched %s\n", countEndpoints(res.Count), verb)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.NamePrefix, "prefix", "", "every endpoint whose name starts with this")
+	fl.StringVar(&transport, "transport", "", "every endpoint of this transport (http, smtp, file, amqp, nats)")
+	fl.StringVar(&f.Host, "host", "", "every endpoint that reaches this host (of its URL or SMTP server; with or without the port)")
+	fl.StringVar(&state, "state", "", "every endpoint in this state (active, timeout, suspended, off)")
+	return cmd
+}
+
+// countEndpoints says "1 endpoint", "2 endpoints".
+func countEndpoints(n int) string {
+	if n == 1 {
+		return "1 endpoint"
+	}
+	return fmt.Sprintf("%d endpoints", n)
 }
 
 // until formats a time for a table, or "-".

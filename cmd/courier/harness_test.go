@@ -265,11 +265,13 @@ func waitForState(t *testing.T, p *process, c *api.Client, id string, state cour
 	}
 }
 
-// countByID counts arrivals by their message's id (webhook-id).
+// countByID counts arrivals by their message's id (webhook-id, which for
+// the delivery of a published message is "<id>/<subscription>").
 func countByID(arrivals []sink.Arrival) map[string]int {
 	seen := map[string]int{}
 	for _, a := range arrivals {
-		seen[a.Header.Get("webhook-id")]++
+		id, _ := courier.ParseKey(a.Header.Get("webhook-id"))
+		seen[id]++
 	}
 	return seen
 }

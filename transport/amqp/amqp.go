@@ -332,7 +332,7 @@ func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoin
 		ContentType:  m.ContentType,
 		DeliveryMode: amqp.Persistent,
 		Priority:     uint8(m.Priority),
-		MessageId:    m.ID,
+		MessageId:    d.DeliveryID(), // each delivery its own, as webhook-id
 		Timestamp:    t.opts.Clock.Now(),
 		Type:         m.Type,
 		AppId:        "courier",

@@ -153,7 +153,9 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			msg.Header["Courier-Previous-Id"] = []string{m.PreviousID}
 		}
 	}
-	msg.Header[jetstream.MsgIDHeader] = []string{m.ID}
+	// The delivery's id: the stream deduplicates by it, and two subscriptions
+	// that reach it make two deliveries of one message.
+	msg.Header[jetstream.MsgIDHeader] = []string{d.DeliveryID()}
 	if tp := tracing.TraceParent(ctx); tp != "" {
 		msg.Header["traceparent"] = []string{tp}
 	}

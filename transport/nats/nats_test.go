@@ -105,6 +105,27 @@ func TestRepeatedAttemptIsStoredOnce(t *testing.T) {
 	}
 }
 
+// TestDeliveriesOfOneMessageAreStoredApart sends the deliveries of one
+// published message to two subscriptions whose routes reach one stream:
+// each is its own message (Nats-Msg-Id is the delivery's id), and the
+// stream's deduplication keeps both.
+func TestDeliveriesOfOneMessageAreStoredApart(t *testing.T) {
+	t.Parallel()
+	s := stream(t, jetstream.StreamConfig{Duplicates: time.Minute})
+	tr := newTransport(t)
+	e := endpoint(s.URL, s.Subject)
+	for _, sub := range []string{"sales", "billing"} {
+		m := message("ord-1")
+		m.Subscription = sub
+		if res := send(t, tr, e, m, 1); !res.Delivered() || strings.Contains(res.Response, "duplicate") {
+			t.Fatalf("delivery to %s: %+v, want delivered and stored", sub, res)
+		}
+	}
+	if n := msgCount(t, s); n != 2 {
+		t.Errorf("stream holds %d messages, want one for each delivery", n)
+	}
+}
+
 func TestNoStreamIsRejected(t *testing.T) {
 	t.Parallel()
 	res := send(t, newTransport(t), endpoint(testenv.NATS.URL(t), "courier.test.nostream."+natstest.Unique()), message("ord-1"), 1)

@@ -75,7 +75,7 @@ func compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time
 	h.add("From", e.SMTP.From)
 	h.add("To", strings.Join(e.SMTP.To, ", "))
 	h.add("Date", now.Format(time.RFC1123Z))
-	h.add("Message-ID", messageID(m.ID, hostname))
+	h.add("Message-ID", messageID(m.Key(), hostname)) // each delivery its own, as webhook-id
 	h.add("MIME-Version", "1.0")
 	// Automated mail: no out-of-office replies to it (RFC 3834).
 	h.add("Auto-Submitted", "auto-generated")

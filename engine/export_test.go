@@ -1,0 +1,4 @@
+package engine
+
+// HealthMaxAge is healthMaxAge, for the tests of the bound it sets.
+const HealthMaxAge = healthMaxAge
