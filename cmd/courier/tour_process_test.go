@@ -404,8 +404,8 @@ func TestTourAsWritten(t *testing.T) {
 				t.Fatalf("suspended until %v, %v after the attempt: the tour says 30 s", e.SuspendedUntil, d)
 			}
 			m, err := tr.client.Message(context.Background(), "inv-2026-000125")
-			if err != nil || m.State != courier.StateQueued {
-				t.Fatalf("inv-2026-000125 %+v, %v: the tour says it stays queued", m, err)
+			if err != nil || m.State != courier.StateQueued || m.Held == nil || m.Held.Endpoint != "my-app" {
+				t.Fatalf("inv-2026-000125 %+v, %v: the tour says it stays queued, held by my-app", m, err)
 			}
 		}},
 		{command: `\./courier endpoints list\s+#.*`, do: func(tr *tour, cmd string) {
