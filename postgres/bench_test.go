@@ -125,7 +125,7 @@ func BenchmarkLimits(b *testing.B) {
 		s := pgtest.Open(b)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, ok, err := s.BookStart(ctx, "paced", time.Microsecond, time.Microsecond); err != nil || !ok {
+			if _, ok, err := s.BookStart(ctx, "paced", time.Microsecond, time.Microsecond, time.Now()); err != nil || !ok {
 				b.Fatal(ok, err)
 			}
 		}
@@ -143,7 +143,7 @@ func BenchmarkLimits(b *testing.B) {
 		}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, ok, err := nodes[i%2].BookStart(ctx, "paced", time.Microsecond, time.Microsecond); err != nil || !ok {
+			if _, ok, err := nodes[i%2].BookStart(ctx, "paced", time.Microsecond, time.Microsecond, time.Now()); err != nil || !ok {
 				b.Fatal(ok, err)
 			}
 		}
@@ -153,7 +153,7 @@ func BenchmarkLimits(b *testing.B) {
 		want := []courier.SlotRequest{{Endpoint: "ep", Max: 4, N: 4}}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if got, err := s.AcquireSlots(ctx, "node", want, time.Minute); err != nil || got["ep"] != 4 {
+			if got, err := s.AcquireSlots(ctx, "node", want, time.Minute, time.Now()); err != nil || got["ep"] != 4 {
 				b.Fatal(got, err)
 			}
 			if err := s.ReleaseSlots(ctx, "node", map[string]int{"ep": 4}); err != nil {
