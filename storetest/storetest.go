@@ -53,6 +53,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CountSuspended", testCountSuspended},
 		{"CountLive", testCountLive},
 		{"SuspendRoute", testSuspendRoute},
+		{"SuspendRouteOfManyMessages", testSuspendRouteOfManyMessages},
 		{"OrderingOneAtATime", testOrderingOneAtATime},
 		{"OrderingIngestSaysWaiting", testOrderingIngestSaysWaiting},
 		{"OrderingBlock", testOrderingBlock},
