@@ -218,36 +218,37 @@ func (p *paces) set(endpoint string, next time.Time) {
 }
 
 // BookStart books the next start of a paced endpoint for every node, as
-// courier.NextStart decides at now from the endpoint's next free start.
+// courier.NextStart decides at now from the endpoint's next free start. A
+// booking that another node's overtook is refused with the time to try
+// again (at once, if the start it left is free), so that the caller books
+// again at its own now rather than one a round trip old.
 func (s *Store) BookStart(ctx context.Context, endpoint string, interval, lead time.Duration, now time.Time) (time.Duration, bool, error) {
 	next := s.paces.get(endpoint)
-	for {
-		at, after, ok := courier.NextStart(next, now, interval, lead)
-		if !ok {
-			// The next free start is later still if another node booked.
+	at, after, ok := courier.NextStart(next, now, interval, lead)
+	if !ok {
+		// The next free start is later still if another node booked.
+		return at.Sub(now), false, nil
+	}
+	// The database keeps microseconds: rounded up, the interval stays whole.
+	after = after.Add(time.Microsecond - 1).Truncate(time.Microsecond)
+	var prev *time.Time
+	if !next.IsZero() {
+		prev = &next
+	}
+	var booked bool
+	var found *time.Time
+	if err := s.pool.QueryRow(ctx, bookSQL, endpoint, prev, after).Scan(&booked, &found); err != nil {
+		return 0, false, classify("book the next start of "+endpoint, err)
+	}
+	if booked {
+		s.paces.set(endpoint, after)
+		return max(at.Sub(now), 0), true, nil
+	}
+	if found != nil {
+		s.paces.set(endpoint, *found)
+		if at, _, ok := courier.NextStart(*found, now, interval, lead); !ok {
 			return at.Sub(now), false, nil
 		}
-		// The database keeps microseconds: rounded up, the interval stays whole.
-		after = after.Add(time.Microsecond - 1).Truncate(time.Microsecond)
-		var prev *time.Time
-		if !next.IsZero() {
-			prev = &next
-		}
-		var booked bool
-		var found *time.Time
-		if err := s.pool.QueryRow(ctx, bookSQL, endpoint, prev, after).Scan(&booked, &found); err != nil {
-			return 0, false, classify("book the next start of "+endpoint, err)
-		}
-		if booked {
-			s.paces.set(endpoint, after)
-			return max(at.Sub(now), 0), true, nil
-		}
-		// Another node booked since: decide again from what it left.
-		if found == nil {
-			next = time.Time{}
-			continue
-		}
-		next = *found
-		s.paces.set(endpoint, next)
 	}
+	return 0, false, nil
 }
