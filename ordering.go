@@ -101,6 +101,19 @@ func Discard(m *Message, now time.Time) (*Message, error) {
 	return &n, nil
 }
 
+// SuspendQueued returns queued m suspended at now with the reason and
+// error given, as when nothing would ever claim it (its route was
+// removed); ok is false for a message that is not queued.
+func SuspendQueued(m *Message, reason Reason, lastError string, now time.Time) (n *Message, ok bool) {
+	if m.State != StateQueued {
+		return nil, false
+	}
+	c := *m
+	c.State, c.Reason, c.LastError = StateSuspended, reason, lastError
+	c.NextAttemptAt, c.TimerAt, c.UpdatedAt, c.FinishedAt = time.Time{}, time.Time{}, now, now
+	return &c, true
+}
+
 // Resubmit returns suspended m back in the queue at now, with a new round
 // of attempts (its timer due at once, so that the round's timers are
 // worked out), optionally on another route (route != ""). A message of a

@@ -101,3 +101,24 @@ func TestOperatorActions(t *testing.T) {
 		}
 	}
 }
+
+func TestSuspendQueued(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, st := range []courier.State{courier.StateQueued, courier.StateInflight, courier.StateSuspended, courier.StateDelivered} {
+		m := &courier.Message{ID: "m", State: st, NextAttemptAt: now.Add(-time.Minute), TimerAt: now.Add(time.Hour), Attempts: 2}
+		n, ok := courier.SuspendQueued(m, courier.ReasonNoRoute, "route r was removed", now)
+		if ok != (st == courier.StateQueued) {
+			t.Fatalf("%s: ok %v", st, ok)
+		}
+		if !ok {
+			continue
+		}
+		if n.State != courier.StateSuspended || n.Reason != courier.ReasonNoRoute || n.LastError != "route r was removed" ||
+			!n.NextAttemptAt.IsZero() || !n.TimerAt.IsZero() || !n.UpdatedAt.Equal(now) || !n.FinishedAt.Equal(now) || n.Attempts != 2 {
+			t.Errorf("suspended: %+v", n)
+		}
+		if m.State != courier.StateQueued {
+			t.Errorf("the message read was changed: %s", m.State)
+		}
+	}
+}

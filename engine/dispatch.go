@@ -110,9 +110,9 @@ func (p *pacer) next(name string) time.Time {
 	return p.times[name]
 }
 
-// start books the next start on ep, at now or, within its lead, at the
-// booked time; ok is false when that is further off (another attempt booked
-// it first).
+// start books the next start on ep as courier.NextStart decides; ok is
+// false when that is further off than the lead (another attempt booked it
+// first), and at is then when to try again.
 func (p *pacer) start(ep *courier.Endpoint, now time.Time) (at time.Time, ok bool) {
 	d := interval(ep)
 	if d <= 0 {
@@ -120,18 +120,14 @@ func (p *pacer) start(ep *courier.Endpoint, now time.Time) (at time.Time, ok boo
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := p.times[ep.Name]
-	if now.Before(next.Add(-lead(ep))) {
-		return time.Time{}, false
-	}
-	at = now
-	if next.After(now) {
-		at = next
+	at, after, ok := courier.NextStart(p.times[ep.Name], now, d, lead(ep))
+	if !ok {
+		return at, false
 	}
 	if p.times == nil {
 		p.times = map[string]time.Time{}
 	}
-	p.times[ep.Name] = at.Add(d)
+	p.times[ep.Name] = after
 	return at, true
 }
 
@@ -521,7 +517,7 @@ func (e *Engine) waitPace(ep *courier.Endpoint) bool {
 				}
 				break
 			}
-			if !sleep(e.life, max(e.pace.next(ep.Name).Add(-lead(ep)).Sub(now), time.Millisecond)) {
+			if !sleep(e.life, max(at.Sub(now), time.Millisecond)) {
 				return false
 			}
 		}
@@ -538,16 +534,18 @@ func (e *Engine) waitPace(ep *courier.Endpoint) bool {
 }
 
 // bookShared books this attempt's start in the store that nodes share, so
-// that the spacing holds across all of them, and waits for it. What the
-// store answers also tells this node's claimer when the endpoint is free
-// again, so that it does not claim for it before then. It reports false
-// when a stop cut the wait off.
+// that the spacing holds across all of them, and waits for it: the store
+// decides at this node's now, and the wait runs until the time booked on
+// this node's clock. What the store answers also tells this node's
+// claimer when the endpoint is free again, so that it does not claim for
+// it before then. It reports false when a stop cut the wait off.
 func (e *Engine) bookShared(ep *courier.Endpoint) bool {
 	if interval(ep) <= 0 {
 		return true
 	}
 	for failures := 0; ; {
-		wait, ok, err := e.opts.Limits.BookStart(e.life, ep.Name, interval(ep), lead(ep))
+		now := e.clock.Now()
+		wait, ok, err := e.opts.Limits.BookStart(e.life, ep.Name, interval(ep), lead(ep), now)
 		if err != nil {
 			if e.life.Err() != nil {
 				return false
@@ -561,13 +559,13 @@ func (e *Engine) bookShared(ep *courier.Endpoint) bool {
 			}
 			continue
 		}
-		now := e.clock.Now()
+		at := now.Add(wait)
 		if ok {
-			e.pace.booked(ep, now.Add(wait))
-			return sleep(e.life, wait)
+			e.pace.booked(ep, at)
+			return sleep(e.life, at.Sub(e.clock.Now()))
 		}
-		e.pace.booked(ep, now.Add(wait+lead(ep)-interval(ep)))
-		if !sleep(e.life, max(wait, time.Millisecond)) {
+		e.pace.booked(ep, at.Add(lead(ep)-interval(ep)))
+		if !sleep(e.life, max(at.Sub(e.clock.Now()), time.Millisecond)) {
 			return false
 		}
 	}

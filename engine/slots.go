@@ -269,7 +269,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		s.mu.Unlock()
 	}
 	if renew {
-		got, err := s.shared.RenewSlots(ctx, owner, slotTTL)
+		got, err := s.shared.RenewSlots(ctx, owner, slotTTL, now)
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		s.mu.Unlock()
 	}
 	if len(want) > 0 {
-		got, err := s.shared.AcquireSlots(ctx, owner, want, slotTTL)
+		got, err := s.shared.AcquireSlots(ctx, owner, want, slotTTL, now)
 		if err != nil {
 			return err
 		}

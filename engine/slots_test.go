@@ -20,7 +20,7 @@ func TestSlotsGoBackWhenUnused(t *testing.T) {
 	known := map[string]*courier.Endpoint{"ep": ep}
 	other := func() int {
 		t.Helper()
-		got, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: "ep", Max: 4, N: 4}}, time.Minute)
+		got, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: "ep", Max: 4, N: 4}}, time.Minute, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestSlotsForgetEndpointsNoLongerUsed(t *testing.T) {
 	for i := range 50 {
 		ep := &courier.Endpoint{Name: fmt.Sprintf("ep-%d", i), MaxConcurrency: 1}
 		eps = append(eps, ep)
-		if _, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: ep.Name, Max: 1, N: 1}}, time.Minute); err != nil {
+		if _, err := store.AcquireSlots(ctx, "other", []courier.SlotRequest{{Endpoint: ep.Name, Max: 1, N: 1}}, time.Minute, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

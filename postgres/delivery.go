@@ -296,7 +296,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	keys := orderingKeys(msgs)
 	var due []string
 	err := pgx.BeginTxFunc(ctx, s.pool, byIndex, func(tx pgx.Tx) (err error) {
-		var priors map[string]prior
+		var priors map[string]courier.KeyPrior
 		if len(keys) > 0 {
 			// The keys' groups are read and changed under their locks,
 			// taken all first, in order, so that two writers never
@@ -355,7 +355,7 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		}
 		for i, c := range changes {
 			if p, ok := priors[c.Message.Key()]; ok && applied[i] {
-				if err := reorder(ctx, tx, c.Message, p); err != nil {
+				if err := courier.Reorder(keyTx{ctx, tx}, c.Message, p); err != nil {
 					return err
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -128,24 +129,11 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// SuspendRoute suspends the queued messages of a route.
+// SuspendRoute suspends the queued messages of a route, as the root
+// decides, through Apply.
 func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
-	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(DISTINCT ordering_key)) FROM messages
-			WHERE state = 'queued' AND route = $1 AND ordering_key IS NOT NULL`, route); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE messages SET state = 'suspended', reason = $1, last_error = $2,
-			next_attempt_at = NULL, timer_at = NULL, updated_at = $3, finished_at = $3
-			WHERE state = 'queued' AND route = $4`, string(reason), lastError, now, route)
-		n = int(tag.RowsAffected())
-		return err
-	})
-	if err != nil {
-		return 0, classify("suspend route "+route, err)
-	}
-	return n, nil
+	n, err := sqlstore.SuspendRoute(ctx, s, route, reason, lastError, now)
+	return n, classify("suspend route "+route, err)
 }
 
 // SwitchHealth makes the switches in one transaction: their endpoints'

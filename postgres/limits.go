@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -15,18 +16,13 @@ var _ courier.SharedLimits = (*Store)(nil)
 // A node's share of an endpoint's max_concurrency is one row of
 // endpoint_holds: how many slots it holds, until when. Nodes take slots of
 // an endpoint one at a time, under the endpoint's transaction-scoped
-// advisory lock (class slotLockClass, of the ordering keys' two-key space);
-// the statement that counts and takes runs after the lock is held, so its
-// snapshot sees every count written before.
+// advisory lock (class slotLockClass, of the ordering keys' two-key space):
+// a node reads the endpoint's holds after the lock is held, so that it sees
+// every hold written before, courier.SlotShare decides its share, and it
+// writes it before the lock is given back.
 
 // slotLockClass is the advisory lock class of endpoint slots.
 const slotLockClass = "1668248442"
-
-// holdGrace is how long before it lapses a hold can no longer be renewed:
-// a node that counts other nodes' holds may read one as it was before a
-// renewal committed, and this margin keeps such a read from taking a hold
-// as lapsed while its renewal is under way.
-const holdGrace = "interval '1 second'"
 
 // acquireChunk bounds the endpoints of one transaction, so that the
 // advisory locks it takes stay well within the server's lock table.
@@ -37,55 +33,83 @@ const acquireChunk = 256
 const lockSlotsSQL = `SELECT pg_advisory_xact_lock(` + slotLockClass + `, h)
 	FROM (SELECT DISTINCT hashtext(e) AS h FROM unnest($1::text[]) AS e ORDER BY 1) k`
 
-// takeSlotsSQL raises owner $4's hold of endpoint $1[i] by up to $3[i],
-// within $2[i] slots less the live holds of other owners, held for $5
-// microseconds; it returns the holds owner has of those endpoints now. A
-// hold that would be none is deleted instead.
-const takeSlotsSQL = `WITH want AS (
-	SELECT w.endpoint,
-		least(w.max - COALESCE((SELECT sum(o.n) FROM endpoint_holds o
-				WHERE o.endpoint = w.endpoint AND o.owner <> $4 AND o.until >= clock_timestamp()), 0),
-			COALESCE((SELECT m.n FROM endpoint_holds m
-				WHERE m.endpoint = w.endpoint AND m.owner = $4 AND m.until >= clock_timestamp() + ` + holdGrace + `), 0) + w.n) AS n
-	FROM unnest($1::text[], $2::int[], $3::int[]) AS w(endpoint, max, n)
+// holdsSQL reads the holds of endpoints $1.
+const holdsSQL = `SELECT endpoint, owner, n, until FROM endpoint_holds WHERE endpoint = ANY($1::text[])`
+
+// setHoldsSQL writes owner $1's holds of endpoints $2 as decided, $3 slots
+// each (none: the hold is deleted), held until $4.
+const setHoldsSQL = `WITH w AS (
+	SELECT * FROM unnest($2::text[], $3::int[]) AS w(endpoint, n)
 ), gone AS (
-	DELETE FROM endpoint_holds h USING want
-	WHERE h.endpoint = want.endpoint AND h.owner = $4 AND want.n <= 0
+	DELETE FROM endpoint_holds h USING w WHERE h.endpoint = w.endpoint AND h.owner = $1 AND w.n <= 0
 )
 INSERT INTO endpoint_holds AS h (endpoint, owner, n, until)
-SELECT endpoint, $4, n, clock_timestamp() + $5 * interval '1 microsecond' FROM want WHERE n > 0
-ON CONFLICT (endpoint, owner) DO UPDATE SET n = EXCLUDED.n, until = EXCLUDED.until
-RETURNING endpoint, n`
+SELECT endpoint, $1, n, $4 FROM w WHERE n > 0
+ON CONFLICT (endpoint, owner) DO UPDATE SET n = EXCLUDED.n, until = EXCLUDED.until`
 
-// AcquireSlots takes free slots of the endpoints for owner.
-func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration) (map[string]int, error) {
+// AcquireSlots takes free slots of the endpoints for owner, in one
+// transaction per chunk of endpoints that takes two round trips: its
+// locks and the endpoints' holds, then the holds decided and the commit.
+func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration, now time.Time) (map[string]int, error) {
 	want = slices.Clone(want)
 	slices.SortFunc(want, func(a, b courier.SlotRequest) int { return strings.Compare(a.Endpoint, b.Endpoint) })
 	want = slices.CompactFunc(want, func(a, b courier.SlotRequest) bool { return a.Endpoint == b.Endpoint })
 	out := make(map[string]int, len(want))
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify("acquire endpoint slots", err)
+	}
+	// A connection left in its transaction by an error is closed, not
+	// reused, and the transaction ends with it.
+	defer conn.Release()
 	for chunk := range slices.Chunk(want, acquireChunk) {
 		endpoints := make([]string, len(chunk))
-		maxes, ns := make([]int32, len(chunk)), make([]int32, len(chunk))
 		for i, w := range chunk {
-			endpoints[i], maxes[i], ns[i] = w.Endpoint, int32(max(w.Max, 1)), int32(max(w.N, 0))
+			endpoints[i] = w.Endpoint
 		}
-		// One batch is one transaction: the locks are held until the
-		// counts are written.
 		var b pgx.Batch
+		b.Queue(`BEGIN`)
 		b.Queue(lockSlotsSQL, endpoints)
-		b.Queue(takeSlotsSQL, endpoints, maxes, ns, owner, ttl.Microseconds())
-		results := s.pool.SendBatch(ctx, &b)
-		if _, err := results.Exec(); err != nil {
-			results.Close()
-			return nil, classify("lock endpoint slots", err)
+		b.Queue(holdsSQL, endpoints)
+		results := conn.SendBatch(ctx, &b)
+		_, err := results.Exec()
+		if err == nil {
+			_, err = results.Exec()
 		}
-		rows, err := results.Query()
-		err = collectHolds(rows, err, out)
-		if cerr := results.Close(); err == nil && cerr != nil {
-			err = classify("acquire endpoint slots", cerr)
+		holds := map[string][]courier.SlotHold{}
+		if err == nil {
+			var ep string
+			var h courier.SlotHold
+			var n int32
+			var rows pgx.Rows
+			rows, err = results.Query()
+			if err == nil {
+				_, err = pgx.ForEachRow(rows, []any{&ep, &h.Owner, &n, &h.Until}, func() error {
+					h.N = int(n)
+					holds[ep] = append(holds[ep], h)
+					return nil
+				})
+			}
+		}
+		if cerr := results.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
-			return nil, err
+			return nil, classify("read endpoint slots", err)
+		}
+		ns := make([]int32, len(chunk))
+		for i, w := range chunk {
+			n := courier.SlotShare(holds[w.Endpoint], owner, w, now)
+			ns[i] = int32(max(n, 0))
+			if n > 0 {
+				out[w.Endpoint] = n
+			}
+		}
+		b = pgx.Batch{}
+		b.Queue(setHoldsSQL, owner, endpoints, ns, now.Add(ttl))
+		b.Queue(`COMMIT`)
+		if err := conn.SendBatch(ctx, &b).Close(); err != nil {
+			return nil, classify("take endpoint slots", err)
 		}
 	}
 	return out, nil
@@ -93,11 +117,11 @@ func (s *Store) AcquireSlots(ctx context.Context, owner string, want []courier.S
 
 // RenewSlots extends the holds owner still has, and deletes every hold
 // that lapsed: its owner stopped renewing it, and no count includes it.
-func (s *Store) RenewSlots(ctx context.Context, owner string, ttl time.Duration) (map[string]int, error) {
+func (s *Store) RenewSlots(ctx context.Context, owner string, ttl time.Duration, now time.Time) (map[string]int, error) {
 	var b pgx.Batch
-	b.Queue(`DELETE FROM endpoint_holds WHERE until < clock_timestamp()`)
-	b.Queue(`UPDATE endpoint_holds SET until = clock_timestamp() + $2 * interval '1 microsecond'
-		WHERE owner = $1 AND until >= clock_timestamp() + `+holdGrace+` RETURNING endpoint, n`, owner, ttl.Microseconds())
+	b.Queue(`DELETE FROM endpoint_holds WHERE until < $1`, now)
+	b.Queue(`UPDATE endpoint_holds SET until = $2 WHERE owner = $1 AND until >= $3 RETURNING endpoint, n`,
+		owner, now.Add(ttl), now.Add(courier.SlotGrace))
 	results := s.pool.SendBatch(ctx, &b)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
@@ -154,29 +178,77 @@ func collectHolds(rows pgx.Rows, err error, out map[string]int) error {
 	return err
 }
 
-// bookSQL books the next start of endpoint $1 ($2 the interval, $3 the
-// lead, both in microseconds) on the database's clock and returns whether
-// it did and the wait in microseconds: until the booked start, or, when the
-// next free start is further than the lead, until a booking may be tried.
-// The upsert holds the endpoint's row, so bookings from several nodes are
-// spaced one after the other.
-const bookSQL = `WITH booked AS (
-	INSERT INTO endpoint_pace AS p (endpoint, next_at) VALUES ($1, clock_timestamp() + $2 * interval '1 microsecond')
-	ON CONFLICT (endpoint) DO UPDATE
-		SET next_at = greatest(p.next_at, clock_timestamp()) + $2 * interval '1 microsecond'
-		WHERE p.next_at <= clock_timestamp() + $3 * interval '1 microsecond'
-	RETURNING next_at - $2 * interval '1 microsecond' AS at
+// bookSQL books a start of endpoint $1: it moves the endpoint's next free
+// start from $2 (NULL: none booked yet) to $3, as courier.NextStart decided
+// from $2, if it is still $2. It returns whether it did, and the next free
+// start that it found.
+const bookSQL = `WITH found AS (
+	SELECT next_at FROM endpoint_pace WHERE endpoint = $1
+), booked AS (
+	INSERT INTO endpoint_pace AS p (endpoint, next_at) VALUES ($1, $3)
+	ON CONFLICT (endpoint) DO UPDATE SET next_at = EXCLUDED.next_at WHERE p.next_at = $2
+	RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM booked),
-	(extract(epoch FROM COALESCE((SELECT at FROM booked),
-		(SELECT next_at - $3 * interval '1 microsecond' FROM endpoint_pace WHERE endpoint = $1)) - clock_timestamp()) * 1e6)::bigint`
+SELECT EXISTS (SELECT 1 FROM booked), (SELECT next_at FROM found)`
 
-// BookStart books the next start of a paced endpoint for every node.
-func (s *Store) BookStart(ctx context.Context, endpoint string, interval, lead time.Duration) (time.Duration, bool, error) {
-	var ok bool
-	var waitUS int64
-	if err := s.pool.QueryRow(ctx, bookSQL, endpoint, interval.Microseconds(), lead.Microseconds()).Scan(&ok, &waitUS); err != nil {
+// paces is, per paced endpoint, the next free start that this store last
+// booked or found. The next free start only moves on, so that one known
+// here is the one in the database, or one before it: a booking decided
+// from it is written in one round trip unless another node booked since.
+type paces struct {
+	mu   sync.Mutex
+	next map[string]time.Time
+}
+
+func (p *paces) get(endpoint string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next[endpoint]
+}
+
+func (p *paces) set(endpoint string, next time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == nil {
+		p.next = map[string]time.Time{}
+	}
+	if next.After(p.next[endpoint]) {
+		p.next[endpoint] = next
+	}
+}
+
+// BookStart books the next start of a paced endpoint for every node, as
+// courier.NextStart decides at now from the endpoint's next free start. A
+// booking that another node's overtook is refused with the time to try
+// again (at once, if the start it left is free), so that the caller books
+// again at its own now rather than one a round trip old.
+func (s *Store) BookStart(ctx context.Context, endpoint string, interval, lead time.Duration, now time.Time) (time.Duration, bool, error) {
+	next := s.paces.get(endpoint)
+	at, after, ok := courier.NextStart(next, now, interval, lead)
+	if !ok {
+		// The next free start is later still if another node booked.
+		return at.Sub(now), false, nil
+	}
+	// The database keeps microseconds: rounded up, the interval stays whole.
+	after = after.Add(time.Microsecond - 1).Truncate(time.Microsecond)
+	var prev *time.Time
+	if !next.IsZero() {
+		prev = &next
+	}
+	var booked bool
+	var found *time.Time
+	if err := s.pool.QueryRow(ctx, bookSQL, endpoint, prev, after).Scan(&booked, &found); err != nil {
 		return 0, false, classify("book the next start of "+endpoint, err)
 	}
-	return max(time.Duration(waitUS)*time.Microsecond, 0), ok, nil
+	if booked {
+		s.paces.set(endpoint, after)
+		return max(at.Sub(now), 0), true, nil
+	}
+	if found != nil {
+		s.paces.set(endpoint, *found)
+		if at, _, ok := courier.NextStart(*found, now, interval, lead); !ok {
+			return at.Sub(now), false, nil
+		}
+	}
+	return 0, false, nil
 }

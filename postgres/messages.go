@@ -203,7 +203,7 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 			}
 			// Whether each waits for its key is decided before it is
 			// stored, so that the sender is told what is stored.
-			if err := admit(ctx, tx, msgs); err != nil {
+			if err := courier.AdmitKeyed(keyTx{ctx, tx}, msgs); err != nil {
 				return err
 			}
 			var b ingestBatch
@@ -317,7 +317,7 @@ func settleIngested(ctx context.Context, tx pgx.Tx, msgs []*courier.Message, res
 			continue
 		}
 		done[gk] = true
-		seq, _, err := settle(ctx, tx, m.Route, m.OrderingKey, m.UpdatedAt)
+		seq, err := courier.SettleKey(keyTx{ctx, tx}, m.Route, m.OrderingKey, m.UpdatedAt)
 		if err != nil {
 			return err
 		}
@@ -540,7 +540,7 @@ func act(ctx context.Context, tx pgx.Tx, key string, decide sqlstore.Decide) (*c
 		// The row is locked and was read as it is: the change must apply.
 		return nil, courier.Internal(fmt.Errorf("change message %s: %d rows changed", key, len(ords)))
 	}
-	if err := reorder(ctx, tx, next, prior{seq: seq, route: m.Route, state: m.State}); err != nil {
+	if err := courier.Reorder(keyTx{ctx, tx}, next, courier.KeyPrior{Seq: seq, Route: m.Route, State: m.State}); err != nil {
 		return nil, err
 	}
 	return next, nil

@@ -70,6 +70,7 @@ type Store struct {
 	closeMu  sync.Once
 	listenMu sync.Mutex
 	listened bool
+	paces    paces // paced endpoints' next free starts (limits.go)
 }
 
 // Open connects to the database at dsn, applies the migrations it lacks

@@ -81,7 +81,7 @@ func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int6
 		},
 		func(key string, decide sqlstore.Decide) error { _, err := act(ctx, tx, key, decide); return err },
 		func(_ int, d *courier.Message) error {
-			if err := admit(ctx, tx, []*courier.Message{d}); err != nil {
+			if err := courier.AdmitKeyed(keyTx{ctx, tx}, []*courier.Message{d}); err != nil {
 				return err
 			}
 			headers, err := encodeHeaders(d.Headers)

@@ -118,7 +118,7 @@ func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq
 		},
 		func(key string, decide sqlstore.Decide) error { _, err := s.act(tx, key, decide); return err },
 		func(i int, d *courier.Message) error {
-			if err := s.admit(tx, d); err != nil {
+			if err := courier.AdmitKeyed(keyTx{s, tx}, []*courier.Message{d}); err != nil {
 				return err
 			}
 			_, err := s.execInsert(tx, s.insertStmt, d, seqs[i])

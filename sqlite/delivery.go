@@ -259,7 +259,7 @@ func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 		return false, nil
 	}
 	if m.OrderingKey != "" {
-		if err := s.reorder(tx, m, seq, priorRoute, courier.State(priorState)); err != nil {
+		if err := courier.Reorder(keyTx{s, tx}, m, courier.KeyPrior{Seq: seq, Route: priorRoute, State: courier.State(priorState)}); err != nil {
 			return false, err
 		}
 	}

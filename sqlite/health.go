@@ -7,6 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
 const healthColumns = `endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at`
@@ -90,20 +91,11 @@ func (s *Store) QueuedRoutes(ctx context.Context) ([]string, error) {
 	})
 }
 
-// SuspendRoute suspends the queued messages of a route.
+// SuspendRoute suspends the queued messages of a route, as the root
+// decides, through Apply.
 func (s *Store) SuspendRoute(ctx context.Context, route string, reason courier.Reason, lastError string, now time.Time) (int, error) {
-	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE messages SET state = 'suspended', reason = ?, last_error = ?, next_attempt_at = NULL,
-			timer_at = NULL, updated_at = ?, finished_at = ? WHERE state = 'queued' AND route = ?`,
-			string(reason), lastError, micros(now), micros(now), route)
-		if err != nil {
-			return classify("suspend route "+route, err)
-		}
-		n, _ = res.RowsAffected()
-		return nil
-	})
-	return int(n), err
+	n, err := sqlstore.SuspendRoute(ctx, s, route, reason, lastError, now)
+	return n, classify("suspend route "+route, err)
 }
 
 // SwitchHealth makes the switches in one transaction, with its statements

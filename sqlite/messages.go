@@ -112,8 +112,10 @@ func (s *Store) ingestRun(tx *sql.Tx, heads sequenceHeads, run []*courier.Messag
 	for k, m := range run {
 		// Whether it waits for its key: decided before it is stored, so
 		// that the sender is told what is stored.
-		if err := s.admit(tx, m); err != nil {
-			return nil, err
+		if courier.JoinsKey(m) {
+			if err := courier.AdmitKeyed(keyTx{s, tx}, []*courier.Message{m}); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.number(tx, heads, m); err != nil {
 			return nil, err

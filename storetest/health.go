@@ -333,3 +333,24 @@ func testSwitchHealth(t *testing.T, s courier.Store) {
 		}
 	}
 }
+
+// testSuspendRouteOfManyMessages: a route with more queued messages than
+// a page of a listing has them all suspended.
+func testSuspendRouteOfManyMessages(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	const n = courier.MaxListLimit + 5
+	msgs := make([]*courier.Message, n)
+	for i := range msgs {
+		m := &courier.Message{ID: fmt.Sprintf("m-%d", i), Type: "t", Route: "gone", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), true, base)
+		msgs[i] = m
+	}
+	mustIngest(t, s, msgs...)
+	got, err := s.SuspendRoute(ctx, "gone", courier.ReasonNoRoute, "route gone was removed", base.Add(time.Minute))
+	if err != nil || got != n {
+		t.Fatalf("SuspendRoute: %d %v; want %d", got, err, n)
+	}
+	if routes, err := s.QueuedRoutes(ctx); err != nil || len(routes) != 0 {
+		t.Errorf("queued routes after: %v %v; want none", routes, err)
+	}
+}

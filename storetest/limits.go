@@ -24,13 +24,13 @@ func RunLimits(t *testing.T, open func(t *testing.T) courier.SharedLimits) {
 // testSlotsNeverExceedMax: owners asking at once together never hold more
 // than the endpoint's slots, and asking again returns what one holds.
 func testSlotsNeverExceedMax(t *testing.T, l courier.SharedLimits) {
-	ctx := context.Background()
+	ctx, now := context.Background(), time.Now()
 	owners := []string{"node-a", "node-b", "node-c", "node-d"}
 	got := make([]map[string]int, len(owners))
 	var wg sync.WaitGroup
 	for i, o := range owners {
 		wg.Go(func() {
-			s, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 2}, {Endpoint: "other", Max: 1, N: 1}}, time.Minute)
+			s, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 2}, {Endpoint: "other", Max: 1, N: 1}}, time.Minute, now)
 			if err != nil {
 				t.Error(err)
 			}
@@ -50,13 +50,13 @@ func testSlotsNeverExceedMax(t *testing.T, l courier.SharedLimits) {
 		t.Fatalf("held %d slots of ep (want 3) and %d of other (want 1): %v", ep, other, got)
 	}
 	// Asking again for none returns what the owner holds.
-	again, err := l.AcquireSlots(ctx, owners[0], []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 0}}, time.Minute)
+	again, err := l.AcquireSlots(ctx, owners[0], []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 0}}, time.Minute, now)
 	if err != nil || again["ep"] != got[0]["ep"] {
 		t.Fatalf("node-a holds %v, %v; want %d of ep", again, err, got[0]["ep"])
 	}
 	// With every slot held, nobody gets more.
 	for i, o := range owners {
-		if more, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 3}}, time.Minute); err != nil || more["ep"] != got[i]["ep"] {
+		if more, err := l.AcquireSlots(ctx, o, []courier.SlotRequest{{Endpoint: "ep", Max: 3, N: 3}}, time.Minute, now); err != nil || more["ep"] != got[i]["ep"] {
 			t.Fatalf("%s asking for more while all are held: %v, %v; want what it held", o, more, err)
 		}
 	}
@@ -65,46 +65,46 @@ func testSlotsNeverExceedMax(t *testing.T, l courier.SharedLimits) {
 // testSlotsReleaseAndLapse: released slots and slots whose holder stopped
 // renewing them go to others; renewing keeps them.
 func testSlotsReleaseAndLapse(t *testing.T, l courier.SharedLimits) {
-	ctx := context.Background()
+	ctx, now := context.Background(), time.Now()
 	want := []courier.SlotRequest{{Endpoint: "ep", Max: 2, N: 2}}
-	a, err := l.AcquireSlots(ctx, "a", want, time.Minute)
+	a, err := l.AcquireSlots(ctx, "a", want, time.Minute, now)
 	if err != nil || a["ep"] != 2 {
 		t.Fatalf("a: %v, %v; want 2 slots", a, err)
 	}
-	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || b["ep"] != 0 {
+	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute, now); err != nil || b["ep"] != 0 {
 		t.Fatalf("b while a holds both: %v, %v; want none", b, err)
 	}
 	if err := l.ReleaseSlots(ctx, "a", map[string]int{"ep": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute); err != nil || b["ep"] != 1 {
+	if b, err := l.AcquireSlots(ctx, "b", want, time.Minute, now); err != nil || b["ep"] != 1 {
 		t.Fatalf("b after a released one: %v, %v; want 1", b, err)
 	}
-	if renewed, err := l.RenewSlots(ctx, "a", time.Minute); err != nil || renewed["ep"] != 1 || len(renewed) != 1 {
+	if renewed, err := l.RenewSlots(ctx, "a", time.Minute, now); err != nil || renewed["ep"] != 1 || len(renewed) != 1 {
 		t.Fatalf("a renews: %v, %v; want its one slot of ep", renewed, err)
 	}
 	// a stops renewing: its slot lapses and d takes it.
-	if _, err := l.RenewSlots(ctx, "a", time.Millisecond); err != nil {
+	if _, err := l.RenewSlots(ctx, "a", time.Millisecond, now); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if renewed, err := l.RenewSlots(ctx, "a", time.Minute); err != nil || renewed["ep"] != 0 {
+	now = now.Add(20 * time.Millisecond)
+	if renewed, err := l.RenewSlots(ctx, "a", time.Minute, now); err != nil || renewed["ep"] != 0 {
 		t.Fatalf("renew after the slot lapsed: %v, %v; want nothing held", renewed, err)
 	}
-	if d, err := l.AcquireSlots(ctx, "d", want, time.Minute); err != nil || d["ep"] != 1 {
+	if d, err := l.AcquireSlots(ctx, "d", want, time.Minute, now); err != nil || d["ep"] != 1 {
 		t.Fatalf("d after a's slot lapsed: %v, %v; want 1", d, err)
 	}
-	if renewed, err := l.RenewSlots(ctx, "d", time.Minute); err != nil || renewed["ep"] != 1 {
+	if renewed, err := l.RenewSlots(ctx, "d", time.Minute, now); err != nil || renewed["ep"] != 1 {
 		t.Fatalf("d renews: %v, %v; want its slot", renewed, err)
 	}
 	// Giving back every slot leaves none held; they are free for others.
 	if err := l.ReleaseSlots(ctx, "d", map[string]int{"ep": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if renewed, err := l.RenewSlots(ctx, "d", time.Minute); err != nil || len(renewed) != 0 {
+	if renewed, err := l.RenewSlots(ctx, "d", time.Minute, now); err != nil || len(renewed) != 0 {
 		t.Fatalf("d renews after giving back all: %v, %v; want nothing held", renewed, err)
 	}
-	if a, err := l.AcquireSlots(ctx, "a", want, time.Minute); err != nil || a["ep"] != 1 {
+	if a, err := l.AcquireSlots(ctx, "a", want, time.Minute, now); err != nil || a["ep"] != 1 {
 		t.Fatalf("a after d gave back its slot: %v, %v; want 1 (b holds the other)", a, err)
 	}
 }
@@ -112,12 +112,12 @@ func testSlotsReleaseAndLapse(t *testing.T, l courier.SharedLimits) {
 // testSlotsManyEndpoints: one request for more endpoints than one
 // transaction takes at once gets the slots of every one.
 func testSlotsManyEndpoints(t *testing.T, l courier.SharedLimits) {
-	ctx := context.Background()
+	ctx, now := context.Background(), time.Now()
 	var want []courier.SlotRequest
 	for i := range 700 {
 		want = append(want, courier.SlotRequest{Endpoint: fmt.Sprintf("ep-%04d", i), Max: 16, N: 16})
 	}
-	got, err := l.AcquireSlots(ctx, "a", want, time.Minute)
+	got, err := l.AcquireSlots(ctx, "a", want, time.Minute, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func testSlotsManyEndpoints(t *testing.T, l courier.SharedLimits) {
 			t.Fatalf("%s: %d slots, want 16", w.Endpoint, got[w.Endpoint])
 		}
 	}
-	if other, err := l.AcquireSlots(ctx, "b", want[:10], time.Minute); err != nil || len(other) != 0 {
+	if other, err := l.AcquireSlots(ctx, "b", want[:10], time.Minute, now); err != nil || len(other) != 0 {
 		t.Fatalf("b while a holds every slot: %v, %v; want none", other, err)
 	}
 }
@@ -134,25 +134,30 @@ func testSlotsManyEndpoints(t *testing.T, l courier.SharedLimits) {
 // testBookStart: bookings from many callers are spaced by the interval, and
 // one further off than the lead is refused with the time to wait.
 func testBookStart(t *testing.T, l courier.SharedLimits) {
-	ctx := context.Background()
+	ctx, now := context.Background(), time.Now().Truncate(time.Millisecond)
 	const interval, lead = 200 * time.Millisecond, 50 * time.Millisecond
-	wait, ok, err := l.BookStart(ctx, "paced", interval, lead)
-	if err != nil || !ok || wait > lead {
+	wait, ok, err := l.BookStart(ctx, "paced", interval, lead, now)
+	if err != nil || !ok || wait != 0 {
 		t.Fatalf("first booking: wait %v, ok %v, %v; want at once", wait, ok, err)
 	}
-	wait, ok, err = l.BookStart(ctx, "paced", interval, lead)
+	wait, ok, err = l.BookStart(ctx, "paced", interval, lead, now)
 	if err != nil || ok {
 		t.Fatalf("second booking at once: ok %v, %v; want refused (the next start is an interval away)", ok, err)
 	}
-	if wait < interval-lead-50*time.Millisecond || wait > interval {
-		t.Fatalf("refused booking says wait %v; want about %v", wait, interval-lead)
+	if wait != interval-lead {
+		t.Fatalf("refused booking says wait %v; want %v", wait, interval-lead)
 	}
-	time.Sleep(wait)
-	wait, ok, err = l.BookStart(ctx, "paced", interval, lead)
-	if err != nil || !ok || wait > lead {
-		t.Fatalf("booking after the wait: wait %v, ok %v, %v; want within the lead", wait, ok, err)
+	now = now.Add(wait)
+	wait, ok, err = l.BookStart(ctx, "paced", interval, lead, now)
+	if err != nil || !ok || wait != lead {
+		t.Fatalf("booking after the wait: wait %v, ok %v, %v; want the lead, %v", wait, ok, err, lead)
 	}
-	if _, ok, _ := l.BookStart(ctx, "other", interval, lead); !ok {
+	// The one after that is an interval later.
+	now = now.Add(interval)
+	if wait, ok, err = l.BookStart(ctx, "paced", interval, lead, now); err != nil || !ok || wait != lead {
+		t.Fatalf("booking an interval on: wait %v, ok %v, %v; want the lead, %v", wait, ok, err, lead)
+	}
+	if _, ok, _ := l.BookStart(ctx, "other", interval, lead, now); !ok {
 		t.Fatal("another endpoint's first booking was refused")
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"CountSuspended", testCountSuspended},
 		{"CountLive", testCountLive},
 		{"SuspendRoute", testSuspendRoute},
+		{"SuspendRouteOfManyMessages", testSuspendRouteOfManyMessages},
 		{"OrderingOneAtATime", testOrderingOneAtATime},
 		{"OrderingIngestSaysWaiting", testOrderingIngestSaysWaiting},
 		{"OrderingBlock", testOrderingBlock},

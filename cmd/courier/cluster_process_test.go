@@ -124,7 +124,7 @@ func TestClusterDeliversExactlyOnce(t *testing.T) {
 	}
 	starts := c.sink.Arrivals("/ep-1")
 	sort.Slice(starts, func(i, j int) bool { return starts[i].Time.Before(starts[j].Time) })
-	// The starts are booked on the database's clock and each node sends at
+	// The starts are booked in the database and each node sends at
 	// its booked time; the arrivals carry the sending processes' scheduling
 	// jitter: milliseconds, tens of them on two cores busy with other
 	// tests. Without shared pacing, the three nodes would each send at once.
