@@ -85,7 +85,7 @@ func newEndpointSwitchCmd(g *globals, on bool) *cobra.Command {
 	var transport, state string
 	cmd := &cobra.Command{
 		Use: verb + " [NAME]",
-		Short: map[bool]string{true: "Switch an endpoint on again (or all a filter selects): its held messages go out",
+		Short: map[bool]string{true: "Switch an endpoint on again (or all a filter selects): its held messages go out as each comes due",
 			false: "Switch an endpoint off (or all a filter selects): its messages are held, not failed, until it is on again"}[on],
 		Long: `Switch one endpoint ` + verb + ` by its name, or, with --prefix, --transport, --host
 or --state instead of a name, every endpoint that matches all the flags given,
