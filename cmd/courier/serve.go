@@ -516,7 +516,7 @@ func apiKeys(cfg *config.Config, cat *catalog.Catalog) ([]api.Key, error) {
 func reload(cfg *config.Config, logger *slog.Logger) (*config.Config, error) {
 	if cfg.File == "" {
 		logger.Info("reload: no configuration file to reload")
-		return nil, courier.Errorf(courier.CodeUnavailable, "this server runs without a configuration file; there is nothing to reload")
+		return nil, courier.Errorf(courier.CodeNotConfigured, "this server runs without a configuration file; there is nothing to reload")
 	}
 	next, err := config.Load(cfg.File)
 	if err != nil {
