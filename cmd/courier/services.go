@@ -118,15 +118,16 @@ func (h *httpService) Start(ctx context.Context) error {
 // Stop stops taking requests and lets those under way finish until ctx
 // ends; then they are cut off. A server once stopped serves no more.
 func (h *httpService) Stop(ctx context.Context) error {
-	stopped, _, ok := h.StopInit()
-	if !ok {
-		return nil
-	}
+	// Shut down even when Serve has failed by itself: the connections it
+	// had are drained.
+	stopped, _, running := h.StopInit()
 	err := h.srv.Shutdown(ctx)
 	if err != nil {
 		h.srv.Close()
 	}
-	<-stopped // Serve returns as soon as the shutdown begins
+	if running {
+		<-stopped // Serve returns as soon as the shutdown begins
+	}
 	return err
 }
 
