@@ -21,8 +21,14 @@ const (
 	CodePermissionDenied   Code = "permission_denied"
 	CodePayloadTooLarge    Code = "payload_too_large"
 	CodeRateLimited        Code = "rate_limited"
-	CodeUnavailable        Code = "unavailable"
-	CodeInternal           Code = "internal"
+	// CodeUnavailable: a dependency failed for the moment; trying again
+	// later may succeed.
+	CodeUnavailable Code = "unavailable"
+	// CodeNotConfigured: this server lacks the feature asked for (no
+	// configuration file to reload, no bulk operations, no registry
+	// client): trying again will not help until its configuration changes.
+	CodeNotConfigured Code = "not_configured"
+	CodeInternal      Code = "internal"
 )
 
 // Error is an error meant to be shown to the caller: a code and a message

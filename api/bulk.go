@@ -23,7 +23,7 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 			return
 		}
 		if s.opts.Bulk == nil {
-			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "bulk operations are not available on this server"))
+			s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "bulk operations are not available on this server"))
 			return
 		}
 		done, err := s.opts.Bulk.Run(r.Context(), op)

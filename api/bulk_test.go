@@ -72,5 +72,5 @@ func TestBulkOperations(t *testing.T) {
 
 	plain := newTestServer(t)
 	status, body, _ = plain.call(t, "POST", "/v1/messages/resubmit", `{}`)
-	wantError(t, status, body, 503, courier.CodeUnavailable, "bulk")
+	wantError(t, status, body, 501, courier.CodeNotConfigured, "bulk")
 }

@@ -29,6 +29,10 @@ var statuses = map[courier.Code]int{
 	courier.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	courier.CodeRateLimited:        http.StatusTooManyRequests,
 	courier.CodeUnavailable:        http.StatusServiceUnavailable,
+	// 501, not 503: the server lacks the feature, and a client that
+	// retries 503s would retry for ever. Not 409 either: no state of the
+	// object asked for is in the way.
+	courier.CodeNotConfigured: http.StatusNotImplemented,
 }
 
 // StatusOf maps an error to its HTTP status: the one place where codes

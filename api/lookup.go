@@ -58,7 +58,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "type %q is not valid", typ))
 		return
 	case s.opts.Resolver == nil:
-		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no registry client"))
+		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "this server has no registry client"))
 		return
 	}
 	a := LookupAnswer{Route: route, Recipient: recipient, Type: typ, Registry: courier.RedactURL(rt.Lookup.LookupURL(recipient, typ))}

@@ -25,7 +25,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.opts.Bulk == nil {
-		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "replays are not available on this server"))
+		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "replays are not available on this server"))
 		return
 	}
 	op, err = s.opts.Bulk.Begin(r.Context(), op)

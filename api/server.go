@@ -245,7 +245,7 @@ func (s *Server) SetKeys(keys []Key) {
 
 func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
 	if s.opts.ReloadFunc == nil {
-		s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "this server has no configuration file to reload"))
+		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "this server has no configuration file to reload"))
 		return
 	}
 	if err := s.opts.ReloadFunc(r.Context()); err != nil {

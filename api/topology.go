@@ -156,7 +156,7 @@ func rawOrNil(s string) json.RawMessage {
 // catalog returns the server's catalog, or says there is none.
 func (s *Server) catalog() (Catalog, error) {
 	if s.opts.Catalog == nil {
-		return nil, courier.Errorf(courier.CodeUnavailable, "this server keeps no topology catalog")
+		return nil, courier.Errorf(courier.CodeNotConfigured, "this server keeps no topology catalog")
 	}
 	return s.opts.Catalog, nil
 }

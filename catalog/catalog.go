@@ -21,6 +21,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/config"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // Options configure a Catalog.
@@ -61,6 +62,8 @@ const minSyncGap = 100 * time.Millisecond
 // way to change it. In file mode (FromFile) it only shows the file's
 // objects and refuses changes.
 type Catalog struct {
+	startstop.Base // watches the store between Start and Stop
+
 	opts Options
 	file string // the file that holds the topology; empty when the store does
 
@@ -78,9 +81,7 @@ type Catalog struct {
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[[]config.Key]
 
-	poke   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	poke chan struct{}
 }
 
 type objectKey struct {
@@ -404,38 +405,32 @@ func (c *Catalog) Start(ctx context.Context) error {
 	if c.file != "" {
 		return nil
 	}
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
+	run, ok := c.StartInit(ctx)
+	if !ok {
+		return ctx.Err()
+	}
+	var wg sync.WaitGroup
 	if c.opts.ListenFunc != nil {
-		go c.opts.ListenFunc(ctx, func(v int64) {
-			if v == 0 || v > c.Version() {
-				select {
-				case c.poke <- struct{}{}:
-				default:
+		wg.Go(func() {
+			c.opts.ListenFunc(run.Ctx, func(v int64) {
+				if v == 0 || v > c.Version() {
+					select {
+					case c.poke <- struct{}{}:
+					default:
+					}
 				}
-			}
+			})
 		})
 	}
-	go c.watch(ctx)
+	wg.Go(func() { c.watch(run.Ctx) })
+	go func() {
+		wg.Wait()
+		run.Stopped()
+	}()
 	return nil
 }
 
-// Stop ends the watch.
-func (c *Catalog) Stop(ctx context.Context) error {
-	if c.cancel == nil {
-		return nil
-	}
-	c.cancel()
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (c *Catalog) watch(ctx context.Context) {
-	defer close(c.done)
 	tick := time.NewTicker(c.opts.PollInterval)
 	defer tick.Stop()
 	for {

@@ -88,9 +88,11 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 }
 
 // applyRetrying writes changes, trying again with a growing pause while the
-// store fails, for up to about ten minutes, or until a stop cuts it off;
-// then the outcomes are given up and the leases will lapse (the messages
-// are delivered again).
+// store is unavailable, for up to about ten minutes, or until a stop cuts it
+// off; then the outcomes are given up and the leases will lapse (the
+// messages are delivered again). Any other failure (an internal one, a
+// change the store refuses) is given up at once: trying again would fail
+// the same way, and hold back the outcomes behind it for ten minutes.
 func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 	pause := 50 * time.Millisecond
 	deadline := e.clock.Now().Add(10 * time.Minute)
@@ -104,7 +106,7 @@ func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 				"count", len(changes), "err", err)
 			return nil
 		}
-		if e.clock.Now().After(deadline) {
+		if courier.ErrorCode(err) != courier.CodeUnavailable || e.clock.Now().After(deadline) {
 			e.logger.Error("outcomes could not be written; their messages will be delivered again when the leases lapse",
 				"count", len(changes), "err", err)
 			return nil

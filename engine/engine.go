@@ -7,7 +7,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // Options configure an Engine. Store, Topology and Senders are required.
@@ -101,17 +101,16 @@ type Engine struct {
 	// switchEvents records the events of operators' switches.
 	switchEvents eventQueue
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc // ends the loops: no new claims
-	loops    sync.WaitGroup     // claimer, sweeper, rescuer, timers
-	attempts sync.WaitGroup     // running attempts
-	done     chan struct{}      // closed when the completer has flushed
+	startstop.Base                // runs between Start and Stop; a run's Ctx ends the loops: no new claims
+	loops          sync.WaitGroup // claimer, sweeper, rescuer, timers
+	attempts       sync.WaitGroup // running attempts
+	done           chan struct{}  // closed when the completer has flushed
 	// life is the context of what outlives the loops at a stop: attempts
-	// under way, their pacing, and the writing of outcomes and health. It
-	// ends when a stop runs out of time (kill), cutting all of that off as a
-	// crash would: the leases lapse and the messages are taken up again.
+	// under way, their pacing, and the writing of outcomes and health: the
+	// run's Life, which ends when a stop runs out of time, cutting all of
+	// that off as a crash would: the leases lapse and the messages are
+	// taken up again.
 	life context.Context
-	kill context.CancelFunc
 }
 
 // outcome is one finished attempt on its way to the store.
@@ -180,7 +179,7 @@ func New(o Options) *Engine {
 		lanes:    newLanes(),
 		workers:  newWorkers(2 * o.Workers),
 	}
-	e.life, e.kill = context.WithCancel(context.Background())
+	e.life = context.Background()
 	e.topology.Store(o.Topology)
 	return e
 }
@@ -263,22 +262,28 @@ func (e *Engine) noteChanges(changes []courier.Change, applied []bool) {
 	e.nudge()
 }
 
-// Start runs the engine in the background until Stop.
+// Start runs the engine in the background until Stop. Started again after
+// a stop, it runs again.
 func (e *Engine) Start(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel != nil || e.done != nil {
-		return errors.New("engine already started")
+	run, ok := e.StartInit(ctx)
+	if !ok {
+		return ctx.Err()
 	}
 	if e.opts.RescueAllOnStart {
-		if err := e.rescue(ctx, time.Unix(1<<40, 0)); err != nil {
+		if err := e.rescue(run.Ctx, time.Unix(1<<40, 0)); err != nil {
+			run.Stopped()
 			return fmt.Errorf("rescue the leases of the previous run: %w", err)
 		}
 	}
-	ctx, e.cancel = context.WithCancel(ctx)
-	e.done = make(chan struct{})
-	e.life, e.kill = context.WithCancel(context.WithoutCancel(ctx))
+	// What a run's goroutines share is made afresh for each run: the last
+	// one's stop closed it.
+	e.life = run.Life
+	e.outcomes = make(chan outcome, e.opts.Workers)
+	e.workers = newWorkers(2 * e.opts.Workers)
+	done := make(chan struct{})
+	e.done = done
 	go e.complete()
+	ctx = run.Ctx
 	e.loops.Add(6)
 	go e.every(ctx, 5*time.Minute, e.suspendOrphans)
 	go e.every(ctx, e.lagInterval(), e.checkLag)
@@ -286,6 +291,22 @@ func (e *Engine) Start(ctx context.Context) error {
 	go e.sweepLoop(ctx)
 	go e.every(ctx, e.opts.RescueInterval, func(ctx context.Context) error { return e.rescue(ctx, e.clock.Now()) })
 	go e.every(ctx, e.opts.TimerInterval, e.fireTimers)
+	go func() {
+		defer run.Stopped()
+		<-ctx.Done()
+		e.loops.Wait()
+		e.attempts.Wait()
+		e.switchEvents.wait()
+		e.workers.stop()
+		close(e.outcomes)
+		<-done
+		if run.Life.Err() != nil {
+			return // cut off: the slots lapse by themselves
+		}
+		if err := e.slots.releaseAll(run.Life, e.opts.Owner); err != nil {
+			e.logger.Warn("could not give back the endpoint slots this node held; they lapse by themselves", "err", err)
+		}
+	}()
 	return nil
 }
 
@@ -294,41 +315,23 @@ func (e *Engine) Start(ctx context.Context) error {
 // at a crash: attempts are abandoned and outcomes not yet written are
 // dropped, and their messages are taken up again when the leases lapse.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	cancel, done, kill := e.cancel, e.done, e.kill
-	e.cancel = nil
-	e.mu.Unlock()
-	if cancel == nil {
+	stopped, cutOff, ok := e.StopInit()
+	if !ok {
 		return nil
 	}
-	defer kill()
-	cancel()
-	finished := make(chan struct{})
-	go func() {
-		e.loops.Wait()
-		e.attempts.Wait()
-		e.switchEvents.wait()
-		e.workers.stop()
-		close(e.outcomes)
-		<-done
-		close(finished)
-	}()
 	select {
-	case <-finished:
+	case <-stopped:
+		return nil
 	case <-ctx.Done():
-		kill()
+		cutOff()
 		// Cut off, everything winds down at once; a transport that does not
 		// heed its context is not waited for.
 		select {
-		case <-finished:
+		case <-stopped:
 		case <-time.After(cutOffGrace):
 		}
 		return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", ctx.Err())
 	}
-	if err := e.slots.releaseAll(ctx, e.opts.Owner); err != nil {
-		e.logger.Warn("could not give back the endpoint slots this node held; they lapse by themselves", "err", err)
-	}
-	return nil
 }
 
 // cutOffGrace is how long a stop that ran out of time waits for the work

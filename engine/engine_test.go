@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -44,6 +45,8 @@ type harness struct {
 	alerts *courier.Alerts
 	// bulks are the engines' runners of bulk operations (and re-drives).
 	bulks map[*engine.Engine]*engine.Bulk
+	// logger, when a test's build function sets it, is the engines' logger.
+	logger *slog.Logger
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -91,7 +94,7 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 			courier.TransportNATS: natsSender,
 		},
 		PollInterval: cmp.Or(h.poll, 20*time.Millisecond), TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
-		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts,
+		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts, Logger: h.logger,
 	})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,11 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // Retention deletes terminal messages older than the retention period, a
@@ -20,9 +19,7 @@ type Retention struct {
 	clock    courier.Clock
 	logger   *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Base // sweeps between Start and Stop
 }
 
 // RetentionOptions tune a Retention; the zero value is usable.
@@ -52,38 +49,21 @@ func NewRetention(store courier.Store, period time.Duration, o RetentionOptions)
 	return r
 }
 
-// Start begins sweeping in the background.
+// Start begins sweeping in the background. Stop ends the sweeping and
+// waits for a sweep under way to finish its batch.
 func (r *Retention) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("retention already started")
+	run, ok := r.StartInit(ctx)
+	if !ok {
+		return ctx.Err()
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go r.run(ctx)
+	go func() {
+		defer run.Stopped()
+		r.run(run.Ctx)
+	}()
 	return nil
 }
 
-// Stop ends the sweeping and waits for a sweep under way to finish its batch.
-func (r *Retention) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (r *Retention) run(ctx context.Context) {
-	defer close(r.done)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

@@ -10,6 +10,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/startstoptest"
 )
 
 func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {
@@ -108,4 +109,9 @@ func TestRetentionRemovesBlobs(t *testing.T) {
 	if err != nil || n != 1 || size != courier.InlineMax+3 {
 		t.Fatalf("after the purge the blob area holds %d blobs of %d bytes (%v); want the 1 of the queued message", n, size, err)
 	}
+}
+
+func TestRetentionStartStopStress(t *testing.T) {
+	r := engine.NewRetention(mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db")), time.Hour, engine.RetentionOptions{Interval: time.Millisecond})
+	startstoptest.Stress(t, r)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -88,8 +89,7 @@ type Metrics struct {
 	// Refresh keeps those told while it read the store.
 	healthSeq uint64
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Base // counts between Start and Stop
 }
 
 // typeRoute labels the messages of a type on a route; subscription is that
@@ -190,13 +190,13 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // Start counts the live states now and then every Interval until Stop.
 func (m *Metrics) Start(ctx context.Context) error {
-	if m.cancel != nil {
-		return errors.New("metrics already started")
+	run, ok := m.StartInit(ctx)
+	if !ok {
+		return ctx.Err()
 	}
-	ctx, m.cancel = context.WithCancel(ctx)
-	m.done = make(chan struct{})
 	go func() {
-		defer close(m.done)
+		defer run.Stopped()
+		ctx := run.Ctx
 		t := time.NewTicker(m.opts.Interval)
 		defer t.Stop()
 		for {
@@ -211,20 +211,6 @@ func (m *Metrics) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// Stop ends the background count.
-func (m *Metrics) Stop(ctx context.Context) error {
-	if m.cancel == nil {
-		return nil
-	}
-	m.cancel()
-	select {
-	case <-m.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Refresh counts the live states and reads the endpoints' health now. A

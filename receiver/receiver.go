@@ -20,6 +20,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // OpenFunc connects to a receive location's source.
@@ -58,11 +59,11 @@ type Options struct {
 // Service runs every configured receive location, each in a goroutine of
 // its own. It implements courier.Receivers.
 type Service struct {
+	startstop.Base // runs the receive locations between Start and Stop
+
 	opts    Options
 	workers []*worker
 	byName  map[string]*worker
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 }
 
 var _ courier.Receivers = (*Service)(nil)
@@ -113,37 +114,23 @@ func New(o Options) *Service {
 	return s
 }
 
-// Start runs the receive locations until Stop.
+// Start runs the receive locations until Stop. Stop ends every receive
+// location: a batch being stored is stored and acknowledged, fetched items
+// not yet stored go back to their source.
 func (s *Service) Start(ctx context.Context) error {
-	ctx, s.cancel = context.WithCancel(ctx)
-	for _, w := range s.workers {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			w.run(ctx)
-		}()
-	}
-	return nil
-}
-
-// Stop ends every receive location: a batch being stored is stored and
-// acknowledged, fetched items not yet stored go back to their source.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.cancel == nil {
-		return nil
-	}
-	s.cancel()
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	run, ok := s.StartInit(ctx)
+	if !ok {
 		return ctx.Err()
 	}
+	var wg sync.WaitGroup
+	for _, w := range s.workers {
+		wg.Go(func() { w.run(run.Ctx) })
+	}
+	go func() {
+		wg.Wait()
+		run.Stopped()
+	}()
+	return nil
 }
 
 // Statuses lists the receive locations and what each is doing.

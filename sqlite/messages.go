@@ -383,7 +383,11 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		// n is not read: a caller that gave up may leave the write running.
+		return 0, err
+	}
+	return n, nil
 }
 
 // Types lists the types taken in, by name.

@@ -45,7 +45,7 @@ func (m topologyMode) Shown() bool { return m.Missing == "" }
 func (h *Handler) topology(ctx context.Context, c *api.Client, s *session) (*api.Topology, topologyMode, error) {
 	m := topologyMode{Admin: s.role == courier.RoleAdmin}
 	t, err := c.Topology(ctx)
-	if courier.ErrorCode(err) == courier.CodeUnavailable {
+	if courier.ErrorCode(err) == courier.CodeNotConfigured {
 		m.Missing = courier.ErrorMessage(err)
 		return &api.Topology{}, m, nil
 	}
@@ -177,7 +177,7 @@ func (h *Handler) objectAsStored(ctx context.Context, c *api.Client, s *session,
 		return objectData{}, err
 	}
 	if !mode.Shown() {
-		return objectData{}, courier.Errorf(courier.CodeUnavailable, "%s", mode.Missing)
+		return objectData{}, courier.Errorf(courier.CodeNotConfigured, "%s", mode.Missing)
 	}
 	o, err := c.Object(ctx, kind, name)
 	if err != nil {
@@ -215,7 +215,7 @@ func (h *Handler) newObjectPage(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	switch {
 	case !mode.Shown():
-		h.fail(w, r, s, courier.Errorf(courier.CodeUnavailable, "%s", mode.Missing))
+		h.fail(w, r, s, courier.Errorf(courier.CodeNotConfigured, "%s", mode.Missing))
 		return
 	case mode.File != "":
 		h.fail(w, r, s, courier.Errorf(courier.CodeConflict, "The topology is in the configuration file %s: add the %s there and reload.", mode.File, kind))

@@ -273,7 +273,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		// one is taken in by a reload without a restart.
 		srv.TLSConfig = &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
 	}
-	apiService := &httpService{srv: srv, ln: ln, tls: certs != nil}
+	apiService := &httpService{srv: srv, ln: ln, tls: certs != nil, failed: make(chan error, 1)}
 	// setTopology puts a topology in force in every part that uses one.
 	setTopology := func(t *courier.Topology) {
 		if cfg.KeysInStore {
@@ -298,20 +298,22 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// one is answered with the operation as it stands rather than held to
 	// the deadline; the receive locations last. Each part ends at its Stop,
 	// not when the signal comes: they are started with a context that the
-	// signal does not end.
+	// signal does not end. The engine keeps engineShare of the time for
+	// itself, so that a part that overruns does not leave it no time to
+	// write the outcomes of the attempts under way.
 	all := parts{
-		{"the engine", eng, "attempts still under way were cut off; their messages are taken up again when the leases lapse"},
+		{"the engine", eng, "attempts still under way were cut off; their messages are taken up again when the leases lapse", engineShare},
 		{"store notifications", &loop{run: func(ctx context.Context) {
 			if st.listen != nil {
 				st.listen(ctx, eng.Due)
 			}
-		}}, ""},
-		{"the topology's watch", cat, ""},
-		{"retention", retention, "the purge goes on at the next start"},
-		{"metrics", stats, ""},
-		{"the API", apiService, "requests still under way were cut off"},
-		{"bulk operations", bulk, "they resume at the next start"},
-		{"receive locations", receivers, "what they had not acknowledged is read again at the next start"},
+		}}, "", 0},
+		{"the topology's watch", cat, "", 0},
+		{"retention", retention, "the purge goes on at the next start", 0},
+		{"metrics", stats, "", 0},
+		{"the API", apiService, "requests still under way were cut off", 0},
+		{"bulk operations", bulk, "they resume at the next start", 0},
+		{"receive locations", receivers, "what they had not acknowledged is read again at the next start", 0},
 	}
 	stopCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -554,7 +556,7 @@ func apiKeys(cfg *config.Config, cat *catalog.Catalog) ([]api.Key, error) {
 func reload(cfg *config.Config, logger *slog.Logger) (*config.Config, error) {
 	if cfg.File == "" {
 		logger.Info("reload: no configuration file to reload")
-		return nil, courier.Errorf(courier.CodeUnavailable, "this server runs without a configuration file; there is nothing to reload")
+		return nil, courier.Errorf(courier.CodeNotConfigured, "this server runs without a configuration file; there is nothing to reload")
 	}
 	next, err := config.Load(cfg.File)
 	if err != nil {

@@ -1,0 +1,122 @@
+// Package startstop is the start and stop of courier's background services,
+// written once: a service embeds Base, which guards against a double start,
+// hands each run the contexts it works under, and lets Stop cancel and wait,
+// whoever calls Start and Stop, as often and as concurrently as they like.
+package startstop
+
+import (
+	"context"
+	"sync"
+)
+
+// Service is a part of the server that works in the background: Start
+// begins its work and returns; Stop ends it, letting the work under way
+// finish until ctx ends, and then cutting it off.
+type Service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Base is embedded in a service to start and stop it. Its zero value is a
+// stopped service. A service's Start calls StartInit and, when it reports a
+// new run, launches its work under the run's contexts and calls
+// Run.Stopped once all of that work has returned; Stop is Base's, or the
+// service's own built on StopInit.
+type Base struct {
+	mu      sync.Mutex
+	run     *Run // nil while stopped
+	stopped chan struct{}
+}
+
+// Run is one run of a service, from StartInit to its Stopped.
+type Run struct {
+	// Ctx ends at Stop: the service takes up no new work.
+	Ctx context.Context
+	// Life ends when a Stop runs out of time, and at the end of the run:
+	// the work still under way is cut off, as at a crash.
+	Life context.Context
+
+	cancel, kill context.CancelFunc
+	stopping     bool
+	once         sync.Once
+	base         *Base
+	stopped      chan struct{}
+}
+
+// StartInit begins a run, unless one is under way: then it reports false
+// (and a Start returns at once, the service running). A run being stopped
+// is waited for, so that a Start after a Stop starts again; false too when
+// ctx ends meanwhile. The run's contexts carry ctx's values, and Ctx its
+// cancellation.
+func (b *Base) StartInit(ctx context.Context) (*Run, bool) {
+	for {
+		b.mu.Lock()
+		r := b.run
+		if r == nil {
+			r = &Run{base: b, stopped: make(chan struct{})}
+			r.Ctx, r.cancel = context.WithCancel(ctx)
+			r.Life, r.kill = context.WithCancel(context.WithoutCancel(ctx))
+			b.run = r
+			b.mu.Unlock()
+			return r, true
+		}
+		stopping, stopped := r.stopping, r.stopped
+		b.mu.Unlock()
+		if !stopping {
+			return nil, false
+		}
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// Stopped tells that the run's work has all returned: it ends the run, and
+// the service may start again. Called more than once, it does nothing more.
+func (r *Run) Stopped() {
+	r.once.Do(func() {
+		b := r.base
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		r.stopping = true
+		r.cancel()
+		r.kill()
+		b.run = nil
+		close(r.stopped)
+	})
+}
+
+// StopInit begins a stop: it ends the run's Ctx and returns a channel
+// closed once the run has stopped and a func that cuts the run's work off
+// (ends its Life). It reports false when no run is under way. Several
+// stops of one run all wait for it.
+func (b *Base) StopInit() (stopped <-chan struct{}, cutOff func(), ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.run
+	if r == nil {
+		return nil, nil, false
+	}
+	r.stopping = true
+	r.cancel()
+	return r.stopped, r.kill, true
+}
+
+// Stop ends the run's Ctx and waits until it has stopped or ctx ends; then
+// it cuts the work still under way off and returns ctx's error. A service
+// that is not running stops at once.
+func (b *Base) Stop(ctx context.Context) error {
+	stopped, cutOff, ok := b.StopInit()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		cutOff()
+		return ctx.Err()
+	}
+}
