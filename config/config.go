@@ -38,7 +38,10 @@ type Config struct {
 	// operations and attempts under way get this long to finish; what is
 	// still under way then is cut off, as at a crash (leases lapse and
 	// the messages are taken up again), and gets half a second more to
-	// wind down before the store closes.
+	// wind down before the store closes. The engine stops last and keeps
+	// the second half for itself, with whatever the other parts leave of
+	// the first, so that a part that overruns cannot leave it no time to
+	// record the outcomes of the attempts under way.
 	ShutdownTimeout time.Duration
 	// MaxPayload is the largest payload one message may carry, in bytes.
 	MaxPayload int64

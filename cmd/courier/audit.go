@@ -75,7 +75,7 @@ long ago.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Who, "who", "", "only what this key did (its name)")
-	fl.StringVar(&action, "action", "", "only this action: create, replace, delete, rotate_secrets, resubmit, discard, ...")
+	fl.StringVar(&action, "action", "", "only this action: create, replace, delete, rotate_secrets (the topology); resubmit, resend, discard, endpoint_off, endpoint_on, replay, claim_fetched")
 	fl.StringVar(&object, "object", "", "only changes of this kind of object: endpoint, route, policy or subscription")
 	fl.StringVar(&f.Subject, "subject", "", "only what was done to this object, endpoint or message")
 	fl.Var(&since, "since", "only entries "+sinceUsage)

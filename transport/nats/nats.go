@@ -1,8 +1,9 @@
 // Package nats delivers messages to NATS JetStream: each attempt publishes
 // once to the endpoint's subject and counts as delivered only when the
-// stream acks it. The message id goes as Nats-Msg-Id, so that the stream
-// drops a repeated attempt within its duplicate window instead of storing
-// it twice. A subject that no stream takes is rejected.
+// stream acks it. The delivery's id (courier.Delivery.DeliveryID, the
+// webhook-id of HTTP) goes as Nats-Msg-Id, so that the stream drops a
+// repeated attempt within its duplicate window instead of storing it
+// twice, and keeps two subscriptions' deliveries of one message apart. A subject that no stream takes is rejected.
 //
 // Callers import it under an alias (natstransport
 // "github.com/courier-gw/courier/transport/nats").
