@@ -52,8 +52,11 @@ func newServeCmd(g *globals) *cobra.Command {
 Without --config, courier runs with its defaults: an embedded SQLite store in
 ./courier-data/ and the API on 127.0.0.1:8425. COURIER_* environment variables
 override the top-level settings (COURIER_LISTEN, COURIER_STORE_PATH, ...).
-SIGHUP reloads routes, endpoints and policies from the config file; SIGINT or
-SIGTERM stops the server after the requests under way.`,
+SIGHUP reloads the API keys, the TLS files, outbound.allow_networks and the
+topology (endpoints, routes, policies, subscriptions) the config file holds;
+a file with errors is refused and the running configuration stays. SIGINT or
+SIGTERM stops the server: the work under way gets shutdown_timeout to finish
+(the engine, stopped last, keeps half of it for the attempts under way).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if configPath == "" {
