@@ -32,8 +32,9 @@ rules (other sections, such as listen or keys, are checked but not sent); a
 file with an error changes nothing. What depends on the server's settings is
 checked by the server: an endpoint with a claim_check needs the server's
 public_url, not one in the file or this shell's environment. An http
-endpoint whose URL the server's SSRF guard refuses is applied with a warning. ${NAME} in a value is replaced by this
-shell's environment variable NAME. A secret written as "set" (as 'courier get'
+endpoint whose URL the server's SSRF guard refuses is applied, and the
+server's warning printed. ${NAME} in a value is replaced by this shell's
+environment variable NAME. A secret written as "set" (as 'courier get'
 prints it) keeps the secret the server has stored.
 
 With --prune, the objects the file does not hold are deleted, in every

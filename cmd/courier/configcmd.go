@@ -20,7 +20,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check FILE",
-		Short: "Validate a configuration file and report every error with its line",
+		Short: "Validate a configuration file: every error with its line, and a warning for each endpoint the SSRF guard refuses",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(args[0])

@@ -373,7 +373,11 @@ func newMessagesResendCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resend ID[/SUBSCRIPTION]",
 		Short: "Deliver a delivered (or discarded) message again, in a new round",
-		Args:  cobra.ExactArgs(1),
+		Long: `Delivers a delivered (or discarded) message, or one delivery of a published
+message, again, in a new round of attempts. The receiver gets the same
+webhook-id as before (the delivery's id), so a receiver that deduplicates
+on it takes the resend for a repeat.`,
+		Args: cobra.ExactArgs(1),
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
 			return c.Resend(ctx, args[0])
 		}, func(m *api.Message) error {

@@ -33,7 +33,10 @@ wants that was ingested from --since until --until (default now), and has
 none for it; with --again, also delivers again those it had. The server does
 it in batches that survive a restart; this command shows its progress until
 it is done (interrupting the command does not stop the replay). The
-deliveries go at the pace the endpoint's limits allow.`,
+deliveries go at the pace the endpoint's limits allow. The replay is one
+entry of the audit log (action replay, the subscription as subject).
+--since and --until take an RFC 3339 time or a duration meaning that long
+ago.`,
 		Example: `  courier subscriptions replay erp-orders --since 2026-11-24T00:00:00Z
   courier subscriptions replay erp-orders --since 1h
   courier subscriptions replay audit --since 2026-11-01T00:00:00Z --types order.created --again`,
