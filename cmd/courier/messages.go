@@ -70,7 +70,7 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Endpoint, "endpoint", "", "endpoint of the latest attempt")
 	fl.StringVar(&f.Subscription, "subscription", "", "deliveries of published messages to this subscription")
 	fl.StringVar(&reason, "reason", "", "suspension reason")
-	fl.StringVar(&f.IDPrefix, "id-prefix", "", "ids that begin with this text")
+	fl.StringVar(&f.IDPrefix, "id-prefix", "", "ids that begin with this text (exactly: case-sensitive, no wildcards)")
 	fl.IntVar(&f.Limit, "limit", 50, "messages per page (at most 1000)")
 	fl.StringVar(&f.Cursor, "cursor", "", "continue a listing")
 	return cmd
