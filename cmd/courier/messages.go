@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -208,7 +209,11 @@ func heldText(h *api.Hold) string {
 			text += " by " + h.By
 		}
 		if h.Since != nil {
-			text += " " + ago(h.Since)
+			if since := ago(h.Since); since == "now" {
+				text += " just now"
+			} else {
+				text += " " + since
+			}
 		}
 	case h.Until != nil && time.Until(*h.Until) > 0:
 		text += ", suspended until " + h.Until.Local().Format(time.RFC3339) + " (" + ago(h.Until) + ")"
@@ -257,10 +262,11 @@ func preview(m *api.Message, limit int) string {
 	case m.PayloadURL != "":
 		return fmt.Sprintf("(%d bytes, SHA-256 %s: too large to show; courier messages payload %s > FILE)", m.Size, m.PayloadSHA256, m.ID)
 	case m.Payload != nil:
-		var v any
-		if json.Unmarshal(m.Payload, &v) == nil {
-			b, _ := json.MarshalIndent(v, "", "  ")
-			text = string(b)
+		// Indented from its own bytes, not decoded and encoded again: the
+		// keys keep their order and the strings their characters.
+		var b bytes.Buffer
+		if json.Indent(&b, m.Payload, "", "  ") == nil {
+			text = b.String()
 		} else {
 			text = string(m.Payload)
 		}

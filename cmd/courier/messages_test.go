@@ -70,6 +70,11 @@ func TestMessagesShow(t *testing.T) {
 	}
 	cliPrints(t, "", []string{"--server", url, "messages", "list", "--state", "queued"}, "held by acme")
 
+	// A JSON payload is shown indented from its own bytes: its keys in
+	// their order, its characters unescaped.
+	cliPrints(t, `{"z":"<b>&","a":1}`, []string{"--server", url, "send", "--type", "invoice", "--route", "acme", "--id", "kept-1"}, "created kept-1")
+	show("kept-1", "{\n  \"z\": \"<b>&\",\n  \"a\": 1\n}")
+
 	// Failed, resubmitted, delivered: two attempts in all, as listed.
 	cliPrints(t, `{"n":2}`, []string{"--server", url, "send", "--type", "invoice", "--route", "globex", "--id", "again-1"}, "created again-1")
 	tryOnce(t, store, top, "globex", "globex", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
