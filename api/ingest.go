@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 )
 

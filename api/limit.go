@@ -8,44 +8,26 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	courier "github.com/courier-gw/courier"
 )
 
-// bucket is a token bucket of one key's ingest rate: it holds at most N
-// tokens and gains N per Per. A request takes one token per message. A
-// request that finds at least one token goes through even when it takes
-// more (a batch), leaving the bucket in debt: the average rate holds, and a
-// batch larger than the bucket is not refused for ever.
-type bucket struct {
-	rate   courier.Rate
-	tokens float64
-	at     time.Time
-}
-
-// take takes n tokens at now, or reports how long until a token is there.
-func (b *bucket) take(now time.Time, n int) (bool, time.Duration) {
-	perToken := float64(b.rate.Per) / float64(b.rate.N)
-	capacity := float64(b.rate.N)
-	if b.at.IsZero() {
-		b.tokens = capacity
-	} else if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tokens = math.Min(capacity, b.tokens+float64(elapsed)/perToken)
-	}
-	if now.After(b.at) {
-		b.at = now
-	}
-	if b.tokens < 1 {
-		return false, time.Duration(math.Ceil((1 - b.tokens) * perToken))
-	}
-	b.tokens -= float64(n)
-	return true, 0
-}
-
-// limiter holds the buckets of the keys by name; a key whose rate changes
+// limiter holds one token bucket per key, by name: it holds at most N
+// tokens and gains N per Per, and a request takes one token per message. A
+// request that finds a token goes through even when it takes more (a
+// batch), leaving the bucket in debt: the average rate holds, and a batch
+// larger than the bucket is not refused for ever. A key whose rate changes
 // on reload starts with a full bucket.
 type limiter struct {
-	mu      sync.Mutex
-	buckets map[string]*bucket
+	mu   sync.Mutex
+	keys map[string]keyLimit
+}
+
+// keyLimit is a key's bucket and the rate it was made for.
+type keyLimit struct {
+	rate courier.Rate
+	lim  *rate.Limiter
 }
 
 func (l *limiter) take(k *Key, now time.Time, n int) error {
@@ -53,17 +35,27 @@ func (l *limiter) take(k *Key, now time.Time, n int) error {
 		return nil
 	}
 	l.mu.Lock()
-	b := l.buckets[k.Name]
-	if b == nil || b.rate != k.Rate {
-		if l.buckets == nil {
-			l.buckets = map[string]*bucket{}
+	kl, ok := l.keys[k.Name]
+	if !ok || kl.rate != k.Rate {
+		if l.keys == nil {
+			l.keys = map[string]keyLimit{}
 		}
-		b = &bucket{rate: k.Rate}
-		l.buckets[k.Name] = b
+		kl = keyLimit{k.Rate, rate.NewLimiter(rate.Limit(float64(k.Rate.N)/k.Rate.Per.Seconds()), k.Rate.N)}
+		l.keys[k.Name] = kl
 	}
-	ok, wait := b.take(now, n)
+	// The first token decides; the rest of a batch is taken as debt, in
+	// reservations of at most a bucket since rate refuses larger ones.
+	first := kl.lim.ReserveN(now, 1)
+	wait := first.DelayFrom(now)
+	if wait > 0 {
+		first.CancelAt(now)
+	} else {
+		for left := n - 1; left > 0; left -= k.Rate.N {
+			kl.lim.ReserveN(now, min(left, k.Rate.N))
+		}
+	}
 	l.mu.Unlock()
-	if ok {
+	if wait == 0 {
 		return nil
 	}
 	return limitedError{

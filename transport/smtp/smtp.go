@@ -149,6 +149,12 @@ type session struct {
 // deliver runs one SMTP session: connect, EHLO, STARTTLS, AUTH, MAIL, RCPT,
 // DATA, QUIT. write writes the mail into DATA; when it fails, the session
 // ends without the end of DATA, so the server takes nothing.
+//
+// The client is net/smtp's, not go-smtp's: go-smtp's takes up STARTTLS only
+// as it opens a session (greeting as "localhost", and failing where the
+// server does not offer it), so starttls auto would cost a second
+// connection, and it sets its own deadline on the socket for every command,
+// none while DATA is written, over the attempt's.
 func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoint, write func(io.Writer) error) error {
 	s := e.SMTP
 	host, _, err := net.SplitHostPort(s.Addr)

@@ -17,7 +17,10 @@ import (
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
+	"net/textproto"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,6 +271,84 @@ func TestStartTLSRequiredButNotOffered(t *testing.T) {
 	}
 	if len(srv.Mails()) != 0 {
 		t.Fatal("mail sent in the clear")
+	}
+}
+
+// TestStartTLSInTheSameSession: with starttls auto, courier greets with its
+// own name (some relays refuse "localhost"), takes up STARTTLS where the
+// server offers it on the same connection, and greets again over TLS,
+// where AUTH is offered. A client that can only upgrade by reconnecting,
+// or that greets as localhost before STARTTLS, fails here.
+func TestStartTLSInTheSameSession(t *testing.T) {
+	t.Parallel()
+	serverTLS, roots := selfSigned(t)
+	type session struct {
+		conn     int
+		commands []string
+	}
+	sessions := make(chan session, 4)
+	var conns atomic.Int32
+	addr := listen(t, func(c net.Conn) {
+		s := session{conn: int(conns.Add(1))}
+		defer func() { sessions <- s }()
+		tp := textproto.NewConn(c)
+		tp.PrintfLine("220 mx.test ESMTP")
+		secure := false
+		for {
+			line, err := tp.ReadLine()
+			if err != nil {
+				return
+			}
+			verb, _, _ := strings.Cut(line, " ")
+			if strings.EqualFold(verb, "AUTH") {
+				line = "AUTH …" // not the credentials
+			}
+			s.commands = append(s.commands, line)
+			switch strings.ToUpper(verb) {
+			case "EHLO":
+				if secure {
+					tp.PrintfLine("250-mx.test\r\n250 AUTH PLAIN")
+				} else {
+					tp.PrintfLine("250-mx.test\r\n250 STARTTLS")
+				}
+			case "STARTTLS":
+				tp.PrintfLine("220 go ahead")
+				tc := tls.Server(c, serverTLS)
+				if tc.Handshake() != nil {
+					return
+				}
+				c, secure = tc, true
+				tp = textproto.NewConn(tc)
+			case "AUTH":
+				tp.PrintfLine("235 ok")
+			case "MAIL", "RCPT":
+				tp.PrintfLine("250 ok")
+			case "DATA":
+				tp.PrintfLine("354 go on")
+				if _, err := tp.ReadDotBytes(); err != nil {
+					return
+				}
+				tp.PrintfLine("250 queued")
+			case "QUIT":
+				tp.PrintfLine("221 bye")
+				return
+			default:
+				tp.PrintfLine("502 not here")
+			}
+		}
+	})
+	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
+	e := endpoint(addr)
+	e.SMTP.To = []string{"ops@example.org"}
+	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
+	if res := send(t, tr, e, &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}); !res.Delivered() {
+		t.Fatalf("%+v", res)
+	}
+	got := <-sessions
+	want := []string{"EHLO courier.test", "STARTTLS", "EHLO courier.test", "AUTH …",
+		"MAIL FROM:<courier@example.org>", "RCPT TO:<ops@example.org>", "DATA", "QUIT"}
+	if got.conn != 1 || !slices.Equal(got.commands, want) {
+		t.Fatalf("connection %d said %q; want connection 1 to say %q", got.conn, got.commands, want)
 	}
 }
 
