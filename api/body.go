@@ -2,13 +2,13 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
 	courier "github.com/courier-gw/courier"
+	json "github.com/goccy/go-json"
 )
 
 // readBody reads a request body of at most limit bytes.

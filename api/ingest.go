@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 )
 

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	json "github.com/goccy/go-json"
 )
 
 // Catalog holds the topology's objects (catalog.Catalog is one): in the

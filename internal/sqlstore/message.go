@@ -1,12 +1,13 @@
 package sqlstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	// Headers are decoded on every claim; this package is the faster one.
+	json "github.com/goccy/go-json"
 )
 
 // EncodeHeaders is how stores keep a message's headers: a JSON object, ""
