@@ -113,7 +113,7 @@ func TestUnreadableBlobSendsNoMail(t *testing.T) {
 func TestComposeRefusesABlob(t *testing.T) {
 	t.Parallel()
 	m := &courier.Message{ID: "big-1", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}
-	if _, err := smtptransport.Compose(m, endpoint("mx:25"), 1, now, "courier.test", ""); err == nil {
+	if _, err := smtptransport.Compose(courier.Delivery{Message: m, Endpoint: endpoint("mx:25"), Attempt: 1}, now, "courier.test", ""); err == nil {
 		t.Fatal("Compose rendered a blob it cannot read")
 	}
 }

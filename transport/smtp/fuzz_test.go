@@ -32,7 +32,7 @@ func FuzzCompose(f *testing.F) {
 		if hk != "" {
 			m.Headers = map[string]string{hk: hv}
 		}
-		out, err := smtptransport.Compose(m, e, 1, now, "courier.test", "")
+		out, err := smtptransport.Compose(courier.Delivery{Message: m, Endpoint: e, Attempt: 1}, now, "courier.test", "")
 		if err != nil {
 			return
 		}

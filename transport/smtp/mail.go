@@ -33,11 +33,11 @@ import (
 // Compose renders a payload held in memory. A payload that is a blob is
 // always an attachment, which Send encodes as it streams from the store;
 // Compose refuses it rather than read it whole.
-func Compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time, hostname, publicURL string) ([]byte, error) {
-	if m.HasBlob() {
-		return nil, fmt.Errorf("the payload of message %s is a blob, which is streamed as the mail is sent", m.ID)
+func Compose(d courier.Delivery, now time.Time, hostname, publicURL string) ([]byte, error) {
+	if d.Message.HasBlob() {
+		return nil, fmt.Errorf("the payload of message %s is a blob, which is streamed as the mail is sent", d.Message.ID)
 	}
-	c, err := compose(m, e, attempt, now, hostname, publicURL)
+	c, err := compose(d, now, hostname, publicURL)
 	return c.head, err
 }
 
@@ -70,12 +70,13 @@ func (c composed) writeTo(w io.Writer, blob io.Reader) error {
 }
 
 // compose renders the mail of Compose, for a blob without reading it.
-func compose(m *courier.Message, e *courier.Endpoint, attempt int, now time.Time, hostname, publicURL string) (composed, error) {
+func compose(d courier.Delivery, now time.Time, hostname, publicURL string) (composed, error) {
+	m, e, attempt := d.Message, d.Endpoint, d.Attempt
 	h := &header{}
 	h.add("From", e.SMTP.From)
 	h.add("To", strings.Join(e.SMTP.To, ", "))
 	h.add("Date", now.Format(time.RFC1123Z))
-	h.add("Message-ID", messageID(m.Key(), hostname)) // each delivery its own, as webhook-id
+	h.add("Message-ID", messageID(d.DeliveryID(), hostname)) // each delivery its own, as webhook-id
 	h.add("MIME-Version", "1.0")
 	// Automated mail: no out-of-office replies to it (RFC 3834).
 	h.add("Auto-Submitted", "auto-generated")
@@ -232,8 +233,9 @@ func reservedHeader(k string) bool {
 	return false
 }
 
-// messageID is the Message-ID of every attempt of a message, so that a mail
-// program can tell a repeated attempt from a new message. Ids that are no
+// messageID is the Message-ID of every attempt of a delivery (its
+// DeliveryID, as webhook-id over HTTP), so that a mail program can tell a
+// repeated attempt from a new message. Ids that are no
 // dot-atom (they may hold ':') are hashed.
 func messageID(id, hostname string) string {
 	local := id

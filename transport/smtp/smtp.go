@@ -95,7 +95,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if len(s.To) == 0 || s.From == "" {
 		return courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s has no sender or no recipients", e.Name)}
 	}
-	mail, err := compose(m, e, d.Attempt, t.opts.Clock.Now(), t.opts.Hostname, t.opts.PublicURL)
+	mail, err := compose(d, t.opts.Clock.Now(), t.opts.Hostname, t.opts.PublicURL)
 	if err != nil {
 		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
 	}

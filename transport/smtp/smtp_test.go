@@ -475,7 +475,7 @@ func TestCompose(t *testing.T) {
 		{"header name too long for a line", &courier.Message{ID: "a", Type: "t", ContentType: "text/plain", Headers: map[string]string{strings.Repeat("r", 922): "0"}}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := smtptransport.Compose(tc.m, e, 1, now, "courier.test", "")
+			got, err := smtptransport.Compose(courier.Delivery{Message: tc.m, Endpoint: e, Attempt: 1}, now, "courier.test", "")
 			if (err != nil) != tc.bad {
 				t.Fatalf("err %v", err)
 			}
@@ -535,4 +535,45 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 
 func decodeBase64(p []byte) ([]byte, error) {
 	return io.ReadAll(base64.NewDecoder(base64.StdEncoding, bytes.NewReader(p)))
+}
+
+// Each delivery of a message has its own Message-ID, as its webhook-id over
+// HTTP: a published message's delivery to each subscription, each step of a
+// workflow and its compensation; every attempt of one delivery the same.
+func TestMessageIDIsTheDelivery(t *testing.T) {
+	t.Parallel()
+	e := endpoint("mx:25")
+	msg := func(sub string) *courier.Message {
+		return &courier.Message{ID: "o-1", Type: "t", ContentType: "text/plain", Payload: []byte("x"), Subscription: sub}
+	}
+	deliveries := []courier.Delivery{
+		{Message: msg("")},
+		{Message: msg("erp")},
+		{Message: msg("crm")},
+		{Message: msg(""), Step: &courier.StepContext{Step: 1, Steps: 2}},
+		{Message: msg(""), Step: &courier.StepContext{Step: 2, Steps: 2}},
+		{Message: msg(""), Step: &courier.StepContext{Step: 1, Steps: 2, Compensate: true}},
+	}
+	seen := map[string]int{}
+	for i, d := range deliveries {
+		d.Endpoint = e
+		var ids []string
+		for attempt := 1; attempt <= 2; attempt++ {
+			d.Attempt = attempt
+			mail, err := smtptransport.Compose(d, now, "courier.test", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rest, _ := strings.Cut(string(mail), "Message-ID: ")
+			id, _, _ := strings.Cut(rest, "\r\n")
+			ids = append(ids, id)
+		}
+		if ids[0] != ids[1] {
+			t.Errorf("delivery %d (%s): attempts have Message-IDs %q and %q", i, d.DeliveryID(), ids[0], ids[1])
+		}
+		if j, ok := seen[ids[0]]; ok {
+			t.Errorf("deliveries %d and %d share the Message-ID %s", j, i, ids[0])
+		}
+		seen[ids[0]] = i
+	}
 }
