@@ -115,9 +115,10 @@ func TestBlackHoleTimeoutThenSuspended(t *testing.T) {
 	})
 	var states []courier.HealthState
 	for i := 0; i < 4; i++ {
+		before := h.health("hole")
 		h.send(fmt.Sprintf("m-%d", i), "t", "hole")
 		h.waitState(fmt.Sprintf("m-%d", i), courier.StateQueued)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(20 * time.Second)
 		for {
 			if m, _ := h.store.Message(context.Background(), fmt.Sprintf("m-%d", i)); m.Attempts == 1 {
 				break
@@ -127,7 +128,14 @@ func TestBlackHoleTimeoutThenSuspended(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond) // the health update follows the outcome
+		// The health update follows the outcome; each timeout changes the
+		// health (it counts, or suspends).
+		for h.health("hole") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("the health stayed %+v after m-%d timed out", before, i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		states = append(states, h.health("hole").State)
 	}
 	want := fmt.Sprint([]courier.HealthState{courier.HealthTimeout, courier.HealthTimeout, courier.HealthTimeout, courier.HealthSuspended})

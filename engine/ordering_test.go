@@ -330,11 +330,13 @@ func TestDeliverAfterHolds(t *testing.T) {
 // not when a sweep next finds it: with sweeps a minute apart, it is
 // delivered all the same.
 func TestScheduledGoesAtItsTime(t *testing.T) {
+	watch := &claimWatch{routes: map[string]int{}}
 	h := newHarness(t, func(h *harness) {
 		h.direct("shop")
 		h.poll = time.Minute
+		h.wrap = func(s courier.Store) courier.Store { watch.Store = s; return watch }
 	})
-	time.Sleep(100 * time.Millisecond) // the sweep at start has run: the next is a minute away
+	watch.waitSweeps(t, 1) // the sweep at start has run: the next is a minute away
 	at := time.Now().Add(300 * time.Millisecond)
 	m := h.message("later", "order", "shop", "", 0)
 	m.DeliverAfter = at
