@@ -122,7 +122,9 @@ func TestAutoConcurrencySettlesBelowTheKnee(t *testing.T) {
 func TestAutoConcurrencyClimbsToTheCeiling(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		h.autoEndpoint("fast", 32)
-		h.sink.Script("/fast", sink.Delay(50*time.Millisecond, 204), sink.Repeat)
+		// 100 ms, like the knee's receiver: a busy machine's delays must
+		// not look like the latency rising.
+		h.sink.Script("/fast", sink.Delay(100*time.Millisecond, 204), sink.Repeat)
 	})
 	if got := h.engine.ConcurrencyLimit("fast"); got != 8 {
 		t.Fatalf("limit %d before any attempt, want the starting 8", got)
