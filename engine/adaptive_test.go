@@ -96,9 +96,12 @@ func TestAutoConcurrencySettlesBelowTheKnee(t *testing.T) {
 	}
 	h := newHarness(t, func(h *harness) {
 		h.autoEndpoint("knee", 64)
-		h.sink.ScriptLoad("/knee", kneeReceiver(20*time.Millisecond, 20, 40))
+		// Answers of 100 ms, so that a busy machine's scheduling delays
+		// (tens of ms) do not pass for the receiver's latency rising:
+		// with 20 ms, they cut the limit below the knee.
+		h.sink.ScriptLoad("/knee", kneeReceiver(100*time.Millisecond, 20, 40))
 	})
-	ids := h.sendMany("knee", 4000)
+	ids := h.sendMany("knee", 1500)
 	limits := h.watchLimit("knee", ids)
 	settled := limits[len(limits)/2:]
 	outside := slices.DeleteFunc(slices.Clone(settled), func(l int) bool { return l >= 15 && l <= 48 })
@@ -119,7 +122,9 @@ func TestAutoConcurrencySettlesBelowTheKnee(t *testing.T) {
 func TestAutoConcurrencyClimbsToTheCeiling(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		h.autoEndpoint("fast", 32)
-		h.sink.Script("/fast", sink.Delay(50*time.Millisecond, 204), sink.Repeat)
+		// 100 ms, like the knee's receiver: a busy machine's delays must
+		// not look like the latency rising.
+		h.sink.Script("/fast", sink.Delay(100*time.Millisecond, 204), sink.Repeat)
 	})
 	if got := h.engine.ConcurrencyLimit("fast"); got != 8 {
 		t.Fatalf("limit %d before any attempt, want the starting 8", got)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,10 +131,12 @@ func TestFlappingEndpointIsRateLimited(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		withAlerts(h, perHour, time.Hour)
 		ep := withRules(h.httpEndpoint("flap", "/flap"), 20*time.Millisecond, 20*time.Millisecond)
-		// One attempt at a time, spaced so that each outcome is written
-		// before the next attempt ends: each answer moves the health (a
-		// batch of outcomes moves it once).
-		ep.MaxConcurrency, ep.MinInterval = 1, 40*time.Millisecond
+		// One attempt at a time, each answered only once the transitions
+		// of the answers before it are recorded, so that each answer moves
+		// the health: a batch of outcomes moves it once, and on a busy
+		// machine no spacing of the attempts keeps two out of one batch.
+		ep.MaxConcurrency, ep.Timeout = 1, 30*time.Second
+		ep.HTTP.URL = afterTransitions(t, h, "flap", 10) + "/flap"
 		h.top.Endpoints["flap"] = ep
 		h.route("flap", "flap")
 		h.policy(steadyPolicy("t", 100, 10*time.Millisecond))
@@ -174,6 +179,26 @@ func TestFlappingEndpointIsRateLimited(t *testing.T) {
 	if got := h.waitNotices(perHour); got[0].Event != courier.EventEndpointSuspended {
 		t.Errorf("first notice %+v; want the first suspension", got[0])
 	}
+}
+
+// afterTransitions starts a receiver in front of the harness's sink that
+// holds its n-th request until the store has recorded n-1 events of
+// subject (up to max), and returns its URL.
+func afterTransitions(t *testing.T, h *harness, subject string, max int) string {
+	t.Helper()
+	var answered atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := min(int(answered.Add(1))-1, max)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			page, err := h.store.Events(r.Context(), courier.EventFilter{Subject: subject})
+			if err == nil && len(page.Events) >= want || r.Context().Err() != nil {
+				break
+			}
+		}
+		h.sink.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // A route whose oldest due message waits longer than oldest_due (its

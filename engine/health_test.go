@@ -75,12 +75,14 @@ func closedPort(t *testing.T) string {
 // held: queued, not attempted, their attempt count untouched.
 func TestRefusedSuspendsAndHolds(t *testing.T) {
 	addr := closedPort(t)
+	watch := &claimWatch{routes: map[string]int{}}
 	h := newHarness(t, func(h *harness) {
 		ep := withRules(h.httpEndpoint("down", "/"), time.Hour, time.Hour)
 		ep.HTTP.URL = "http://" + addr + "/in"
 		h.top.Endpoints["down"] = ep
 		h.route("down", "down")
 		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))
+		h.wrap = func(s courier.Store) courier.Store { watch.Store = s; return watch }
 	})
 	h.send("first", "t", "down")
 	eh := h.waitHealth("down", courier.HealthSuspended)
@@ -90,7 +92,7 @@ func TestRefusedSuspendsAndHolds(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		h.send(fmt.Sprintf("held-%d", i), "t", "down")
 	}
-	time.Sleep(300 * time.Millisecond) // many poll rounds
+	watch.waitSweeps(t, watch.swept()+10) // many poll rounds
 	for i := 0; i < 5; i++ {
 		m, err := h.store.Message(context.Background(), fmt.Sprintf("held-%d", i))
 		if err != nil || m.State != courier.StateQueued || m.Attempts != 0 || m.TotalAttempts != 0 {
@@ -115,9 +117,10 @@ func TestBlackHoleTimeoutThenSuspended(t *testing.T) {
 	})
 	var states []courier.HealthState
 	for i := 0; i < 4; i++ {
+		before := h.health("hole")
 		h.send(fmt.Sprintf("m-%d", i), "t", "hole")
 		h.waitState(fmt.Sprintf("m-%d", i), courier.StateQueued)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(20 * time.Second)
 		for {
 			if m, _ := h.store.Message(context.Background(), fmt.Sprintf("m-%d", i)); m.Attempts == 1 {
 				break
@@ -127,7 +130,14 @@ func TestBlackHoleTimeoutThenSuspended(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond) // the health update follows the outcome
+		// The health update follows the outcome; each timeout changes the
+		// health (it counts, or suspends).
+		for h.health("hole") == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("the health stayed %+v after m-%d timed out", before, i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		states = append(states, h.health("hole").State)
 	}
 	want := fmt.Sprint([]courier.HealthState{courier.HealthTimeout, courier.HealthTimeout, courier.HealthTimeout, courier.HealthSuspended})

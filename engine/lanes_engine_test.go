@@ -10,13 +10,15 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// claimWatch records the routes of every claim the engine makes.
+// claimWatch records the routes of every claim the engine makes, and
+// counts its sweeps.
 type claimWatch struct {
 	courier.Store
 	mu     sync.Mutex
 	routes map[string]int // claims that asked for the route
 	claims int
 	most   int // routes in the largest claim
+	sweeps int // looks for due routes that returned
 }
 
 func (w *claimWatch) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.Message, error) {
@@ -30,10 +32,36 @@ func (w *claimWatch) ClaimDue(ctx context.Context, c courier.Claim) ([]*courier.
 	return w.Store.ClaimDue(ctx, c)
 }
 
+func (w *claimWatch) DueRoutes(ctx context.Context) ([]courier.RouteDue, error) {
+	due, err := w.Store.DueRoutes(ctx)
+	w.mu.Lock()
+	w.sweeps++
+	w.mu.Unlock()
+	return due, err
+}
+
 func (w *claimWatch) asked(route string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.routes[route]
+}
+
+// swept is how many looks for due routes have returned.
+func (w *claimWatch) swept() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sweeps
+}
+
+// waitSweeps waits until the engine's looks for due routes have returned
+// n times in all.
+func (w *claimWatch) waitSweeps(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); w.swept() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweeps, want %d", w.swept(), n)
+		}
+	}
 }
 
 // Routes whose endpoints are switched off hold most of the backlog; the
@@ -79,7 +107,7 @@ func TestHeldRoutesAreNeverClaimed(t *testing.T) {
 			h.waitState(fmt.Sprintf("m-%02d-%d", i, j), courier.StateDelivered)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // a few more sweeps and rounds
+	watch.waitSweeps(t, watch.swept()+3) // a few more sweeps and their rounds
 	for i := 0; i < held; i++ {
 		if n := watch.asked(fmt.Sprintf("r-%02d", i)); n != 0 {
 			t.Errorf("route r-%02d, its endpoint off, was asked for in %d claims", i, n)

@@ -137,9 +137,22 @@ func TestListenTopology(t *testing.T) {
 	write(a, 2)
 	next(3)
 
-	// It stops with its context.
+	// It stops with its context: once its connection is gone, it hears
+	// nothing more.
 	cancel()
-	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var listening int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN `+pgx.Identifier{"courier_topology." + schema}.Sanitize()).Scan(&listening); err != nil {
+			t.Fatal(err)
+		}
+		if listening == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d listeners still connected after the context ended", listening)
+		}
+	}
 	write(a, 3)
 	select {
 	case v := <-heard:

@@ -238,7 +238,6 @@ func TestDirectoryFileTooLargeToKeepStops(t *testing.T) {
 	s := sqlitetest.Open(t)
 	dir := t.TempDir()
 	writeFile(t, dir, "first.json", []byte(`{"n": 1}`))
-	time.Sleep(20 * time.Millisecond) // older than the huge one
 	huge := filepath.Join(dir, "huge.bin")
 	f, err := os.Create(huge)
 	if err != nil {
@@ -249,6 +248,16 @@ func TestDirectoryFileTooLargeToKeepStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	// The first file is older than the huge one, whatever the clock's
+	// resolution: files are taken oldest first.
+	fi, err := os.Stat(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := fi.ModTime().Add(-time.Second)
+	if err := os.Chtimes(filepath.Join(dir, "first.json"), older, older); err != nil {
+		t.Fatal(err)
+	}
 	svc := dirService(t, s, dir, 64<<20)
 	waitUntil(t, "the receiver stopped", func() bool { return svc.Statuses()[0].State == courier.ReceiverStopped })
 	st := svc.Statuses()[0]

@@ -168,8 +168,8 @@ func TestClusterSurvivesAKilledNode(t *testing.T) {
 		c.start()
 	}
 	c.ingest(messageIDs(total), func(i int) string { return fmt.Sprintf("r-%d", i%10) })
-	for c.sink.Total() < total/4 {
-		time.Sleep(10 * time.Millisecond)
+	if err := c.sink.Wait(ctxWithin(t, 3*time.Minute), "", total/4); err != nil {
+		t.Fatalf("%d of %d messages arrived before the kill: %v", c.sink.Total(), total/4, err)
 	}
 	victim := c.nodes[1]
 	victim.kill(t)

@@ -73,12 +73,17 @@ func TestKillLosesNothing(t *testing.T) {
 		}(c)
 	}
 	// Let traffic build up, then kill the server in the middle of it.
-	for {
+	for deadline := time.Now().Add(3 * time.Minute); ; {
 		mu.Lock()
 		n := len(acked)
 		mu.Unlock()
 		if n >= 3000 {
 			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("%d ingests acknowledged within 3 minutes, want 3000 before the kill\n%s", n, p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -154,13 +159,15 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	added := strings.Replace(string(body), "routes:\n", "routes:\n  globex: {endpoints: [acme]}\n", 1)
 	writeFile(t, p.config, added)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	waitUntil(t, p, 10*time.Second, "the route added to the file taken in after SIGHUP", func() bool {
+	waitUntil(t, p, 30*time.Second, "the route added to the file taken in after SIGHUP", func() bool {
 		return put("after", "globex") == http.StatusCreated
 	})
 
 	writeFile(t, p.config, added+"nonsense: [\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	time.Sleep(300 * time.Millisecond)
+	waitUntil(t, p, 30*time.Second, "the broken file refused after SIGHUP", func() bool {
+		return strings.Contains(p.log(), "reload failed")
+	})
 	if got := put("still", "globex"); got != http.StatusCreated {
 		t.Fatalf("after a SIGHUP with a broken file: %d, want the running configuration kept (201)", got)
 	}

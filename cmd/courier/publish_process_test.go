@@ -126,7 +126,10 @@ subscriptions:
 	}
 	resp.Body.Close()
 	midway := false
-	for {
+	for deadline := time.Now().Add(time.Minute); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replay neither began nor ended within a minute\n%s", p.log())
+		}
 		resp, err := client.Get(p.url + "/v1/operations/replay-1")
 		if err != nil {
 			t.Fatal(err)

@@ -9,12 +9,23 @@ import (
 	"mime/multipart"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/mailsink"
 	"github.com/courier-gw/courier/transport/internal/blobtest"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
+
+// blobEndpoint is endpoint with the attempt timeout of the other
+// transports' blob tests: a timeout bounds the whole attempt, and megabytes
+// of base64 through DATA under -race on a busy machine take longer than the
+// 5 s that suit a small mail.
+func blobEndpoint(addr string) *courier.Endpoint {
+	e := endpoint(addr)
+	e.Timeout = 30 * time.Second
+	return e
+}
 
 func sendBlob(tr *smtptransport.Transport, e *courier.Endpoint, m *courier.Message, blobs courier.Blobs) courier.Result {
 	return tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1, Blobs: blobs})
@@ -35,7 +46,7 @@ func TestBlobIsAnAttachment(t *testing.T) {
 	} {
 		m := blobtest.Message(t, blobs, "big-1", 6<<20, 1)
 		m.ContentType = tc.ct
-		if res := sendBlob(tr, endpoint(srv.Addr()), m, blobs); !res.Delivered() {
+		if res := sendBlob(tr, blobEndpoint(srv.Addr()), m, blobs); !res.Delivered() {
 			t.Fatalf("%s: %+v", tc.ct, res)
 		}
 		mails := srv.Mails()
@@ -95,7 +106,7 @@ func TestUnreadableBlobSendsNoMail(t *testing.T) {
 		{"shorter than stored", short, blobs, "the payload ended after 2097152 of the 2097162 bytes stored"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := sendBlob(tr, endpoint(srv.Addr()), tc.m, tc.blobs)
+			res := sendBlob(tr, blobEndpoint(srv.Addr()), tc.m, tc.blobs)
 			t.Logf("%s: %s", res.Class, res.Error)
 			if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
 				!strings.Contains(res.Error, tc.want) {
