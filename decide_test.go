@@ -392,19 +392,33 @@ func TestSequenceGapNotice(t *testing.T) {
 		m.State, m.TotalAttempts = courier.StateInflight, 1
 		return m
 	}
+	poison := func(route string, seq int64) *courier.Message {
+		m := inflight(route, seq)
+		m.Abandoned = courier.MaxAbandoned - 1
+		return m
+	}
 	rejected := courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400"}
 	for _, tc := range []struct {
-		name  string
-		m     *courier.Message
-		want  string
-		skips bool
+		name    string
+		m       *courier.Message
+		abandon bool // the worker is lost, rather than the attempt rejected
+		want    string
+		skips   bool
 	}{
-		{"skip leaves a gap", inflight("skip", 3), "suspended>ops-mail,suspended>ops-web,sequence_gap>ops-mail,sequence_gap>ops-web", true},
-		{"block holds the key", inflight("block", 3), "suspended>ops-mail,suspended>ops-web", false},
-		{"no number, no gap", inflight("skip", 0), "suspended>ops-mail,suspended>ops-web", true},
+		{"skip leaves a gap", inflight("skip", 3), false, "suspended>ops-mail,suspended>ops-web,sequence_gap>ops-mail,sequence_gap>ops-web", true},
+		{"block holds the key", inflight("block", 3), false, "suspended>ops-mail,suspended>ops-web", false},
+		{"no number, no gap", inflight("skip", 0), false, "suspended>ops-mail,suspended>ops-web", true},
+		{"poison on skip leaves a gap", poison("skip", 3), true, "suspended>ops-mail,suspended>ops-web,sequence_gap>ops-mail,sequence_gap>ops-web", true},
+		{"poison on block holds the key", poison("block", 3), true, "suspended>ops-mail,suspended>ops-web", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, ns := top.AfterAttempt(tc.m, top.Endpoints["erp"], rejected, t0.Add(time.Minute), 0.5)
+			var n *courier.Message
+			var ns []*courier.Message
+			if tc.abandon {
+				n, ns = top.AfterAbandon(tc.m, t0.Add(time.Minute))
+			} else {
+				n, ns = top.AfterAttempt(tc.m, top.Endpoints["erp"], rejected, t0.Add(time.Minute), 0.5)
+			}
 			if n.State != courier.StateSuspended || n.OrderSkipped != tc.skips {
 				t.Fatalf("decided %s, skipped %v; want suspended, skipped %v", n.State, n.OrderSkipped, tc.skips)
 			}
@@ -436,5 +450,21 @@ func TestSequenceGapNotice(t *testing.T) {
 	_, again, _ := top.OnTimer(w, t0.Add(time.Hour))
 	if len(again) != len(ns) || again[len(again)-1].ID != ns[len(ns)-1].ID {
 		t.Errorf("the gap notice's id changed when decided again")
+	}
+}
+
+// An attempt put off (its endpoint held, busy or paced once a lookup
+// resolved it) queues the message again until then without spending one.
+func TestPutBack(t *testing.T) {
+	m := accepted(courier.DefaultPolicy())
+	m.LeaseUntil, m.LeaseOwner = t0.Add(time.Minute), "node-1"
+	now, until := t0.Add(time.Second), t0.Add(time.Hour)
+	n := courier.PutBack(m, until, now)
+	if n.State != courier.StateQueued || !n.NextAttemptAt.Equal(until) || !n.UpdatedAt.Equal(now) || n.LeaseOwner != "" || !n.LeaseUntil.IsZero() {
+		t.Fatalf("put back: %s, due %v, updated %v, lease %q until %v; want queued until %v without a lease",
+			n.State, n.NextAttemptAt, n.UpdatedAt, n.LeaseOwner, n.LeaseUntil, until)
+	}
+	if n.Attempts != m.Attempts || n.TotalAttempts != m.TotalAttempts || m.State != courier.StateInflight {
+		t.Fatalf("attempts %d/%d, claimed message %s; want %d/%d, the claimed one unchanged", n.Attempts, n.TotalAttempts, m.State, m.Attempts, m.TotalAttempts)
 	}
 }

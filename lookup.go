@@ -119,17 +119,6 @@ func LookupFailed(recipient, msgType string, err error) Result {
 	return Result{Class: ClassLookup, Error: fmt.Sprintf("could not look up recipient %s: %v", recipient, err)}
 }
 
-// PutBack returns m, claimed, queued again until until without an attempt
-// spent: its endpoint could not take it now (held, busy or paced), which is
-// known only once a lookup route has resolved it.
-func PutBack(m *Message, until, now time.Time) *Message {
-	n := *m
-	n.State = StateQueued
-	n.LeaseUntil, n.LeaseOwner = time.Time{}, ""
-	n.NextAttemptAt, n.UpdatedAt = until, now
-	return &n
-}
-
 // LookupStats counts what a Resolver's cache did: answers from the cache,
 // requests to the registry, and of those the failed and the not found.
 type LookupStats struct {

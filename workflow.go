@@ -61,6 +61,26 @@ func StepRoute(w string, k int) string { return w + stepMark + strconv.Itoa(k) }
 // UndoRoute names the implicit route of the compensation of step k.
 func UndoRoute(w string, k int) string { return w + undoMark + strconv.Itoa(k) }
 
+// Route returns the route of that name: a configured one, or an implicit
+// one (notices to an endpoint, a workflow's step). Nil if there is none.
+func (t *Topology) Route(name string) *Route {
+	if r := t.Routes[name]; r != nil {
+		return r
+	}
+	if t.implicit == nil || strings.HasPrefix(name, noticeRoutePrefix) {
+		return t.makeImplicit(name)
+	}
+	return t.implicit[name]
+}
+
+// makeImplicit makes the implicit route of that name, or nil.
+func (t *Topology) makeImplicit(name string) *Route {
+	if ep, ok := strings.CutPrefix(name, noticeRoutePrefix); ok && t.Endpoints[ep] != nil {
+		return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: OrderedBlock}
+	}
+	return t.workflowRoute(name)
+}
+
 // workflowRoute resolves the name of a workflow's implicit route, or nil.
 func (t *Topology) workflowRoute(name string) *Route {
 	i := strings.LastIndexByte(name, ':')
@@ -143,6 +163,16 @@ func (t *Topology) StartWorkflow(m *Message) {
 	}
 	m.Workflow, m.Step, m.FailedStep = w.Name, 1, 0
 	m.Route = StepRoute(w.Name, 1)
+}
+
+// inWorkflow reports whether m goes through the steps of a workflow route
+// that is still configured.
+func (t *Topology) inWorkflow(m *Message) bool {
+	if m.Workflow == "" {
+		return false
+	}
+	w := t.Routes[m.Workflow]
+	return w != nil && w.Workflow != nil && m.Step >= 1 && m.Step <= len(w.Workflow.Steps)
 }
 
 // AfterStep decides what becomes of a message of a workflow after an
@@ -248,6 +278,27 @@ func compensationFailed(n *Message, w *Route, t *Topology, now time.Time) (*Mess
 	return n, notices
 }
 
+// AfterStepAbandoned is AfterAbandon for a message of a workflow: a step
+// that keeps losing its worker fails for good (its steps done are undone);
+// a compensation that does ends as compensation_failed.
+func AfterStepAbandoned(m *Message, t *Topology, now time.Time) (*Message, []*Message) {
+	w := t.Routes[m.Workflow]
+	n, poison := abandoned(m, now)
+	if !poison {
+		n.State, n.NextAttemptAt = StateQueued, now
+		return &n, nil
+	}
+	if n.FailedStep > 0 {
+		return compensationFailed(&n, w, t, now)
+	}
+	return stepFailed(&n, w, ReasonPoison, now)
+}
+
+// OnStepTimer is OnTimer for a message of a workflow.
+func OnStepTimer(m *Message, t *Topology, now time.Time) (next *Message, notices []*Message, changed bool) {
+	return onTimer(m, now, func(n *Message) []*Message { return stepTimers(n, t.Routes[m.Workflow], t, now) })
+}
+
 // stepTimers fires what is due of a retrying step: its max_age ends the
 // step (a forward step fails for good, a compensation ran out), the
 // sender's expires_at only a forward step; escalations as for any message.
@@ -295,27 +346,6 @@ func stepTimer(n *Message, p, typePolicy *Policy) time.Time {
 		consider(n.CreatedAt.Add(typePolicy.Escalate[n.Escalated].After))
 	}
 	return next
-}
-
-// OnStepTimer is OnTimer for a message of a workflow.
-func OnStepTimer(m *Message, t *Topology, now time.Time) (next *Message, notices []*Message, changed bool) {
-	return onTimer(m, now, func(n *Message) []*Message { return stepTimers(n, t.Routes[m.Workflow], t, now) })
-}
-
-// AfterStepAbandoned is AfterAbandon for a message of a workflow: a step
-// that keeps losing its worker fails for good (its steps done are undone);
-// a compensation that does ends as compensation_failed.
-func AfterStepAbandoned(m *Message, t *Topology, now time.Time) (*Message, []*Message) {
-	w := t.Routes[m.Workflow]
-	n, poison := abandoned(m, now)
-	if !poison {
-		n.State, n.NextAttemptAt = StateQueued, now
-		return &n, nil
-	}
-	if n.FailedStep > 0 {
-		return compensationFailed(&n, w, t, now)
-	}
-	return stepFailed(&n, w, ReasonPoison, now)
 }
 
 // nextRound puts n on route for step k, due now, with a fresh round. Its
@@ -410,84 +440,6 @@ func StepStates(m *Message, w *Workflow) []StepState {
 		}
 	}
 	return out
-}
-
-// inWorkflow reports whether m goes through the steps of a workflow route
-// that is still configured.
-func (t *Topology) inWorkflow(m *Message) bool {
-	if m.Workflow == "" {
-		return false
-	}
-	w := t.Routes[m.Workflow]
-	return w != nil && w.Workflow != nil && m.Step >= 1 && m.Step <= len(w.Workflow.Steps)
-}
-
-// AfterAttempt decides what becomes of m after an attempt, by its type's
-// policy, or for a message of a workflow by AfterStep; the route's
-// ordered_on_failure then applies (KeepOrder).
-func (t *Topology) AfterAttempt(m *Message, e *Endpoint, r Result, now time.Time, rnd float64) (next *Message, notices []*Message) {
-	if t.inWorkflow(m) {
-		next, notices = AfterStep(m, t, e, r, now, rnd)
-	} else {
-		next, notices = AfterAttempt(m, t.Policy(m.Type), e, r, now, rnd)
-	}
-	t.keepOrder(next)
-	return next, append(notices, t.gapNotices(m, next, now)...)
-}
-
-// AfterAbandon is AfterAbandon by m's policy, or AfterStepAbandoned, with
-// the route's ordered_on_failure applied.
-func (t *Topology) AfterAbandon(m *Message, now time.Time) (next *Message, notices []*Message) {
-	if t.inWorkflow(m) {
-		next, notices = AfterStepAbandoned(m, t, now)
-	} else {
-		next, notices = AfterAbandon(m, t.Policy(m.Type), now)
-	}
-	t.keepOrder(next)
-	return next, append(notices, t.gapNotices(m, next, now)...)
-}
-
-// OnTimer is OnTimer by m's policy, or OnStepTimer, with the route's
-// ordered_on_failure applied.
-func (t *Topology) OnTimer(m *Message, now time.Time) (next *Message, notices []*Message, changed bool) {
-	if t.inWorkflow(m) {
-		next, notices, changed = OnStepTimer(m, t, now)
-	} else {
-		next, notices, changed = OnTimer(m, t.Policy(m.Type), now)
-	}
-	t.keepOrder(next)
-	return next, append(notices, t.gapNotices(m, next, now)...), changed
-}
-
-// keepOrder is KeepOrder by the route a decided message is on, looked up
-// only for a suspended message with a key (the only one it changes).
-func (t *Topology) keepOrder(n *Message) {
-	if n.State == StateSuspended && n.OrderingKey != "" {
-		KeepOrder(n, t.Route(n.Route))
-	}
-}
-
-// gapNotices tells of a numbered message that left its key's order in
-// decision m → n (suspended on a route that skips, or expired while it
-// waited): the messages numbered after it go on without it, so its
-// receiver will get n+1 without n. The notice goes, like the policy's
-// suspension notice, to every endpoint the policy escalates to; a policy
-// without escalations sends none (the engine logs the gap).
-func (t *Topology) gapNotices(m, n *Message, now time.Time) []*Message {
-	if !LeftOrder(m, n) {
-		return nil
-	}
-	return noticeAll(n, t.PolicyFor(n), NoticeSequenceGap, now,
-		fmt.Sprintf("message %s (%s, sequence %d of ordering key %s on route %s) is %s and left its key's order: "+
-			"the messages after it go on without it, so the receiver gets sequence %d without it",
-			n.ID, n.Type, n.Sequence, n.OrderingKey, n.Route, n.State, n.Sequence))
-}
-
-// LeftOrder reports whether decision m → n takes a numbered message
-// (Message.Sequence) out of its key's order for good, which leaves a gap
-// in the sequence its receiver sees.
-func LeftOrder(m, n *Message) bool {
-	return n.Sequence != 0 && !m.OrderSkipped && n.OrderSkipped && n.State == StateSuspended
 }
 
 // StepContext returns what the delivery of m's current step carries, or nil

@@ -162,3 +162,106 @@ func stateNames(ss []courier.StepState) []string {
 	}
 	return out
 }
+
+// TestWorkflowDecisions walks the branches of a workflow's decisions that
+// the walks above do not reach, each through the engine's entry points.
+func TestWorkflowDecisions(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	wf := func(route string, step, failed int, state courier.State) *courier.Message {
+		return &courier.Message{ID: "d-7", Type: "delivery", Route: route, Workflow: "schedule", Step: step, FailedStep: failed,
+			State: state, CreatedAt: now, RoundStartedAt: now}
+	}
+	attempt := func(ep string, r courier.Result) func(*courier.Topology, *courier.Message) (*courier.Message, []*courier.Message) {
+		return func(top *courier.Topology, m *courier.Message) (*courier.Message, []*courier.Message) {
+			return top.AfterAttempt(m, top.Endpoints[ep], r, now, 0.5)
+		}
+	}
+	abandon := func(top *courier.Topology, m *courier.Message) (*courier.Message, []*courier.Message) {
+		return top.AfterAbandon(m, now)
+	}
+	timer := func(top *courier.Topology, m *courier.Message) (*courier.Message, []*courier.Message) {
+		n, notices, _ := top.OnTimer(m, now)
+		return n, notices
+	}
+	down := courier.Result{Class: courier.ClassHTTP5xx, Status: 503, Error: "HTTP 503"}
+	for _, tc := range []struct {
+		name    string
+		m       func() *courier.Message
+		decide  func(*courier.Topology, *courier.Message) (*courier.Message, []*courier.Message)
+		route   string
+		state   courier.State
+		reason  courier.Reason
+		failed  int
+		due     bool // due again at once
+		err     string
+		notices string
+	}{
+		{name: "a step out of attempts is undone from the step before",
+			m: func() *courier.Message {
+				m := wf("schedule:step-3", 3, 0, courier.StateInflight)
+				m.Attempts = 2
+				return m
+			},
+			decide: attempt("drones", down), route: "schedule:undo-2", state: courier.StateQueued, failed: 3, due: true, err: "exhausted: HTTP 503"},
+		{name: "a compensation done goes on to the one below",
+			m:      func() *courier.Message { return wf("schedule:undo-3", 3, 4, courier.StateInflight) },
+			decide: attempt("drones-cancel", courier.Result{Status: 200}), route: "schedule:undo-2", state: courier.StateQueued, failed: 4, due: true},
+		{name: "a step past its expires_at fails for good",
+			m: func() *courier.Message {
+				m := wf("schedule:step-3", 3, 0, courier.StateQueued)
+				m.ExpiresAt = now
+				return m
+			},
+			decide: timer, route: "schedule:undo-2", state: courier.StateQueued, failed: 3, due: true, err: "expired: past its expires_at"},
+		{name: "a compensation goes on past the sender's expires_at",
+			m: func() *courier.Message {
+				m := wf("schedule:undo-2", 2, 3, courier.StateQueued)
+				m.ExpiresAt = now.Add(-time.Hour)
+				return m
+			},
+			decide: timer, route: "schedule:undo-2", state: courier.StateQueued, failed: 3},
+		{name: "a compensation past its max_age runs out",
+			m: func() *courier.Message {
+				m := wf("schedule:undo-2", 2, 3, courier.StateQueued)
+				m.RoundStartedAt = now.Add(-49 * time.Hour)
+				return m
+			},
+			decide: timer, route: "schedule:undo-2", state: courier.StateSuspended, reason: courier.ReasonCompensationFailed, failed: 3,
+			err: "not done within max_age", notices: "suspended>ops"},
+		{name: "a step late by its type's escalation tells of it",
+			m: func() *courier.Message {
+				m := wf("schedule:step-2", 2, 0, courier.StateQueued)
+				m.CreatedAt = now.Add(-25 * time.Hour)
+				return m
+			},
+			decide: timer, route: "schedule:step-2", state: courier.StateQueued, notices: "escalation>ops"},
+		{name: "a step that lost its worker is due again at once",
+			m:      func() *courier.Message { return wf("schedule:step-2", 2, 0, courier.StateInflight) },
+			decide: abandon, route: "schedule:step-2", state: courier.StateQueued, due: true, err: "abandoned"},
+		{name: "a compensation that keeps losing its worker runs out",
+			m: func() *courier.Message {
+				m := wf("schedule:undo-2", 2, 3, courier.StateInflight)
+				m.Abandoned = courier.MaxAbandoned - 1
+				return m
+			},
+			decide: abandon, route: "schedule:undo-2", state: courier.StateSuspended, reason: courier.ReasonCompensationFailed, failed: 3,
+			err: "attempts in a row were abandoned", notices: "suspended>ops"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ns := tc.decide(drone(), tc.m())
+			if n.Route != tc.route || n.State != tc.state || n.Reason != tc.reason || n.FailedStep != tc.failed {
+				t.Fatalf("decided %s %s (%s), failed step %d; want %s %s (%s), failed step %d",
+					n.Route, n.State, n.Reason, n.FailedStep, tc.route, tc.state, tc.reason, tc.failed)
+			}
+			if tc.due && !n.NextAttemptAt.Equal(now) {
+				t.Errorf("due at %v; want at once", n.NextAttemptAt)
+			}
+			if !strings.Contains(n.LastError, tc.err) {
+				t.Errorf("last error %q; want it to say %q", n.LastError, tc.err)
+			}
+			if got := strings.Join(notices(t, ns), ","); got != tc.notices {
+				t.Errorf("notices %q; want %q", got, tc.notices)
+			}
+		})
+	}
+}
