@@ -7,31 +7,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/storetest"
 )
-
-// attempt claims a queued message of route and writes the outcome r of an
-// attempt on endpoint as courier decides it.
-func attempt(t *testing.T, store courier.Store, top *courier.Topology, route, endpoint string, r courier.Result) {
-	t.Helper()
-	ctx := context.Background()
-	now := time.Now()
-	claimed, err := store.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Minute), Owner: "test",
-		Routes: []courier.RouteQuota{{Route: route, Limit: 1}}})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim on %s: %d, %v", route, len(claimed), err)
-	}
-	m := claimed[0]
-	next, notices := top.AfterAttempt(m, &courier.Endpoint{Name: endpoint}, r, now, 0.5)
-	a := &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: endpoint, Route: route,
-		StartedAt: now, Outcome: courier.OutcomeDelivered, Status: r.Status}
-	if !r.Delivered() {
-		a.Outcome, a.Class, a.Error = courier.OutcomeFailed, r.Class, r.Error
-	}
-	if applied, err := store.Apply(ctx, []courier.Change{{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
-		Attempt: a, Notices: notices, Prior: m}}); err != nil || !applied[0] {
-		t.Fatalf("apply the attempt of %s: %v %v", m.ID, applied, err)
-	}
-}
 
 // TestHeldShown: a queued message whose endpoint is switched off or
 // suspended says it is held, by which endpoint and why, in its read and in
@@ -102,7 +79,7 @@ func TestAttemptsAcrossRounds(t *testing.T) {
 	if status, body, _ := ts.call(t, "PUT", "/v1/messages/r-1", invoiceBody); status != 201 {
 		t.Fatalf("ingest: %d %s", status, body)
 	}
-	attempt(t, ts.store, top, "acme", "acme-primary", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
+	storetest.AttemptOn(t, ts.store, top, "acme", "acme-primary", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
 	status, body, _ := ts.call(t, "GET", "/v1/messages/r-1", "")
 	got := decode[api.Message](t, body)
 	if status != 200 || got.State != courier.StateSuspended || got.LastError != "HTTP 400: unknown customer" || got.Attempts != 1 ||
@@ -112,7 +89,7 @@ func TestAttemptsAcrossRounds(t *testing.T) {
 	if status, body, _ := ts.call(t, "POST", "/v1/messages/r-1/resubmit", ""); status != 200 {
 		t.Fatalf("resubmit: %d %s", status, body)
 	}
-	attempt(t, ts.store, top, "acme", "acme-primary", courier.Result{Status: 204})
+	storetest.AttemptOn(t, ts.store, top, "acme", "acme-primary", courier.Result{Status: 204})
 	status, body, _ = ts.call(t, "GET", "/v1/messages/r-1", "")
 	got = decode[api.Message](t, body)
 	if status != 200 || got.State != courier.StateDelivered || got.LastError != "" || got.LastClass != "" ||

@@ -9,31 +9,8 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/storetest"
 )
-
-// tryOnce claims the queued message of route and writes the outcome r of
-// an attempt on endpoint, as courier decides it.
-func tryOnce(t *testing.T, store courier.Store, top *courier.Topology, route, endpoint string, r courier.Result) {
-	t.Helper()
-	ctx := context.Background()
-	now := time.Now()
-	claimed, err := store.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Minute), Owner: "test",
-		Routes: []courier.RouteQuota{{Route: route, Limit: 1}}})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim on %s: %d, %v", route, len(claimed), err)
-	}
-	m := claimed[0]
-	next, notices := top.AfterAttempt(m, &courier.Endpoint{Name: endpoint}, r, now, 0.5)
-	a := &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: endpoint, Route: route,
-		StartedAt: now, Outcome: courier.OutcomeDelivered, Status: r.Status}
-	if !r.Delivered() {
-		a.Outcome, a.Class, a.Error = courier.OutcomeFailed, r.Class, r.Error
-	}
-	if applied, err := store.Apply(ctx, []courier.Change{{Message: next, From: courier.StateInflight, Token: m.TotalAttempts,
-		Attempt: a, Notices: notices, Prior: m}}); err != nil || !applied[0] {
-		t.Fatalf("apply the attempt of %s: %v %v", m.ID, applied, err)
-	}
-}
 
 // TestMessagesShow: messages show says that a queued message is held, by
 // which endpoint and why, instead of a next attempt in the past; counts
@@ -77,10 +54,10 @@ func TestMessagesShow(t *testing.T) {
 
 	// Failed, resubmitted, delivered: two attempts in all, as listed.
 	cliPrints(t, `{"n":2}`, []string{"--server", url, "send", "--type", "invoice", "--route", "globex", "--id", "again-1"}, "created again-1")
-	tryOnce(t, store, top, "globex", "globex", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
+	storetest.AttemptOn(t, store, top, "globex", "globex", courier.Result{Class: courier.ClassRejected, Status: 400, Error: "HTTP 400: unknown customer"})
 	show("again-1", "suspended", "HTTP 400: unknown customer")
 	cliPrints(t, "", []string{"--server", url, "messages", "resubmit", "again-1"}, "resubmitted again-1")
-	tryOnce(t, store, top, "globex", "globex", courier.Result{Status: 204})
+	storetest.AttemptOn(t, store, top, "globex", "globex", courier.Result{Status: 204})
 	out = show("again-1", "delivered", "Attempts:        2 in all, 1 since it was resubmitted or resent (once)")
 	if strings.Contains(out, "Last error") {
 		t.Errorf("a delivered message shows a last error:\n%s", out)
