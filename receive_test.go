@@ -10,7 +10,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 )
 
 func TestAdmit(t *testing.T) {

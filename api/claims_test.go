@@ -15,7 +15,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
 	"github.com/courier-gw/courier/storetest"
 )
 

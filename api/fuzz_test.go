@@ -11,7 +11,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 )
 
 // FuzzDecodeMessage feeds arbitrary bodies to the ingest decoder: it must

@@ -10,7 +10,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/receivertest"
+	"github.com/courier-gw/courier/internal/testkit/receivertest"
 )
 
 // The receive locations of a node over the API: listed with their counts,

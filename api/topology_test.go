@@ -13,7 +13,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 )
 
 // newCatalogServer serves the API with the topology in a store-held

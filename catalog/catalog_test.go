@@ -13,8 +13,8 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/postgres"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/catalog"
-	"github.com/courier-gw/courier/internal/sqlitetest"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 func TestStartStopStress(t *testing.T) {

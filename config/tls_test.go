@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	"github.com/courier-gw/courier"
 )

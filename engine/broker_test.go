@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/amqptest"
-	"github.com/courier-gw/courier/internal/natstest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // TestBrokerBackDelivers sends to a broker that is away (its address, a

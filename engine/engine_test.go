@@ -14,7 +14,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/postgres"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // withAlerts adds the endpoint ops on the sink's /ops and sends alerts to

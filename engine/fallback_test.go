@@ -8,7 +8,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // TestFallbackToFileRoute is the VANS case end to end: route acme delivers

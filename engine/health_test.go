@@ -11,7 +11,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // withRules gives an endpoint the default health rules of docs/design.md §4 with

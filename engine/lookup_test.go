@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/lookup"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
-	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 func TestRetentionPurgesOnlyOldTerminalMessages(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 func TestOrderedDeliveryThroughRandomFailuresSequenceArrivesInOrder(t *testing.T) {

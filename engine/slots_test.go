@@ -7,7 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 )
 
 // A node on a shared store takes every free slot of an endpoint it has

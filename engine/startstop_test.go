@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 // The engine starts and stops many times from several goroutines at once,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // droneWorkflow sets up the drone delivery workflow on the sink: check the

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 	"github.com/courier-gw/courier/lookup"
 )
 

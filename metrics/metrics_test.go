@@ -9,9 +9,9 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/internal/promtest"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/promtest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/metrics"
 	dto "github.com/prometheus/client_model/go"
 )

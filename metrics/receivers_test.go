@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/promtest"
+	"github.com/courier-gw/courier/internal/testkit/promtest"
 	"github.com/courier-gw/courier/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/sqlitetest"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/metrics"
 )
 

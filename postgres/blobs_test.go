@@ -6,7 +6,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 )
 
 // Large objects being written hold a connection each, so that few may be

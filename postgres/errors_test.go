@@ -7,8 +7,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/storetest"
 	"github.com/jackc/pgx/v5"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 )
 
 // Concurrent ingests share statements, and each call is answered with its

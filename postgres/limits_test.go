@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/postgres"
 )
 

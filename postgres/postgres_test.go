@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/storetest"
 )
 

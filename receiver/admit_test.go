@@ -9,7 +9,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 )
 
 // sent is one message as a sender gives it, to either door: the fields of

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 	filetransport "github.com/courier-gw/courier/transport/file"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 func TestStartStopStress(t *testing.T) {

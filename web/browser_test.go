@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // TestEditEndpointInBrowser edits an endpoint on the dashboard in a real

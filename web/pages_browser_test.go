@@ -16,8 +16,8 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/engine"
-	"github.com/courier-gw/courier/internal/sqlitetest"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // pageBrowser is a real browser on the dashboard, with the reads the tests

@@ -13,7 +13,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/receivertest"
+	"github.com/courier-gw/courier/internal/testkit/receivertest"
 )
 
 // want fails the test unless the answer has the status and every text.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
 	"github.com/courier-gw/courier/web"
 )
 

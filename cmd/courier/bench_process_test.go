@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/internal/cpustat"
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 )
 
 // benchDeliverJSON runs `courier bench deliver` with args as a process and

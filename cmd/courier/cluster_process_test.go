@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/postgres"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // TestDashboardInBrowser drives the dashboard of a running courier serve in

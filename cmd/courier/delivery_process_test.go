@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // TestKillDuringDelivery: SIGKILL while 20,000 messages are being delivered

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/promtest"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/promtest"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	dto "github.com/prometheus/client_model/go"
 )
 

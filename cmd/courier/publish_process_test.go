@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // TestKillWhilePublishing: 10,000 messages published to 5 subscriptions,

@@ -14,9 +14,9 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/amqptest"
-	"github.com/courier-gw/courier/internal/natstest"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/s3test"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/s3test"
 )
 
 // s3Area is the test's area in the bucket of the S3 service of the tests.

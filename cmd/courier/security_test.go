@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/sendertest"
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/sendertest"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"

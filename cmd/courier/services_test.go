@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier/internal/startstop"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 func TestLoopStartStopStress(t *testing.T) {

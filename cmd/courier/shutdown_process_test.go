@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/sink"
 	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // stopSlack is what a process may take beyond its shutdown_timeout to

@@ -12,8 +12,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // healthBound is how long after a switch's commit another node may still

@@ -13,7 +13,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/catalog"
-	"github.com/courier-gw/courier/internal/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 )
 
 // The secrets of the topology tests' API keys: an admin, who may change

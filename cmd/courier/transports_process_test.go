@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/mailsink"
+	"github.com/courier-gw/courier/internal/testkit/mailsink"
 )
 
 // TestServeFallsBackToFileAndMailsNotices runs the binary with a route over

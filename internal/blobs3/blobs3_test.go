@@ -12,8 +12,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/blobs3"
-	"github.com/courier-gw/courier/internal/pgtest"
-	"github.com/courier-gw/courier/internal/s3test"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/s3test"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/storetest"

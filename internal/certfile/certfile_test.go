@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 )
 
 // selfSigned returns a PEM certificate and its PEM key.

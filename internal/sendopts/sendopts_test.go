@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
 )
 
 func TestSetDefaults(t *testing.T) {

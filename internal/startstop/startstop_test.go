@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/courier-gw/courier/internal/startstop"
-	"github.com/courier-gw/courier/internal/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 )
 
 // worker is the smallest service: one goroutine per run, which ends with

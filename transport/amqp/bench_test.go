@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/amqptest"
-	"github.com/courier-gw/courier/internal/sendertest"
+	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/sendertest"
 )
 
 // BenchmarkPublishConfirmed measures publishes to RabbitMQ that the broker

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/amqptest"
-	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	"github.com/courier-gw/courier/transport/internal/blobtest"
 )

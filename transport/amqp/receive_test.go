@@ -12,11 +12,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/amqptest"
-	"github.com/courier-gw/courier/internal/sourcetest"
-	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/sourcetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/courier-gw/courier/transport/internal/blobtest"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sendertest"
+	"github.com/courier-gw/courier/internal/testkit/sendertest"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 

@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 

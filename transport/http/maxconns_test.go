@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 

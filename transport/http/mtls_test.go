@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	"github.com/courier-gw/courier"
 	httptransport "github.com/courier-gw/courier/transport/http"

@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/sink"
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	"github.com/courier-gw/courier"
 	httptransport "github.com/courier-gw/courier/transport/http"

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/natstest"
-	"github.com/courier-gw/courier/internal/sendertest"
+	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/sendertest"
 )
 
 // BenchmarkPublishAcked measures publishes to NATS JetStream that the

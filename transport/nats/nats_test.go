@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/natstest"
-	"github.com/courier-gw/courier/internal/sendertest"
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/sendertest"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 	"github.com/courier-gw/courier/tracing"
 	natstransport "github.com/courier-gw/courier/transport/nats"
 	"go.opentelemetry.io/otel/trace"

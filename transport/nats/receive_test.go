@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/natstest"
-	"github.com/courier-gw/courier/internal/sourcetest"
-	"github.com/courier-gw/courier/internal/sqlitetest"
 	"github.com/courier-gw/courier/internal/tcpproxy"
+	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/sourcetest"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/mailsink"
+	"github.com/courier-gw/courier/internal/testkit/mailsink"
 	"github.com/courier-gw/courier/transport/internal/blobtest"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )

@@ -24,11 +24,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/testcert"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
-	"github.com/courier-gw/courier/internal/mailsink"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/mailsink"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // Admin is a test's own connection to the broker.

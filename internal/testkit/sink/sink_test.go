@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/sink"
+	"github.com/courier-gw/courier/internal/testkit/sink"
 )
 
 // newClient returns a client whose idle connections are dropped at the end

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/clocktest"
 )
 
 var _ courier.Clock = (*clocktest.Clock)(nil)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/jackc/pgx/v5"
 )

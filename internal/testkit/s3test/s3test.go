@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/testenv"
+	"github.com/courier-gw/courier/internal/testkit/testenv"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
