@@ -232,6 +232,9 @@ func (ev Event) Text() string {
 	case EventEndpointSuspended:
 		s += fmt.Sprintf(" is suspended until %s", ev.Details.SuspendedUntil.Format(time.RFC3339))
 	case EventEndpointOff:
+		if r := ev.Details.Reason; strings.HasPrefix(r, "switched off") {
+			return s + " was " + r // "switched off by ops", said once
+		}
 		s += " was switched off"
 	case EventEndpointRecovered:
 		s += " is active again"

@@ -173,3 +173,25 @@ func TestEventNotices(t *testing.T) {
 		}
 	}
 }
+
+// TestEventText: what an event says, for people, names a switch's reason
+// once.
+func TestEventText(t *testing.T) {
+	at := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
+	off := func(reason string) Event {
+		ev, _ := HealthEvent("acme", EndpointHealth{}, EndpointHealth{State: HealthOff, UpdatedAt: at}, reason)
+		return ev
+	}
+	for _, tc := range []struct {
+		ev   Event
+		want string
+	}{
+		{off("switched off by ops"), "endpoint acme was switched off by ops"},
+		{off(""), "endpoint acme was switched off"},
+		{off("maintenance"), "endpoint acme was switched off: maintenance"},
+	} {
+		if got := tc.ev.Text(); got != tc.want {
+			t.Errorf("Text() = %q, want %q", got, tc.want)
+		}
+	}
+}
