@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -45,6 +46,10 @@ type Options struct {
 	// Blobs, when set, is the blob area the store uses instead (a bucket
 	// that every node shares); BlobDir is then ignored.
 	Blobs courier.Blobs
+	// ApplicationName is what the store's connections show as
+	// application_name in pg_stat_activity (default: the DSN's
+	// application_name, else courier).
+	ApplicationName string
 }
 
 // Store is the PostgreSQL implementation of courier.Store.
@@ -93,6 +98,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
+	if _, named := cfg.ConnConfig.RuntimeParams["application_name"]; !named || opts.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(opts.ApplicationName, "courier")
+	}
 	if opts.Schema != "" {
 		if err := createSchema(ctx, cfg, opts.Schema); err != nil {
 			return nil, err

@@ -118,7 +118,7 @@ func (b benchDeliver) floorStore(ctx context.Context, store courier.Store, ep *c
 	policy := courier.DefaultPolicy()
 	done := 0
 	cpu, start := cpustat.Process(), time.Now()
-	db, dbKnown := b.databaseCPU()
+	db, dbKnown := b.databaseCPU(ctx)
 	for done < b.messages {
 		now := time.Now()
 		claimed, err := store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(time.Minute), Owner: "bench-floor",
@@ -152,8 +152,8 @@ func (b benchDeliver) floorStore(ctx context.Context, store courier.Store, ep *c
 	n := float64(done)
 	res.StorePerSec = n / elapsed.Seconds()
 	res.StoreCPUus = float64(spent.Microseconds()) / n
-	if dbAfter, still := b.databaseCPU(); dbKnown && still && dbAfter >= db {
-		res.StoreDatabaseCPUus = float64((dbAfter - db).Microseconds()) / n
+	if dbAfter, still := b.databaseCPU(ctx); dbKnown && still {
+		res.StoreDatabaseCPUus = float64(dbAfter.Since(db).Microseconds()) / n
 	}
 	return nil
 }

@@ -25,12 +25,12 @@ func Process() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// The CPU of the database, for `bench deliver --postgres` when PostgreSQL
-// runs on this machine: read from /proc, the sum over its processes of
-// their own CPU time and that of the children they reaped (the postmaster
-// reaps the backends that ended, so their time is not lost). Another
-// database on the same server counts as well: run the benchmark on a
-// server nothing else uses.
+// The CPU of the database, when PostgreSQL runs on this machine: read from
+// /proc, the sum over its processes of their own CPU time and that of the
+// children they reaped (the postmaster reaps the backends that ended, so
+// their time is not lost). Every other client of the same server counts as
+// well: run the benchmark on a server nothing else uses, or read Backends
+// instead.
 
 // clockTicks is the unit of the times in /proc/PID/stat (USER_HZ), 100 on
 // every Linux that courier runs on.
