@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -355,8 +356,19 @@ const NoticeSequenceGap = "sequence_gap"
 // endpoint; configured routes may not use it.
 const noticeRoutePrefix = "courier.notice."
 
-// NoticeRoute names the route that delivers notices to an endpoint.
-func NoticeRoute(endpoint string) string { return noticeRoutePrefix + endpoint }
+// NoticeRoute names the route that delivers notices to an endpoint: a
+// route of the endpoint's tenant.
+func NoticeRoute(endpoint string) string {
+	tenant, name := SplitName(endpoint)
+	return Qualify(tenant, noticeRoutePrefix+name)
+}
+
+// noticeEndpoint returns the endpoint of a notice route.
+func noticeEndpoint(route string) (string, bool) {
+	tenant, name := SplitName(route)
+	ep, ok := strings.CutPrefix(name, noticeRoutePrefix)
+	return Qualify(tenant, ep), ok
+}
 
 // noticeAll tells every endpoint that the policy escalates to.
 func noticeAll(n *Message, p *Policy, kind string, now time.Time, text string) []*Message {

@@ -177,7 +177,10 @@ func (a *Alerts) oldestDue() time.Duration {
 
 // IsNoticeRoute reports whether a route is the implicit one that carries
 // notices to an endpoint (NoticeRoute).
-func IsNoticeRoute(route string) bool { return strings.HasPrefix(route, noticeRoutePrefix) }
+func IsNoticeRoute(route string) bool {
+	_, ok := noticeEndpoint(route)
+	return ok
+}
 
 // ReceiverEvent is the event of a receive location that stopped at the
 // time, for the reason given.

@@ -252,6 +252,10 @@ type Topology struct {
 	Policies  map[string]*Policy
 	// Subscriptions give published messages their deliveries (docs/design.md §14).
 	Subscriptions map[string]*Subscription
+	// Tenants are the parties that own the objects, by name (docs/design.md
+	// §20); the default tenant is here when configured, and is implied
+	// with no quotas and weight 1 when not.
+	Tenants map[string]*Tenant
 
 	// implicit holds the workflows' implicit routes by name once Prepare
 	// made them; until then Route makes one on each call.

@@ -67,7 +67,7 @@ func (t *Topology) Route(name string) *Route {
 	if r := t.Routes[name]; r != nil {
 		return r
 	}
-	if t.implicit == nil || strings.HasPrefix(name, noticeRoutePrefix) {
+	if t.implicit == nil || IsNoticeRoute(name) {
 		return t.makeImplicit(name)
 	}
 	return t.implicit[name]
@@ -75,7 +75,7 @@ func (t *Topology) Route(name string) *Route {
 
 // makeImplicit makes the implicit route of that name, or nil.
 func (t *Topology) makeImplicit(name string) *Route {
-	if ep, ok := strings.CutPrefix(name, noticeRoutePrefix); ok && t.Endpoints[ep] != nil {
+	if ep, ok := noticeEndpoint(name); ok && t.Endpoints[ep] != nil {
 		return &Route{Name: name, Endpoints: []string{ep}, Strategy: StrategySingle, OrderedOnFailure: OrderedBlock}
 	}
 	return t.workflowRoute(name)

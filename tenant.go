@@ -1,0 +1,130 @@
+package courier
+
+import (
+	"strings"
+	"time"
+)
+
+// Tenants: the parties one courier serves, each owning its topology,
+// messages and keys (docs/design.md §20).
+//
+// A tenant's object is known inside courier by its qualified name: the
+// tenant's name, '/', and the object's own name ("acme/orders"). The
+// tenant default has no prefix, so a configuration without tenants, and
+// everything stored before tenants existed, are the default tenant's as
+// they are. Names and types never contain '/', so a qualified name is
+// never mistaken for another tenant's. Every part of courier below the API
+// and the configuration (the engine, the stores, health, limits, metrics)
+// works on qualified names and needs to know no more of tenants than
+// TenantOf tells; the API and the configuration qualify what a tenant
+// names and show it its own names.
+//
+// A message id is the tenant's own too (two tenants may both send
+// "inv-1"); ids may contain ':' and the '/' of a delivery's key, so a
+// qualified id joins the tenant and the id with '~', which no id holds:
+// "acme~inv-1", and its delivery's key "acme~inv-1/crm".
+
+// The tenants every courier has.
+const (
+	// DefaultTenant owns every object and key that names no tenant.
+	DefaultTenant = "default"
+	// SystemTenant owns the endpoints that every tenant's routes may use
+	// (an external network's access point): their politeness limits hold
+	// for all tenants together, and their capacity is shared by weight.
+	// Its keys administer tenants.
+	SystemTenant = "system"
+)
+
+// nameMark joins a tenant and a name; idMark a tenant and a message id.
+const (
+	nameMark = "/"
+	idMark   = "~"
+)
+
+// Tenant is one party: its share of scarce capacity and its quotas.
+type Tenant struct {
+	Name string
+	// Weight is the tenant's share, against the other waiting tenants', of
+	// a node's claims and of a shared endpoint's capacity (default 1).
+	Weight int
+	Quotas Quotas
+	// Retention keeps the tenant's finished messages this long (zero: the
+	// server's retention).
+	Retention time.Duration
+}
+
+// Quotas bound a tenant's use; a zero field does not bound it.
+type Quotas struct {
+	// IngestRate and Burst are a token bucket of accepted messages: Burst
+	// tokens at most, refilled at IngestRate.
+	IngestRate Rate
+	Burst      int
+	// MaxQueued bounds the messages not yet finished (queued, in flight or
+	// suspended); MaxBytes the bytes of their payloads.
+	MaxQueued int
+	MaxBytes  int64
+	// MaxEndpoints bounds the tenant's endpoints.
+	MaxEndpoints int
+}
+
+// ValidTenant reports whether s may name a tenant: the alphabet of names.
+func ValidTenant(s string) bool { return ValidName(s) }
+
+// Qualify returns the qualified name of a tenant's object: the name
+// itself for the default tenant.
+func Qualify(tenant, name string) string {
+	if tenant == DefaultTenant || tenant == "" {
+		return name
+	}
+	return tenant + nameMark + name
+}
+
+// SplitName splits a qualified name into its tenant and the tenant's own
+// name for it.
+func SplitName(qualified string) (tenant, name string) {
+	if t, n, ok := strings.Cut(qualified, nameMark); ok {
+		return t, n
+	}
+	return DefaultTenant, qualified
+}
+
+// TenantOf returns the tenant of a qualified name: of an object, of a
+// route (a workflow's steps and the notice routes included) or of a
+// message type.
+func TenantOf(qualified string) string {
+	t, _ := SplitName(qualified)
+	return t
+}
+
+// QualifyID returns the id under which a tenant's message is stored.
+func QualifyID(tenant, id string) string {
+	if tenant == DefaultTenant || tenant == "" {
+		return id
+	}
+	return tenant + idMark + id
+}
+
+// SplitID splits a stored message id (or a delivery's key) into its
+// tenant and the tenant's own id (or key).
+func SplitID(stored string) (tenant, id string) {
+	if t, i, ok := strings.Cut(stored, idMark); ok {
+		return t, i
+	}
+	return DefaultTenant, stored
+}
+
+// TenantOfID returns the tenant of a stored message id or delivery key.
+func TenantOfID(stored string) string {
+	t, _ := SplitID(stored)
+	return t
+}
+
+// Tenant returns the named tenant's settings: those configured, or the
+// defaults (weight 1, no quotas) for a tenant that has none, such as the
+// default tenant of a configuration without tenants.
+func (t *Topology) Tenant(name string) *Tenant {
+	if tn := t.Tenants[name]; tn != nil {
+		return tn
+	}
+	return &Tenant{Name: name, Weight: 1}
+}

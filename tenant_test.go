@@ -1,0 +1,66 @@
+package courier
+
+import "testing"
+
+func TestQualifiedNames(t *testing.T) {
+	for _, tc := range []struct{ tenant, name, qualified string }{
+		{DefaultTenant, "orders", "orders"},
+		{"", "orders", "orders"},
+		{"acme", "orders", "acme/orders"},
+		{SystemTenant, "peppol-ap", "system/peppol-ap"},
+	} {
+		q := Qualify(tc.tenant, tc.name)
+		if q != tc.qualified {
+			t.Errorf("Qualify(%q, %q) = %q, want %q", tc.tenant, tc.name, q, tc.qualified)
+		}
+		want := tc.tenant
+		if want == "" {
+			want = DefaultTenant
+		}
+		if tenant, name := SplitName(q); tenant != want || name != tc.name {
+			t.Errorf("SplitName(%q) = %q, %q; want %q, %q", q, tenant, name, want, tc.name)
+		}
+	}
+	// A workflow's steps and the notice routes are their tenant's.
+	for route, tenant := range map[string]string{
+		StepRoute("acme/flow", 2):    "acme",
+		UndoRoute("acme/flow", 1):    "acme",
+		NoticeRoute("acme/ops"):      "acme",
+		NoticeRoute("ops"):           DefaultTenant,
+		StepRoute("flow", 1):         DefaultTenant,
+		NoticeRoute("system/shared"): SystemTenant,
+	} {
+		if got := TenantOf(route); got != tenant {
+			t.Errorf("TenantOf(%q) = %q, want %q", route, got, tenant)
+		}
+	}
+	if ep, ok := noticeEndpoint(NoticeRoute("acme/ops")); !ok || ep != "acme/ops" || !IsNoticeRoute(NoticeRoute("acme/ops")) {
+		t.Errorf("the notice route of acme/ops names endpoint %q (%v)", ep, ok)
+	}
+	if IsNoticeRoute("acme/orders") || IsNoticeRoute("orders") {
+		t.Error("a configured route taken for a notice route")
+	}
+}
+
+func TestQualifiedIDs(t *testing.T) {
+	// Ids may hold ':' and keys '/': a qualified id is never another's.
+	for _, tc := range []struct{ tenant, id, stored string }{
+		{DefaultTenant, "inv:1", "inv:1"},
+		{"acme", "inv:1", "acme~inv:1"},
+	} {
+		stored := QualifyID(tc.tenant, tc.id)
+		if stored != tc.stored {
+			t.Errorf("QualifyID(%q, %q) = %q, want %q", tc.tenant, tc.id, stored, tc.stored)
+		}
+		key := DeliveryKey(stored, Qualify(tc.tenant, "crm"))
+		if id, sub := ParseKey(key); id != stored || sub != Qualify(tc.tenant, "crm") {
+			t.Errorf("ParseKey(%q) = %q, %q", key, id, sub)
+		}
+		if tenant, id := SplitID(key); tenant != tc.tenant || id != DeliveryKey(tc.id, Qualify(tc.tenant, "crm")) {
+			t.Errorf("SplitID(%q) = %q, %q", key, tenant, id)
+		}
+	}
+	if ValidID("acme~inv") || ValidName("acme/orders") || ValidType("acme/invoice") {
+		t.Error("a qualified id, name or type passes as a tenant's own")
+	}
+}
