@@ -64,3 +64,21 @@ func TestQualifiedIDs(t *testing.T) {
 		t.Error("a qualified id, name or type passes as a tenant's own")
 	}
 }
+
+func TestPolicyOfTenantType(t *testing.T) {
+	own, dflt, acmeDflt := &Policy{Name: "acme/invoice"}, &Policy{Name: "default"}, &Policy{Name: "acme/default"}
+	top := &Topology{Policies: map[string]*Policy{"acme/invoice": own, "default": dflt, "acme/default": acmeDflt}}
+	if top.Policy("beta/order") == dflt {
+		t.Error("a tenant's type fell back on the default tenant's policy")
+	}
+	for typ, want := range map[string]string{
+		"acme/invoice": "acme/invoice",
+		"acme/order":   "acme/default",
+		"order":        "default",
+		"beta/order":   "default", // the built-in one, not the default tenant's
+	} {
+		if got := top.Policy(typ).Name; got != want {
+			t.Errorf("Policy(%q) = %q, want %q", typ, got, want)
+		}
+	}
+}

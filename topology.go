@@ -320,12 +320,14 @@ func (t *Topology) RoutesOf(endpoint string) []string {
 	return out
 }
 
-// Policy returns the policy of a message type: its own, else the default.
+// Policy returns the policy of a message type: its own, else its tenant's
+// default (the policy named default of the type's tenant), else the
+// built-in default. A tenant never falls back on another's policy.
 func (t *Topology) Policy(msgType string) *Policy {
 	if p, ok := t.Policies[msgType]; ok {
 		return p
 	}
-	if p, ok := t.Policies[DefaultPolicyName]; ok {
+	if p, ok := t.Policies[Qualify(TenantOf(msgType), DefaultPolicyName)]; ok {
 		return p
 	}
 	return DefaultPolicy()
