@@ -28,6 +28,10 @@ type Intake struct {
 	// it a fresh one, a receive location one derived from the item, so
 	// that a redelivered item is the same message.
 	NewIDFunc func() (string, error)
+	// Tenant is the tenant the message is handed in for (empty: the
+	// default tenant): the message names the tenant's route and type and
+	// has an id of its own, and Admit qualifies them (docs/design.md §20).
+	Tenant string
 }
 
 // Admit is the one way in for a message handed over by a sender, through
@@ -54,9 +58,10 @@ func (t *Topology) Admit(m *Message, in Intake, now time.Time) ([]*Message, erro
 	case !m.ExpiresAt.IsZero() && !m.ExpiresAt.After(now):
 		return nil, Errorf(CodeInvalidArgument, "expires_at %s is in the past", m.ExpiresAt.Format(time.RFC3339))
 	}
-	if err := t.Validate(m); err != nil {
+	if err := t.Validate(m, in.Tenant); err != nil {
 		return nil, err
 	}
+	m.Type, m.Route = Qualify(in.Tenant, m.Type), qualifyRoute(in.Tenant, m.Route)
 	var subs []*Subscription
 	if m.Route == "" {
 		var err error
@@ -71,6 +76,7 @@ func (t *Topology) Admit(m *Message, in Intake, now time.Time) ([]*Message, erro
 		}
 		m.ID = id
 	}
+	m.ID = QualifyID(in.Tenant, m.ID)
 	Accept(m, t.Policy(m.Type), in.PriorityGiven, now)
 	if subs == nil {
 		t.StartWorkflow(m)
@@ -141,11 +147,14 @@ func validContentType(s string) bool {
 	return err == nil
 }
 
-// Validate checks what a sender gave against the contract and the topology:
-// names, an existing route (none for a message to publish), a priority of 0 to 9, header names. It returns an
-// *Error with CodeInvalidArgument that names the field. Admit checks every
-// message taken in with it.
-func (t *Topology) Validate(m *Message) error {
+// Validate checks what a sender of the tenant gave against the contract and
+// the topology: the tenant's own names (never another tenant's qualified
+// one), an existing route of the tenant (none for a message to publish), a
+// priority of 0 to 9, header names. It returns an *Error with
+// CodeInvalidArgument that names the field. Admit checks every message
+// taken in with it.
+func (t *Topology) Validate(m *Message, tenant string) error {
+	route := qualifyRoute(tenant, m.Route)
 	switch {
 	case m.ID != "" && !ValidID(m.ID):
 		return Errorf(CodeInvalidArgument, "id %q is not valid: use 1 to %d letters, digits, '.', '_', '-' or ':'", clip(m.ID), MaxIDLen)
@@ -153,11 +162,11 @@ func (t *Topology) Validate(m *Message) error {
 		return Errorf(CodeInvalidArgument, "type is required")
 	case !ValidType(m.Type):
 		return Errorf(CodeInvalidArgument, "type %q is not valid: use 1 to %d letters, digits, '.', '_' or '-'", clip(m.Type), MaxTypeLen)
-	case m.Route != "" && t.Routes[m.Route] == nil:
+	case m.Route != "" && (!ValidName(m.Route) || t.Routes[route] == nil):
 		return unknownRouteError{Errorf(CodeInvalidArgument, "route %q is not configured", clip(m.Route))}
 	case m.Recipient != "" && !ValidRecipient(m.Recipient):
 		return Errorf(CodeInvalidArgument, "recipient %q is not valid: 1 to %d characters without spaces or control characters", clip(m.Recipient), MaxRecipientLen)
-	case m.Route != "" && t.Routes[m.Route].Lookup != nil && m.Recipient == "":
+	case m.Route != "" && t.Routes[route].Lookup != nil && m.Recipient == "":
 		return Errorf(CodeInvalidArgument, "route %q looks up each message's endpoint by its recipient: recipient is required", m.Route)
 	case m.Priority < 0 || m.Priority > MaxPriority:
 		return Errorf(CodeInvalidArgument, "priority %d is out of range 0 to %d", m.Priority, MaxPriority)
@@ -243,4 +252,12 @@ func ValidHeaderValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// qualifyRoute qualifies the route a message names, if any.
+func qualifyRoute(tenant, route string) string {
+	if route == "" {
+		return ""
+	}
+	return Qualify(tenant, route)
 }

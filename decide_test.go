@@ -338,7 +338,7 @@ func TestNoticeRoute(t *testing.T) {
 		t.Error("a route that does not exist was found")
 	}
 	m := &courier.Message{Type: "t", Route: courier.NoticeRoute("ops-mail")}
-	if top.Validate(m) == nil {
+	if top.Validate(m, "") == nil {
 		t.Error("a sender may ingest to a notice route")
 	}
 }

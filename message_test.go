@@ -164,7 +164,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		m := valid()
 		tt.change(m)
-		err := testTopology().Validate(m)
+		err := testTopology().Validate(m, "")
 		switch {
 		case tt.in == "" && err != nil:
 			t.Errorf("%s: %v", tt.name, err)

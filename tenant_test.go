@@ -1,6 +1,9 @@
 package courier
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestQualifiedNames(t *testing.T) {
 	for _, tc := range []struct{ tenant, name, qualified string }{
@@ -79,6 +82,46 @@ func TestPolicyOfTenantType(t *testing.T) {
 	} {
 		if got := top.Policy(typ).Name; got != want {
 			t.Errorf("Policy(%q) = %q, want %q", typ, got, want)
+		}
+	}
+}
+
+// A tenant's sender names its own route and type; Admit qualifies them and
+// the id, and never reaches another tenant's route or subscriptions.
+func TestAdmitForTenant(t *testing.T) {
+	top := &Topology{
+		Endpoints: map[string]*Endpoint{"acme/crm": NewEndpoint("acme/crm", TransportHTTP), "beta/crm": NewEndpoint("beta/crm", TransportHTTP)},
+		Routes: map[string]*Route{
+			"acme/orders": {Name: "acme/orders", Endpoints: []string{"acme/crm"}, Strategy: StrategySingle},
+			"beta/orders": {Name: "beta/orders", Endpoints: []string{"beta/crm"}, Strategy: StrategySingle},
+		},
+		Subscriptions: map[string]*Subscription{
+			"acme/crm": {Name: "acme/crm", Types: []string{"acme/order.*"}, Route: "acme/orders"},
+			"beta/crm": {Name: "beta/crm", Types: []string{"beta/order.*"}, Route: "beta/orders"},
+		},
+	}
+	top.Prepare()
+	now := time.Now()
+	in := Intake{Tenant: "acme", NewIDFunc: func() (string, error) { return "fresh", nil }}
+	msgs, err := top.Admit(&Message{ID: "inv-1", Type: "invoice", Route: "orders", Payload: []byte("{}")}, in, now)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("Admit: %v, %v", msgs, err)
+	}
+	if m := msgs[0]; m.ID != "acme~inv-1" || m.Route != "acme/orders" || m.Type != "acme/invoice" {
+		t.Errorf("admitted id %q, route %q, type %q; want them qualified for acme", m.ID, m.Route, m.Type)
+	}
+	msgs, err = top.Admit(&Message{Type: "order.created", Payload: []byte("{}")}, in, now)
+	if err != nil || len(msgs) != 1 || msgs[0].Subscription != "acme/crm" || msgs[0].ID != "acme~fresh" {
+		t.Fatalf("published for acme: %v, %v; want one delivery, to acme's subscription", msgs, err)
+	}
+	for _, m := range []*Message{
+		{ID: "x", Type: "invoice", Route: "beta/orders"},
+		{ID: "beta~x", Type: "invoice", Route: "orders"},
+		{ID: "x", Type: "beta/order.created"},
+	} {
+		m.Payload = []byte("{}")
+		if _, err := top.Admit(m, in, now); ErrorCode(err) != CodeInvalidArgument {
+			t.Errorf("acme's message %+v admitted (%v); want it refused", m, err)
 		}
 	}
 }

@@ -19,8 +19,12 @@ import (
 // does), its role and limits, and the SHA-256 of its secret. The secret
 // itself is never held.
 type Key struct {
-	Name string
-	Role courier.Role
+	Name string // qualified: a tenant's key is tenant/name
+	// Tenant is the tenant the key acts in: its role holds there alone.
+	// A key of courier.SystemTenant acts in every tenant and administers
+	// them; empty is the default tenant.
+	Tenant string
+	Role   courier.Role
 	Hash [sha256.Size]byte
 	// Routes limits a sender to these routes; empty means every route.
 	Routes []string

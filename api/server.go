@@ -295,9 +295,10 @@ func isPublic(path string) bool { return publicPaths[path] || strings.HasPrefix(
 // the error body too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isPublic(r.URL.Path) {
+		var k *Key
 		if kr := s.keys.Load(); kr != nil {
-			k, err := kr.authenticate(r)
-			if err != nil {
+			var err error
+			if k, err = kr.authenticate(r); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="courier"`)
 				s.writeError(w, r, err)
 				return
@@ -307,6 +308,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		sc := keyScope(k)
+		if tenant, rest, ok := tenantPath(r.URL.Path); ok {
+			var err error
+			if sc, err = s.enter(sc, tenant); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			r = withPath(r, rest)
+		}
+		r = withScope(r, sc)
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		rec := &statusRecorder{header: http.Header{}}
