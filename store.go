@@ -343,9 +343,12 @@ type IngestResult struct {
 
 // MessageFilter selects messages for a listing. Empty fields match all.
 type MessageFilter struct {
-	State State
-	Type  string
-	Route string
+	// Tenant, when given, matches only that tenant's messages (their ids
+	// are its: courier.TenantOfID).
+	Tenant string `json:",omitempty"`
+	State  State
+	Type   string
+	Route  string
 	// Routes, when given, matches messages on any of these routes (an
 	// endpoint's queue: the routes that use it).
 	Routes       []string `json:",omitempty"`

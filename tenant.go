@@ -128,3 +128,23 @@ func (t *Topology) Tenant(name string) *Tenant {
 	}
 	return &Tenant{Name: name, Weight: 1}
 }
+
+// Tenant returns the tenant of an action's subject: a message's or
+// delivery's for the actions on messages, an object's (an endpoint, a
+// subscription replayed, a topology object) for the others.
+func (a Action) Tenant() string {
+	if a.OnMessage() {
+		return TenantOfID(a.Subject)
+	}
+	return TenantOf(a.Subject)
+}
+
+// OnMessage reports whether an action's subject is a message or delivery
+// (by its Key), not an object.
+func (a Action) OnMessage() bool {
+	switch a.Kind {
+	case ActionResubmit, ActionDiscard, ActionResend, ActionClaimFetched:
+		return true
+	}
+	return false
+}

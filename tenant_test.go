@@ -125,3 +125,18 @@ func TestAdmitForTenant(t *testing.T) {
 		}
 	}
 }
+
+func TestActionTenant(t *testing.T) {
+	for a, want := range map[Action]string{
+		{Kind: ActionDiscard, Subject: "inv-1/crm"}:           DefaultTenant,
+		{Kind: ActionDiscard, Subject: "acme~inv-1/acme/crm"}: "acme",
+		{Kind: ActionEndpointOff, Subject: "acme/crm"}:        "acme",
+		{Kind: ActionEndpointOff, Subject: "crm"}:             DefaultTenant,
+		{Kind: ActionReplay, Subject: "beta/crm-sub"}:         "beta",
+		{Kind: ActionCreate, Subject: "beta/orders"}:          "beta",
+	} {
+		if got := a.Tenant(); got != want {
+			t.Errorf("%s on %q: tenant %q, want %q", a.Kind, a.Subject, got, want)
+		}
+	}
+}

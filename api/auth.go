@@ -25,7 +25,7 @@ type Key struct {
 	// them; empty is the default tenant.
 	Tenant string
 	Role   courier.Role
-	Hash [sha256.Size]byte
+	Hash   [sha256.Size]byte
 	// Routes limits a sender to these routes; empty means every route.
 	Routes []string
 	// Rate limits how many messages the key may ingest; zero is unlimited.

@@ -34,14 +34,18 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 		// The messages are counted by the runner as its batches are applied,
 		// not here: a request may be repeated, or end before the operation
 		// does.
-		writeJSON(w, http.StatusOK, toOperation(done))
+		v := toOperation(done)
+		scopeOf(r).showOperation(&v)
+		writeJSON(w, http.StatusOK, v)
 	}
 }
 
 // bulkOp checks a bulk request and makes the operation of it.
 func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
-	f := req.Filter.MessageFilter()
-	routeErr := s.checkResubmitRoute(req.Route) // nil without a route
+	sc := scopeOf(r)
+	f := sc.filter(req.Filter.MessageFilter())
+	route := sc.nameIf(req.Route)
+	routeErr := s.checkResubmitRoute(r, route) // nil without a route
 	switch {
 	case f.State != "" && !f.State.Valid():
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "filter.state %q is not a state", f.State)
@@ -66,14 +70,17 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 		}
 		id = u.String()
 	}
-	return courier.BulkOp{ID: id, Kind: kind, Filter: f, Route: req.Route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
+	return courier.BulkOp{ID: sc.id(id), Kind: kind, Filter: f, Route: route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
 }
 
 func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
-	op, err := s.opts.Store.Bulk(r.Context(), r.PathValue("id"))
+	sc := scopeOf(r)
+	op, err := s.opts.Store.Bulk(r.Context(), sc.id(r.PathValue("id")))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toOperation(op))
+	v := toOperation(op)
+	sc.showOperation(&v)
+	writeJSON(w, http.StatusOK, v)
 }

@@ -18,9 +18,10 @@ import (
 // Client calls a courier server's API. Errors the server answers are
 // *courier.Error values with the server's code and message.
 type Client struct {
-	base  string
-	http  *http.Client
-	token string
+	base   string
+	http   *http.Client
+	token  string
+	tenant string // the tenant named in every path; empty: the key's own
 }
 
 // NewClient returns a client for the server at base ("http://127.0.0.1:8425"
@@ -34,6 +35,24 @@ func NewClient(base, token string) *Client {
 		http:  &http.Client{Timeout: 60 * time.Second},
 		token: token,
 	}
+}
+
+// InTenant returns a client that acts in the named tenant: each request's
+// path names it (/v1/tenants/{tenant}/...), as a key of the system tenant
+// does to reach a tenant's objects and messages. An empty tenant acts in
+// the key's own.
+func (c *Client) InTenant(tenant string) *Client {
+	out := *c
+	out.tenant = tenant
+	return &out
+}
+
+// url is where a request for an API path goes.
+func (c *Client) url(path string) string {
+	if c.tenant != "" && strings.HasPrefix(path, "/v1/") {
+		path = tenantsPrefix + url.PathEscape(c.tenant) + "/" + strings.TrimPrefix(path, "/v1/")
+	}
+	return c.base + path
 }
 
 // Ingest sends one message. With an id it is a PUT (idempotent), without one
@@ -82,7 +101,7 @@ func (c *Client) IngestRaw(ctx context.Context, req IngestRequest, body io.Reade
 	for k, v := range req.Headers {
 		h.Set(HeaderPrefix+k, v)
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/v1/messages/"+url.PathEscape(req.ID), body)
+	r, err := http.NewRequestWithContext(ctx, http.MethodPut, c.url("/v1/messages/"+url.PathEscape(req.ID)), body)
 	if err != nil {
 		return nil, false, err
 	}
@@ -140,7 +159,7 @@ func (c *Client) StoredMessage(ctx context.Context, key string) (*Message, error
 // /v1/messages/{id}/payload): the caller reads and closes it. The answer's
 // header has its Content-Type, Content-Length and HeaderSHA256.
 func (c *Client) Payload(ctx context.Context, id string) (io.ReadCloser, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/messages/"+url.PathEscape(id)+"/payload", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url("/v1/messages/"+url.PathEscape(id)+"/payload"), nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -259,7 +278,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, header http.He
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path), body)
 	if err != nil {
 		return 0, err
 	}

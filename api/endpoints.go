@@ -32,13 +32,18 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := s.topology.Load()
+	sc := scopeOf(r)
 	out := EndpointList{Endpoints: []Endpoint{}}
 	for _, e := range t.Endpoints {
+		if !sc.owns(e.Name) {
+			continue
+		}
 		v, err := s.endpointView(r.Context(), t, e, health[e.Name])
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
+		sc.showEndpoint(&v)
 		out.Endpoints = append(out.Endpoints, v)
 	}
 	slices.SortFunc(out.Endpoints, func(a, b Endpoint) int { return strings.Compare(a.Name, b.Name) })
@@ -46,10 +51,11 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	sc := scopeOf(r)
+	name := sc.name(r.PathValue("name"))
 	t := s.topology.Load()
 	e := t.Endpoints[name]
-	if e == nil {
+	if e == nil || !sc.owns(name) {
 		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
 		return
 	}
@@ -75,6 +81,7 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 			setETag(w, o.Version)
 		}
 	}
+	sc.showEndpoint(&v)
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -101,9 +108,10 @@ func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *couri
 // again, and records who did.
 func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
+		sc := scopeOf(r)
+		name := sc.name(r.PathValue("name"))
 		e := s.topology.Load().Endpoints[name]
-		if e == nil {
+		if e == nil || !sc.owns(name) {
 			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
 			return
 		}
@@ -125,6 +133,7 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		sc.showEndpoint(&v)
 		writeJSON(w, http.StatusOK, v)
 	}
 }
@@ -139,6 +148,7 @@ func (s *Server) handleSwitchFilter(on bool) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		sc := scopeOf(r)
 		f := req.Filter.filter()
 		if err := checkEndpointFilter(f); err != nil {
 			s.writeError(w, r, err)
@@ -153,9 +163,12 @@ func (s *Server) handleSwitchFilter(on bool) http.HandlerFunc {
 		a := s.action(r)
 		a.Kind, a.Detail = switchKind(on), "by filter "+f.String()
 		var switches []courier.HealthSwitch
+		if f.NamePrefix != "" {
+			f.NamePrefix = sc.name(f.NamePrefix)
+		}
 		for _, name := range slices.Sorted(maps.Keys(t.Endpoints)) {
 			e := t.Endpoints[name]
-			if !f.Matches(e, health[name]) {
+			if !sc.owns(name) || !f.Matches(e, health[name]) {
 				continue
 			}
 			switches = append(switches, courier.HealthSwitch{Endpoint: name, Action: &a,
@@ -185,7 +198,7 @@ func (s *Server) handleSwitchFilter(on bool) http.HandlerFunc {
 			changes = slices.DeleteFunc(changes, func(c courier.HealthChange) bool { return !c.Changed })
 			s.switched(r, on, changes, a.Who)
 			for _, c := range changes {
-				out.Endpoints = append(out.Endpoints, c.Endpoint)
+				out.Endpoints = append(out.Endpoints, sc.showName(c.Endpoint))
 			}
 		}
 		out.Count = len(out.Endpoints)

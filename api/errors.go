@@ -72,7 +72,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, ErrorBody{Error: *errorInfo(err)})
+	info := errorInfo(err)
+	info.Message = scopeOf(r).showText(info.Message)
+	writeJSON(w, status, ErrorBody{Error: *info})
 }
 
 func conflictError(id string) error {

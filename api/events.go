@@ -41,7 +41,8 @@ func toEvent(ev courier.Event) Event {
 
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := courier.EventFilter{Kind: courier.EventKind(q.Get("event")), Subject: q.Get("subject"), Cursor: q.Get("cursor")}
+	sc := scopeOf(r)
+	f := courier.EventFilter{Kind: courier.EventKind(q.Get("event")), Subject: sc.nameIf(q.Get("subject")), Cursor: q.Get("cursor")}
 	if f.Kind != "" && !slices.Contains(courier.EventKinds, f.Kind) {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "event %q is not one of endpoint.suspended, endpoint.off, "+
 			"endpoint.recovered, route.lagging, receiver.stopped", f.Kind))
@@ -62,7 +63,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := EventPage{Events: []Event{}, Next: page.Next}
 	for _, ev := range page.Events {
-		out.Events = append(out.Events, toEvent(ev))
+		if !sc.owns(ev.Subject) {
+			continue // another tenant's: a page may hold fewer than its limit
+		}
+		v := toEvent(ev)
+		v.Subject, v.Text = sc.showName(v.Subject), sc.showText(v.Text)
+		out.Events = append(out.Events, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -118,10 +118,12 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.M
 		if len(due) > 0 {
 			s.opts.DueFunc(due)
 		}
-		w.Header().Set("Location", "/v1/messages/"+m.ID)
 		// As a read would show it: due, or waiting for its key.
 		v := toPublished(msgs, s.topology.Load(), false)
 		v.WaitingFor = s.waitingFor(r, m)
+		sc := scopeOf(r)
+		sc.showMessage(&v)
+		w.Header().Set("Location", sc.path("/v1/messages/"+v.ID))
 		writeJSON(w, http.StatusCreated, v)
 		return created
 	case courier.IngestExists:
@@ -132,7 +134,9 @@ func (s *Server) store(w http.ResponseWriter, r *http.Request, msgs []*courier.M
 				return notStored
 			}
 		}
-		writeJSON(w, http.StatusOK, toPublished(stored, s.topology.Load(), false))
+		v := toPublished(stored, s.topology.Load(), false)
+		scopeOf(r).showMessage(&v)
+		writeJSON(w, http.StatusOK, v)
 	default:
 		s.writeError(w, r, conflictError(m.ID))
 	}
@@ -236,7 +240,8 @@ func (s *Server) requestToMessage(ctx context.Context, req *IngestRequest, pathI
 			return nil, err
 		}
 	}
-	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID}
+	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: req.Priority != nil, NewIDFunc: newMessageID,
+		Tenant: scopeIn(ctx).tenant}
 	msgs, err := s.topology.Load().Admit(m, in, now)
 	if err != nil {
 		holds.abort(m)
@@ -348,6 +353,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := keyOf(r)
+	sc := scopeOf(r)
 	now := s.opts.Clock.Now()
 	if err := s.limits.take(k, now, len(req.Messages)); err != nil {
 		s.writeError(w, r, err)
@@ -404,7 +410,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case ir.Status == courier.IngestCreated:
 				s.opts.Observer.Ingested(msgs[j])
-				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusCreated}
+				results[i] = BatchResult{ID: sc.showID(msgs[j].ID), Status: http.StatusCreated}
 				r, at := msgs[j].Route, msgs[j].NextAttemptAt
 				switch {
 				case !at.After(now):
@@ -418,13 +424,13 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			case ir.Status == courier.IngestExists:
 				if ir.Message.Sender != msgs[j].Sender {
 					err := conflictError(msgs[j].ID)
-					results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
+					results[i] = BatchResult{ID: sc.showID(msgs[j].ID), Status: StatusOf(err), Error: errorInfo(err)}
 					break
 				}
-				results[i] = BatchResult{ID: msgs[j].ID, Status: http.StatusOK}
+				results[i] = BatchResult{ID: sc.showID(msgs[j].ID), Status: http.StatusOK}
 			default:
 				err := conflictError(msgs[j].ID)
-				results[i] = BatchResult{ID: msgs[j].ID, Status: StatusOf(err), Error: errorInfo(err)}
+				results[i] = BatchResult{ID: sc.showID(msgs[j].ID), Status: StatusOf(err), Error: errorInfo(err)}
 			}
 		}
 		if len(due) > 0 {

@@ -13,7 +13,7 @@ import (
 // handleGet shows a message: one sent to a route as itself, a published
 // one with its deliveries.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id := scopeOf(r).id(r.PathValue("id"))
 	ds, err := s.opts.Store.Deliveries(r.Context(), id)
 	if err == nil && !ownsMessage(r, ds[0]) {
 		err = hiddenNotFound(id)
@@ -156,7 +156,7 @@ func (s *Server) handleDelivery(w http.ResponseWriter, r *http.Request) {
 
 // pathKey is the Key of the message or delivery a request's path names.
 func pathKey(r *http.Request) string {
-	return courier.DeliveryKey(r.PathValue("id"), r.PathValue("subscription"))
+	return scopeOf(r).key(r.PathValue("id"), r.PathValue("subscription"))
 }
 
 // writeMessage answers with v, the full view of a message or delivery m
@@ -184,6 +184,7 @@ func (s *Server) writeMessage(w http.ResponseWriter, r *http.Request, m *courier
 		}
 		v.WaitingFor = s.waitingFor(r, m)
 	}
+	scopeOf(r).showMessage(&v)
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -248,7 +249,7 @@ func (s *Server) published(r *http.Request, key string, err error) error {
 func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
 	keys := []string{pathKey(r)}
 	if r.PathValue("subscription") == "" {
-		ds, err := s.opts.Store.Deliveries(r.Context(), r.PathValue("id"))
+		ds, err := s.opts.Store.Deliveries(r.Context(), scopeOf(r).id(r.PathValue("id")))
 		if err == nil && !ownsMessage(r, ds[0]) {
 			err = hiddenNotFound(keys[0])
 		}
@@ -272,7 +273,9 @@ func (s *Server) handleAttempts(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, a := range attempts {
-			out.Attempts = append(out.Attempts, toAttempt(a))
+			v := toAttempt(a)
+			scopeOf(r).showAttempt(&v)
+			out.Attempts = append(out.Attempts, v)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -284,6 +287,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	sc := scopeOf(r)
+	f = sc.filter(f)
 	if k := keyOf(r); k != nil && k.Role == courier.RoleSender {
 		if f.Sender != "" && f.Sender != k.Name {
 			s.writeError(w, r, courier.Errorf(courier.CodePermissionDenied, "key %q may list only its own messages", k.Name))
@@ -305,6 +310,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		sc.showMessage(&out.Messages[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -349,11 +355,12 @@ func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.checkResubmitRoute(req.Route); err != nil {
+	route := scopeOf(r).nameIf(req.Route)
+	if err := s.checkResubmitRoute(r, route); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	m, err := s.opts.Store.Resubmit(r.Context(), pathKey(r), req.Route, s.action(r))
+	m, err := s.opts.Store.Resubmit(r.Context(), pathKey(r), route, s.action(r))
 	s.answerAction(w, r, courier.ActionResubmit, m, err)
 }
 
@@ -373,19 +380,21 @@ func (s *Server) answerAction(w http.ResponseWriter, r *http.Request, kind couri
 	if kind != courier.ActionDiscard || m.OrderingKey != "" {
 		s.opts.DueFunc([]string{m.Route})
 	}
-	writeJSON(w, http.StatusOK, toMessage(m, s.topology.Load(), false))
+	v := toMessage(m, s.topology.Load(), false)
+	scopeOf(r).showMessage(&v)
+	writeJSON(w, http.StatusOK, v)
 }
 
 // checkResubmitRoute checks the route a resubmit sends messages to: one
 // that is configured and not a workflow route (messages enter a workflow
 // at ingest, at its first step).
-func (s *Server) checkResubmitRoute(route string) error {
+func (s *Server) checkResubmitRoute(r *http.Request, route string) error {
 	if route == "" {
 		return nil
 	}
 	rt := s.topology.Load().Routes[route]
 	switch {
-	case rt == nil:
+	case rt == nil || !scopeOf(r).owns(route):
 		return courier.Errorf(courier.CodeInvalidArgument, "route %q is not configured", route)
 	case rt.Workflow != nil:
 		return courier.Errorf(courier.CodeInvalidArgument, "route %q is a workflow route: messages enter it when they are sent, at its first step", route)

@@ -69,6 +69,12 @@ func validated(t *testing.T, h http.Handler) http.Handler {
 
 		vr := r.Clone(context.Background())
 		vr.Body = io.NopCloser(bytes.NewReader(reqBody))
+		if after, ok := strings.CutPrefix(vr.URL.Path, "/v1/tenants/"); ok {
+			// A path that names its tenant is the API path that follows it.
+			if _, rest, ok := strings.Cut(after, "/"); ok {
+				vr.URL.Path, vr.URL.RawPath = "/v1/"+rest, ""
+			}
+		}
 		if vr.Header.Get("Content-Type") == "" && len(reqBody) > 0 {
 			// The API reads every body as JSON, whatever it is labelled.
 			vr.Header.Set("Content-Type", "application/json")

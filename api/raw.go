@@ -53,7 +53,7 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, k *Key, now t
 	var spool *courier.Spool
 	if r.ContentLength >= 0 && r.ContentLength <= courier.InlineMax {
 		spool = courier.NewSpool(r.Context(), nil, s.opts.MaxPayload)
-	} else if s.exists(r.Context(), id) {
+	} else if s.exists(r.Context(), scopeOf(r).id(id)) {
 		spool = courier.NewDigestSpool(s.opts.MaxPayload)
 	} else {
 		spool = courier.NewSpool(r.Context(), s.opts.Store.Blobs(), s.opts.MaxPayload)
@@ -72,7 +72,8 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, k *Key, now t
 		s.writeError(w, r, err)
 		return
 	}
-	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: r.Header.Get(HeaderPriority) != "", NewIDFunc: newMessageID}
+	in := courier.Intake{MaxPayload: s.opts.MaxPayload, PriorityGiven: r.Header.Get(HeaderPriority) != "", NewIDFunc: newMessageID,
+		Tenant: scopeOf(r).tenant}
 	msgs, err := s.topology.Load().Admit(m, in, now)
 	if err == nil {
 		err = s.admit(r.Context(), k, msgs)
@@ -98,7 +99,9 @@ func (s *Server) ingestRaw(w http.ResponseWriter, r *http.Request, k *Key, now t
 			s.writeError(w, r, conflictError(m.ID))
 			return
 		}
-		writeJSON(w, http.StatusOK, toPublished(msgs, s.topology.Load(), false))
+		v := toPublished(msgs, s.topology.Load(), false)
+		scopeOf(r).showMessage(&v)
+		writeJSON(w, http.StatusOK, v)
 		return
 	}
 	switch s.store(w, r, msgs, now, nil) {

@@ -37,8 +37,11 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.opts.Logger.Info("replay started", "operation", op.ID, "subscription", op.Replay.Subscription.Name, "by", actor(r))
-	w.Header().Set("Location", "/v1/operations/"+op.ID)
-	writeJSON(w, http.StatusAccepted, toOperation(op))
+	v := toOperation(op)
+	sc := scopeOf(r)
+	sc.showOperation(&v)
+	w.Header().Set("Location", sc.path("/v1/operations/"+v.ID))
+	writeJSON(w, http.StatusAccepted, v)
 }
 
 // auditReplay records a replay in the audit log, as the operator action it
@@ -72,9 +75,10 @@ func (s *Server) auditReplay(r *http.Request, op courier.BulkOp) error {
 // replayOp checks a replay request and makes the operation of it, with the
 // subscription as it is now.
 func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, error) {
+	sc := scopeOf(r)
 	name := r.PathValue("name")
 	t := s.topology.Load()
-	sub := t.Subscriptions[name]
+	sub := t.Subscriptions[sc.name(name)]
 	now := s.opts.Clock.Now()
 	until := now
 	if req.Until != nil {
@@ -84,7 +88,7 @@ func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, 
 	case sub == nil:
 		return courier.BulkOp{}, courier.Errorf(courier.CodeNotFound, "subscription %q is not configured", name)
 	case t.Routes[sub.Route] != nil && t.Routes[sub.Route].Workflow != nil:
-		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "subscription %q delivers to workflow route %q: messages enter a workflow when they are sent, not by a replay", name, sub.Route)
+		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "subscription %q delivers to workflow route %q: messages enter a workflow when they are sent, not by a replay", name, sc.showName(sub.Route))
 	case req.Since == nil:
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "since is required: the replay gives deliveries of the messages ingested from then on")
 	case !until.After(*req.Since):
@@ -106,8 +110,8 @@ func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, 
 		id = u.String()
 	}
 	replay := &courier.Replay{Subscription: *sub, Since: req.Since.UTC().Truncate(time.Microsecond),
-		Until: until.UTC().Truncate(time.Microsecond), Types: req.Types, Again: req.Again}
-	return courier.BulkOp{ID: id, Kind: courier.ActionReplay, Route: sub.Route, Who: actor(r), CreatedAt: now, Replay: replay}, nil
+		Until: until.UTC().Truncate(time.Microsecond), Types: sc.names(req.Types), Again: req.Again}
+	return courier.BulkOp{ID: sc.id(id), Kind: courier.ActionReplay, Route: sub.Route, Who: actor(r), CreatedAt: now, Replay: replay}, nil
 }
 
 // handleResend delivers a finished message, or delivery, again.

@@ -131,7 +131,36 @@ type FallbackConfig struct {
 }
 
 func (s *Server) handleRoutes(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, toConfig(s.topology.Load()))
+	sc := scopeOf(r)
+	out := toConfig(s.topology.Load())
+	out.Routes = slices.DeleteFunc(out.Routes, func(v RouteConfig) bool { return !sc.owns(v.Name) })
+	out.Endpoints = slices.DeleteFunc(out.Endpoints, func(v EndpointConfig) bool { return !sc.owns(v.Name) })
+	out.Policies = slices.DeleteFunc(out.Policies, func(v PolicyConfig) bool { return !sc.owns(v.Name) })
+	for i := range out.Routes {
+		v := &out.Routes[i]
+		v.Name, v.Endpoints = sc.showName(v.Name), sc.showNames(v.Endpoints)
+		if len(v.Weights) > 0 {
+			weights := make(map[string]int, len(v.Weights))
+			for ep, n := range v.Weights {
+				weights[sc.showName(ep)] = n
+			}
+			v.Weights = weights
+		}
+	}
+	for i := range out.Endpoints {
+		out.Endpoints[i].Name = sc.showName(out.Endpoints[i].Name)
+	}
+	for i := range out.Policies {
+		p := &out.Policies[i]
+		p.Name = sc.showName(p.Name)
+		for j := range p.Escalate {
+			p.Escalate[j].Notify = sc.showName(p.Escalate[j].Notify)
+		}
+		if p.Fallback != nil {
+			p.Fallback.Route = sc.showName(p.Fallback.Route)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // toConfig shows a topology, sorted by name, every endpoint redacted.

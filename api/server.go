@@ -224,7 +224,11 @@ func NewServer(o Options) *Server {
 		{"GET /v1/openapi.json", accessPublic, nil, s.handleOpenAPIJSON},
 		{"GET /v1/openapi.yaml", accessPublic, nil, s.handleOpenAPIYAML},
 	} {
-		s.mux.Handle(rt.pattern, s.guard(rt.access, rt.params, rt.handler))
+		h := s.guard(rt.access, rt.params, rt.handler)
+		if defaultTenantOnly[rt.pattern] {
+			h = s.defaultTenantOnly(h)
+		}
+		s.mux.Handle(rt.pattern, h)
 		s.patterns = append(s.patterns, rt.pattern)
 	}
 	return s

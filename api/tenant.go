@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 
 	courier "github.com/courier-gw/courier"
@@ -186,4 +188,166 @@ func withPath(r *http.Request, path string) *http.Request {
 func (sc scope) showKey(stored string) string {
 	id, sub := courier.ParseKey(stored)
 	return courier.DeliveryKey(sc.showID(id), sc.showName(sub))
+}
+
+// The views as the tenant knows them: each name and id in them shown by
+// showName and showID. For the default tenant (every server without
+// tenants) they change nothing.
+
+func (sc scope) showMessage(v *Message) {
+	v.ID, v.PreviousID = sc.showID(v.ID), sc.showID(v.PreviousID)
+	v.Type, v.Route, v.Subscription, v.Endpoint = sc.showName(v.Type), sc.showName(v.Route), sc.showName(v.Subscription), sc.showName(v.Endpoint)
+	if v.PayloadURL != "" {
+		v.PayloadURL = sc.path("/v1/messages/" + url.PathEscape(v.ID) + "/payload")
+	}
+	sc.showHold(v.Held)
+	if h := v.WaitingFor; h != nil {
+		h.ID = sc.showID(h.ID)
+	}
+	if w := v.Workflow; w != nil {
+		w.Route = sc.showName(w.Route)
+		for i := range w.StepsDetail {
+			s := &w.StepsDetail[i]
+			s.Endpoint, s.Compensate = sc.showName(s.Endpoint), sc.showName(s.Compensate)
+		}
+	}
+	for i := range v.Deliveries {
+		d := &v.Deliveries[i]
+		d.Subscription, d.Route, d.Endpoint, d.PreviousID = sc.showName(d.Subscription), sc.showName(d.Route), sc.showName(d.Endpoint), sc.showID(d.PreviousID)
+		sc.showHold(d.Held)
+	}
+}
+
+func (sc scope) showHold(h *Hold) {
+	if h != nil {
+		h.Endpoint, h.Also = sc.showName(h.Endpoint), sc.showNames(h.Also)
+	}
+}
+
+func (sc scope) showAttempt(a *Attempt) {
+	a.Subscription, a.Endpoint, a.Route = sc.showName(a.Subscription), sc.showName(a.Endpoint), sc.showName(a.Route)
+}
+
+func (sc scope) showOperation(op *Operation) {
+	op.Route = sc.showName(op.Route)
+	if r := op.Replay; r != nil {
+		r.Subscription, r.Route, r.Types = sc.showName(r.Subscription), sc.showName(r.Route), sc.showNames(r.Types)
+	}
+}
+
+// path returns an API path as the scope's tenant reaches it: under
+// /v1/tenants/{tenant}/ for a tenant other than the default, which both
+// the tenant's keys and the system's reach.
+func (sc scope) path(p string) string {
+	if sc.tenant == courier.DefaultTenant {
+		return p
+	}
+	return tenantsPrefix + sc.tenant + "/" + strings.TrimPrefix(p, "/v1/")
+}
+
+// filter qualifies a filter the request gives and confines it to the
+// scope's tenant.
+func (sc scope) filter(f courier.MessageFilter) courier.MessageFilter {
+	f.Tenant = sc.tenant
+	f.Type, f.Route, f.Endpoint, f.Subscription = sc.nameIf(f.Type), sc.nameIf(f.Route), sc.nameIf(f.Endpoint), sc.nameIf(f.Subscription)
+	f.Routes = sc.names(f.Routes)
+	if f.IDPrefix != "" {
+		f.IDPrefix = sc.id(f.IDPrefix)
+	}
+	if f.Sender != "" {
+		f.Sender = sc.name(f.Sender)
+	}
+	return f
+}
+
+// nameIf qualifies a name given, leaving an empty one empty.
+func (sc scope) nameIf(n string) string {
+	if n == "" {
+		return ""
+	}
+	return sc.name(n)
+}
+
+// showText shows the names and ids in an error's message as the tenant
+// knows them: courier quotes every name and id it puts in a message
+// ("acme/orders", "acme~inv-1"), so the tenant's prefix is taken off
+// where a quoted one begins with it.
+func (sc scope) showText(text string) string {
+	if sc.tenant == courier.DefaultTenant {
+		return text
+	}
+	text = strings.ReplaceAll(text, `"`+sc.tenant+"/", `"`)
+	return strings.ReplaceAll(text, `"`+sc.tenant+"~", `"`)
+}
+
+func (sc scope) showEndpoint(v *Endpoint) {
+	v.Name = sc.showName(v.Name)
+	for i := range v.Actions {
+		sc.showAction(&v.Actions[i])
+	}
+}
+
+func (sc scope) showAction(a *ActionView) {
+	a.Who, a.Detail = sc.showName(a.Who), sc.showText(a.Detail)
+}
+
+func (sc scope) showAudit(e *AuditEntry) {
+	if (courier.Action{Kind: e.Action}).OnMessage() {
+		e.Subject = sc.showKey(e.Subject)
+	} else {
+		e.Subject = sc.showName(e.Subject)
+	}
+	e.Who, e.Detail = sc.showName(e.Who), sc.showText(e.Detail)
+	if e.Before != nil {
+		e.Before = json.RawMessage(sc.showText(string(e.Before)))
+	}
+	if e.After != nil {
+		e.After = json.RawMessage(sc.showText(string(e.After)))
+	}
+}
+
+// defaultTenantOnly are the operations that act on the server as a whole
+// (its receive locations, its metrics, its configuration file) or that do
+// not yet keep tenants apart: the default tenant's keys and the system's
+// use them as before, another tenant's are answered 404, as for a path
+// that does not exist, so that nothing of another tenant can be read or
+// changed through them.
+var defaultTenantOnly = map[string]bool{
+	"GET /v1/receivers":                true,
+	"POST /v1/receivers/{name}/stop":   true,
+	"POST /v1/receivers/{name}/start":  true,
+	"GET /metrics":                     true,
+	"POST /v1/reload":                  true,
+	"GET /v1/stats":                    true,
+	"GET /v1/lookup":                   true,
+	"GET /v1/topology":                 true,
+	"PUT /v1/topology":                 true,
+	"POST /v1/topology/rotate-secrets": true,
+	"PUT /v1/endpoints/{name}":         true,
+	"DELETE /v1/endpoints/{name}":      true,
+	"GET /v1/routes/{name}":            true,
+	"PUT /v1/routes/{name}":            true,
+	"DELETE /v1/routes/{name}":         true,
+	"GET /v1/policies":                 true,
+	"GET /v1/policies/{name}":          true,
+	"PUT /v1/policies/{name}":          true,
+	"DELETE /v1/policies/{name}":       true,
+	"GET /v1/subscriptions":            true,
+	"GET /v1/subscriptions/{name}":     true,
+	"PUT /v1/subscriptions/{name}":     true,
+	"DELETE /v1/subscriptions/{name}":  true,
+	"GET /v1/keys":                     true,
+	"GET /v1/keys/{name}":              true,
+	"PUT /v1/keys/{name}":              true,
+	"DELETE /v1/keys/{name}":           true,
+}
+
+func (s *Server) defaultTenantOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if scopeOf(r).tenant != courier.DefaultTenant {
+			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "no such path for a tenant: %s", r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -41,7 +41,18 @@ func (s *Server) handleTypes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toTypeList(seen, s.topology.Load()))
+	sc := scopeOf(r)
+	seen = slices.DeleteFunc(seen, func(ts courier.TypeSeen) bool { return !sc.owns(ts.Type) })
+	out := toTypeList(seen, s.topology.Load())
+	for i := range out.Types {
+		v := &out.Types[i]
+		v.Type, v.Policy = sc.showName(v.Type), sc.showName(v.Policy)
+		for j := range v.Subscriptions {
+			sub := &v.Subscriptions[j]
+			sub.Name, sub.Route, sub.Types = sc.showName(sub.Name), sc.showName(sub.Route), sc.showNames(sub.Types)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func toTypeList(seen []courier.TypeSeen, t *courier.Topology) TypeList {

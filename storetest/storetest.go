@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"MessageNotFound", testMessageNotFound},
 		{"ListNewestFirstWithCursor", testListCursor},
 		{"ListFilters", testListFilters},
+		{"ListTenants", testListTenants},
 		{"ListBadCursor", testListBadCursor},
 		{"Attempts", testAttempts},
 		{"Discard", testDiscard},
@@ -408,6 +410,65 @@ func testListCursor(t *testing.T, s courier.Store) {
 	}
 	if len(page.Messages) != n || page.Next != "" {
 		t.Errorf("limit %d: got %d messages, next %q; want all and no next", n, len(page.Messages), page.Next)
+	}
+}
+
+// A tenant's messages are the ids it qualifies (courier.QualifyID), the
+// default tenant's those without a tenant's mark; a listing and a bulk
+// operation by tenant hold no other's.
+func testListTenants(t *testing.T, s courier.Store) {
+	mk := func(id, route string, at time.Time) *courier.Message {
+		m := newMessage(id, at)
+		m.Route = route
+		courier.Accept(m, courier.DefaultPolicy(), true, at)
+		return m
+	}
+	mustIngest(t, s,
+		mk("inv:1", "orders", base),
+		mk("acme~inv:1", "acme/orders", base.Add(time.Second)),
+		mk("acme2~inv:1", "acme2/orders", base.Add(2*time.Second)),
+		mk("acme~inv:2", "acme/orders", base.Add(3*time.Second)),
+	)
+	for tenant, want := range map[string][]string{
+		"":                    {"acme~inv:2", "acme2~inv:1", "acme~inv:1", "inv:1"},
+		courier.DefaultTenant: {"inv:1"},
+		"acme":                {"acme~inv:2", "acme~inv:1"},
+		"acme2":               {"acme2~inv:1"},
+		"beta":                nil,
+	} {
+		page, err := s.Messages(context.Background(), courier.MessageFilter{Tenant: tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range page.Messages {
+			got = append(got, m.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("tenant %q: listed %v, want %v", tenant, got, want)
+		}
+	}
+	page, err := s.Messages(context.Background(), courier.MessageFilter{Tenant: "acme", IDPrefix: "acme~inv:2"})
+	if err != nil || len(page.Messages) != 1 {
+		t.Errorf("acme's ids that begin inv:2: %v, %v; want one", page.Messages, err)
+	}
+	op, err := s.StartBulk(context.Background(), courier.BulkOp{ID: "acme~op", Kind: courier.ActionDiscard,
+		Filter: courier.MessageFilter{Tenant: "acme", State: courier.StateQueued}, Who: "acme/ops", CreatedAt: base.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !op.Done {
+		if op, err = s.RunBulk(context.Background(), op.ID, 10, base.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.Count != 2 {
+		t.Errorf("acme's bulk discard counted %d, want 2", op.Count)
+	}
+	for _, id := range []string{"inv:1", "acme2~inv:1"} {
+		if m, err := s.Message(context.Background(), id); err != nil || m.State != courier.StateQueued {
+			t.Errorf("another tenant's %s after acme's bulk discard: %+v, %v; want it queued", id, m, err)
+		}
 	}
 }
 

@@ -55,6 +55,7 @@ func describe(err error) string {
 type globals struct {
 	server string
 	apiKey string
+	tenant string
 	output string
 	stdout io.Writer
 	stderr io.Writer
@@ -76,6 +77,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		defServer = "127.0.0.1:8425"
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", defServer, "courier server to talk to (env COURIER_SERVER)")
+	root.PersistentFlags().StringVar(&g.tenant, "tenant", "", "act in this tenant (a system key's choice; a tenant's key acts in its own)")
 	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "", "API key secret sent as a bearer token (env COURIER_API_KEY, which keeps it out of the process list)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json (get: yaml or json)")
 	root.AddCommand(

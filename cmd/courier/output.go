@@ -29,7 +29,7 @@ func (g *globals) client() *api.Client {
 	if key == "" {
 		key = os.Getenv("COURIER_API_KEY")
 	}
-	return api.NewClient(g.server, key)
+	return api.NewClient(g.server, key).InTenant(g.tenant)
 }
 
 // printJSON writes v as indented JSON, with <, > and & as they are, as

@@ -74,6 +74,16 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	if len(f.Routes) > 0 {
 		w.In("route", f.Routes)
 	}
+	switch f.Tenant {
+	case "":
+	case courier.DefaultTenant:
+		// Its ids have no tenant's mark ('~' is no LIKE wildcard).
+		w.conds = append(w.conds, "id NOT LIKE '%~%'")
+	default:
+		prefix := courier.QualifyID(f.Tenant, "")
+		n := w.Arg(utf8.RuneCountInString(prefix))
+		w.Add("substr(id, 1, "+n+") = ?", prefix)
+	}
 	if f.IDPrefix != "" {
 		// substr counts characters on both databases; LIKE would need its
 		// wildcards escaped and is case-insensitive on SQLite.

@@ -1,0 +1,201 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/api"
+)
+
+// tenantTopology has two tenants with objects of the same names, acme's
+// marked so that any answer that shows one of them is caught.
+func tenantTopology() *courier.Topology {
+	t := &courier.Topology{
+		Endpoints:     map[string]*courier.Endpoint{},
+		Routes:        map[string]*courier.Route{},
+		Policies:      map[string]*courier.Policy{},
+		Subscriptions: map[string]*courier.Subscription{},
+		Tenants: map[string]*courier.Tenant{
+			"acme": {Name: "acme", Weight: 1},
+			"beta": {Name: "beta", Weight: 1},
+		},
+	}
+	for _, tenant := range []string{"acme", "beta"} {
+		q := func(n string) string { return courier.Qualify(tenant, n) }
+		ep := courier.NewEndpoint(q("crm"), courier.TransportHTTP)
+		ep.HTTP.URL = "http://" + tenant + "-only.invalid/hook"
+		t.Endpoints[ep.Name] = ep
+		t.Routes[q("orders")] = &courier.Route{Name: q("orders"), Endpoints: []string{q("crm")}, Strategy: courier.StrategySingle}
+		p := courier.DefaultPolicy()
+		p.Name = q("invoice")
+		t.Policies[p.Name] = p
+		t.Subscriptions[q("crm-sub")] = &courier.Subscription{Name: q("crm-sub"), Types: []string{q("order.*")}, Route: q("orders")}
+	}
+	// acme's alone, so that reading them by name finds nothing of beta's.
+	vault := courier.NewEndpoint("acme/vault", courier.TransportHTTP)
+	vault.HTTP.URL = "http://acme-only.invalid/vault"
+	t.Endpoints[vault.Name] = vault
+	t.Routes["acme/ledger"] = &courier.Route{Name: "acme/ledger", Endpoints: []string{"acme/vault"}, Strategy: courier.StrategySingle}
+	p := courier.DefaultPolicy()
+	p.Name = "acme/ledger-policy"
+	t.Policies[p.Name] = p
+	t.Subscriptions["acme/ledger-sub"] = &courier.Subscription{Name: "acme/ledger-sub", Types: []string{"acme/ledger.*"}, Route: "acme/ledger"}
+	t.Prepare()
+	return t
+}
+
+func tenantKeys(t *testing.T) []api.Key {
+	t.Helper()
+	var keys []api.Key
+	for _, tenant := range []string{"acme", "beta"} {
+		for _, role := range []courier.Role{courier.RoleSender, courier.RoleAdmin} {
+			name := fmt.Sprintf("%s/%s", tenant, role)
+			h, err := api.ParseKeyHash(api.HashSecret("secret-of-" + name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, api.Key{Name: name, Tenant: tenant, Role: role, Hash: h})
+			testSecrets[name] = "secret-of-" + name
+		}
+	}
+	h, err := api.ParseKeyHash(api.HashSecret("secret-of-system/admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testSecrets["system/admin"] = "secret-of-system/admin"
+	return append(keys, api.Key{Name: "system/admin", Tenant: courier.SystemTenant, Role: courier.RoleAdmin, Hash: h})
+}
+
+// A tenant's key reaches none of another tenant's objects or messages, by
+// any operation of the API: reading one by name or id answers 404, a list
+// or a count holds none, and acting on one changes nothing. The table is
+// the OpenAPI description's, so that a new operation cannot skip the check.
+func TestTenantIsolation(t *testing.T) {
+	ts := newTestServer(t, func(o *api.Options) {
+		o.Topology, o.Keys = tenantTopology(), tenantKeys(t)
+	})
+	// acme's messages: one to a route, one published, one suspended.
+	for _, req := range []struct{ path, body string }{
+		{"/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {"marker": "ACME-MARKER"}}`},
+		{"/v1/messages/pub-1", `{"type": "order.created", "payload": {"marker": "ACME-MARKER"}}`},
+		{"/v1/messages/pub-2", `{"type": "ledger.entry", "payload": {"marker": "ACME-MARKER"}}`},
+	} {
+		if status, body, _ := ts.callAs(t, "acme/sender", "PUT", req.path, req.body); status != http.StatusCreated {
+			t.Fatalf("acme's ingest of %s: %d %s", req.path, status, body)
+		}
+	}
+	before := acmeWorld(t, ts)
+
+	doc, err := openAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acme's names for each path parameter.
+	params := map[string]string{"{id}": "inv-1", "{subscription}": "ledger-sub"}
+	names := map[string]string{"endpoints": "vault", "routes": "ledger", "policies": "ledger-policy", "subscriptions": "ledger-sub", "keys": "sender", "receivers": "inbox", "operations": "op-1", "claims": "inv-1"}
+	var ops []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			ops = append(ops, method+" "+path)
+		}
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		method, path, _ := strings.Cut(op, " ")
+		switch path {
+		case "/healthz", "/readyz", "/v1/openapi.json", "/v1/openapi.yaml":
+			continue // public, and about no tenant
+		}
+		concrete := path
+		for p, v := range params {
+			concrete = strings.ReplaceAll(concrete, p, v)
+		}
+		if strings.Contains(concrete, "{name}") {
+			kind := strings.Split(path, "/")[2]
+			concrete = strings.ReplaceAll(concrete, "{name}", names[kind])
+		}
+		for _, key := range []string{"beta/admin", "beta/sender"} {
+			status, body, _ := ts.callAs(t, key, method, concrete, `{}`)
+			text := string(body)
+			if strings.Contains(text, "ACME") || strings.Contains(text, "acme") {
+				t.Errorf("%s %s with %s's key: %d shows acme's data: %s", method, concrete, key, status, truncate(text))
+			}
+			if method == "GET" && strings.Contains(path, "{") && status != http.StatusNotFound && status != http.StatusForbidden {
+				t.Errorf("%s %s with %s's key: %d %s; want 404 (or 403 for a role that may not)", method, concrete, key, status, truncate(text))
+			}
+		}
+	}
+	if after := acmeWorld(t, ts); after != before {
+		t.Errorf("beta's requests changed acme's world:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// acmeWorld is what acme's admin key reads of acme's messages and objects,
+// in the fields that another tenant's actions could change.
+func acmeWorld(t *testing.T, ts *testServer) string {
+	t.Helper()
+	var b strings.Builder
+	read := func(path string) map[string]any {
+		status, body, _ := ts.callAs(t, "acme/admin", "GET", path, "")
+		if status != http.StatusOK {
+			t.Fatalf("acme reads %s: %d %s", path, status, body)
+		}
+		return decode[map[string]any](t, body)
+	}
+	for _, path := range []string{"/v1/messages/inv-1", "/v1/messages/pub-1"} {
+		m := read(path)
+		fmt.Fprintf(&b, "%s: %v %v %v; ", path, m["state"], m["resubmit_count"], m["deliveries"] != nil)
+	}
+	fmt.Fprintf(&b, "messages listed: %d; ", len(read("/v1/messages")["messages"].([]any)))
+	ep := read("/v1/endpoints/crm")
+	fmt.Fprintf(&b, "endpoint: %v %v; ", ep["state"], ep["target"])
+	fmt.Fprintf(&b, "routes: %v", read("/v1/routes")["routes"])
+	return b.String()
+}
+
+// A system key reaches a tenant's messages and objects under the path that
+// names the tenant; a tenant's key may name its own so, never another.
+func TestTenantPaths(t *testing.T) {
+	ts := newTestServer(t, func(o *api.Options) {
+		o.Topology, o.Keys = tenantTopology(), tenantKeys(t)
+	})
+	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {}}`); status != http.StatusCreated {
+		t.Fatalf("acme's ingest: %d %s", status, body)
+	}
+	for _, tc := range []struct {
+		key, path string
+		want      int
+	}{
+		{"system/admin", "/v1/tenants/acme/messages/inv-1", http.StatusOK},
+		{"acme/admin", "/v1/tenants/acme/messages/inv-1", http.StatusOK},
+		{"acme/admin", "/v1/messages/inv-1", http.StatusOK},
+		{"system/admin", "/v1/messages/inv-1", http.StatusNotFound}, // the default tenant's
+		{"beta/admin", "/v1/tenants/acme/messages/inv-1", http.StatusNotFound},
+		{"system/admin", "/v1/tenants/gamma/messages/inv-1", http.StatusNotFound},
+		{"acme/admin", "/v1/tenants/acme/endpoints/crm", http.StatusOK},
+		{"beta/admin", "/v1/tenants/acme/endpoints/crm", http.StatusNotFound},
+	} {
+		status, body, _ := ts.callAs(t, tc.key, "GET", tc.path, "")
+		if status != tc.want {
+			t.Errorf("GET %s with %s: %d %s; want %d", tc.path, tc.key, status, body, tc.want)
+			continue
+		}
+		if text := string(body); status == http.StatusOK && (strings.Contains(text, `"acme/`) || strings.Contains(text, `"acme~`)) {
+			t.Errorf("GET %s with %s shows the tenant's prefix: %s", tc.path, tc.key, body)
+		}
+	}
+	// The client acts in a tenant as the path names it.
+	c := api.NewClient(ts.URL, testSecrets["system/admin"]).InTenant("acme")
+	m, err := c.Message(context.Background(), "inv-1")
+	if err != nil || m.ID != "inv-1" || m.Route != "orders" {
+		t.Errorf("the system's client in acme reads %+v, %v; want acme's inv-1 on its route orders", m, err)
+	}
+	if _, err := api.NewClient(ts.URL, testSecrets["beta/admin"]).InTenant("acme").Message(context.Background(), "inv-1"); courier.ErrorCode(err) != courier.CodeNotFound {
+		t.Errorf("beta's client in acme: %v; want not found", err)
+	}
+}
