@@ -2,41 +2,35 @@ package config
 
 import (
 	"cmp"
-	"crypto/x509"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"net/mail"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/courier-gw/courier/transport"
+
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/certfile"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
 var endpointFields = []string{"transport", "timeout", "max_concurrency", "max_concurrency_ceiling", "min_interval", "rate",
 	"timeout_on", "suspend_on", "permanent", "retries_before_suspension", "suspension", "claim_check"}
 
-// transportFields are the fields each transport takes besides the common
+// transportFields returns the fields a transport takes besides the common
 // ones; a field of another transport is a mistake worth naming as such.
-var transportFields = map[courier.Transport][]string{
-	courier.TransportHTTP: {"url", "method", "secret", "follow_redirects", "allow_networks", "tls"},
-	courier.TransportSMTP: {"addr", "from", "to", "username", "password", "starttls"},
-	courier.TransportFile: {"dir", "name"},
-	courier.TransportAMQP: {"url", "exchange", "routing_key"},
-	courier.TransportNATS: {"url", "subject"},
+func transportFields(t courier.Transport) ([]string, bool) {
+	k, ok := transport.Kind(t)
+	return k.Fields, ok
 }
 
 // allEndpointFields are the keys an endpoint may have whatever its transport.
 var allEndpointFields = func() []string {
 	all := slices.Clone(endpointFields)
-	for _, t := range courier.Transports {
-		for _, f := range transportFields[t] {
+	for _, k := range transport.Kinds {
+		for _, f := range k.Fields {
 			if !slices.Contains(all, f) {
 				all = append(all, f)
 			}
@@ -57,13 +51,15 @@ func (d *decoder) endpoint(p pair) *courier.Endpoint {
 	d.checkName(p, path, courier.ValidName)
 	o := d.object(p.value, path, p.line, allEndpointFields)
 	var tr string
-	if o.required("transport", ": one of http, smtp, file, amqp, nats") {
-		if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.Transports, courier.Transport(tr)) {
-			d.errorf(l, o.field("transport"), "must be http, smtp, file, amqp or nats, not %q", clip(tr))
+	names := transport.Names()
+	if o.required("transport", ": one of "+strings.Join(transportStrings(names), ", ")) {
+		if l := o.str("transport", &tr); l > 0 && !slices.Contains(names, courier.Transport(tr)) {
+			d.errorf(l, o.field("transport"), "must be %s, not %q", orList(names), check.Clip(tr))
 		}
 	}
-	e := newEndpoint(p.key, courier.Transport(tr))
-	if own, ok := transportFields[e.Transport]; ok {
+	e := courier.NewEndpoint(p.key, courier.Transport(tr))
+	kind, known := transport.Kind(e.Transport)
+	if own, ok := transportFields(e.Transport); ok {
 		for _, f := range o.order {
 			if !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
 				o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
@@ -71,26 +67,25 @@ func (d *decoder) endpoint(p pair) *courier.Endpoint {
 		}
 	}
 	d.endpointRules(o, e)
-	switch e.Transport {
-	case courier.TransportHTTP:
-		d.httpTarget(o, e)
-	case courier.TransportSMTP:
-		d.smtpTarget(o, e)
-	case courier.TransportFile:
-		d.fileTarget(o, e)
-	case courier.TransportAMQP:
-		d.amqpTarget(o, e)
-	case courier.TransportNATS:
-		d.natsTarget(o, e)
+	if known {
+		e.Settings = kind.Decode(settingsFields{o})
 	}
 	return e
 }
 
+func transportStrings(names []courier.Transport) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return out
+}
+
 func fieldOwners(f string) string {
 	var owners []string
-	for _, t := range courier.Transports {
-		if slices.Contains(transportFields[t], f) {
-			owners = append(owners, string(t))
+	for _, k := range transport.Kinds {
+		if slices.Contains(k.Fields, f) {
+			owners = append(owners, string(k.Name))
 		}
 	}
 	return strings.Join(owners, " and ")
@@ -180,7 +175,7 @@ func (d *decoder) concurrency(o *object, e *courier.Endpoint) {
 		}
 		v, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
-			return fmt.Errorf("%q is neither a whole number nor auto", clip(s))
+			return fmt.Errorf("%q is neither a whole number nor auto", check.Clip(s))
 		}
 		e.MaxConcurrency = v
 		return nil
@@ -207,7 +202,7 @@ func (d *decoder) classes(o *object, name string) ([]item, bool) {
 	for _, it := range items {
 		switch {
 		case !courier.ErrorClass(it.value).Valid():
-			d.errorf(it.line, it.field, "%q is not an error class%s", clip(it.value), suggestClass(it.value))
+			d.errorf(it.line, it.field, "%q is not an error class%s", check.Clip(it.value), suggestClass(it.value))
 		case slices.ContainsFunc(good, func(g item) bool { return g.value == it.value }):
 			d.errorf(it.line, it.field, "%s is listed twice", it.value)
 		default:
@@ -234,226 +229,6 @@ func toClasses(items []item) []courier.ErrorClass {
 		out[i] = courier.ErrorClass(it.value)
 	}
 	return out
-}
-
-var httpMethods = []string{"POST", "PUT", "PATCH", "GET", "DELETE", "HEAD", "OPTIONS"}
-
-func (d *decoder) httpTarget(o *object, e *courier.Endpoint) {
-	h := &e.HTTP
-	if o.required("url", ": the receiver's http or https URL") {
-		if l := o.str("url", &h.URL); l > 0 && checkURL(h.URL, "http", "https") != nil {
-			d.errorf(l, o.field("url"), "must be an absolute http or https URL")
-		}
-	}
-	d.httpSettings(o, e)
-}
-
-// httpSettings reads an http endpoint's fields besides its URL: also those
-// of the template of a lookup route's resolved endpoints.
-func (d *decoder) httpSettings(o *object, e *courier.Endpoint) {
-	h := &e.HTTP
-	if l := o.str("method", &h.Method); l > 0 && !slices.Contains(httpMethods, h.Method) {
-		d.errorf(l, o.field("method"), "must be one of %s, not %q", strings.Join(httpMethods, ", "), clip(h.Method))
-	}
-	var secret string
-	if l := o.str("secret", &secret); l > 0 {
-		h.Secrets = strings.Fields(secret)
-		if len(h.Secrets) == 0 {
-			d.errorf(l, o.field("secret"), "is empty; leave the field out to send unsigned requests")
-		}
-		for i, sec := range h.Secrets {
-			// Never quoted back: the message would put the secret in a log.
-			if enc, ok := strings.CutPrefix(sec, "whsec_"); ok && !validBase64(enc) {
-				d.errorf(l, o.field("secret"), "secret %d of %d starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)", i+1, len(h.Secrets))
-			}
-		}
-	}
-	o.boolean("follow_redirects", &h.FollowRedirects)
-	for _, p := range d.networks(o, "allow_networks") {
-		h.AllowNetworks = append(h.AllowNetworks, p.String())
-	}
-	if t := o.sub("tls", []string{"cert", "key", "ca"}); t != nil {
-		d.httpTLS(t, &h.TLS)
-	}
-}
-
-// httpTLS reads an endpoint's TLS files and checks that they load, so that
-// a wrong path or a key that does not match shows at start, not at the
-// first attempt. The messages never quote the files' content.
-func (d *decoder) httpTLS(o *object, t *courier.HTTPTLS) {
-	certLine := o.str("cert", &t.Cert)
-	o.str("key", &t.Key)
-	switch {
-	case t.Cert != "" && t.Key == "":
-		o.errorf("key", "required when tls.cert is set: the client certificate's private key")
-	case t.Key != "" && t.Cert == "":
-		o.errorf("cert", "required when tls.key is set: the client certificate")
-	case t.Cert != "":
-		if _, err := certfile.LoadKeyPair(t.Cert, t.Key); err != nil {
-			d.errorf(certLine, o.field("cert"), "cannot load the client certificate with key %s: %s", t.Key, fileProblem(err))
-		}
-	}
-	if l := o.str("ca", &t.CA); l > 0 {
-		pem, err := certfile.Read(t.CA)
-		switch {
-		case err != nil:
-			d.errorf(l, o.field("ca"), "cannot read the CA bundle: %s", fileProblem(err))
-		case !x509.NewCertPool().AppendCertsFromPEM(pem):
-			d.errorf(l, o.field("ca"), "%s holds no PEM certificate", t.CA)
-		}
-	}
-}
-
-// fileProblem says what is wrong with a file without the library's detail,
-// which for a key file could echo what it read.
-func fileProblem(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Path + ": " + pe.Err.Error()
-	}
-	msg := err.Error()
-	if strings.Contains(msg, "private key does not match") {
-		return "the private key does not match the certificate"
-	}
-	return "the files are not a PEM certificate and its PEM private key"
-}
-
-func validBase64(s string) bool {
-	if _, err := base64.StdEncoding.DecodeString(s); err == nil {
-		return s != ""
-	}
-	_, err := base64.RawStdEncoding.DecodeString(s)
-	return err == nil && s != ""
-}
-
-func (d *decoder) smtpTarget(o *object, e *courier.Endpoint) {
-	s := &e.SMTP
-	if o.required("addr", ": the mail server's host:port") {
-		if l := o.str("addr", &s.Addr); l > 0 {
-			if err := checkHostPort(s.Addr, false); err != nil {
-				d.errorf(l, o.field("addr"), "%v", err)
-			}
-		}
-	}
-	if o.required("from", ": the sender address") {
-		if l := o.str("from", &s.From); l > 0 {
-			if _, err := mail.ParseAddress(s.From); err != nil {
-				d.errorf(l, o.field("from"), "%q is not a mail address", clip(s.From))
-			}
-		}
-	}
-	if o.required("to", ": a list of recipient addresses") {
-		items, _ := o.list("to")
-		if len(items) == 0 && o.value("to").Kind == yaml.SequenceNode && len(o.value("to").Content) == 0 {
-			o.errorf("to", "must list at least one address")
-		}
-		for _, it := range items {
-			if _, err := mail.ParseAddress(it.value); err != nil {
-				d.errorf(it.line, it.field, "%q is not a mail address", clip(it.value))
-				continue
-			}
-			s.To = append(s.To, it.value)
-		}
-	}
-	lUser := o.str("username", &s.Username)
-	lPass := o.str("password", &s.Password)
-	unreadable := (o.has("username") && lUser == 0) || (o.has("password") && lPass == 0)
-	if !unreadable && (s.Username == "") != (s.Password == "") {
-		if s.Username == "" {
-			o.errorf("username", "required when password is set")
-		} else {
-			o.errorf("password", "required when username is set")
-		}
-	}
-	if l := o.str("starttls", &s.StartTLS); l > 0 && !slices.Contains([]string{"auto", "always", "never"}, s.StartTLS) {
-		d.errorf(l, o.field("starttls"), "must be auto, always or never, not %q", clip(s.StartTLS))
-	}
-}
-
-func (d *decoder) fileTarget(o *object, e *courier.Endpoint) {
-	f := &e.File
-	if o.required("dir", ": the directory files are written to") {
-		if l := o.str("dir", &f.Dir); l > 0 && strings.TrimSpace(f.Dir) == "" {
-			d.errorf(l, o.field("dir"), "must not be empty")
-		}
-	}
-	if l := o.str("name", &f.Name); l > 0 {
-		if err := checkNameTemplate(f.Name); err != nil {
-			d.errorf(l, o.field("name"), "%v", err)
-		}
-	}
-}
-
-// checkNameTemplate accepts a file name with the placeholders {id}, {type}
-// and {time}; it must stay one name inside the endpoint's directory.
-func checkNameTemplate(s string) error {
-	if s == "" || s == "." || s == ".." {
-		return fmt.Errorf("must be a file name such as {id}.xml")
-	}
-	if strings.ContainsAny(s, `/\`) {
-		return fmt.Errorf("must be a name without / or \\: files stay in dir")
-	}
-	for rest := s; rest != ""; {
-		i := strings.IndexAny(rest, "{}")
-		if i < 0 {
-			break
-		}
-		if rest[i] == '}' {
-			return fmt.Errorf("has a } without {")
-		}
-		end := strings.IndexByte(rest[i:], '}')
-		if end < 0 {
-			return fmt.Errorf("has a { without }")
-		}
-		if p := rest[i+1 : i+end]; !slices.Contains([]string{"id", "type", "time"}, p) {
-			return fmt.Errorf("{%s} is not a placeholder: use {id}, {type} or {time}", clip(p))
-		}
-		rest = rest[i+end+1:]
-	}
-	return nil
-}
-
-func (d *decoder) amqpTarget(o *object, e *courier.Endpoint) {
-	a := &e.AMQP
-	if o.required("url", ": amqp:// or amqps:// URL of the broker") {
-		if l := o.str("url", &a.URL); l > 0 && checkURL(a.URL, "amqp", "amqps") != nil {
-			d.errorf(l, o.field("url"), "must be an amqp:// or amqps:// URL")
-		}
-	}
-	o.str("exchange", &a.Exchange)
-	o.str("routing_key", &a.RoutingKey)
-	if a.Exchange == "" && a.RoutingKey == "" && !o.bad {
-		o.errorf("routing_key", "required with the default exchange: it routes by queue name")
-	}
-}
-
-func (d *decoder) natsTarget(o *object, e *courier.Endpoint) {
-	n := &e.NATS
-	if o.required("url", ": nats:// or tls:// URL of the server") {
-		if l := o.str("url", &n.URL); l > 0 {
-			// The NATS client takes a comma-separated list of servers.
-			for _, u := range strings.Split(n.URL, ",") {
-				if checkURL(strings.TrimSpace(u), "nats", "tls") != nil {
-					d.errorf(l, o.field("url"), "must be a nats:// or tls:// URL (several separated by commas)")
-					break
-				}
-			}
-		}
-	}
-	if o.required("subject", ": the subject to publish on") {
-		if l := o.str("subject", &n.Subject); l > 0 && !validSubject(n.Subject) {
-			d.errorf(l, o.field("subject"), "%q is not a subject to publish on: dot-separated tokens without spaces or the wildcards * and >", clip(n.Subject))
-		}
-	}
-}
-
-func validSubject(s string) bool {
-	for _, tok := range strings.Split(s, ".") {
-		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
-			return false
-		}
-	}
-	return true
 }
 
 // checkClaimChecks refuses endpoints with a claim_check when courier has no
@@ -506,4 +281,55 @@ func ClaimChecks(t *courier.Topology) []ClaimCheckAt {
 		}
 	}
 	return out
+}
+
+// settingsFields is an endpoint's object as a transport's Decode reads it.
+type settingsFields struct{ o *object }
+
+var _ courier.SettingsFields = settingsFields{}
+
+func (f settingsFields) Has(name string) bool                    { return f.o.has(name) }
+func (f settingsFields) Required(name, hint string) bool         { return f.o.required(name, hint) }
+func (f settingsFields) String(name string, dst *string) int     { return f.o.str(name, dst) }
+func (f settingsFields) Bool(name string, dst *bool) int         { return f.o.boolean(name, dst) }
+func (f settingsFields) Field(name string) string                { return f.o.field(name) }
+func (f settingsFields) Malformed() bool                         { return f.o.bad }
+func (f settingsFields) Errorf(name, format string, args ...any) { f.o.errorf(name, format, args...) }
+
+func (f settingsFields) ErrorAt(line int, field, format string, args ...any) {
+	f.o.d.errorf(line, field, format, args...)
+}
+
+func (f settingsFields) List(name string) ([]courier.FieldItem, bool) {
+	items, ok := f.o.list(name)
+	if !ok {
+		return nil, false
+	}
+	out := make([]courier.FieldItem, len(items))
+	for i, it := range items {
+		out[i] = courier.FieldItem{Value: it.value, Line: it.line, Field: it.field}
+	}
+	return out, true
+}
+
+func (f settingsFields) Len(name string) int {
+	if n := f.o.value(name); n != nil && n.Kind == yaml.SequenceNode {
+		return len(n.Content)
+	}
+	return 0
+}
+
+func (f settingsFields) Networks(name string) []string {
+	var out []string
+	for _, p := range f.o.d.networks(f.o, name) {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func (f settingsFields) Sub(name string, known []string) courier.SettingsFields {
+	if s := f.o.sub(name, known); s != nil {
+		return settingsFields{s}
+	}
+	return nil
 }

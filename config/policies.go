@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -39,7 +40,7 @@ func (d *decoder) policySet(entries []pair, t *courier.Topology, refs *[]ref) {
 func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Policy {
 	path := "policies." + p.key
 	if !courier.ValidType(p.key) {
-		d.errorf(p.line, path, "%q is not a message type: use 1 to %d letters, digits, '.', '_' or '-'", clip(p.key), courier.MaxTypeLen)
+		d.errorf(p.line, path, "%q is not a message type: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(p.key), courier.MaxTypeLen)
 	}
 	o := d.object(p.value, path, p.line, policyFields)
 	pol := clonePolicy(base)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 )
 
 // ref is a name used in one section that another section must define. They
@@ -50,7 +51,7 @@ func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
 // undefined reports that the object r names, of kind, is not defined.
 func (d *decoder) undefined(r ref, kind courier.TopologyKind, suggestion string) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: r.line, Field: r.field,
-		Message:   fmt.Sprintf("%s %q is not defined%s", kind, clip(r.name), suggestion),
+		Message:   fmt.Sprintf("%s %q is not defined%s", kind, check.Clip(r.name), suggestion),
 		Undefined: &Reference{Kind: kind, Name: r.name}})
 }
 

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	httptransport "github.com/courier-gw/courier/transport/http"
+
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -49,7 +52,7 @@ func (d *decoder) route(p pair, refs *[]ref) *courier.Route {
 		}
 		for _, it := range items {
 			if slices.Contains(r.Endpoints, it.value) {
-				d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
+				d.errorf(it.line, it.field, "endpoint %q is listed twice", check.Clip(it.value))
 				continue
 			}
 			r.Endpoints = append(r.Endpoints, it.value)
@@ -61,7 +64,7 @@ func (d *decoder) route(p pair, refs *[]ref) *courier.Route {
 	if l := o.str("strategy", &strategy); l > 0 {
 		switch s := courier.Strategy(strategy); {
 		case !slices.Contains(courier.Strategies, s):
-			d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", clip(strategy))
+			d.errorf(l, o.field("strategy"), "must be single, failover, round_robin or weighted, not %q", check.Clip(strategy))
 		case s == courier.StrategySingle && len(r.Endpoints) > 1:
 			d.errorf(l, o.field("strategy"), "single takes one endpoint and this route has %d; use failover, round_robin or weighted", len(r.Endpoints))
 		default:
@@ -99,7 +102,7 @@ func (d *decoder) redrive(o *object, r *courier.Route) {
 		for _, it := range items {
 			switch reason := courier.Reason(it.value); {
 			case !reason.Valid():
-				d.errorf(it.line, it.field, "%q is not a suspension reason", clip(it.value))
+				d.errorf(it.line, it.field, "%q is not a suspension reason", check.Clip(it.value))
 			case !reason.Redrivable():
 				d.errorf(it.line, it.field, "%s messages are never re-driven: they would fail again", reason)
 			case slices.Contains(rd.Reasons, reason):
@@ -130,7 +133,7 @@ func (d *decoder) weights(o *object, r *courier.Route, strategy string) {
 		l := wo.integer(p.key, &w)
 		switch {
 		case !slices.Contains(r.Endpoints, p.key):
-			d.errorf(p.line, wo.field(p.key), "%q is not an endpoint of this route", clip(p.key))
+			d.errorf(p.line, wo.field(p.key), "%q is not an endpoint of this route", check.Clip(p.key))
 		case l > 0 && w < 1:
 			d.errorf(l, wo.field(p.key), "must be at least 1")
 		case l > 0:
@@ -201,7 +204,7 @@ func (d *decoder) lookup(o *object, r *courier.Route) {
 	if lo.required("url", ": the registry's URL, with {recipient} (and {type})") {
 		if line := lo.str("url", &l.URL); line > 0 {
 			switch {
-			case checkURL(l.LookupURL("r", "t"), "http", "https") != nil:
+			case check.URL(l.LookupURL("r", "t"), "http", "https") != nil:
 				d.errorf(line, lo.field("url"), "must be an absolute http or https URL")
 			case !strings.Contains(l.URL, "{recipient}"):
 				d.errorf(line, lo.field("url"), "must contain {recipient}, where the message's recipient goes")
@@ -216,17 +219,17 @@ func (d *decoder) lookup(o *object, r *courier.Route) {
 			d.errorf(line, lo.field(f.name), "must be greater than 0")
 		}
 	}
-	e := newEndpoint("", courier.TransportHTTP)
-	fields := append(slices.Clone(endpointFields), transportFields[courier.TransportHTTP]...)
+	e := courier.NewEndpoint("", courier.TransportHTTP)
+	fields := append(slices.Clone(endpointFields), httptransport.Kind.Fields...)
 	to := d.object(o.value("endpoint_template"), o.field("endpoint_template"), o.keyLine("endpoint_template"), fields)
 	var tr string
 	if line := to.str("transport", &tr); line > 0 && tr != string(courier.TransportHTTP) {
-		d.errorf(line, to.field("transport"), "resolved endpoints are http endpoints, not %q", clip(tr))
+		d.errorf(line, to.field("transport"), "resolved endpoints are http endpoints, not %q", check.Clip(tr))
 	}
 	if to.has("url") {
 		to.errorf("url", "not a field of the template: the registry gives each resolved endpoint its URL")
 	}
 	d.endpointRules(to, e)
-	d.httpSettings(to, e)
+	e.Settings = httptransport.Decode(settingsFields{to}, false)
 	r.EndpointTemplate = e
 }
