@@ -194,26 +194,10 @@ func (f EndpointFilter) String() string {
 }
 
 // Host returns the host an endpoint reaches and its port, if one is given:
-// of the URL of an http, amqp or nats endpoint, of an smtp endpoint's
-// server address; empty for a file endpoint.
+// those of its Target, when that is a URL (http, amqp, nats; an smtp
+// endpoint's is smtp://host:port); empty for a file endpoint.
 func (e *Endpoint) Host() (host, port string) {
-	var raw string
-	switch e.Transport {
-	case TransportHTTP:
-		raw = e.HTTP.URL
-	case TransportAMQP:
-		raw = e.AMQP.URL
-	case TransportNATS:
-		raw = e.NATS.URL
-	case TransportSMTP:
-		if h, p, err := net.SplitHostPort(e.SMTP.Addr); err == nil {
-			return h, p
-		}
-		return e.SMTP.Addr, ""
-	default:
-		return "", ""
-	}
-	u, err := url.Parse(raw)
+	u, err := url.Parse(e.Target())
 	if err != nil {
 		return "", ""
 	}

@@ -101,12 +101,19 @@ func ResolvedEndpoint(r *Route, res Resolution) *Endpoint {
 	}
 	e.Name = ResolvedEndpointPrefix + RedactURL(res.URL)
 	e.Transport = TransportHTTP
-	e.HTTP.URL = res.URL
-	e.HTTP.PinnedCertificate = res.Certificate
-	if e.HTTP.Method == "" {
-		e.HTTP.Method = "POST"
+	if s, ok := e.Settings.(ResolvableSettings); ok {
+		e.Settings = s.Resolve(res.URL, res.Certificate)
 	}
 	return e
+}
+
+// ResolvableSettings are the settings of a lookup route's template (an
+// http endpoint's): Resolve returns a copy that delivers to url and, when
+// certificate is given, trusts that certificate alone; the template is
+// left as it is.
+type ResolvableSettings interface {
+	Settings
+	Resolve(url, certificate string) Settings
 }
 
 // LookupFailed is the result of an attempt whose recipient could not be

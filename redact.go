@@ -10,37 +10,41 @@ import (
 // Redacted is shown in place of a secret.
 const Redacted = "REDACTED"
 
-// Redacted returns a copy of e fit to show or log: webhook secrets and
-// passwords replaced by Redacted, and passwords and query values left out
-// of URLs. Whatever prints or logs an endpoint prints this.
+// Redacted returns a copy of e fit to show or log: its transport's
+// settings redacted (Settings.Redacted), webhook secrets and passwords
+// replaced by Redacted, passwords and query values left out of URLs.
+// Whatever prints or logs an endpoint prints this.
 func (e *Endpoint) Redacted() *Endpoint {
 	c := *e
-	if len(e.HTTP.Secrets) > 0 {
-		c.HTTP.Secrets = slices.Repeat([]string{Redacted}, len(e.HTTP.Secrets))
+	if e.Settings != nil {
+		c.Settings = e.Settings.Redacted()
 	}
-	c.HTTP.URL = RedactURL(e.HTTP.URL)
-	if e.SMTP.Password != "" {
-		c.SMTP.Password = Redacted
-	}
-	c.AMQP.URL = RedactURL(e.AMQP.URL)
-	c.NATS.URL = RedactURL(e.NATS.URL)
 	return &c
+}
+
+// Target says where an endpoint delivers, with its secrets: a URL,
+// smtp://host:port, a directory; empty when it has no settings.
+func (e *Endpoint) Target() string {
+	if e.Settings == nil {
+		return ""
+	}
+	return e.Settings.Target()
 }
 
 // LogValue makes slog log the redacted endpoint.
 func (e *Endpoint) LogValue() slog.Value {
 	r := e.Redacted()
 	return slog.GroupValue(slog.String("name", r.Name), slog.String("transport", string(r.Transport)),
-		slog.String("target", firstOf(r.HTTP.URL, r.SMTP.Addr, r.File.Dir, r.AMQP.URL, r.NATS.URL)))
+		slog.String("target", r.Target()))
 }
 
-func firstOf(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
+// RedactSecrets returns secrets with each replaced by Redacted, for
+// Settings.Redacted; nil stays nil.
+func RedactSecrets(secrets []string) []string {
+	if len(secrets) == 0 {
+		return secrets
 	}
-	return ""
+	return slices.Repeat([]string{Redacted}, len(secrets))
 }
 
 // RedactURL returns raw without the secrets of its user info and with the

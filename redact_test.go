@@ -3,6 +3,9 @@ package courier_test
 import (
 	"bytes"
 	"fmt"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,23 +14,27 @@ import (
 )
 
 func TestEndpointRedacted(t *testing.T) {
-	e := courier.NewEndpoint("acme", courier.TransportHTTP)
-	e.HTTP.URL = "https://erp:s3cret@erp.acme.example/in?token=t0ken&tenant=acme"
-	e.HTTP.Secrets = []string{"whsec_b2xk", "whsec_bmV3"}
-	e.SMTP.Password = "mail-pass"
-	e.AMQP.URL = "amqp://guest:rabbit@127.0.0.1:5672/"
-	r := e.Redacted()
-	got := fmt.Sprintf("%+v", *r)
-	for _, secret := range []string{"s3cret", "t0ken", "whsec_", "mail-pass", "rabbit"} {
-		if strings.Contains(got, secret) {
-			t.Errorf("redacted endpoint shows %q: %s", secret, got)
+	hook := courier.NewEndpoint("acme", courier.TransportHTTP)
+	hook.Settings = &httptransport.Settings{URL: "https://erp:s3cret@erp.acme.example/in?token=t0ken&tenant=acme",
+		Secrets: []string{"whsec_b2xk", "whsec_bmV3"}}
+	mail := courier.NewEndpoint("mail", courier.TransportSMTP)
+	mail.Settings = &smtptransport.Settings{Addr: "mail.example:587", Username: "u", Password: "mail-pass"}
+	mq := courier.NewEndpoint("mq", courier.TransportAMQP)
+	mq.Settings = &amqptransport.Settings{URL: "amqp://guest:rabbit@127.0.0.1:5672/"}
+	for _, e := range []*courier.Endpoint{hook, mail, mq} {
+		got := fmt.Sprintf("%+v %+v", *e.Redacted(), e.Redacted().Settings)
+		for _, secret := range []string{"s3cret", "t0ken", "whsec_", "mail-pass", "rabbit"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("redacted endpoint shows %q: %s", secret, got)
+			}
 		}
 	}
-	if e.HTTP.Secrets[0] != "whsec_b2xk" || !strings.Contains(e.HTTP.URL, "s3cret") {
+	if httptransport.Of(hook).Secrets[0] != "whsec_b2xk" || !strings.Contains(httptransport.Of(hook).URL, "s3cret") ||
+		smtptransport.Of(mail).Password != "mail-pass" {
 		t.Error("Redacted changed the endpoint itself")
 	}
 	var buf bytes.Buffer
-	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "endpoint", e)
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "endpoint", hook)
 	if strings.Contains(buf.String(), "s3cret") || strings.Contains(buf.String(), "t0ken") || !strings.Contains(buf.String(), "erp.acme.example") {
 		t.Errorf("logged endpoint: %s", buf.String())
 	}

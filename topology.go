@@ -8,10 +8,14 @@ import (
 	"time"
 )
 
-// Transport names how an endpoint delivers.
+// Transport names how an endpoint delivers. Each is a package under
+// transport/ that brings its endpoints' Settings (a TransportKind).
 type Transport string
 
-// The transports.
+// The names of the transports courier ships. The domain has rules about
+// two (notices go to smtp or http endpoints, a lookup route resolves http
+// endpoints); a transport added later needs no name here, its package
+// declares it.
 const (
 	TransportHTTP Transport = "http"
 	TransportSMTP Transport = "smtp"
@@ -19,9 +23,6 @@ const (
 	TransportAMQP Transport = "amqp"
 	TransportNATS Transport = "nats"
 )
-
-// Transports lists every transport.
-var Transports = []Transport{TransportHTTP, TransportSMTP, TransportFile, TransportAMQP, TransportNATS}
 
 // Backoff is a growing delay: initial × factor^n, capped at max, with an
 // optional jitter fraction applied to each value (never compounded).
@@ -96,68 +97,13 @@ type Endpoint struct {
 	RetriesBeforeSuspension int
 	Suspension              Backoff
 
-	HTTP HTTPTarget
-	SMTP SMTPTarget
-	File FileTarget
-	AMQP AMQPTarget
-	NATS NATSTarget
+	// Settings are those of the transport (its package's type); nil
+	// until they are read.
+	Settings Settings
 
 	// ClaimCheck, when set, hands the receiver a notice with a signed URL
 	// instead of a payload larger than its Above; nil sends every payload.
 	ClaimCheck *ClaimCheck
-}
-
-// HTTPTarget holds the settings of an http endpoint.
-type HTTPTarget struct {
-	URL             string
-	Method          string
-	Secrets         []string // Standard Webhooks secrets; several during rotation
-	FollowRedirects bool
-	AllowNetworks   []string // CIDRs this endpoint may reach despite the SSRF guard
-	TLS             HTTPTLS
-	// PinnedCertificate, when set, is the PEM certificate the receiver must
-	// present: the one a registry gave for a resolved endpoint (the
-	// NemHandel and PEPPOL trust model). Any other is refused, class tls.
-	PinnedCertificate string
-}
-
-// HTTPTLS are the files of an http endpoint's TLS settings: a client
-// certificate and its key for receivers that require mutual TLS (PEPPOL
-// access points), and a CA bundle to trust instead of the system roots.
-// Empty fields are not used.
-type HTTPTLS struct {
-	Cert string // PEM client certificate (chain)
-	Key  string // PEM private key of Cert
-	CA   string // PEM bundle of the CAs that may sign the receiver's certificate
-}
-
-// SMTPTarget holds the settings of an smtp endpoint.
-type SMTPTarget struct {
-	Addr     string
-	From     string
-	To       []string
-	Username string
-	Password string
-	StartTLS string // "auto" (when offered), "always" or "never"
-}
-
-// FileTarget holds the settings of a file endpoint.
-type FileTarget struct {
-	Dir  string
-	Name string // name template: {id}, {type}, {time}
-}
-
-// AMQPTarget holds the settings of an amqp endpoint.
-type AMQPTarget struct {
-	URL        string
-	Exchange   string
-	RoutingKey string
-}
-
-// NATSTarget holds the settings of a nats endpoint.
-type NATSTarget struct {
-	URL     string
-	Subject string
 }
 
 // Strategy says how a route spreads messages over its endpoints.

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"io"
 	"net/http"
 	"slices"
@@ -345,7 +346,7 @@ func TestSuspendedCap(t *testing.T) {
 // probes go through.
 func TestKeylessRefusesOtherSites(t *testing.T) {
 	good := courier.NewEndpoint("good", courier.TransportHTTP)
-	good.HTTP.URL = "https://good.example/in"
+	httptransport.Of(good).URL = "https://good.example/in"
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{"good": good}
 	})

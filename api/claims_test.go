@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	filetransport "github.com/courier-gw/courier/transport/file"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"io"
 	"net/http"
 	"strconv"
@@ -185,9 +187,9 @@ func TestClaimCheckInEndpointView(t *testing.T) {
 	top := testTopology()
 	top.Endpoints = map[string]*courier.Endpoint{
 		"acme-primary": {Name: "acme-primary", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 1,
-			HTTP:       courier.HTTPTarget{URL: "https://acme.example/in"},
+			Settings:   &httptransport.Settings{URL: "https://acme.example/in"},
 			ClaimCheck: &courier.ClaimCheck{Above: 1 << 20, TTL: time.Hour}},
-		"globex": {Name: "globex", Transport: courier.TransportFile, Timeout: time.Second, MaxConcurrency: 1, File: courier.FileTarget{Dir: "out"}},
+		"globex": {Name: "globex", Transport: courier.TransportFile, Timeout: time.Second, MaxConcurrency: 1, Settings: &filetransport.Settings{Dir: "out"}},
 	}
 	ts := newTestServer(t, func(o *api.Options) { o.Topology = top })
 	status, body, _ := ts.call(t, "GET", "/v1/routes", "")

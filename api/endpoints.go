@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/courier-gw/courier/transport"
+
 	courier "github.com/courier-gw/courier"
 )
 
@@ -254,7 +256,7 @@ func checkEndpointFilter(f courier.EndpointFilter) error {
 	switch {
 	case f.Empty():
 		return courier.Errorf(courier.CodeInvalidArgument, "the filter selects every endpoint: give at least one of name_prefix, transport, host and state")
-	case f.Transport != "" && !slices.Contains(courier.Transports, f.Transport):
+	case f.Transport != "" && !slices.Contains(transport.Names(), f.Transport):
 		return courier.Errorf(courier.CodeInvalidArgument, "filter.transport %q is not a transport (%s)", f.Transport, joinTransports())
 	case f.State != "" && !slices.Contains([]courier.HealthState{courier.HealthActive, courier.HealthTimeout, courier.HealthSuspended, courier.HealthOff}, f.State):
 		return courier.Errorf(courier.CodeInvalidArgument, "filter.state %q is not an endpoint state (active, timeout, suspended, off)", f.State)
@@ -264,7 +266,7 @@ func checkEndpointFilter(f courier.EndpointFilter) error {
 
 func joinTransports() string {
 	var names []string
-	for _, t := range courier.Transports {
+	for _, t := range transport.Names() {
 		names = append(names, string(t))
 	}
 	return strings.Join(names, ", ")

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,9 @@ func TestEndpoints(t *testing.T) {
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{
 			"acme-primary": {Name: "acme-primary", Transport: courier.TransportHTTP, Timeout: 30 * time.Second, MaxConcurrency: 4,
-				HTTP: courier.HTTPTarget{URL: "https://erp:s3cret@erp.acme.example/inbox?token=t0ken&tenant=acme", Secrets: []string{"whsec_c2VjcmV0"}}},
+				Settings: &httptransport.Settings{URL: "https://erp:s3cret@erp.acme.example/inbox?token=t0ken&tenant=acme", Secrets: []string{"whsec_c2VjcmV0"}}},
 			"globex": {Name: "globex", Transport: courier.TransportHTTP, Timeout: time.Second, MaxConcurrency: 16, AutoConcurrency: true,
-				HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}},
+				Settings: &httptransport.Settings{URL: "http://127.0.0.1:9/in"}},
 		}
 		o.DueFunc = func([]string) { woken++ }
 		o.ActivityFunc = func(name string) courier.EndpointActivity {

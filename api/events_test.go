@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net/url"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestSwitchReportsTheChange(t *testing.T) {
 	var got []switched
 	ts := newKeyedServer(t, func(o *api.Options) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{"globex": {Name: "globex", Transport: courier.TransportHTTP,
-			HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}}}
+			Settings: &httptransport.Settings{URL: "http://127.0.0.1:9/in"}}}
 		o.HealthSwitchedFunc = func(name string, before, after courier.EndpointHealth, who string) {
 			if name == "globex" {
 				got = append(got, switched{before.State, after.State, who})

@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,7 +82,7 @@ func TestBulkCountedOnce(t *testing.T) {
 // for their next count.
 func TestSwitchTellsHealth(t *testing.T) {
 	good := courier.NewEndpoint("good", courier.TransportHTTP)
-	good.HTTP.URL = "https://good.example/in"
+	httptransport.Of(good).URL = "https://good.example/in"
 	top := testTopology()
 	top.Endpoints = map[string]*courier.Endpoint{"good": good}
 
@@ -201,9 +203,9 @@ func TestStatsRates(t *testing.T) {
 func TestRoutesRedacted(t *testing.T) {
 	top := testTopology()
 	hook := courier.NewEndpoint("acme-primary", courier.TransportHTTP)
-	hook.HTTP = courier.HTTPTarget{URL: "https://user:pw@hooks.example/in?token=abc", Secrets: []string{"whsec_c2VjcmV0"}}
+	hook.Settings = &httptransport.Settings{URL: "https://user:pw@hooks.example/in?token=abc", Secrets: []string{"whsec_c2VjcmV0"}}
 	mail := courier.NewEndpoint("globex", courier.TransportSMTP)
-	mail.SMTP = courier.SMTPTarget{Addr: "mail.example:587", From: "c@example", To: []string{"ops@example"}, Username: "u", Password: "hunter2"}
+	mail.Settings = &smtptransport.Settings{Addr: "mail.example:587", From: "c@example", To: []string{"ops@example"}, Username: "u", Password: "hunter2"}
 	top.Endpoints = map[string]*courier.Endpoint{"acme-primary": hook, "globex": mail}
 	top.Policies["invoice"].Schedule = []time.Duration{time.Minute, 5 * time.Minute}
 	top.Policies["invoice"].Fallback = &courier.Fallback{Route: "globex"}
@@ -222,9 +224,15 @@ func TestRoutesRedacted(t *testing.T) {
 	if len(cfg.Routes) != 2 || cfg.Routes[0].Name != "acme" || cfg.Routes[0].Endpoints[0] != "acme-primary" {
 		t.Errorf("routes %+v", cfg.Routes)
 	}
-	if len(cfg.Endpoints) != 2 || cfg.Endpoints[0].HTTP == nil || cfg.Endpoints[0].HTTP.Secrets[0] != courier.Redacted ||
-		cfg.Endpoints[1].SMTP == nil || cfg.Endpoints[1].SMTP.Password != courier.Redacted || cfg.Endpoints[1].SMTP.Addr != "mail.example:587" {
-		t.Errorf("endpoints %+v", cfg.Endpoints)
+	shown := decode[struct {
+		Endpoints []struct {
+			HTTP *httptransport.Wire `json:"http"`
+			SMTP *smtptransport.Wire `json:"smtp"`
+		} `json:"endpoints"`
+	}](t, body).Endpoints
+	if len(shown) != 2 || shown[0].HTTP == nil || shown[0].HTTP.Secrets[0] != courier.Redacted ||
+		shown[1].SMTP == nil || shown[1].SMTP.Password != courier.Redacted || shown[1].SMTP.Addr != "mail.example:587" {
+		t.Errorf("endpoints %s", body)
 	}
 	var invoice api.PolicyConfig
 	for _, p := range cfg.Policies {

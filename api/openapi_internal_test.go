@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/transport"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -59,5 +60,20 @@ func TestOpenAPIStatesAreTheDomains(t *testing.T) {
 	desc := doc.Components.Parameters["q_state"].Value.Description
 	if !strings.Contains(desc, courier.OneOf(courier.States)) {
 		t.Errorf("the state parameter says %q, want it to name %s", desc, courier.OneOf(courier.States))
+	}
+}
+
+// The description shows the settings of every registered transport, under
+// its name, as EndpointConfig.Settings does.
+func TestOpenAPIHasEveryTransport(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := doc.Components.Schemas["EndpointConfig"].Value.Properties
+	for _, name := range transport.Names() {
+		if props[string(name)] == nil {
+			t.Errorf("EndpointConfig has no property %s for the %s transport's settings", name, name)
+		}
 	}
 }

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/courier-gw/courier/transport"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -40,12 +43,39 @@ type EndpointConfig struct {
 	Permanent               []courier.ErrorClass `json:"permanent,omitempty"`
 	RetriesBeforeSuspension int                  `json:"retries_before_suspension"`
 	Suspension              BackoffConfig        `json:"suspension"`
-	HTTP                    *HTTPConfig          `json:"http,omitempty"`
-	SMTP                    *SMTPConfig          `json:"smtp,omitempty"`
-	File                    *FileConfig          `json:"file,omitempty"`
-	AMQP                    *AMQPConfig          `json:"amqp,omitempty"`
-	NATS                    *NATSConfig          `json:"nats,omitempty"`
-	ClaimCheck              *ClaimCheckConfig    `json:"claim_check,omitempty"`
+	// Settings are the transport's settings as its package shows them
+	// (courier.TransportKind.Wire), under the transport's name.
+	Settings   any               `json:"-"`
+	ClaimCheck *ClaimCheckConfig `json:"claim_check,omitempty"`
+}
+
+// MarshalJSON writes the endpoint with its settings under the transport's
+// name ("http": {...}), before claim_check.
+func (v EndpointConfig) MarshalJSON() ([]byte, error) {
+	type plain EndpointConfig // without this method
+	cc := v.ClaimCheck
+	v.ClaimCheck = nil
+	b, err := json.Marshal(plain(v))
+	if err != nil || (v.Settings == nil && cc == nil) {
+		return b, err
+	}
+	b = b[:len(b)-1] // the closing brace
+	if v.Settings != nil {
+		s, err := json.Marshal(v.Settings)
+		if err != nil {
+			return nil, err
+		}
+		name, _ := json.Marshal(string(v.Transport))
+		b = append(append(append(append(b, ','), name...), ':'), s...)
+	}
+	if cc != nil {
+		c, err := json.Marshal(cc)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"claim_check":`...), c...)
+	}
+	return append(b, '}'), nil
 }
 
 // ClaimCheckConfig is an endpoint's claim check: payloads of more than
@@ -61,47 +91,6 @@ type BackoffConfig struct {
 	Factor  float64 `json:"factor"`
 	Max     string  `json:"max"`
 	Jitter  float64 `json:"jitter,omitempty"`
-}
-
-// HTTPConfig are an http endpoint's settings; secrets are REDACTED.
-type HTTPConfig struct {
-	URL             string   `json:"url"`
-	Method          string   `json:"method,omitempty"`
-	Secrets         []string `json:"secrets,omitempty"`
-	FollowRedirects bool     `json:"follow_redirects,omitempty"`
-	AllowNetworks   []string `json:"allow_networks,omitempty"`
-	TLSCert         string   `json:"tls_cert,omitempty"`
-	TLSKey          string   `json:"tls_key,omitempty"`
-	TLSCA           string   `json:"tls_ca,omitempty"`
-}
-
-// SMTPConfig are an smtp endpoint's settings; the password is REDACTED.
-type SMTPConfig struct {
-	Addr     string   `json:"addr"`
-	From     string   `json:"from"`
-	To       []string `json:"to"`
-	Username string   `json:"username,omitempty"`
-	Password string   `json:"password,omitempty"`
-	StartTLS string   `json:"starttls,omitempty"`
-}
-
-// FileConfig are a file endpoint's settings.
-type FileConfig struct {
-	Dir  string `json:"dir"`
-	Name string `json:"name,omitempty"`
-}
-
-// AMQPConfig are an amqp endpoint's settings.
-type AMQPConfig struct {
-	URL        string `json:"url"`
-	Exchange   string `json:"exchange"`
-	RoutingKey string `json:"routing_key"`
-}
-
-// NATSConfig are a nats endpoint's settings.
-type NATSConfig struct {
-	URL     string `json:"url"`
-	Subject string `json:"subject"`
 }
 
 // PolicyConfig is a policy as configured.
@@ -197,20 +186,8 @@ func toEndpointConfig(e *courier.Endpoint) EndpointConfig {
 	if c := e.ClaimCheck; c != nil {
 		v.ClaimCheck = &ClaimCheckConfig{Above: c.Above, TTL: c.TTL.String()}
 	}
-	switch e.Transport {
-	case courier.TransportHTTP:
-		h := e.HTTP
-		v.HTTP = &HTTPConfig{URL: h.URL, Method: h.Method, Secrets: h.Secrets, FollowRedirects: h.FollowRedirects,
-			AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA}
-	case courier.TransportSMTP:
-		m := e.SMTP
-		v.SMTP = &SMTPConfig{Addr: m.Addr, From: m.From, To: m.To, Username: m.Username, Password: m.Password, StartTLS: m.StartTLS}
-	case courier.TransportFile:
-		v.File = &FileConfig{Dir: e.File.Dir, Name: e.File.Name}
-	case courier.TransportAMQP:
-		v.AMQP = &AMQPConfig{URL: e.AMQP.URL, Exchange: e.AMQP.Exchange, RoutingKey: e.AMQP.RoutingKey}
-	case courier.TransportNATS:
-		v.NATS = &NATSConfig{URL: e.NATS.URL, Subject: e.NATS.Subject}
+	if k, ok := transport.Kind(e.Transport); ok && e.Settings != nil {
+		v.Settings = k.Wire(e.Settings)
 	}
 	return v
 }

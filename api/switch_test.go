@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"slices"
 	"strings"
 	"sync"
@@ -25,9 +27,9 @@ func TestSwitchByFilter(t *testing.T) {
 			e := &courier.Endpoint{Name: name, Transport: tr}
 			switch tr {
 			case courier.TransportHTTP:
-				e.HTTP.URL = target
+				httptransport.Of(e).URL = target
 			case courier.TransportSMTP:
-				e.SMTP.Addr = target
+				smtptransport.Of(e).Addr = target
 			}
 			return e
 		}
@@ -154,7 +156,7 @@ func TestConcurrentSwitchesAreAllMade(t *testing.T) {
 		o.Topology.Endpoints = map[string]*courier.Endpoint{}
 		for i := range n {
 			name := "ep-" + string(rune('a'+i/26)) + string(rune('a'+i%26))
-			o.Topology.Endpoints[name] = &courier.Endpoint{Name: name, Transport: courier.TransportHTTP, HTTP: courier.HTTPTarget{URL: "https://x.example/in"}}
+			o.Topology.Endpoints[name] = &courier.Endpoint{Name: name, Transport: courier.TransportHTTP, Settings: &httptransport.Settings{URL: "https://x.example/in"}}
 		}
 	})
 	var wg sync.WaitGroup

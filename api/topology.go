@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	httptransport "github.com/courier-gw/courier/transport/http"
+
 	courier "github.com/courier-gw/courier"
 	json "github.com/goccy/go-json"
 )
@@ -387,7 +389,7 @@ func (s *Server) warnings(w http.ResponseWriter, r *http.Request, kind courier.T
 			continue
 		}
 		e := courier.NewEndpoint(name, spec.Transport)
-		e.HTTP.URL, e.HTTP.AllowNetworks = spec.URL, spec.AllowNetworks
+		e.Settings = &httptransport.Settings{URL: spec.URL, AllowNetworks: spec.AllowNetworks}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second) // a name that will not resolve says nothing
 		why := s.opts.BlockedFunc(ctx, e)
 		cancel()

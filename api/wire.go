@@ -556,21 +556,7 @@ func toEndpoint(e *courier.Endpoint, h courier.EndpointHealth) Endpoint {
 
 // target names where an endpoint delivers, without the passwords and query
 // values of URLs: the API never shows secrets.
-func target(e *courier.Endpoint) string {
-	switch e.Transport {
-	case courier.TransportHTTP:
-		return courier.RedactURL(e.HTTP.URL)
-	case courier.TransportSMTP:
-		return "smtp://" + e.SMTP.Addr
-	case courier.TransportFile:
-		return e.File.Dir
-	case courier.TransportAMQP:
-		return courier.RedactURL(e.AMQP.URL)
-	case courier.TransportNATS:
-		return courier.RedactURL(e.NATS.URL)
-	}
-	return ""
-}
+func target(e *courier.Endpoint) string { return e.Redacted().Target() }
 
 // WorkflowStands says in a few words where a message of a workflow stands.
 func (m *Message) WorkflowStands() string {

@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"strings"
 	"sync"
 	"testing"
@@ -85,7 +88,7 @@ func TestPutReplaceDelete(t *testing.T) {
 		if !created || o.Version != 1 || c.Version() != 1 {
 			t.Fatalf("created %v, version %d, catalog at %d; want a new object at version 1", created, o.Version, c.Version())
 		}
-		if got := c.Topology().Endpoints["acme"]; got == nil || got.HTTP.URL != "http://127.0.0.1:9/in" {
+		if got := c.Topology().Endpoints["acme"]; got == nil || httptransport.Of(got).URL != "http://127.0.0.1:9/in" {
 			t.Fatalf("the topology's endpoint: %+v", got)
 		}
 		// The same spec, spelt otherwise, changes nothing.
@@ -95,8 +98,8 @@ func TestPutReplaceDelete(t *testing.T) {
 		if o, created := put(t, c, courier.KindEndpoint, "acme", `{"transport": "http", "url": "http://127.0.0.1:9/new", "timeout": "5s"}`); created || o.Version != 2 {
 			t.Fatalf("a replace: created %v, version %d", created, o.Version)
 		}
-		if e := c.Topology().Endpoints["acme"]; e.HTTP.URL != "http://127.0.0.1:9/new" || e.Timeout != 5*time.Second {
-			t.Fatalf("the replaced endpoint: %s, %s", e.HTTP.URL, e.Timeout)
+		if e := c.Topology().Endpoints["acme"]; httptransport.Of(e).URL != "http://127.0.0.1:9/new" || e.Timeout != 5*time.Second {
+			t.Fatalf("the replaced endpoint: %s, %s", httptransport.Of(e).URL, e.Timeout)
 		}
 
 		// Checked as the file is, the error naming the field.
@@ -203,9 +206,9 @@ func TestSecretsSealed(t *testing.T) {
 			}
 		}
 		tp := c.Topology()
-		if tp.Endpoints["hook"].HTTP.Secrets[0] != "whsec_c2VjcmV0LXNpZ25pbmcta2V5" || tp.Endpoints["mail"].SMTP.Password != "hunter2-password" ||
-			tp.Endpoints["mq"].AMQP.URL != "amqp://guest:broker-pass@127.0.0.1:5672/" {
-			t.Fatalf("the topology lacks the secrets: %q %q %q", tp.Endpoints["hook"].HTTP.Secrets, tp.Endpoints["mail"].SMTP.Password, tp.Endpoints["mq"].AMQP.URL)
+		if httptransport.Of(tp.Endpoints["hook"]).Secrets[0] != "whsec_c2VjcmV0LXNpZ25pbmcta2V5" || smtptransport.Of(tp.Endpoints["mail"]).Password != "hunter2-password" ||
+			amqptransport.Of(tp.Endpoints["mq"]).URL != "amqp://guest:broker-pass@127.0.0.1:5672/" {
+			t.Fatalf("the topology lacks the secrets: %q %q %q", httptransport.Of(tp.Endpoints["hook"]).Secrets, smtptransport.Of(tp.Endpoints["mail"]).Password, amqptransport.Of(tp.Endpoints["mq"]).URL)
 		}
 		// The audit log shows them as "set" too.
 		page, err := st.Audit(ctx, courier.AuditFilter{Object: courier.KindEndpoint})
@@ -222,8 +225,8 @@ func TestSecretsSealed(t *testing.T) {
 		o, _ := c.Object(courier.KindEndpoint, "mq")
 		edited := strings.Replace(string(o.Spec), `"routing_key":"in"`, `"routing_key":"in2"`, 1)
 		put(t, c, courier.KindEndpoint, "mq", edited)
-		if got := c.Topology().Endpoints["mq"]; got.AMQP.URL != "amqp://guest:broker-pass@127.0.0.1:5672/" || got.AMQP.RoutingKey != "in2" {
-			t.Fatalf("after writing the shown spec back: %s %s", got.AMQP.URL, got.AMQP.RoutingKey)
+		if got := c.Topology().Endpoints["mq"]; amqptransport.Of(got).URL != "amqp://guest:broker-pass@127.0.0.1:5672/" || amqptransport.Of(got).RoutingKey != "in2" {
+			t.Fatalf("after writing the shown spec back: %s %s", amqptransport.Of(got).URL, amqptransport.Of(got).RoutingKey)
 		}
 		_, _, err = c.Put(ctx, "admin", courier.KindEndpoint, "fresh", []byte(`{"transport": "http", "url": "http://127.0.0.1:9/in", "secret": "set"}`), -1)
 		wantCode(t, err, courier.CodeInvalidArgument, "endpoints.fresh.secret")
@@ -249,7 +252,7 @@ func TestSecretsSealed(t *testing.T) {
 			t.Fatalf("a second rotation: %d objects, %v; want none", n, err)
 		}
 		after := open(t, st, next)
-		if after.Topology().Endpoints["mail"].SMTP.Password != "hunter2-password" {
+		if smtptransport.Of(after.Topology().Endpoints["mail"]).Password != "hunter2-password" {
 			t.Fatal("after the rotation the new key alone does not open the secrets")
 		}
 	})
@@ -308,7 +311,7 @@ routes:
 		bad[courier.KindRoute]["q"] = []byte(`{"endpoints": ["zz"]}`)
 		_, err = c.Apply(ctx, "admin", bad, false, false)
 		wantCode(t, err, courier.CodeInvalidArgument, "endpoints.c.url")
-		if c.Version() != 1 || c.Topology().Endpoints["a"].HTTP.URL != "http://127.0.0.1:9/a" {
+		if c.Version() != 1 || httptransport.Of(c.Topology().Endpoints["a"]).URL != "http://127.0.0.1:9/a" {
 			t.Fatalf("a refused apply changed the topology (version %d)", c.Version())
 		}
 

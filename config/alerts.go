@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 )
 
 var alertsFields = []string{"notify", "oldest_due", "max_per_hour"}
@@ -21,7 +22,7 @@ func (d *decoder) alerts(o *object, c *Config, refs *[]ref) {
 	if items, ok := a.list("notify"); ok {
 		for _, it := range items {
 			if slices.Contains(c.Alerts.Notify, it.value) {
-				d.errorf(it.line, it.field, "endpoint %q is listed twice", clip(it.value))
+				d.errorf(it.line, it.field, "endpoint %q is listed twice", check.Clip(it.value))
 				continue
 			}
 			c.Alerts.Notify = append(c.Alerts.Notify, it.value)

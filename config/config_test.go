@@ -2,6 +2,11 @@ package config
 
 import (
 	"errors"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	filetransport "github.com/courier-gw/courier/transport/file"
+	httptransport "github.com/courier-gw/courier/transport/http"
+	natstransport "github.com/courier-gw/courier/transport/nats"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -132,24 +137,24 @@ func TestParseExample(t *testing.T) {
 		SuspendOn:               []courier.ErrorClass{"dns", "connect_refused", "http_5xx"},
 		PermanentClasses:        []courier.ErrorClass{"http_4xx"},
 		RetriesBeforeSuspension: 3, Suspension: defaultSuspension,
-		HTTP: courier.HTTPTarget{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
+		Settings: &httptransport.Settings{URL: "https://erp.acme.example/inbox", Method: "POST", Secrets: []string{"whsec_old", "whsec_new"}}}
 	wantEndpoints[e.Name] = e
 	e = common("acme-backup", courier.TransportHTTP)
-	e.HTTP = courier.HTTPTarget{URL: "https://backup.acme.example/inbox", Method: "POST", AllowNetworks: []string{"10.20.0.0/16"},
-		TLS: courier.HTTPTLS{Cert: "testdata/peppol-client.crt", Key: "testdata/peppol-client.key", CA: "testdata/peppol-ca.pem"}}
+	e.Settings = &httptransport.Settings{URL: "https://backup.acme.example/inbox", Method: "POST", AllowNetworks: []string{"10.20.0.0/16"},
+		TLS: httptransport.TLS{Cert: "testdata/peppol-client.crt", Key: "testdata/peppol-client.key", CA: "testdata/peppol-ca.pem"}}
 	wantEndpoints[e.Name] = e
 	e = common("vans", courier.TransportFile)
-	e.File = courier.FileTarget{Dir: "./outbox/vans", Name: "{id}"}
+	e.Settings = &filetransport.Settings{Dir: "./outbox/vans", Name: "{id}"}
 	wantEndpoints[e.Name] = e
 	e = common("ops-mail", courier.TransportSMTP)
-	e.SMTP = courier.SMTPTarget{Addr: "127.0.0.1:2525", From: "courier@example.org", To: []string{"ops@example.org"},
+	e.Settings = &smtptransport.Settings{Addr: "127.0.0.1:2525", From: "courier@example.org", To: []string{"ops@example.org"},
 		Username: "courier", Password: "mail-pass", StartTLS: "auto"}
 	wantEndpoints[e.Name] = e
 	e = common("erp-mq", courier.TransportAMQP)
-	e.AMQP = courier.AMQPTarget{URL: "amqp://guest:rabbit@127.0.0.1:5672/", Exchange: "", RoutingKey: "erp.in"}
+	e.Settings = &amqptransport.Settings{URL: "amqp://guest:rabbit@127.0.0.1:5672/", Exchange: "", RoutingKey: "erp.in"}
 	wantEndpoints[e.Name] = e
 	e = common("events", courier.TransportNATS)
-	e.NATS = courier.NATSTarget{URL: "nats://127.0.0.1:4222", Subject: "courier.out"}
+	e.Settings = &natstransport.Settings{URL: "nats://127.0.0.1:4222", Subject: "courier.out"}
 	wantEndpoints[e.Name] = e
 
 	if got, want := len(c.Topology.Endpoints), len(wantEndpoints); got != want {
@@ -222,7 +227,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load:\n%v", err)
 	}
-	if got, want := c.Topology.Endpoints["acme-primary"].HTTP.Secrets, []string{"whsec_old", "whsec_new"}; !reflect.DeepEqual(got, want) {
+	if got, want := httptransport.Of(c.Topology.Endpoints["acme-primary"]).Secrets, []string{"whsec_old", "whsec_new"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("secrets = %q, want %q", got, want)
 	}
 
@@ -283,16 +288,16 @@ routes:
 `, nil)
 	h := c.Topology.Endpoints["h"]
 	if h.Timeout != 30*time.Second || h.MaxConcurrency != 16 || h.MinInterval != 0 || !h.Rate.Unlimited() ||
-		h.RetriesBeforeSuspension != 3 || h.PermanentClasses != nil || h.HTTP.Method != "POST" || h.HTTP.FollowRedirects {
+		h.RetriesBeforeSuspension != 3 || h.PermanentClasses != nil || httptransport.Of(h).Method != "POST" || httptransport.Of(h).FollowRedirects {
 		t.Errorf("http endpoint defaults: %+v", h)
 	}
 	if got, want := h.Suspension, (courier.Backoff{Initial: 30 * time.Second, Factor: 2, Max: time.Hour}); got != want {
 		t.Errorf("suspension = %+v, want %+v", got, want)
 	}
-	if got := c.Topology.Endpoints["m"].SMTP.StartTLS; got != "auto" {
+	if got := smtptransport.Of(c.Topology.Endpoints["m"]).StartTLS; got != "auto" {
 		t.Errorf("starttls = %q, want auto", got)
 	}
-	if got := c.Topology.Endpoints["f"].File.Name; got != "{id}" {
+	if got := filetransport.Of(c.Topology.Endpoints["f"]).Name; got != "{id}" {
 		t.Errorf("file name = %q, want {id}", got)
 	}
 	if got := c.Topology.Routes["one"].Strategy; got != courier.StrategySingle {
@@ -528,24 +533,24 @@ endpoints:
   n: {transport: nats, url: "nats://a:4222, tls://b:4222", subject: out.docs}
 `, nil)
 	e := c.Topology.Endpoints
-	if got, want := e["h"].HTTP, (courier.HTTPTarget{URL: "https://hooks.example.org/in", Method: "PUT", FollowRedirects: true,
+	if got, want := e["h"].Settings, courier.Settings(&httptransport.Settings{URL: "https://hooks.example.org/in", Method: "PUT", FollowRedirects: true,
 		AllowNetworks: []string{"10.0.0.0/8", "fd00::/8"}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("http:\n got %+v\nwant %+v", got, want)
 	}
 	if got, want := e["h"].Rate, (courier.Rate{N: 5000, Per: time.Minute}); got != want {
 		t.Errorf("rate = %+v, want %+v", got, want)
 	}
-	if got, want := e["m"].SMTP, (courier.SMTPTarget{Addr: "smtp.example.org:587", From: "Courier <c@example.org>",
+	if got, want := e["m"].Settings, courier.Settings(&smtptransport.Settings{Addr: "smtp.example.org:587", From: "Courier <c@example.org>",
 		To: []string{"a@example.org", "b@example.org"}, StartTLS: "always"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("smtp:\n got %+v\nwant %+v", got, want)
 	}
-	if got, want := e["f"].File, (courier.FileTarget{Dir: "out", Name: "{type}-{id}.xml"}); got != want {
+	if got, want := e["f"].Settings, courier.Settings(&filetransport.Settings{Dir: "out", Name: "{type}-{id}.xml"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("file = %+v, want %+v", got, want)
 	}
-	if got, want := e["q"].AMQP, (courier.AMQPTarget{URL: "amqps://broker.example.org/vhost", Exchange: "docs"}); got != want {
+	if got, want := e["q"].Settings, courier.Settings(&amqptransport.Settings{URL: "amqps://broker.example.org/vhost", Exchange: "docs"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("amqp = %+v, want %+v", got, want)
 	}
-	if got, want := e["n"].NATS, (courier.NATSTarget{URL: "nats://a:4222, tls://b:4222", Subject: "out.docs"}); got != want {
+	if got, want := e["n"].Settings, courier.Settings(&natstransport.Settings{URL: "nats://a:4222, tls://b:4222", Subject: "out.docs"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("nats = %+v, want %+v", got, want)
 	}
 }
@@ -560,7 +565,7 @@ endpoints:
     url: https://b.example/
 `, nil)
 	b := c.Topology.Endpoints["b"]
-	if b.HTTP.URL != "https://b.example/" || b.MaxConcurrency != 2 || b.MinInterval != 10*time.Second {
+	if httptransport.Of(b).URL != "https://b.example/" || b.MaxConcurrency != 2 || b.MinInterval != 10*time.Second {
 		t.Errorf("merged endpoint: %+v", b)
 	}
 
@@ -572,7 +577,7 @@ endpoints:
   c: {<<: [*slow, *small], dir: c}
 `, nil)
 	e := c.Topology.Endpoints["c"]
-	if e.File.Dir != "c" || e.Timeout != 2*time.Minute || e.MaxConcurrency != 1 {
+	if filetransport.Of(e).Dir != "c" || e.Timeout != 2*time.Minute || e.MaxConcurrency != 1 {
 		t.Errorf("endpoint merged from two: %+v", e)
 	}
 }
@@ -656,7 +661,7 @@ endpoints:
   a: {transport: http, url: "https://${HOST}/in", max_concurrency: "${CONC}", timeout_on: ["${CLASS}"]}
 `, map[string]string{"HOST": "127.0.0.1", "PORT": "9000", "PAYLOAD": "2MiB", "CONC": "3", "CLASS": "timeout"})
 	a := c.Topology.Endpoints["a"]
-	if c.Listen != "127.0.0.1:9000" || c.MaxPayload != 2<<20 || a.HTTP.URL != "https://127.0.0.1/in" ||
+	if c.Listen != "127.0.0.1:9000" || c.MaxPayload != 2<<20 || httptransport.Of(a).URL != "https://127.0.0.1/in" ||
 		a.MaxConcurrency != 3 || !reflect.DeepEqual(a.TimeoutOn, []courier.ErrorClass{"timeout"}) {
 		t.Errorf("expansion: listen %q, max_payload %d, endpoint %+v", c.Listen, c.MaxPayload, a)
 	}
@@ -915,7 +920,7 @@ routes:
 		t.Fatalf("lookup %+v, want %+v", *r.Lookup, want)
 	}
 	if e := r.EndpointTemplate; e.Transport != courier.TransportHTTP || e.Timeout != 30*time.Second || e.MinInterval != 10*time.Second ||
-		e.MaxConcurrency != 16 || e.HTTP.Method != "POST" {
+		e.MaxConcurrency != 16 || httptransport.Of(e).Method != "POST" {
 		t.Fatalf("template %+v", e)
 	}
 	if got := r.Lookup.LookupURL("0088:5798000000001", "invoice"); got != "https://registry.example/lookup?participant=0088%3A5798000000001&doctype=invoice" {

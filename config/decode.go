@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -369,7 +370,7 @@ func oneOf[T ~string](o *object, name string, dst *T, words ...T) {
 		if slices.Contains(words, T(s)) {
 			*dst = T(s)
 		} else {
-			o.d.errorf(l, o.field(name), "must be %s, not %q", orList(words), clip(s))
+			o.d.errorf(l, o.field(name), "must be %s, not %q", orList(words), check.Clip(s))
 		}
 	}
 }
@@ -423,7 +424,7 @@ func (o *object) integer(name string, dst *int) int {
 	return o.parsed(name, func(s string) error {
 		v, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
-			return fmt.Errorf("%q is not a whole number", clip(s))
+			return fmt.Errorf("%q is not a whole number", check.Clip(s))
 		}
 		*dst = v
 		return nil
@@ -434,7 +435,7 @@ func (o *object) number(name string, dst *float64) int {
 	return o.parsed(name, func(s string) error {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%q is not a number", clip(s))
+			return fmt.Errorf("%q is not a number", check.Clip(s))
 		}
 		*dst = v
 		return nil
@@ -449,7 +450,7 @@ func (o *object) boolean(name string, dst *bool) int {
 		case "false", "False", "FALSE":
 			*dst = false
 		default:
-			return fmt.Errorf("%q is not true or false", clip(s))
+			return fmt.Errorf("%q is not true or false", check.Clip(s))
 		}
 		return nil
 	})

@@ -43,21 +43,6 @@ func Default() *Config {
 	}
 }
 
-// newEndpoint returns an endpoint with the defaults of docs/design.md §4 and of its
-// transport, before the file's fields are applied.
-func newEndpoint(name string, t courier.Transport) *courier.Endpoint {
-	e := courier.NewEndpoint(name, t)
-	switch t {
-	case courier.TransportHTTP:
-		e.HTTP.Method = "POST"
-	case courier.TransportSMTP:
-		e.SMTP.StartTLS = "auto"
-	case courier.TransportFile:
-		e.File.Name = "{id}"
-	}
-	return e
-}
-
 // defaultStrategy is single for one endpoint and failover for more: a list
 // of endpoints written without a strategy reads as primary and backups.
 func defaultStrategy(endpoints int) courier.Strategy {

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/courier-gw/courier/internal/check"
 )
 
 // expand replaces ${NAME} with the value of the variable NAME, so that
@@ -32,7 +33,7 @@ func expand(s string, lookupEnv func(string) (string, bool)) (string, error) {
 			}
 			name := s[i+2 : i+2+end]
 			if !validEnvName(name) {
-				return "", fmt.Errorf("${%s} is not a valid variable reference: use letters, digits and _, not starting with a digit", clip(name))
+				return "", fmt.Errorf("${%s} is not a valid variable reference: use letters, digits and _, not starting with a digit", check.Clip(name))
 			}
 			v, ok := "", false
 			if lookupEnv != nil {
@@ -148,23 +149,10 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool)) Errors {
 func parseDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: write a Go duration such as 30s, 5m or 48h", clip(s))
+		return 0, fmt.Errorf("%q is not a duration: write a Go duration such as 30s, 5m or 48h", check.Clip(s))
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("duration %s must not be negative", s)
 	}
 	return d, nil
-}
-
-// clip shortens a value quoted back in an error message.
-func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

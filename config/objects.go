@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -48,7 +49,7 @@ type Object struct {
 // its line in spec.
 func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object, error) {
 	if !kind.Valid() {
-		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription or key", clip(string(kind)))}}
+		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription or key", check.Clip(string(kind)))}}
 	}
 	d := &decoder{literal: true}
 	path := kind.Section() + "." + name

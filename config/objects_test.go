@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	filetransport "github.com/courier-gw/courier/transport/file"
+	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"maps"
 	"os"
 	"reflect"
@@ -264,7 +266,7 @@ func TestDecodeObject(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeObject: %v", err)
 	}
-	if got, want := o.Endpoint.SMTP.Password, "pa$$${X}"; got != want {
+	if got, want := smtptransport.Of(o.Endpoint).Password, "pa$$${X}"; got != want {
 		t.Errorf("password = %q, want %q", got, want)
 	}
 	if o.Kind != courier.KindEndpoint || o.Name != "mail" || o.Endpoint.Name != "mail" || o.Route != nil || o.Subscription != nil {
@@ -293,7 +295,7 @@ func TestDecodeObject(t *testing.T) {
 			t.Errorf("%s: DecodeObject(%q): %v", tt.name, tt.spec, err)
 			continue
 		}
-		if got := o.Endpoint.File.Dir; got != tt.want {
+		if got := filetransport.Of(o.Endpoint).Dir; got != tt.want {
 			t.Errorf("%s: dir = %q, want %q", tt.name, got, tt.want)
 		}
 	}

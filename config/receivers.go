@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -46,7 +47,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 		var tr string
 		if o.required("transport", ": one of amqp, nats, dir") {
 			if l := o.str("transport", &tr); l > 0 && !slices.Contains(courier.ReceiverTransports, courier.ReceiverTransport(tr)) {
-				d.errorf(l, o.field("transport"), "must be amqp, nats or dir, not %q", clip(tr))
+				d.errorf(l, o.field("transport"), "must be amqp, nats or dir, not %q", check.Clip(tr))
 			}
 		}
 		r.Transport = courier.ReceiverTransport(tr)
@@ -60,7 +61,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 		switch r.Transport {
 		case courier.ReceiveAMQP:
 			if o.required("url", ": amqp:// or amqps:// URL of the broker") {
-				if l := o.str("url", &r.AMQP.URL); l > 0 && checkURL(r.AMQP.URL, "amqp", "amqps") != nil {
+				if l := o.str("url", &r.AMQP.URL); l > 0 && check.URL(r.AMQP.URL, "amqp", "amqps") != nil {
 					d.errorf(l, o.field("url"), "must be an amqp:// or amqps:// URL")
 				}
 			}
@@ -71,7 +72,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 			if o.required("url", ": nats:// or tls:// URL of the server") {
 				if l := o.str("url", &r.NATS.URL); l > 0 {
 					for _, u := range strings.Split(r.NATS.URL, ",") {
-						if checkURL(strings.TrimSpace(u), "nats", "tls") != nil {
+						if check.URL(strings.TrimSpace(u), "nats", "tls") != nil {
 							d.errorf(l, o.field("url"), "must be a nats:// or tls:// URL (several separated by commas)")
 							break
 						}
@@ -83,7 +84,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 			}
 			r.NATS.Consumer = p.key
 			if l := o.str("consumer", &r.NATS.Consumer); l > 0 && (r.NATS.Consumer == "" || strings.ContainsAny(r.NATS.Consumer, ". *>\t")) {
-				d.errorf(l, o.field("consumer"), "%q is not a consumer name: no spaces, dots or wildcards", clip(r.NATS.Consumer))
+				d.errorf(l, o.field("consumer"), "%q is not a consumer name: no spaces, dots or wildcards", check.Clip(r.NATS.Consumer))
 			}
 		case courier.ReceiveDir:
 			if o.required("path", ": the directory to pick files up from") {
@@ -92,7 +93,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 			r.Dir.Pattern = "*"
 			if l := o.str("pattern", &r.Dir.Pattern); l > 0 {
 				if _, err := filepath.Match(r.Dir.Pattern, ""); err != nil || strings.Contains(r.Dir.Pattern, "/") {
-					d.errorf(l, o.field("pattern"), "%q is not a pattern of file names (*.xml, invoice-*.json)", clip(r.Dir.Pattern))
+					d.errorf(l, o.field("pattern"), "%q is not a pattern of file names (*.xml, invoice-*.json)", check.Clip(r.Dir.Pattern))
 				}
 			}
 			r.Dir.Settle = courier.DefaultSettle
@@ -110,7 +111,7 @@ func (d *decoder) receivers(n *yaml.Node, c *Config, refs *[]ref) {
 // id, fixed or from its headers, and how many go into one commit.
 func (d *decoder) receiverMapping(o *object, r *courier.Receiver, refs *[]ref) {
 	if l := o.str("type", &r.Type); l > 0 && !courier.ValidType(r.Type) {
-		d.errorf(l, o.field("type"), "%q is not a valid type: use letters, digits, '.', '_' or '-'", clip(r.Type))
+		d.errorf(l, o.field("type"), "%q is not a valid type: use letters, digits, '.', '_' or '-'", check.Clip(r.Type))
 	}
 	if l := o.str("route", &r.Route); l > 0 {
 		*refs = append(*refs, ref{line: l, field: o.field("route"), kind: "route", name: r.Route})
@@ -120,7 +121,7 @@ func (d *decoder) receiverMapping(o *object, r *courier.Receiver, refs *[]ref) {
 		dst  *string
 	}{{"type_header", &r.TypeHeader}, {"route_header", &r.RouteHeader}, {"id_header", &r.IDHeader}, {"ordering_key_header", &r.OrderingKeyHeader}, {"recipient_header", &r.RecipientHeader}} {
 		if l := o.str(h.name, h.dst); l > 0 && !courier.ValidHeaderName(*h.dst) {
-			d.errorf(l, o.field(h.name), "%q is not a header name", clip(*h.dst))
+			d.errorf(l, o.field(h.name), "%q is not a header name", check.Clip(*h.dst))
 		}
 	}
 	if !o.bad && r.Type == "" && r.TypeHeader == "" {

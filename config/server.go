@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -104,7 +104,7 @@ func (d *decoder) networks(o *object, name string) []netip.Prefix {
 	for _, it := range items {
 		p, err := netip.ParsePrefix(strings.TrimSpace(it.value))
 		if err != nil {
-			d.errorf(it.line, it.field, "%q is not a network in CIDR notation (10.0.0.0/8, fd00::/8)", clip(it.value))
+			d.errorf(it.line, it.field, "%q is not a network in CIDR notation (10.0.0.0/8, fd00::/8)", check.Clip(it.value))
 			continue
 		}
 		out = append(out, p.Masked())
@@ -146,7 +146,7 @@ func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
 	var role string
 	if o.required("role", ": one of sender, operator, admin") {
 		if l := o.str("role", &role); l > 0 && !slices.Contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
-			d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", clip(role))
+			d.errorf(l, o.field("role"), "must be sender, operator or admin, not %q", check.Clip(role))
 		}
 	}
 	k.Role = Role(role)
@@ -163,7 +163,7 @@ func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
 		seen := map[string]bool{}
 		for _, it := range items {
 			if seen[it.value] {
-				d.errorf(it.line, it.field, "route %q is listed twice", clip(it.value))
+				d.errorf(it.line, it.field, "route %q is listed twice", check.Clip(it.value))
 				continue
 			}
 			seen[it.value] = true
@@ -183,7 +183,7 @@ func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			return fmt.Errorf("%q must be a whole number of at least 1, or unlimited", clip(s))
+			return fmt.Errorf("%q must be a whole number of at least 1, or unlimited", check.Clip(s))
 		}
 		k.MaxSuspended = n
 		return nil
@@ -212,7 +212,7 @@ func validHash(s string) bool {
 // checkName reports an entry whose key is not a valid name.
 func (d *decoder) checkName(p pair, path string, valid func(string) bool) {
 	if !valid(p.key) {
-		d.errorf(p.line, path, "%q is not a valid name: use 1 to %d letters, digits, '.', '_' or '-'", clip(p.key), courier.MaxNameLen)
+		d.errorf(p.line, path, "%q is not a valid name: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(p.key), courier.MaxNameLen)
 	}
 }
 
@@ -224,7 +224,7 @@ func (c *Config) checkServer() Errors {
 	bad := func(fields []string, format string, args ...any) {
 		errs = append(errs, c.problem(fields, fmt.Sprintf(format, args...)))
 	}
-	if err := checkHostPort(c.Listen, true); err != nil {
+	if err := check.HostPort(c.Listen, true); err != nil {
 		bad([]string{"listen"}, "%v", err)
 	}
 	switch {
@@ -246,7 +246,7 @@ func (c *Config) checkServer() Errors {
 			bad([]string{"store.dsn", "store"}, "must be a URL starting with postgres:// or postgresql://")
 		}
 	default:
-		bad([]string{"store.driver", "store"}, "must be sqlite or postgres, not %q", clip(c.Store.Driver))
+		bad([]string{"store.driver", "store"}, "must be sqlite or postgres, not %q", check.Clip(c.Store.Driver))
 	}
 	if c.setBy("store.blob_s3") || c.Store.BlobS3 != (BlobS3{}) {
 		c.checkBlobS3(bad)
@@ -269,13 +269,13 @@ func (c *Config) checkServer() Errors {
 		bad([]string{"max_payload"}, "must be at most %s", formatSize(courier.MaxPayloadCeiling))
 	}
 	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
-		bad([]string{"log.format", "log"}, "must be text or json, not %q", clip(c.Log.Format))
+		bad([]string{"log.format", "log"}, "must be text or json, not %q", check.Clip(c.Log.Format))
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		bad([]string{"log.level", "log"}, "must be debug, info, warn or error, not %q", clip(c.Log.Level))
+		bad([]string{"log.level", "log"}, "must be debug, info, warn or error, not %q", check.Clip(c.Log.Level))
 	}
 	if c.Tracing.Endpoint != "" {
-		if err := checkURL(c.Tracing.Endpoint, "http", "https"); err != nil {
+		if err := check.URL(c.Tracing.Endpoint, "http", "https"); err != nil {
 			bad([]string{"tracing.endpoint", "tracing"}, "must be an absolute http or https URL (the OTLP/HTTP collector, e.g. http://collector:4318)")
 		}
 	}
@@ -283,7 +283,7 @@ func (c *Config) checkServer() Errors {
 		bad([]string{"tracing.sample", "tracing"}, "must be between 0 and 1, not %g", c.Tracing.Sample)
 	}
 	if c.PublicURL != "" {
-		if err := checkURL(c.PublicURL, "http", "https"); err != nil {
+		if err := check.URL(c.PublicURL, "http", "https"); err != nil {
 			bad([]string{"public_url"}, "must be an absolute http or https URL")
 		}
 	}
@@ -301,13 +301,13 @@ func (c *Config) checkBlobS3(bad func(fields []string, format string, args ...an
 	}
 	if b.Endpoint == "" {
 		bad([]string{"store.blob_s3.endpoint", "store.blob_s3", "store"}, "required: the S3 service's URL, such as https://s3.eu-west-1.amazonaws.com")
-	} else if u, err := url.Parse(b.Endpoint); checkURL(b.Endpoint, "http", "https") != nil || err != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+	} else if u, err := url.Parse(b.Endpoint); check.URL(b.Endpoint, "http", "https") != nil || err != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		bad([]string{"store.blob_s3.endpoint", "store.blob_s3", "store"}, "must be an http or https URL of the S3 service without a path or keys (the bucket goes in bucket, the keys in access_key and secret_key)")
 	}
 	if b.Bucket == "" {
 		bad([]string{"store.blob_s3.bucket", "store.blob_s3", "store"}, "required: the bucket that keeps the blobs")
 	} else if !validBucket(b.Bucket) {
-		bad([]string{"store.blob_s3.bucket", "store.blob_s3", "store"}, "%q is not a bucket name: use 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit", clip(b.Bucket))
+		bad([]string{"store.blob_s3.bucket", "store.blob_s3", "store"}, "%q is not a bucket name: use 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit", check.Clip(b.Bucket))
 	}
 	switch {
 	case b.AccessKey == "" && b.SecretKey != "":
@@ -372,43 +372,6 @@ func (c *Config) problem(fields []string, msg string) *Error {
 		}
 	}
 	return &Error{File: c.File, Field: fields[0], Message: msg}
-}
-
-// checkHostPort accepts host:port with a numeric port. A listen address may
-// leave out the host (all interfaces) and use port 0 (any free port, for
-// tests); an address to dial may not.
-func checkHostPort(s string, listen bool) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", clip(s))
-	}
-	if host == "" && !listen {
-		return fmt.Errorf("%q has no host", clip(s))
-	}
-	if strings.ContainsAny(host, " \t/") {
-		return fmt.Errorf("%q is not host:port", clip(s))
-	}
-	lowest := 1
-	if listen {
-		lowest = 0
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < lowest || n > 65535 {
-		return fmt.Errorf("%q: the port must be a number from %d to 65535", clip(s), lowest)
-	}
-	return nil
-}
-
-// checkURL accepts an absolute URL with one of the schemes and a host.
-func checkURL(s string, schemes ...string) error {
-	u, err := url.Parse(s)
-	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("not an absolute %s URL", strings.Join(schemes, " or "))
-	}
-	if strings.ContainsAny(s, " \t") {
-		return fmt.Errorf("a URL has no spaces")
-	}
-	return nil
 }
 
 // formatSize writes n the way it would be configured.

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -34,9 +35,9 @@ func (d *decoder) subscription(p pair, refs *[]ref) *courier.Subscription {
 		for _, it := range items {
 			switch {
 			case !courier.ValidTypePattern(it.value):
-				d.errorf(it.line, it.field, "%q is not a message type or a prefix of types: use a type of 1 to %d letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)", clip(it.value), courier.MaxTypeLen)
+				d.errorf(it.line, it.field, "%q is not a message type or a prefix of types: use a type of 1 to %d letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)", check.Clip(it.value), courier.MaxTypeLen)
 			case slices.Contains(s.Types, it.value):
-				d.errorf(it.line, it.field, "%q is listed twice", clip(it.value))
+				d.errorf(it.line, it.field, "%q is listed twice", check.Clip(it.value))
 			default:
 				s.Types = append(s.Types, it.value)
 			}
@@ -70,7 +71,7 @@ func (d *decoder) headerFilter(o *object) map[string]string {
 	for _, p := range d.pairs(n, field) {
 		path := join(field, p.key)
 		if !courier.ValidHeaderName(p.key) {
-			d.errorf(p.line, path, "%q is not a header name", clip(p.key))
+			d.errorf(p.line, path, "%q is not a header name", check.Clip(p.key))
 			continue
 		}
 		canonical := http.CanonicalHeaderKey(p.key)

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/courier-gw/courier/internal/testkit/testcert"
+	httptransport "github.com/courier-gw/courier/transport/http"
 
-	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/testcert"
 )
 
 // selfSigned writes a certificate and its key into dir and returns their
@@ -33,11 +33,11 @@ func TestEndpointTLS(t *testing.T) {
 		return lines("endpoints:", "  peppol:", "    transport: http", "    url: https://ap.example/as4", "    tls: "+tls)
 	}
 	c := mustParse(t, endpointWith("{cert: "+cert+", key: "+key+", ca: "+ca+"}"), nil)
-	if got, want := c.Topology.Endpoints["peppol"].HTTP.TLS, (courier.HTTPTLS{Cert: cert, Key: key, CA: ca}); got != want {
+	if got, want := httptransport.Of(c.Topology.Endpoints["peppol"]).TLS, (httptransport.TLS{Cert: cert, Key: key, CA: ca}); got != want {
 		t.Fatalf("TLS = %+v, want %+v", got, want)
 	}
 	c = mustParse(t, endpointWith("{ca: "+ca+"}"), nil)
-	if got := c.Topology.Endpoints["peppol"].HTTP.TLS; got.CA != ca || got.Cert != "" {
+	if got := httptransport.Of(c.Topology.Endpoints["peppol"]).TLS; got.CA != ca || got.Cert != "" {
 		t.Fatalf("CA only: %+v", got)
 	}
 

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	amqptransport "github.com/courier-gw/courier/transport/amqp"
+	natstransport "github.com/courier-gw/courier/transport/nats"
 	"net/url"
 	"testing"
 	"time"
@@ -90,7 +92,7 @@ func amqpTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string
 	configure := func(e *courier.Endpoint, addr string) {
 		u, _ := url.Parse(serviceURL)
 		u.Host = addr
-		e.AMQP = courier.AMQPTarget{URL: u.String(), RoutingKey: queue}
+		e.Settings = &amqptransport.Settings{URL: u.String(), RoutingKey: queue}
 	}
 	take := func() []byte {
 		d, ok, err := a.Ch.Get(queue, true)
@@ -108,7 +110,7 @@ func natsTarget(t *testing.T, serviceURL string) (func(*courier.Endpoint, string
 	configure := func(e *courier.Endpoint, addr string) {
 		u, _ := url.Parse(serviceURL)
 		u.Host = addr
-		e.NATS = courier.NATSTarget{URL: u.String(), Subject: s.Subject}
+		e.Settings = &natstransport.Settings{URL: u.String(), Subject: s.Subject}
 	}
 	take := func() []byte {
 		m, err := s.GetMsg(context.Background(), 1)

@@ -56,7 +56,7 @@ func newClaimRig(t *testing.T, store courier.Store) *claimRig {
 	r := &claimRig{store: store, sink: sk, clock: clocktest.New(time.Now())}
 	r.top = &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{"scans": {Name: "scans", Transport: courier.TransportHTTP, Timeout: 5 * time.Second, MaxConcurrency: 4,
-			HTTP:       courier.HTTPTarget{URL: sk.URL() + "/scans", Method: http.MethodPost, Secrets: []string{claimSecret}},
+			Settings:   &httptransport.Settings{URL: sk.URL() + "/scans", Method: http.MethodPost, Secrets: []string{claimSecret}},
 			ClaimCheck: &courier.ClaimCheck{Above: 1 << 20, TTL: time.Hour}}},
 		Routes:   map[string]*courier.Route{"scans": {Name: "scans", Endpoints: []string{"scans"}, Strategy: courier.StrategySingle}},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},

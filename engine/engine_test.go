@@ -52,7 +52,7 @@ type harness struct {
 // httpEndpoint is an endpoint on the sink's path.
 func (h *harness) httpEndpoint(name, path string) *courier.Endpoint {
 	return &courier.Endpoint{Name: name, Transport: courier.TransportHTTP, Timeout: 2 * time.Second, MaxConcurrency: 16,
-		HTTP: courier.HTTPTarget{URL: h.sink.URL() + path, Method: http.MethodPost}}
+		Settings: &httptransport.Settings{URL: h.sink.URL() + path, Method: http.MethodPost}}
 }
 
 func newHarness(t *testing.T, build func(h *harness)) *harness {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -136,7 +137,7 @@ func TestFlappingEndpointIsRateLimited(t *testing.T) {
 		// the health: a batch of outcomes moves it once, and on a busy
 		// machine no spacing of the attempts keeps two out of one batch.
 		ep.MaxConcurrency, ep.Timeout = 1, 30*time.Second
-		ep.HTTP.URL = afterTransitions(t, h, "flap", 10) + "/flap"
+		httptransport.Of(ep).URL = afterTransitions(t, h, "flap", 10) + "/flap"
 		h.top.Endpoints["flap"] = ep
 		h.route("flap", "flap")
 		h.policy(steadyPolicy("t", 100, 10*time.Millisecond))
@@ -234,7 +235,7 @@ func testOneNoticeForTwoNodes(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		withAlerts(h, 6, 300*time.Millisecond)
 		ep := withRules(h.httpEndpoint("down", "/"), time.Hour, time.Hour)
-		ep.HTTP.URL = "http://" + addr + "/in"
+		httptransport.Of(ep).URL = "http://" + addr + "/in"
 		h.top.Endpoints["down"] = ep
 		h.route("down", "down")
 		h.policy(schedulePolicy("t", 10*time.Millisecond))

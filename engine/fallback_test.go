@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	filetransport "github.com/courier-gw/courier/transport/file"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net"
 	"os"
 	"path/filepath"
@@ -47,7 +49,7 @@ func TestFallbackToFileRoute(t *testing.T) {
 				ln.Close()
 				e := courier.NewEndpoint("acme", courier.TransportHTTP)
 				e.Timeout = 2 * time.Second
-				e.HTTP = courier.HTTPTarget{URL: "http://" + addr + "/inbox", Method: "POST"}
+				e.Settings = &httptransport.Settings{URL: "http://" + addr + "/inbox", Method: "POST"}
 				return e
 			},
 		},
@@ -57,7 +59,7 @@ func TestFallbackToFileRoute(t *testing.T) {
 			h := newHarness(t, func(h *harness) {
 				h.top.Endpoints["acme"] = tc.acme(h)
 				vans := courier.NewEndpoint("vans", courier.TransportFile)
-				vans.File = courier.FileTarget{Dir: dir, Name: "{type}-{id}.json"}
+				vans.Settings = &filetransport.Settings{Dir: dir, Name: "{type}-{id}.json"}
 				h.top.Endpoints["vans"] = vans
 				h.route("acme", "acme")
 				h.route("vans", "vans")

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"maps"
 	"net"
 	"slices"
@@ -78,7 +79,7 @@ func TestRefusedSuspendsAndHolds(t *testing.T) {
 	watch := &claimWatch{routes: map[string]int{}}
 	h := newHarness(t, func(h *harness) {
 		ep := withRules(h.httpEndpoint("down", "/"), time.Hour, time.Hour)
-		ep.HTTP.URL = "http://" + addr + "/in"
+		httptransport.Of(ep).URL = "http://" + addr + "/in"
 		h.top.Endpoints["down"] = ep
 		h.route("down", "down")
 		h.policy(schedulePolicy("t", 10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond))

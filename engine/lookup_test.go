@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +70,7 @@ func (g *registry) answer(status int) {
 // lookupRoute adds the route nemhandel that resolves recipients at g.
 func lookupRoute(h *harness, g *registry, ttl time.Duration) {
 	tmpl := courier.NewEndpoint("", courier.TransportHTTP)
-	tmpl.HTTP.Method, tmpl.Timeout = "POST", 5*time.Second
+	httptransport.Of(tmpl).Method, tmpl.Timeout = "POST", 5*time.Second
 	h.top.Routes["nemhandel"] = &courier.Route{Name: "nemhandel", Strategy: courier.StrategySingle, EndpointTemplate: tmpl,
 		Lookup: &courier.Lookup{URL: g.URL + "/lookup?participant={recipient}&doctype={type}", Timeout: 2 * time.Second,
 			CacheTTL: ttl, NegativeTTL: ttl}}

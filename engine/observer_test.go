@@ -53,9 +53,9 @@ func TestObserver(t *testing.T) {
 	top := &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{
 			"good": {Name: "good", Transport: courier.TransportHTTP, Timeout: 2 * time.Second, MaxConcurrency: 4,
-				HTTP: courier.HTTPTarget{URL: sk.URL() + "/good", Method: http.MethodPost}},
+				Settings: &httptransport.Settings{URL: sk.URL() + "/good", Method: http.MethodPost}},
 			"bad": {Name: "bad", Transport: courier.TransportHTTP, Timeout: 2 * time.Second, MaxConcurrency: 4,
-				HTTP: courier.HTTPTarget{URL: sk.URL() + "/bad", Method: http.MethodPost}},
+				Settings: &httptransport.Settings{URL: sk.URL() + "/bad", Method: http.MethodPost}},
 		},
 		Routes: map[string]*courier.Route{
 			"good": {Name: "good", Endpoints: []string{"good"}, Strategy: courier.StrategySingle},

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 func TestDeliveriesToOneEndpointHaveTheirOwnWebhookID(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
 		ep := h.httpEndpoint("crm", "/crm")
-		ep.HTTP.Secrets = []string{claimSecret}
+		httptransport.Of(ep).Secrets = []string{claimSecret}
 		h.top.Endpoints["crm"] = ep
 		h.route("crm", "crm")
 		h.policy(steadyPolicy("order.created", 5, 20*time.Millisecond))

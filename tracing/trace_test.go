@@ -91,7 +91,7 @@ func startTraced(t *testing.T) *traced {
 	store := sqlitetest.Open(t)
 	top := &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{"acme": {Name: "acme", Transport: courier.TransportHTTP, Timeout: 2 * time.Second,
-			MaxConcurrency: 4, HTTP: courier.HTTPTarget{URL: receiver.URL() + "/in", Method: http.MethodPost}}},
+			MaxConcurrency: 4, Settings: &httptransport.Settings{URL: receiver.URL() + "/in", Method: http.MethodPost}}},
 		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}

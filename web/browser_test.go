@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestEditEndpointInBrowser(t *testing.T) {
 	if got := apiURL(); got != "https://acme.example/v2/in" {
 		t.Errorf("GET /v1/endpoints/acme: url %q, want the new one", got)
 	}
-	if s := cat.Topology().Endpoints["acme"].HTTP.Secrets; len(s) != 1 || s[0] != acmeSecret {
+	if s := httptransport.Of(cat.Topology().Endpoints["acme"]).Secrets; len(s) != 1 || s[0] != acmeSecret {
 		t.Errorf("the stored secret after the save: %q", s)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	natstransport "github.com/courier-gw/courier/transport/nats"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -281,7 +282,7 @@ func TestLargePayloadDownloaded(t *testing.T) {
 func TestEndpointsHideTokens(t *testing.T) {
 	d := newDashboard(t, true, func(o *api.Options) {
 		events := courier.NewEndpoint("events", courier.TransportNATS)
-		events.NATS.URL, events.NATS.Subject = "nats://s3cr3t-t0ken@127.0.0.1:4222", "courier.out"
+		natstransport.Of(events).URL, natstransport.Of(events).Subject = "nats://s3cr3t-t0ken@127.0.0.1:4222", "courier.out"
 		o.Topology.Endpoints["events"] = events
 	})
 	b := d.browser(t)

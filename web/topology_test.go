@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -136,7 +137,7 @@ func TestTopologyEdit(t *testing.T) {
 	if u := spec(t, cat, courier.KindEndpoint, "acme")["url"]; u != "https://acme.example/v2/in" {
 		t.Errorf("url after the save: %v", u)
 	}
-	if s := cat.Topology().Endpoints["acme"].HTTP.Secrets; len(s) != 1 || s[0] != acmeSecret {
+	if s := httptransport.Of(cat.Topology().Endpoints["acme"]).Secrets; len(s) != 1 || s[0] != acmeSecret {
 		t.Errorf("the stored secret after saving it as set: %q", s)
 	}
 	want(t, "after the save", b.get(a.location), 200, "Saved.", `name="version" value="3"`, "https://acme.example/v2/in", "Changed by</dt><dd>root")

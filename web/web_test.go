@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/base64"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -44,9 +45,9 @@ type dashboard struct {
 
 func topology() *courier.Topology {
 	acme := courier.NewEndpoint("acme", courier.TransportHTTP)
-	acme.HTTP.URL = "https://acme.example/in"
+	httptransport.Of(acme).URL = "https://acme.example/in"
 	globex := courier.NewEndpoint("globex", courier.TransportHTTP)
-	globex.HTTP.URL = "https://globex.example/in"
+	httptransport.Of(globex).URL = "https://globex.example/in"
 	return &courier.Topology{
 		Endpoints: map[string]*courier.Endpoint{"acme": acme, "globex": globex},
 		Routes: map[string]*courier.Route{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"io"
 	"net/http"
 	"net/url"
@@ -58,7 +59,7 @@ func (bt benchTopology) file() *courier.Topology {
 		ep := courier.NewEndpoint(endpointName(i), courier.TransportHTTP)
 		url, timeout := bt.endpoint(i)
 		ep.Timeout, ep.MaxConcurrency = timeout, b.concurrency
-		ep.HTTP = courier.HTTPTarget{URL: url, Method: http.MethodPost}
+		ep.Settings = &httptransport.Settings{URL: url, Method: http.MethodPost}
 		top.Endpoints[ep.Name] = ep
 		route := routeName(i)
 		top.Routes[route] = &courier.Route{Name: route, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle, OrderedOnFailure: courier.OrderedBlock}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -165,7 +166,7 @@ func TestSuspendedBulk(t *testing.T) {
 
 func TestEndpointsCommands(t *testing.T) {
 	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{
-		"acme": {Name: "acme", Transport: courier.TransportHTTP, MaxConcurrency: 4, HTTP: courier.HTTPTarget{URL: "http://127.0.0.1:9/in"}}}}
+		"acme": {Name: "acme", Transport: courier.TransportHTTP, MaxConcurrency: 4, Settings: &httptransport.Settings{URL: "http://127.0.0.1:9/in"}}}}
 	url := apiServer(t, api.Options{Store: sqlitetest.Open(t), Topology: top})
 	for _, tc := range []struct {
 		args []string

@@ -31,11 +31,8 @@ import (
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/tracing"
-	amqptransport "github.com/courier-gw/courier/transport/amqp"
-	filetransport "github.com/courier-gw/courier/transport/file"
+	"github.com/courier-gw/courier/transport"
 	httptransport "github.com/courier-gw/courier/transport/http"
-	natstransport "github.com/courier-gw/courier/transport/nats"
-	smtptransport "github.com/courier-gw/courier/transport/smtp"
 	"github.com/courier-gw/courier/web"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -488,24 +485,18 @@ func redactDSN(dsn string) string {
 // allowlist a reload changes), and a function that closes their
 // connections once the engine has stopped.
 func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]courier.Sender, *httptransport.Transport, func()) {
-	httpSender := httptransport.New(httptransport.Options{Logger: logger, AllowNetworks: cfg.Outbound.AllowNetworks})
-	smtpSender := smtptransport.New(smtptransport.Options{Logger: logger, PublicURL: cfg.PublicURL})
-	fileSender := filetransport.New(filetransport.Options{Logger: logger})
-	amqpSender := amqptransport.New(amqptransport.Options{Logger: logger})
-	natsSender := natstransport.New(natstransport.Options{Logger: logger})
-	senders := map[courier.Transport]courier.Sender{
-		courier.TransportHTTP: httpSender,
-		courier.TransportSMTP: smtpSender,
-		courier.TransportFile: fileSender,
-		courier.TransportAMQP: amqpSender,
-		courier.TransportNATS: natsSender,
+	opts := courier.SenderOptions{Logger: logger, AllowNetworks: cfg.Outbound.AllowNetworks, PublicURL: cfg.PublicURL}
+	senders := map[courier.Transport]courier.Sender{}
+	var all []courier.ClosingSender
+	for _, k := range transport.Kinds {
+		s := k.NewSender(opts)
+		senders[k.Name] = s
+		all = append(all, s)
 	}
-	return senders, httpSender, func() {
-		httpSender.Close()
-		smtpSender.Close()
-		fileSender.Close()
-		amqpSender.Close()
-		natsSender.Close()
+	return senders, senders[courier.TransportHTTP].(*httptransport.Transport), func() {
+		for _, s := range all {
+			s.Close()
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestStatsAndEndpointsList(t *testing.T) {
 		Endpoints: map[string]*courier.Endpoint{"acme": courier.NewEndpoint("acme", courier.TransportHTTP)},
 		Routes:    map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"acme"}}},
 	}
-	top.Endpoints["acme"].HTTP.URL = "https://acme.example/in?token=secret"
+	httptransport.Of(top.Endpoints["acme"]).URL = "https://acme.example/in?token=secret"
 	m := metrics.New(metrics.Options{Source: store, TopologyFunc: func() *courier.Topology { return top }})
 	url := apiServer(t, api.Options{Store: store, Topology: top, Observer: m, StatsFunc: m.StatsFunc})
 

@@ -120,7 +120,7 @@ func (c *conn) close() {
 // connFor returns the live connection of e, dialling when there is none,
 // it died, or the endpoint's URL changed.
 func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
-	fresh := func(c *conn) bool { return c.url == e.AMQP.URL && !c.amqp.IsClosed() }
+	fresh := func(c *conn) bool { return c.url == settingsOf(e).URL && !c.amqp.IsClosed() }
 	return t.conns.Get(e.Name, fresh, func() (*conn, error) { return t.dial(e, timeout) })
 }
 
@@ -133,11 +133,11 @@ func (t *Transport) dial(e *courier.Endpoint, timeout time.Duration) (*conn, err
 		Dial:            amqp.DefaultDial(min(t.opts.ConnectTimeout, timeout)),
 		Properties:      amqp.Table{"connection_name": "courier endpoint " + e.Name, "product": "courier"},
 	}
-	ac, err := amqp.DialConfig(e.AMQP.URL, cfg)
+	ac, err := amqp.DialConfig(settingsOf(e).URL, cfg)
 	if err != nil {
 		return nil, &dialError{err: err}
 	}
-	c := &conn{url: e.AMQP.URL, amqp: ac, max: e.MaxConcurrency}
+	c := &conn{url: settingsOf(e).URL, amqp: ac, max: e.MaxConcurrency}
 	if c.max <= 0 {
 		c.max = DefaultMaxChannels
 	}
@@ -253,10 +253,10 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if fail != nil {
 		return *fail
 	}
-	target := fmt.Sprintf("exchange %q with routing key %q", e.AMQP.Exchange, e.AMQP.RoutingKey)
+	target := fmt.Sprintf("exchange %q with routing key %q", settingsOf(e).Exchange, settingsOf(e).RoutingKey)
 	c, err := t.connFor(e, timeout)
 	if err != nil {
-		return classify(err, target, brokerAddr(e.AMQP.URL))
+		return classify(err, target, brokerAddr(settingsOf(e).URL))
 	}
 	if c.blocked.Load() {
 		return courier.Result{Class: courier.ClassTransport, Error: "the broker blocks publishing (a resource alarm: memory or disk)"}
@@ -269,7 +269,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		if actx.Err() != nil {
 			return courier.Result{Class: courier.ClassTimeout, Error: fmt.Sprintf("the broker did not open a channel within %s", timeout)}
 		}
-		return classify(err, target, brokerAddr(e.AMQP.URL))
+		return classify(err, target, brokerAddr(settingsOf(e).URL))
 	}
 	res, keep := t.publish(actx, ch, e, d, body, target)
 	if keep {
@@ -343,9 +343,9 @@ func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoin
 	}
 	// Mandatory: a message that no queue takes comes back instead of
 	// being dropped by the broker and acked all the same.
-	dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, e.AMQP.Exchange, e.AMQP.RoutingKey, true, false, pub)
+	dc, err := ch.ch.PublishWithDeferredConfirmWithContext(ctx, settingsOf(e).Exchange, settingsOf(e).RoutingKey, true, false, pub)
 	if err != nil {
-		return classify(err, target, brokerAddr(e.AMQP.URL)), false
+		return classify(err, target, brokerAddr(settingsOf(e).URL)), false
 	}
 	select {
 	case <-dc.Done():
@@ -374,7 +374,7 @@ func (t *Transport) publish(ctx context.Context, ch *channel, e *courier.Endpoin
 		select {
 		case cerr := <-ch.closed:
 			if cerr != nil {
-				return classify(cerr, target, brokerAddr(e.AMQP.URL)), false
+				return classify(cerr, target, brokerAddr(settingsOf(e).URL)), false
 			}
 		default:
 		}

@@ -35,7 +35,7 @@ func newTransport(t testing.TB) *amqptransport.Transport {
 func endpoint(name, brokerURL, exchange, key string) *courier.Endpoint {
 	e := courier.NewEndpoint(name, courier.TransportAMQP)
 	e.Timeout = 5 * time.Second
-	e.AMQP = courier.AMQPTarget{URL: brokerURL, Exchange: exchange, RoutingKey: key}
+	e.Settings = &amqptransport.Settings{URL: brokerURL, Exchange: exchange, RoutingKey: key}
 	return e
 }
 

@@ -85,11 +85,11 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if err := ctx.Err(); err != nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled before the file was written"}
 	}
-	name, err := FileName(e.File.Name, m, t.opts.Clock.Now())
+	name, err := FileName(settingsOf(e).Name, m, t.opts.Clock.Now())
 	if err != nil {
 		return courier.Result{Class: courier.ClassRejected, Error: err.Error()}
 	}
-	dir := e.File.Dir
+	dir := settingsOf(e).Dir
 	path := filepath.Join(dir, name)
 	c := content{ctx: ctx, d: d}
 	written, err := t.write(dir, path, c)

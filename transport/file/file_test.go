@@ -30,7 +30,7 @@ func newTransport(t *testing.T) *filetransport.Transport {
 
 func endpoint(dir, name string) *courier.Endpoint {
 	e := courier.NewEndpoint("vans", courier.TransportFile)
-	e.File = courier.FileTarget{Dir: dir, Name: name}
+	e.Settings = &filetransport.Settings{Dir: dir, Name: name}
 	return e
 }
 

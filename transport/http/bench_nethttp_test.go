@@ -104,7 +104,7 @@ func BenchmarkSendCPU(b *testing.B) {
 			b.Cleanup(tr.Close)
 			ep := courier.NewEndpoint("receiver", courier.TransportHTTP)
 			ep.Timeout = 10 * time.Second
-			ep.HTTP = courier.HTTPTarget{URL: tc.url + "/in", Method: http.MethodPost}
+			ep.Settings = &httptransport.Settings{URL: tc.url + "/in", Method: http.MethodPost}
 			runCPU(b, func() courier.Result {
 				m := &courier.Message{ID: "inv-1", Type: "invoice", ContentType: "application/json", Payload: payload, TotalAttempts: 1}
 				return tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: ep, Attempt: 1})
@@ -174,7 +174,7 @@ func sentHeader(b *testing.B) http.Header {
 	tr := httptransport.New(httptransport.Options{Logger: slog.New(slog.DiscardHandler), AllowNetworks: loopback})
 	defer tr.Close()
 	ep := courier.NewEndpoint("receiver", courier.TransportHTTP)
-	ep.HTTP = courier.HTTPTarget{URL: srv.URL + "/in", Method: http.MethodPost}
+	ep.Settings = &httptransport.Settings{URL: srv.URL + "/in", Method: http.MethodPost}
 	m := &courier.Message{ID: "inv-1", Type: "invoice", ContentType: "application/json", Payload: []byte("{}"), TotalAttempts: 1}
 	if res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: ep, Attempt: 1}); !res.Delivered() {
 		b.Fatalf("%+v", res)

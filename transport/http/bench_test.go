@@ -33,7 +33,7 @@ func BenchmarkSend(b *testing.B) {
 	b.Cleanup(tr.Close)
 	ep := courier.NewEndpoint("receiver", courier.TransportHTTP)
 	ep.Timeout = 10 * time.Second
-	ep.HTTP = courier.HTTPTarget{URL: srv.URL + "/in", Method: http.MethodPost}
+	ep.Settings = &httptransport.Settings{URL: srv.URL + "/in", Method: http.MethodPost}
 	payload := bytes.Repeat([]byte("x"), 1024)
 	b.SetParallelism(64)
 	b.ReportAllocs()

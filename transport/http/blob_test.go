@@ -74,7 +74,7 @@ func TestBlobPayloadIsStreamedAndSigned(t *testing.T) {
 	const secret = "a plain shared secret"
 	e := endpoint("blob", url+"/in")
 	e.Timeout = 30 * time.Second
-	e.HTTP.Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret}
+	httptransport.Of(e).Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret}
 	for i := range 2 {
 		if res := sendBlob(tr, e, m, blobs); !res.Delivered() {
 			t.Fatalf("send %d: %+v", i+1, res)
@@ -108,8 +108,8 @@ func TestBlobPayloadFollowsRedirects(t *testing.T) {
 	s.Script("/via", sink.Respond(308).WithHeader("Location", "/to"))
 	e := endpoint("blob-redirect", s.URL()+"/from")
 	e.Timeout = 30 * time.Second
-	e.HTTP.FollowRedirects = true
-	e.HTTP.Secrets = []string{"k"}
+	httptransport.Of(e).FollowRedirects = true
+	httptransport.Of(e).Secrets = []string{"k"}
 	if res := sendBlob(tr, e, m, blobs); !res.Delivered() {
 		t.Fatalf("result = %+v", res)
 	}
@@ -197,7 +197,7 @@ func TestUnreadableBlobFailsTheAttempt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := endpoint("unreadable", s.URL()+"/unreadable")
-			e.HTTP.Secrets = tc.secrets
+			httptransport.Of(e).Secrets = tc.secrets
 			before := len(s.Arrivals("/unreadable"))
 			res := sendBlob(tr, e, tc.m, tc.blobs)
 			wantClass(t, res, courier.ClassTransport)

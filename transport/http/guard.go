@@ -117,14 +117,14 @@ func parseNetworks(cidrs []string) []netip.Prefix {
 // name resolves to then. A name is resolved with resolver (nil: the
 // system's), within ctx.
 func Blocked(ctx context.Context, resolver *net.Resolver, e *courier.Endpoint, allow []netip.Prefix) string {
-	if e.Transport != courier.TransportHTTP || e.HTTP.URL == "" {
+	if e.Transport != courier.TransportHTTP || settingsOf(e).URL == "" {
 		return ""
 	}
-	u, err := url.Parse(e.HTTP.URL)
+	u, err := url.Parse(settingsOf(e).URL)
 	if err != nil || u.Hostname() == "" {
 		return ""
 	}
-	g := guard{allow: append(slices.Clone(allow), parseNetworks(e.HTTP.AllowNetworks)...)}
+	g := guard{allow: append(slices.Clone(allow), parseNetworks(settingsOf(e).AllowNetworks)...)}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]

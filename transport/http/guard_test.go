@@ -71,7 +71,7 @@ func TestSSRFGuardLoopback(t *testing.T) {
 
 			// Allowed by the endpoint alone.
 			e := endpoint("internal-own", url)
-			e.HTTP.AllowNetworks = []string{"127.0.0.0/8", "::1/128"}
+			httptransport.Of(e).AllowNetworks = []string{"127.0.0.0/8", "::1/128"}
 			go func() { done <- send(t, guarded, e, message()) }()
 			if c, err = ln.Accept(); err != nil {
 				t.Fatal(err)
@@ -114,7 +114,7 @@ func TestBlocked(t *testing.T) {
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	endpoint := func(url string, allow ...string) *courier.Endpoint {
 		e := courier.NewEndpoint("a", courier.TransportHTTP)
-		e.HTTP.URL, e.HTTP.AllowNetworks = url, allow
+		httptransport.Of(e).URL, httptransport.Of(e).AllowNetworks = url, allow
 		return e
 	}
 	tests := []struct {
@@ -139,7 +139,7 @@ func TestBlocked(t *testing.T) {
 	for _, tc := range tests {
 		got := httptransport.Blocked(context.Background(), nil, tc.e, tc.allow)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s: Blocked(%s) = %q, want %q", tc.name, tc.e.HTTP.URL, got, tc.want)
+			t.Errorf("%s: Blocked(%s) = %q, want %q", tc.name, httptransport.Of(tc.e).URL, got, tc.want)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func (t *Transport) header(d courier.Delivery, body bodySource, steps stepRespon
 	ts := strconv.FormatInt(now.Unix(), 10)
 	// Written in lower case as the Standard Webhooks spec and §8 spell them.
 	h = append(h, headerField{name: "webhook-id", value: id}, headerField{name: "webhook-timestamp", value: ts})
-	if secrets := d.Endpoint.HTTP.Secrets; len(secrets) > 0 {
+	if secrets := settingsOf(d.Endpoint).Secrets; len(secrets) > 0 {
 		var sig string
 		var err error
 		if body.blob != nil {

@@ -101,8 +101,8 @@ func TestHeaderNamesOnTheWire(t *testing.T) {
 	addr, got := headServer(t)
 	tr := newTransport(t, httptransport.Options{UserAgent: "courier-test/9"})
 	e := endpoint("wire", "http://"+addr+"/in")
-	e.HTTP.Method = "put"
-	e.HTTP.Secrets = []string{"s3cret"}
+	httptransport.Of(e).Method = "put"
+	httptransport.Of(e).Secrets = []string{"s3cret"}
 	res := tr.Send(context.Background(), courier.Delivery{Message: message(), Endpoint: e, Attempt: 2})
 	if !res.Delivered() {
 		t.Fatalf("result = %+v", res)
@@ -135,7 +135,7 @@ func TestRequestHeadOrder(t *testing.T) {
 	m := message()
 	m.Headers = map[string]string{"x-b": "1", "X-B": "2", "X-a": "3", "User-Agent": "", "user-agent": "erp/7", "Accept": "*/*"}
 	e := endpoint("order", "http://"+addr+"/in")
-	e.HTTP.Secrets = []string{"s3cret"}
+	httptransport.Of(e).Secrets = []string{"s3cret"}
 	step := &courier.StepContext{Step: 3, Steps: 12, Responses: map[int]string{2: `"two"`, 10: `"ten"`}}
 	res := tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: 1, Step: step})
 	if !res.Delivered() {
@@ -233,7 +233,7 @@ func TestSignatureVerifiesPerStandardWebhooks(t *testing.T) {
 	whsec := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	raw := "a plain shared secret"
 	e := endpoint("signed", s.URL()+"/signed")
-	e.HTTP.Secrets = []string{whsec, raw} // rotation: old and new
+	httptransport.Of(e).Secrets = []string{whsec, raw} // rotation: old and new
 	if res := send(t, tr, e, message()); !res.Delivered() {
 		t.Fatalf("result = %+v", res)
 	}
@@ -266,7 +266,7 @@ func TestSignatureMatchesTheSpecVector(t *testing.T) {
 	s := sink.MustStart(t, sink.Options{})
 	tr := newTransport(t, httptransport.Options{Clock: clocktest.New(time.Unix(1614265330, 0))})
 	e := endpoint("vector", s.URL()+"/vector")
-	e.HTTP.Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+	httptransport.Of(e).Secrets = []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 	m := &courier.Message{ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Type: "t", Payload: []byte(`{"test": 2432232314}`), ContentType: "application/json"}
 	if res := send(t, tr, e, m); !res.Delivered() {
 		t.Fatalf("result = %+v", res)

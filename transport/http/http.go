@@ -177,17 +177,17 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	target := b.target
 	if !known {
 		var err error
-		target, err = url.Parse(e.HTTP.URL)
+		target, err = url.Parse(settingsOf(e).URL)
 		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
 			return courier.Result{Class: courier.ClassTransport,
-				Error: fmt.Sprintf("endpoint %s: %q is not an absolute http or https URL", e.Name, e.HTTP.URL)}
+				Error: fmt.Sprintf("endpoint %s: %q is not an absolute http or https URL", e.Name, settingsOf(e).URL)}
 		}
 	}
-	method := strings.ToUpper(e.HTTP.Method)
+	method := strings.ToUpper(settingsOf(e).Method)
 	if method == "" {
 		method = http.MethodPost
 	}
-	if e.HTTP.PinnedCertificate != "" && target.Scheme != "https" {
+	if settingsOf(e).PinnedCertificate != "" && target.Scheme != "https" {
 		// Plain HTTP shows no certificate: sending would skip the very
 		// check the registry asked for.
 		return courier.Result{Class: courier.ClassTLS,
@@ -247,7 +247,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 			return courier.Result{Class: class, Error: msg}
 		}
 		next, ok := redirectTarget(resp, target)
-		if ok && e.HTTP.FollowRedirects {
+		if ok && settingsOf(e).FollowRedirects {
 			if hops == maxRedirects {
 				res := t.result(resp, timeout, target.Host, keep)
 				res.Class = courier.ClassProtocol

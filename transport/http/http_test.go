@@ -56,7 +56,7 @@ func sinkAndTransport(t *testing.T) (*sink.Sink, *httptransport.Transport) {
 func endpoint(name, url string) *courier.Endpoint {
 	return &courier.Endpoint{
 		Name: name, Transport: courier.TransportHTTP, Timeout: 5 * time.Second,
-		HTTP: courier.HTTPTarget{URL: url},
+		Settings: &httptransport.Settings{URL: url},
 	}
 }
 
@@ -366,8 +366,8 @@ func TestFollowRedirects(t *testing.T) {
 	s, tr := sinkAndTransport(t)
 	follow := func(name, path string) courier.Result {
 		e := endpoint(name, s.URL()+path)
-		e.HTTP.FollowRedirects = true
-		e.HTTP.Secrets = []string{"k"}
+		httptransport.Of(e).FollowRedirects = true
+		httptransport.Of(e).Secrets = []string{"k"}
 		return send(t, tr, e, message())
 	}
 
@@ -422,7 +422,7 @@ func TestRedirectHopAfterTheDeadlineIsAConnectTimeout(t *testing.T) {
 	tr := newTransport(t, httptransport.Options{})
 	e := endpoint("late-hop", "http://"+addr+"/in")
 	e.Timeout = 200 * time.Millisecond
-	e.HTTP.FollowRedirects = true
+	httptransport.Of(e).FollowRedirects = true
 	res := send(t, tr, e, message())
 	wantClass(t, res, courier.ClassConnectTimeout)
 	if want := "no connection to " + addr + " within 200ms"; res.Error != want {
@@ -448,7 +448,7 @@ func TestRedirectToAnotherHostDropsCredentials(t *testing.T) {
 		{"/away", "/there", to, false},
 	} {
 		e := endpoint("redir-creds", from.URL()+tc.path)
-		e.HTTP.FollowRedirects = true
+		httptransport.Of(e).FollowRedirects = true
 		if res := send(t, tr, e, m); !res.Delivered() {
 			t.Fatalf("%s: result = %+v", tc.path, res)
 		}
@@ -494,7 +494,7 @@ func TestUnsendableMessagesAndEndpoints(t *testing.T) {
 	wantClass(t, send(t, tr, endpoint("bad", s.URL()+"/in"), m), courier.ClassRejected)
 
 	e := endpoint("bad", s.URL()+"/in")
-	e.HTTP.Secrets = []string{"whsec_not base64!"}
+	httptransport.Of(e).Secrets = []string{"whsec_not base64!"}
 	res = send(t, tr, e, message())
 	wantClass(t, res, courier.ClassTransport)
 	wantError(t, res, "secret 1")

@@ -117,7 +117,7 @@ func TestEveryCountedConnectionIsUncounted(t *testing.T) {
 		{"kept-alive-again", ok, 2, ""},
 	} {
 		e := &courier.Endpoint{Name: tc.name, Transport: courier.TransportHTTP, Timeout: 5 * time.Second,
-			HTTP: courier.HTTPTarget{URL: tc.url + "/in"}}
+			Settings: &Settings{URL: tc.url + "/in"}}
 		for i := range tc.times {
 			res := tr.Send(context.Background(), courier.Delivery{Message: &courier.Message{ID: "m", Payload: []byte("{}")}, Endpoint: e, Attempt: 1})
 			if res.Class != tc.class {

@@ -68,7 +68,7 @@ func TestMutualTLS(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 
-	files := courier.HTTPTLS{
+	files := httptransport.TLS{
 		Cert: testcert.WriteFile(t, dir, "client.crt", cliCert),
 		Key:  testcert.WriteFile(t, dir, "client.key", cliKey),
 		CA:   testcert.WriteFile(t, dir, "receiver-ca.pem", serverCA.PEM()),
@@ -76,7 +76,7 @@ func TestMutualTLS(t *testing.T) {
 	tr := newTransport(t, httptransport.Options{})
 
 	e := endpoint("peppol", srv.URL+"/as4")
-	e.HTTP.TLS = files
+	httptransport.Of(e).TLS = files
 	if res := send(t, tr, e, message()); !res.Delivered() {
 		t.Fatalf("with the client certificate: %+v", res)
 	}
@@ -88,23 +88,23 @@ func TestMutualTLS(t *testing.T) {
 	huge := testcert.WriteFile(t, dir, "huge.pem", bytes.Repeat([]byte("not a certificate\n"), 100_000))
 	tests := []struct {
 		name  string
-		files courier.HTTPTLS
+		files httptransport.TLS
 		want  string
 	}{
-		{"no client certificate", courier.HTTPTLS{CA: files.CA}, ""},
-		{"a certificate the receiver does not trust", courier.HTTPTLS{
+		{"no client certificate", httptransport.TLS{CA: files.CA}, ""},
+		{"a certificate the receiver does not trust", httptransport.TLS{
 			Cert: testcert.WriteFile(t, dir, "other.crt", otherCert), Key: testcert.WriteFile(t, dir, "other.key", otherKey), CA: files.CA}, ""},
-		{"no CA bundle", courier.HTTPTLS{Cert: files.Cert, Key: files.Key}, "unknown authority"},
-		{"a missing key file", courier.HTTPTLS{Cert: files.Cert, Key: filepath.Join(dir, "missing.key"), CA: files.CA}, "missing.key"},
-		{"a key that does not match", courier.HTTPTLS{Cert: files.Cert, Key: testcert.WriteFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
-		{"a CA file without certificates", courier.HTTPTLS{CA: testcert.WriteFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
-		{"a CA file too large", courier.HTTPTLS{CA: huge}, "cannot read the CA bundle: " + huge + ": larger than 1 MiB"},
-		{"a key file too large", courier.HTTPTLS{Cert: files.Cert, Key: huge, CA: files.CA}, huge + ": larger than 1 MiB"},
+		{"no CA bundle", httptransport.TLS{Cert: files.Cert, Key: files.Key}, "unknown authority"},
+		{"a missing key file", httptransport.TLS{Cert: files.Cert, Key: filepath.Join(dir, "missing.key"), CA: files.CA}, "missing.key"},
+		{"a key that does not match", httptransport.TLS{Cert: files.Cert, Key: testcert.WriteFile(t, dir, "wrong.key", otherKey), CA: files.CA}, "does not match"},
+		{"a CA file without certificates", httptransport.TLS{CA: testcert.WriteFile(t, dir, "empty.pem", []byte("nothing"))}, "no PEM certificate"},
+		{"a CA file too large", httptransport.TLS{CA: huge}, "cannot read the CA bundle: " + huge + ": larger than 1 MiB"},
+		{"a key file too large", httptransport.TLS{Cert: files.Cert, Key: huge, CA: files.CA}, huge + ": larger than 1 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := endpoint("peppol-"+tt.name, srv.URL+"/as4")
-			e.HTTP.TLS = tt.files
+			httptransport.Of(e).TLS = tt.files
 			res := send(t, tr, e, message())
 			wantClass(t, res, courier.ClassTLS)
 			wantError(t, res, tt.want)

@@ -67,7 +67,7 @@ func newPinnedServer(t *testing.T, cert tls.Certificate) *pinnedServer {
 // resolved is the endpoint a registry's answer stands for.
 func resolved(url, pin string) *courier.Endpoint {
 	e := endpoint(courier.ResolvedEndpointPrefix+url, url)
-	e.HTTP.PinnedCertificate = pin
+	httptransport.Of(e).PinnedCertificate = pin
 	return e
 }
 
@@ -137,7 +137,7 @@ func TestPinnedCertificate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := newTransport(t, httptransport.Options{})
 			e := resolved(tt.srv.URL+"/as4", tt.pin)
-			e.HTTP.TLS.CA = tt.ca
+			httptransport.Of(e).TLS.CA = tt.ca
 			before := tt.srv.requests.Load()
 			res := send(t, tr, e, message())
 			ran := tt.srv.requests.Load() - before
@@ -223,7 +223,7 @@ func TestPinsDoNotSharePools(t *testing.T) {
 
 func pinnedEndpoint(name, url, pin string) *courier.Endpoint {
 	e := endpoint(name, url)
-	e.HTTP.PinnedCertificate = pin
+	httptransport.Of(e).PinnedCertificate = pin
 	return e
 }
 

@@ -34,14 +34,14 @@ type binding struct {
 // attempt timeout and the global allowlist in force (by its generation).
 type settings struct {
 	url, pin string
-	tls      courier.HTTPTLS
+	tls      TLS
 	allow    []string
 	timeout  time.Duration
 	global   uint64
 }
 
 func (t *Transport) settingsOf(e *courier.Endpoint, timeout time.Duration) settings {
-	return settings{url: e.HTTP.URL, pin: e.HTTP.PinnedCertificate, tls: e.HTTP.TLS, allow: e.HTTP.AllowNetworks,
+	return settings{url: settingsOf(e).URL, pin: settingsOf(e).PinnedCertificate, tls: settingsOf(e).TLS, allow: settingsOf(e).AllowNetworks,
 		timeout: timeout, global: t.allowGen}
 }
 
@@ -120,7 +120,7 @@ type clientKey struct {
 	origin         string // scheme://host:port of the endpoint URL
 	connectTimeout time.Duration
 	allow          string // the networks the guard lets through, comma-separated
-	tls            courier.HTTPTLS
+	tls            TLS
 	// pin is the PEM certificate the receiver must present: a registry
 	// that gives another for the same URL must not find the connections
 	// it verified.
@@ -134,13 +134,13 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 	key := clientKey{
 		origin:         u.Scheme + "://" + u.Host,
 		connectTimeout: min(t.opts.ConnectTimeout, timeout),
-		tls:            e.HTTP.TLS,
-		pin:            e.HTTP.PinnedCertificate,
+		tls:            settingsOf(e).TLS,
+		pin:            settingsOf(e).PinnedCertificate,
 	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	allow := append(slices.Clone(t.allow), parseNetworks(e.HTTP.AllowNetworks)...)
+	allow := append(slices.Clone(t.allow), parseNetworks(settingsOf(e).AllowNetworks)...)
 	names := make([]string, len(allow))
 	for i, p := range allow {
 		names[i] = p.String()
@@ -157,7 +157,7 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 	}
 	c := t.pools[key]
 	if c == nil {
-		tlsConfig, err := t.endpointTLS(e.HTTP.TLS, e.HTTP.PinnedCertificate)
+		tlsConfig, err := t.endpointTLS(settingsOf(e).TLS, settingsOf(e).PinnedCertificate)
 		if err != nil {
 			return bound{}, err
 		}

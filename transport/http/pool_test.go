@@ -79,12 +79,14 @@ func TestChangedSettingsAreSeenAtOnce(t *testing.T) {
 	res := send(t, tr, e, message())
 	wantClass(t, res, courier.ClassRejected)
 	wantError(t, res, "blocked by the SSRF guard")
-	own := *e
-	own.HTTP.AllowNetworks = []string{"127.0.0.0/8"}
+	own, ownSettings := *e, *httptransport.Of(e)
+	ownSettings.AllowNetworks = []string{"127.0.0.0/8"}
+	own.Settings = &ownSettings
 	wantClass(t, send(t, tr, &own, message()), "")
 	other := sink.MustStart(t, sink.Options{})
-	moved := own
-	moved.HTTP.URL = other.URL() + "/moved"
+	moved, movedSettings := own, ownSettings
+	movedSettings.URL = other.URL() + "/moved"
+	moved.Settings = &movedSettings
 	wantClass(t, send(t, tr, &moved, message()), "")
 	if got := s.Count("/in"); got != 2 {
 		t.Errorf("the first receiver had %d requests, want 2", got)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/certfile"
 )
 
@@ -16,7 +15,7 @@ import (
 // with the endpoint's client certificate and CA bundle, read from their
 // files when its pool is built (a reload that changes a path reads anew),
 // and its pinned certificate, if any.
-func (t *Transport) endpointTLS(files courier.HTTPTLS, pin string) (*tls.Config, error) {
+func (t *Transport) endpointTLS(files TLS, pin string) (*tls.Config, error) {
 	cfg := t.opts.TLSConfig.Clone()
 	if files.Cert != "" {
 		cert, err := certfile.LoadKeyPair(files.Cert, files.Key)

@@ -48,7 +48,7 @@ func TestStepHeadersAndDeliveryID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := "/" + strings.ReplaceAll(tc.name, " ", "-")
 			e := endpoint("step", s.URL()+path)
-			e.HTTP.Secrets = []string{secret}
+			httptransport.Of(e).Secrets = []string{secret}
 			m := message()
 			m.Headers = map[string]string{
 				"X-Tenant":                "acme",
@@ -183,7 +183,7 @@ func TestStepEnvelope(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := "/" + strings.ReplaceAll(tc.name, " ", "-")
 			e := endpoint("envelope", s.URL()+path)
-			e.HTTP.Secrets = []string{secret}
+			httptransport.Of(e).Secrets = []string{secret}
 			m := message()
 			m.Payload, m.ContentType = []byte(tc.payload), tc.contentType
 			step := &courier.StepContext{Step: 11, Steps: 12, Compensate: tc.compensate, Responses: responses, Envelope: true}

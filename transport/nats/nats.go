@@ -80,7 +80,7 @@ type conn struct {
 // server that may not come, where an attempt should fail and be retried
 // by courier's policy; the next attempt dials again instead.
 func (t *Transport) connFor(e *courier.Endpoint, timeout time.Duration) (*conn, error) {
-	fresh := func(c *conn) bool { return c.url == e.NATS.URL && !c.nc.IsClosed() }
+	fresh := func(c *conn) bool { return c.url == settingsOf(e).URL && !c.nc.IsClosed() }
 	return t.conns.Get(e.Name, fresh, func() (*conn, error) { return t.dial(e, timeout) })
 }
 
@@ -101,7 +101,7 @@ func (t *Transport) dial(e *courier.Endpoint, timeout time.Duration) (*conn, err
 	if t.opts.TLSConfig != nil {
 		opts = append(opts, nats.Secure(t.opts.TLSConfig))
 	}
-	nc, err := nats.Connect(e.NATS.URL, opts...)
+	nc, err := nats.Connect(settingsOf(e).URL, opts...)
 	if err != nil {
 		return nil, &dialError{err: err, cause: d.lastError()}
 	}
@@ -110,7 +110,7 @@ func (t *Transport) dial(e *courier.Endpoint, timeout time.Duration) (*conn, err
 		nc.Close()
 		return nil, &dialError{err: err}
 	}
-	c := &conn{url: e.NATS.URL, nc: nc, js: js}
+	c := &conn{url: settingsOf(e).URL, nc: nc, js: js}
 	t.log.Debug("nats transport: connected", "endpoint", e.Name, "server", nc.ConnectedUrlRedacted())
 	return c, nil
 }
@@ -128,13 +128,13 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 
 	c, err := t.connFor(e, timeout)
 	if err != nil {
-		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
+		return classify(err, settingsOf(e).Subject, serverAddr(settingsOf(e).URL), timeout)
 	}
 	data, fail := payload(actx, d, c.nc.MaxPayload())
 	if fail != nil {
 		return *fail
 	}
-	msg := nats.NewMsg(e.NATS.Subject)
+	msg := nats.NewMsg(settingsOf(e).Subject)
 	msg.Data = data
 	// Set directly: NATS header names are case-sensitive and arrive as
 	// written.
@@ -166,7 +166,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 		if ctx.Err() == context.Canceled {
 			return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled"}
 		}
-		return classify(err, e.NATS.Subject, serverAddr(e.NATS.URL), timeout)
+		return classify(err, settingsOf(e).Subject, serverAddr(settingsOf(e).URL), timeout)
 	}
 	if ack.Duplicate {
 		return courier.Result{Response: fmt.Sprintf("stream %s has it already (sequence %d): a duplicate, not stored again", ack.Stream, ack.Sequence)}

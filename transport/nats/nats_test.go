@@ -37,7 +37,7 @@ func newTransport(t testing.TB) *natstransport.Transport {
 func endpoint(serverURL, subject string) *courier.Endpoint {
 	e := courier.NewEndpoint("events", courier.TransportNATS)
 	e.Timeout = 5 * time.Second
-	e.NATS = courier.NATSTarget{URL: serverURL, Subject: subject}
+	e.Settings = &natstransport.Settings{URL: serverURL, Subject: subject}
 	return e
 }
 

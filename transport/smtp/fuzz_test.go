@@ -51,7 +51,7 @@ func FuzzCompose(f *testing.F) {
 		if got := msg.Header.Get("Courier-Message-Id"); got != "inv-1" {
 			t.Fatalf("Courier-Message-Id %q", got)
 		}
-		if got := msg.Header.Get("To"); got != strings.Join(e.SMTP.To, ", ") {
+		if got := msg.Header.Get("To"); got != strings.Join(smtptransport.Of(e).To, ", ") {
 			t.Fatalf("To %q", got)
 		}
 		if hk != "" && !strings.EqualFold(hk, "Subject") && msg.Header.Get(hk) != "" {

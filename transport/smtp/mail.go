@@ -73,8 +73,8 @@ func (c composed) writeTo(w io.Writer, blob io.Reader) error {
 func compose(d courier.Delivery, now time.Time, hostname, publicURL string) (composed, error) {
 	m, e, attempt := d.Message, d.Endpoint, d.Attempt
 	h := &header{}
-	h.add("From", e.SMTP.From)
-	h.add("To", strings.Join(e.SMTP.To, ", "))
+	h.add("From", settingsOf(e).From)
+	h.add("To", strings.Join(settingsOf(e).To, ", "))
 	h.add("Date", now.Format(time.RFC1123Z))
 	h.add("Message-ID", messageID(d.DeliveryID(), hostname)) // each delivery its own, as webhook-id
 	h.add("MIME-Version", "1.0")

@@ -91,7 +91,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
 	}
-	s := e.SMTP
+	s := settingsOf(e)
 	if len(s.To) == 0 || s.From == "" {
 		return courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s has no sender or no recipients", e.Name)}
 	}
@@ -156,7 +156,7 @@ type session struct {
 // connection, and it sets its own deadline on the socket for every command,
 // none while DATA is written, over the attempt's.
 func (t *Transport) deliver(ctx context.Context, st *session, e *courier.Endpoint, write func(io.Writer) error) error {
-	s := e.SMTP
+	s := settingsOf(e)
 	host, _, err := net.SplitHostPort(s.Addr)
 	if err != nil {
 		return fmt.Errorf("endpoint %s: address %q: %w", e.Name, s.Addr, err)

@@ -49,7 +49,7 @@ func newTransport(t *testing.T, o smtptransport.Options) *smtptransport.Transpor
 func endpoint(addr string) *courier.Endpoint {
 	e := courier.NewEndpoint("ops-mail", courier.TransportSMTP)
 	e.Timeout = 5 * time.Second
-	e.SMTP = courier.SMTPTarget{Addr: addr, From: "courier@example.org", To: []string{"ops@example.org", "erp@example.org"}, StartTLS: "auto"}
+	e.Settings = &smtptransport.Settings{Addr: addr, From: "courier@example.org", To: []string{"ops@example.org", "erp@example.org"}, StartTLS: "auto"}
 	return e
 }
 
@@ -230,7 +230,7 @@ func TestStartTLSAndAuth(t *testing.T) {
 			srv := mailsink.MustStart(t, mailsink.Options{TLS: serverTLS, Users: map[string]string{"courier": "s3cret"}, Mechanisms: tc.mechanisms})
 			tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
 			e := endpoint(srv.Addr())
-			e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
+			smtptransport.Of(e).Username, smtptransport.Of(e).Password = "courier", "s3cret"
 			if res := send(t, tr, e, m); !res.Delivered() {
 				t.Fatalf("%+v", res)
 			}
@@ -240,7 +240,7 @@ func TestStartTLSAndAuth(t *testing.T) {
 
 			// A wrong password is the endpoint's problem, not the message's:
 			// it is retried, not suspended.
-			e.SMTP.Password = "wrong"
+			smtptransport.Of(e).Password = "wrong"
 			if res := send(t, tr, e, m); res.Class != courier.ClassTransport || res.Status != 535 || !strings.Contains(res.Error, "after AUTH") {
 				t.Errorf("wrong password: %+v, want transport 535", res)
 			}
@@ -252,7 +252,7 @@ func TestStartTLSAndAuth(t *testing.T) {
 			}
 			// starttls: never does not try it, and the server refuses AUTH
 			// in the clear.
-			e.SMTP.StartTLS, e.SMTP.Password = "never", "s3cret"
+			smtptransport.Of(e).StartTLS, smtptransport.Of(e).Password = "never", "s3cret"
 			if res := send(t, untrusting, e, m); res.Class != courier.ClassTransport || !strings.Contains(res.Error, "AUTH") {
 				t.Errorf("no STARTTLS: %+v, want transport about AUTH", res)
 			}
@@ -264,7 +264,7 @@ func TestStartTLSRequiredButNotOffered(t *testing.T) {
 	t.Parallel()
 	srv := mailsink.MustStart(t, mailsink.Options{})
 	e := endpoint(srv.Addr())
-	e.SMTP.StartTLS = "always"
+	smtptransport.Of(e).StartTLS = "always"
 	res := send(t, newTransport(t, smtptransport.Options{}), e, &courier.Message{ID: "a", Type: "t", Payload: []byte("x")})
 	if res.Class != courier.ClassTLS || !strings.Contains(res.Error, "does not offer STARTTLS") {
 		t.Fatalf("%+v", res)
@@ -339,8 +339,8 @@ func TestStartTLSInTheSameSession(t *testing.T) {
 	})
 	tr := newTransport(t, smtptransport.Options{TLSConfig: &tls.Config{RootCAs: roots}})
 	e := endpoint(addr)
-	e.SMTP.To = []string{"ops@example.org"}
-	e.SMTP.Username, e.SMTP.Password = "courier", "s3cret"
+	smtptransport.Of(e).To = []string{"ops@example.org"}
+	smtptransport.Of(e).Username, smtptransport.Of(e).Password = "courier", "s3cret"
 	if res := send(t, tr, e, &courier.Message{ID: "inv-1", Type: "invoice", Payload: []byte("x"), ContentType: "text/plain"}); !res.Delivered() {
 		t.Fatalf("%+v", res)
 	}
