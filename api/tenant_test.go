@@ -10,6 +10,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
 // tenantTopology has two tenants with objects of the same names, acme's
@@ -28,7 +29,7 @@ func tenantTopology() *courier.Topology {
 	for _, tenant := range []string{"acme", "beta"} {
 		q := func(n string) string { return courier.Qualify(tenant, n) }
 		ep := courier.NewEndpoint(q("crm"), courier.TransportHTTP)
-		ep.HTTP.URL = "http://" + tenant + "-only.invalid/hook"
+		httptransport.Of(ep).URL = "http://" + tenant + "-only.invalid/hook"
 		t.Endpoints[ep.Name] = ep
 		t.Routes[q("orders")] = &courier.Route{Name: q("orders"), Endpoints: []string{q("crm")}, Strategy: courier.StrategySingle}
 		p := courier.DefaultPolicy()
@@ -38,7 +39,7 @@ func tenantTopology() *courier.Topology {
 	}
 	// acme's alone, so that reading them by name finds nothing of beta's.
 	vault := courier.NewEndpoint("acme/vault", courier.TransportHTTP)
-	vault.HTTP.URL = "http://acme-only.invalid/vault"
+	httptransport.Of(vault).URL = "http://acme-only.invalid/vault"
 	t.Endpoints[vault.Name] = vault
 	t.Routes["acme/ledger"] = &courier.Route{Name: "acme/ledger", Endpoints: []string{"acme/vault"}, Strategy: courier.StrategySingle}
 	p := courier.DefaultPolicy()
