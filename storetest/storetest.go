@@ -84,6 +84,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsList", testEventsList},
 		{"EventsPurged", testEventsPurged},
 		{"EventsConcurrent", testEventsConcurrent},
+		{"EventsBatch", testEventsBatch},
 	}
 	tests = append(tests, blobTests...)
 	tests = append(tests, suite[courier.Store]{
