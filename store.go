@@ -154,6 +154,15 @@ type Store interface {
 	// endpoints without a row are active.
 	Health(ctx context.Context) ([]EndpointHealth, error)
 
+	// HealthChanges returns the health of the endpoints written after
+	// cursor since (0: of every endpoint with a row), a forgotten one as
+	// the active health it was forgotten for (Forgettable), so that a
+	// reader drops it, and the cursor of the answer. Every write committed
+	// before the read is in the answer or in earlier ones; a row may come
+	// again in a later answer. Its cost grows with the rows written since,
+	// not with the endpoints.
+	HealthChanges(ctx context.Context, since int64) ([]EndpointHealth, int64, error)
+
 	// UpdateHealth reads an endpoint's health, applies next to it and stores
 	// the result, in one transaction (so that nodes sharing the store see
 	// each other's changes in order). A non-nil action is recorded with it.

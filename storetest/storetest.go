@@ -50,6 +50,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Health", testHealth},
 		{"SwitchHealth", testSwitchHealth},
 		{"ResolvedHealthForgotten", testResolvedHealthForgotten},
+		{"HealthChanges", testHealthChanges},
 		{"CountQueued", testCountQueued},
 		{"CountSuspended", testCountSuspended},
 		{"CountLive", testCountLive},
