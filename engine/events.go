@@ -17,8 +17,10 @@ const eventTimeout = 10 * time.Second
 // others are recorded by the next looks.
 const maxLagEvents = 100
 
-// maxEventBatch bounds the events one store transaction records.
-const maxEventBatch = 1000
+// maxEventBatch bounds the events one store transaction records (on
+// PostgreSQL, each subject of a batch takes a lock of its own, from a lock
+// table all of the server's sessions share).
+const maxEventBatch = 200
 
 // maxQueuedEvents bounds the events waiting for their batch: past it an
 // event is logged and dropped, so that events never hold up delivery nor
