@@ -154,6 +154,15 @@ type Store interface {
 	// endpoints without a row are active.
 	Health(ctx context.Context) ([]EndpointHealth, error)
 
+	// HealthChanges returns the health of the endpoints written after
+	// cursor since (0: of every endpoint with a row), a forgotten one as
+	// the active health it was forgotten for (Forgettable), so that a
+	// reader drops it, and the cursor of the answer. Every write committed
+	// before the read is in the answer or in earlier ones; a row may come
+	// again in a later answer. Its cost grows with the rows written since,
+	// not with the endpoints.
+	HealthChanges(ctx context.Context, since int64) ([]EndpointHealth, int64, error)
+
 	// UpdateHealth reads an endpoint's health, applies next to it and stores
 	// the result, in one transaction (so that nodes sharing the store see
 	// each other's changes in order). A non-nil action is recorded with it.
@@ -226,15 +235,19 @@ type Store interface {
 	// changes alike, newest first.
 	Audit(ctx context.Context, f AuditFilter) (AuditPage, error)
 
-	// RecordEvent records an operational event, unless one with its ID is
-	// recorded already (another node, or an earlier try, recorded the same
-	// transition): then it writes nothing and reports false. In the same
-	// transaction, taken in turns with the other writers of the event's
-	// subject, decide is given the subject's events recorded at or after
-	// since, newest first, and returns the event as it is to be recorded
-	// (its Notified decided) with the notices it sends, which are ingested
-	// as Apply ingests a change's notices.
-	RecordEvent(ctx context.Context, ev Event, since time.Time, decide func(recent []Event) (Event, []*Message)) (Event, bool, error)
+	// RecordEvents records operational events in one transaction, in the
+	// order given, each unless one with its ID is recorded already (another
+	// node, an earlier try, or an event before it in evs recorded the same
+	// transition). For each event it records, decide is given the event and
+	// its subject's events recorded at or after the event's At minus
+	// window, newest first, those before it in evs included: each decides
+	// as if recorded by a transaction of its own, taken in turns with the
+	// other writers of its subject. decide returns the event as it is to be
+	// recorded (its Notified decided) with the notices it sends, which are
+	// ingested as Apply ingests a change's notices. It returns the events
+	// it recorded, as recorded (with their Seq), in the order given; those
+	// recorded before are left out.
+	RecordEvents(ctx context.Context, evs []Event, window time.Duration, decide func(ev Event, recent []Event) (Event, []*Message)) ([]Event, error)
 
 	// Events lists the recorded operational events that the filter
 	// selects, newest first.

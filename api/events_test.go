@@ -19,7 +19,7 @@ func TestEvents(t *testing.T) {
 	ctx := context.Background()
 	record := func(ev courier.Event) {
 		t.Helper()
-		if _, _, err := ts.store.RecordEvent(ctx, ev, ev.At.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+		if _, err := ts.store.RecordEvents(ctx, []courier.Event{ev}, time.Hour, func(ev courier.Event, _ []courier.Event) (courier.Event, []*courier.Message) {
 			ev.Notified = ev.Kind != courier.EventRouteLagging
 			return ev, nil
 		}); err != nil {

@@ -98,8 +98,8 @@ type Engine struct {
 	workers  *workers        // the goroutines attempts run on
 	steady   steadyEndpoints // endpoints whose health deliveries leave as it is
 	lag      lagWatch        // the routes' oldest due messages, for route.lagging
-	// switchEvents records the events of operators' switches.
-	switchEvents eventQueue
+	// events records the operational events, batch by batch.
+	events eventBatcher
 
 	startstop.Base                // runs between Start and Stop; a run's Ctx ends the loops: no new claims
 	loops          sync.WaitGroup // claimer, sweeper, rescuer, timers
@@ -296,10 +296,10 @@ func (e *Engine) Start(ctx context.Context) error {
 		<-ctx.Done()
 		e.loops.Wait()
 		e.attempts.Wait()
-		e.switchEvents.wait()
 		e.workers.stop()
 		close(e.outcomes)
 		<-done
+		e.events.wait() // those of the last outcomes too
 		if run.Life.Err() != nil {
 			return // cut off: the slots lapse by themselves
 		}

@@ -142,6 +142,14 @@ func (h *harness) addNode() *engine.Engine {
 	return h.startEngine(s, s)
 }
 
+// addEngine starts another engine on the harness's own store: on SQLite,
+// which one process keeps, it stands for another node in a test of what a
+// node learns only through the store.
+func (h *harness) addEngine() *engine.Engine {
+	h.t.Helper()
+	return h.startEngine(h.store, nil)
+}
+
 // direct adds an endpoint on the sink's path /name and a route of the same
 // name to it alone.
 func (h *harness) direct(name string) {

@@ -9,22 +9,43 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// eventTimeout bounds the recording of one event, which runs beside the
-// work that caused it.
+// eventTimeout bounds the recording of one batch of events, which runs
+// beside the work that caused them.
 const eventTimeout = 10 * time.Second
 
 // maxLagEvents bounds the route.lagging events one look records; the
 // others are recorded by the next looks.
 const maxLagEvents = 100
 
+// maxEventBatch bounds the events one store transaction records (on
+// PostgreSQL, each subject of a batch takes a lock of its own, from a lock
+// table all of the server's sessions share).
+const maxEventBatch = 200
+
+// maxQueuedEvents bounds the events waiting for their batch: past it an
+// event is logged and dropped, so that events never hold up delivery nor
+// grow without end while the store is slow or away.
+const maxQueuedEvents = 100_000
+
 // Event records an operational event and, as the alerts' rate limit
-// allows, sends its notices to the alerts' notify endpoints, in one store
-// transaction. An event another node recorded already (the same
-// transition, the same id) is not recorded or sent again. A notify endpoint
-// the topology lacks, or that cannot take notices, is logged and left out:
-// with the topology in the store it is only known now. Failures are
-// logged: an event never holds up delivery.
+// allows, sends its notices to the alerts' notify endpoints. It returns at
+// once: the event waits for the next batch of events, which is written
+// in one store transaction as soon as the one being written ends (at once
+// when none is), in the order the events came. An event another node
+// recorded already (the same transition, the same id) is not recorded or
+// sent again. A notify endpoint the topology lacks, or that cannot take
+// notices, is logged and left out: with the topology in the store it is
+// only known now. Failures are logged: an event never holds up delivery.
 func (e *Engine) Event(ev courier.Event) {
+	if !e.events.add(ev, e.recordEvents) {
+		e.logger.Warn("too many operational events wait to be recorded; this one is dropped", "event", ev.Kind, "subject", ev.Subject, "waiting", maxQueuedEvents)
+	}
+}
+
+// recordEvents records a batch of events in one store transaction, then
+// sends the notices of those recorded now and starts the re-drives of
+// the recoveries among them.
+func (e *Engine) recordEvents(batch []courier.Event) {
 	ctx, cancel := context.WithTimeout(e.life, eventTimeout)
 	defer cancel()
 	a := e.opts.Alerts
@@ -33,14 +54,16 @@ func (e *Engine) Event(ev courier.Event) {
 	for _, name := range a.Notify {
 		switch ep := t.Endpoints[name]; {
 		case ep == nil:
-			e.logger.Warn("alerts: a notify endpoint is not defined; its notice is not sent", "endpoint", name, "event", ev.Kind, "subject", ev.Subject)
+			for _, ev := range batch {
+				e.logger.Warn("alerts: a notify endpoint is not defined; its notice is not sent", "endpoint", name, "event", ev.Kind, "subject", ev.Subject)
+			}
 		case ep.Transport != courier.TransportHTTP && ep.Transport != courier.TransportSMTP:
 			e.logger.Warn("alerts: a notify endpoint is neither http nor smtp; its notice is not sent", "endpoint", name, "transport", ep.Transport)
 		default:
 			notify = append(notify, name)
 		}
 	}
-	rec, created, err := e.store.RecordEvent(ctx, ev, ev.At.Add(-time.Hour), func(recent []courier.Event) (courier.Event, []*courier.Message) {
+	recorded, err := e.store.RecordEvents(ctx, batch, time.Hour, func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
 		ev.Notified = len(notify) > 0 && a.Allow(ev, recent)
 		if !ev.Notified {
 			return ev, nil
@@ -48,37 +71,45 @@ func (e *Engine) Event(ev courier.Event) {
 		return ev, a.Notices(ev, notify)
 	})
 	if err != nil {
-		e.logger.Warn("could not record an operational event", "event", ev.Kind, "subject", ev.Subject, "err", err)
-		return
+		for _, ev := range batch {
+			e.logger.Warn("could not record an operational event", "event", ev.Kind, "subject", ev.Subject, "err", err)
+		}
 	}
-	if !created {
-		return
+	sent := false
+	for _, rec := range recorded {
+		switch {
+		case rec.Notified:
+			sent = true
+			e.logger.Info("operational event; notices sent", "event", rec.Kind, "subject", rec.Subject, "notify", notify)
+		case len(notify) > 0:
+			e.logger.Info("operational event; its notices are held back by alerts.max_per_hour", "event", rec.Kind, "subject", rec.Subject)
+		default:
+			e.logger.Info("operational event", "event", rec.Kind, "subject", rec.Subject)
+		}
 	}
-	switch {
-	case rec.Notified:
+	if sent {
 		now := e.clock.Now()
 		for _, name := range notify {
 			e.lanes.due(courier.NoticeRoute(name), now, now)
 		}
 		e.nudge()
-		e.logger.Info("operational event; notices sent", "event", rec.Kind, "subject", rec.Subject, "notify", notify)
-	case len(notify) > 0:
-		e.logger.Info("operational event; its notices are held back by alerts.max_per_hour", "event", rec.Kind, "subject", rec.Subject)
-	default:
-		e.logger.Info("operational event", "event", rec.Kind, "subject", rec.Subject)
+	}
+	// A recovery starts its re-drives whether or not this node recorded
+	// it first: only the node whose write made the change has its event.
+	for _, ev := range batch {
+		if ev.Kind == courier.EventEndpointRecovered {
+			e.redrive(ev.Subject, ev.At)
+		}
 	}
 }
 
 // healthEvent records the event of an endpoint's health change, if it is
 // one; reason says what caused it. A recovery starts the re-drives of the
-// endpoint's routes that have one. Only the node whose write made the
-// change calls it, once per transition.
+// endpoint's routes that have one once its event is written. Only the node
+// whose write made the change calls it, once per transition.
 func (e *Engine) healthEvent(name string, before, after courier.EndpointHealth, reason string) {
 	if ev, ok := courier.HealthEvent(name, before, after, reason); ok {
 		e.Event(ev)
-		if ev.Kind == courier.EventEndpointRecovered {
-			e.redrive(name, ev.At)
-		}
 	}
 }
 
@@ -90,7 +121,7 @@ func (e *Engine) healthEvent(name string, before, after courier.EndpointHealth, 
 //
 // The event is recorded beside the switch, not before its answer: a switch
 // of ten thousand endpoints is one transaction, and its events (and their
-// notices) follow, in the order of the switches of each endpoint.
+// notices) follow, in the order of the switches.
 func (e *Engine) HealthSwitched(name string, before, after courier.EndpointHealth, who string) {
 	after.Endpoint = name
 	e.noteHealth(after)
@@ -98,51 +129,68 @@ func (e *Engine) HealthSwitched(name string, before, after courier.EndpointHealt
 	if after.State == courier.HealthOff {
 		reason = "switched off by " + who
 	}
-	e.switchEvents.add(name, func() { e.healthEvent(name, before, after, reason) })
+	e.healthEvent(name, before, after, reason)
 }
 
-// switchEventWorkers bounds the switches' events recorded at once.
-const switchEventWorkers = 8
-
-// eventQueue records the events of switches in the background, those of
-// one endpoint in the order of its switches, a few at a time.
-type eventQueue struct {
-	mu    sync.Mutex
-	tail  map[string]chan struct{} // per endpoint, closed once its latest event is recorded
-	slots chan struct{}
-	wg    sync.WaitGroup
+// eventBatcher gathers the events that come while a batch is being
+// written into the next batch: one writer at a time, started by the first
+// event after an idle spell, with no waiting for more to come.
+type eventBatcher struct {
+	mu      sync.Mutex
+	queue   []courier.Event
+	writing bool
+	idle    *sync.Cond // signalled when the writer ends
 }
 
-// add records an endpoint's event with record, after the endpoint's
-// events added before.
-func (q *eventQueue) add(endpoint string, record func()) {
-	q.mu.Lock()
-	if q.tail == nil {
-		q.tail, q.slots = map[string]chan struct{}{}, make(chan struct{}, switchEventWorkers)
+// add queues ev for write, which records a batch; it reports false, and
+// queues nothing, when maxQueuedEvents wait already.
+func (b *eventBatcher) add(ev courier.Event, write func([]courier.Event)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) >= maxQueuedEvents {
+		return false
 	}
-	prev, done, slots := q.tail[endpoint], make(chan struct{}), q.slots
-	q.tail[endpoint] = done
-	q.wg.Add(1)
-	q.mu.Unlock()
-	go func() {
-		defer q.wg.Done()
-		if prev != nil {
-			<-prev
-		}
-		slots <- struct{}{}
-		record()
-		<-slots
-		close(done)
-		q.mu.Lock()
-		if q.tail[endpoint] == done {
-			delete(q.tail, endpoint)
-		}
-		q.mu.Unlock()
-	}()
+	b.queue = append(b.queue, ev)
+	if !b.writing {
+		b.writing = true
+		go b.run(write)
+	}
+	return true
 }
 
-// wait waits until every event added is recorded.
-func (q *eventQueue) wait() { q.wg.Wait() }
+func (b *eventBatcher) run(write func([]courier.Event)) {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.writing = false
+			if b.idle != nil {
+				b.idle.Broadcast()
+			}
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.queue), maxEventBatch)
+		batch := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		if len(b.queue) == 0 {
+			b.queue = nil
+		}
+		b.mu.Unlock()
+		write(batch)
+	}
+}
+
+// wait waits until every event added is written.
+func (b *eventBatcher) wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.idle == nil {
+		b.idle = sync.NewCond(&b.mu)
+	}
+	for b.writing {
+		b.idle.Wait()
+	}
+}
 
 // dueSeen is the routes with claimable messages as the last sweep found
 // them, and when; the look for lagging routes reads it, and so costs the

@@ -25,6 +25,10 @@ type healthCache struct {
 	mu     sync.Mutex
 	m      map[string]courier.EndpointHealth
 	readAt time.Time
+	// cursor is where the next read of the store's changes begins; resync
+	// asks for a read of every row instead.
+	cursor int64
+	resync bool
 	// reading is held by the read of the store under way, so that rounds
 	// and attempts that find the health too old wait for one read rather
 	// than each making its own.
@@ -59,7 +63,10 @@ func (c *healthCache) fresh(now time.Time) bool {
 
 // refreshHealth reads the endpoints' health from the store when what this
 // node knows is older than healthMaxAge (or always, with force), and lets
-// the routes held by an endpoint whose health changed go.
+// the routes held by an endpoint whose health changed go. It reads the
+// rows written since its last read; all of them the first time, and after
+// a write of this node failed (the health it had put here is then undone
+// by the store's).
 func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
 	if !force && e.health.fresh(e.clock.Now()) {
 		return nil
@@ -72,35 +79,71 @@ func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
 		return nil
 	}
 	gen := e.steady.generation()
-	stored, err := e.store.Health(ctx)
+	e.health.mu.Lock()
+	full := e.health.m == nil || e.health.resync
+	e.health.resync = false
+	since := e.health.cursor
+	e.health.mu.Unlock()
+	if full {
+		since = 0
+	}
+	stored, cursor, err := e.store.HealthChanges(ctx, since)
 	if err != nil {
+		if full {
+			e.health.mu.Lock()
+			e.health.resync = true
+			e.health.mu.Unlock()
+		}
 		return err
 	}
-	m := make(map[string]courier.EndpointHealth, len(stored))
-	for _, h := range stored {
-		m[h.Endpoint] = h
+	mine := map[string]bool{}
+	for _, name := range e.steady.writtenSince(gen) {
+		// This node wrote it after the read began: what it wrote is newer.
+		mine[name] = true
 	}
 	e.health.mu.Lock()
 	old := e.health.m
-	for _, name := range e.steady.writtenSince(gen) {
-		// This node wrote it after the read began: what it wrote is newer.
-		if h, ok := old[name]; ok {
-			m[name] = h
+	m := old
+	if full {
+		m = make(map[string]courier.EndpointHealth, len(stored))
+		for name := range mine {
+			if h, ok := old[name]; ok {
+				m[name] = h
+			}
 		}
 	}
-	e.health.m, e.health.readAt = m, now
 	var changed []string
-	for name, h := range m {
-		if o, ok := old[name]; !ok || o != h {
-			changed = append(changed, name)
+	for _, h := range stored {
+		if mine[h.Endpoint] {
+			continue
+		}
+		o, had := m[h.Endpoint]
+		switch {
+		case h.Forgettable():
+			if had {
+				delete(m, h.Endpoint)
+				changed = append(changed, h.Endpoint)
+			}
+		case !had || o != h:
+			m[h.Endpoint] = h
+			changed = append(changed, h.Endpoint)
 		}
 	}
-	for name := range old {
-		if _, ok := m[name]; !ok {
-			changed = append(changed, name)
+	if full {
+		changed = changed[:0]
+		for name, h := range m {
+			if o, ok := old[name]; !ok || o != h {
+				changed = append(changed, name)
+			}
+		}
+		for name := range old {
+			if _, ok := m[name]; !ok {
+				changed = append(changed, name)
+			}
 		}
 	}
-	e.steady.seen(gen, m)
+	e.health.m, e.health.readAt, e.health.cursor = m, now, cursor
+	e.steady.seen(gen, stored, full)
 	e.health.mu.Unlock()
 	for _, name := range changed {
 		e.lanes.release(name)
@@ -234,6 +277,9 @@ func (e *Engine) updateHealth(batch []outcome) {
 		}, nil)
 		if err != nil {
 			e.logger.Warn("could not record endpoint health", "endpoint", name, "err", err)
+			e.health.mu.Lock()
+			e.health.resync = true // the health put here may not be the store's
+			e.health.mu.Unlock()
 			continue
 		}
 		e.steady.wrote(after)
@@ -303,14 +349,26 @@ func (s *steadyEndpoints) generation() uint64 {
 	return s.gen
 }
 
-// seen takes a read of the store's health rows, begun at generation gen.
-// An endpoint without a row is active (and steady if configured).
-func (s *steadyEndpoints) seen(gen uint64, health map[string]courier.EndpointHealth) {
+// seen takes a read of the store's health rows, begun at generation gen:
+// of all of them (full; an endpoint without a row is active, and steady if
+// configured), or of those written since the read before, a forgotten one
+// as its Forgettable health.
+func (s *steadyEndpoints) seen(gen uint64, health []courier.EndpointHealth, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	steady := make(map[string]bool, len(health))
-	for name, h := range health {
-		steady[name] = h.Clean()
+	steady := s.steady
+	if full || steady == nil {
+		steady = make(map[string]bool, len(health))
+	}
+	for _, h := range health {
+		if at, ok := s.written[h.Endpoint]; ok && at > gen {
+			continue // written since the read began
+		}
+		if h.Forgettable() {
+			delete(steady, h.Endpoint)
+		} else {
+			steady[h.Endpoint] = h.Clean()
+		}
 	}
 	for name, at := range s.written {
 		if at > gen {

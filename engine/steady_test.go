@@ -13,7 +13,7 @@ import (
 // not go on treating another as steady after the store says it is not.
 func TestSteadyReadKeepsOnlyNewerWrites(t *testing.T) {
 	var s steadyEndpoints
-	s.seen(s.generation(), nil)
+	s.seen(s.generation(), nil, true)
 	if !s.is("a", true) || !s.is("b", true) {
 		t.Fatal("endpoints without a stored health are not steady")
 	}
@@ -22,10 +22,10 @@ func TestSteadyReadKeepsOnlyNewerWrites(t *testing.T) {
 	// This node writes a failure of a while the round reads the store; the
 	// read (older) still says a is clean, and says b is now suspended.
 	s.wrote(courier.EndpointHealth{Endpoint: "a", State: courier.HealthTimeout, Failures: 1})
-	s.seen(gen, map[string]courier.EndpointHealth{
-		"a": {Endpoint: "a", State: courier.HealthActive},
-		"b": {Endpoint: "b", State: courier.HealthSuspended, Suspensions: 1, SuspendedUntil: time.Now().Add(time.Minute)},
-	})
+	s.seen(gen, []courier.EndpointHealth{
+		{Endpoint: "a", State: courier.HealthActive},
+		{Endpoint: "b", State: courier.HealthSuspended, Suspensions: 1, SuspendedUntil: time.Now().Add(time.Minute)},
+	}, true)
 	if s.is("a", true) {
 		t.Error("a read older than this node's write undid the write")
 	}
@@ -34,7 +34,7 @@ func TestSteadyReadKeepsOnlyNewerWrites(t *testing.T) {
 	}
 
 	// The next read, begun after the write, is taken whole.
-	s.seen(s.generation(), map[string]courier.EndpointHealth{"a": {Endpoint: "a", State: courier.HealthActive}})
+	s.seen(s.generation(), []courier.EndpointHealth{{Endpoint: "a", State: courier.HealthActive}}, true)
 	if !s.is("a", true) || !s.is("b", true) {
 		t.Errorf("after a newer read: a steady %v, b steady %v; want both", s.is("a", true), s.is("b", true))
 	}

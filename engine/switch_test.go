@@ -82,12 +82,22 @@ func TestSwitchedOffBetweenClaimAndAttempt(t *testing.T) {
 // the switch and that is about to start after that time does not start.
 // Run by TestOnPostgres: it takes two nodes.
 func testOtherNodeObeysTheSwitchWithinItsBound(t *testing.T) {
+	testOtherObeysTheSwitchWithinItsBound(t, func(h *harness) *engine.Engine { return h.addNode() })
+}
+
+// Another engine on the same SQLite store, which hears of the switch only
+// through the store, obeys it within its bound too.
+func TestOtherEngineObeysTheSwitchWithinItsBound(t *testing.T) {
+	testOtherObeysTheSwitchWithinItsBound(t, func(h *harness) *engine.Engine { return h.addEngine() })
+}
+
+func testOtherObeysTheSwitchWithinItsBound(t *testing.T, addNode func(*harness) *engine.Engine) {
 	hook := &claimHook{id: "m-1", fired: make(chan struct{})}
 	h := newHarness(t, func(h *harness) { h.direct("acme") })
 	// The second node alone claims; the first switches.
 	h.engine.Stop(context.Background())
 	h.wrap = func(s courier.Store) courier.Store { hook.Store = s; return hook }
-	other := h.addNode()
+	other := addNode(h)
 	hook.fn = func() {
 		switchEndpoint(t, h.store, h.engine, "acme", false)
 		// What the other node read before the switch is stale once this

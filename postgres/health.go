@@ -16,8 +16,40 @@ const healthColumns = `endpoint, state, failures, suspensions, suspended_until, 
 
 // Health returns every stored endpoint health.
 func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
+	rows, err := s.pool.Query(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE NOT forgotten ORDER BY endpoint`)
 	return collect(nil, rows, err, "read endpoint health", scanHealth)
+}
+
+// HealthChanges returns the health rows stamped with a transaction id at
+// or after since. The cursor is the xmin of a snapshot taken before the
+// rows are read: a transaction that snapshot did not see has an id at or
+// above it, so the next read finds its rows, whenever it commits.
+func (s *Store) HealthChanges(ctx context.Context, since int64) ([]courier.EndpointHealth, int64, error) {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`)
+	b.Queue(`SELECT `+healthColumns+`, forgotten FROM endpoint_health WHERE xid >= $1::bigint::text::xid8`, since)
+	br := s.pool.SendBatch(ctx, &b)
+	var next int64
+	if err := br.QueryRow().Scan(&next); err != nil {
+		br.Close()
+		return nil, since, classify("read endpoint health", err)
+	}
+	rows, err := br.Query()
+	out, err := collect(nil, rows, err, "read endpoint health", func(row scanner) (courier.EndpointHealth, error) {
+		var forgotten bool
+		h, err := scanHealthAnd(row, &forgotten)
+		if forgotten {
+			h = courier.EndpointHealth{Endpoint: h.Endpoint, State: courier.HealthActive}
+		}
+		return h, err
+	})
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = classify("read endpoint health", cerr)
+	}
+	if err != nil {
+		return nil, since, err
+	}
+	return out, next, nil
 }
 
 // UpdateHealth applies next to an endpoint's health in one transaction that
@@ -32,16 +64,13 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 		}
 		out = next(h)
 		out.Endpoint = endpoint
-		if out.Forgettable() {
-			if _, err := tx.Exec(ctx, `DELETE FROM endpoint_health WHERE endpoint = $1`, endpoint); err != nil {
-				return classify("forget health of "+endpoint, err)
-			}
-		} else if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
+		// A forgotten health keeps its row, marked, for HealthChanges to tell.
+		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at, forgotten)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (endpoint) DO UPDATE SET state = $2, failures = $3, suspensions = $4,
-			suspended_until = $5, probe_until = $6, updated_at = $7`,
+			suspended_until = $5, probe_until = $6, updated_at = $7, forgotten = $8, xid = pg_current_xact_id()`,
 			endpoint, string(out.State), out.Failures, out.Suspensions, ts(out.SuspendedUntil),
-			ts(out.ProbeUntil), out.UpdatedAt); err != nil {
+			ts(out.ProbeUntil), out.UpdatedAt, out.Forgettable()); err != nil {
 			return classify("write health of "+endpoint, err)
 		}
 		if a != nil {
@@ -56,15 +85,15 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 }
 
 // lockHealth reads an endpoint's health and locks its row until tx ends.
-// An endpoint without a row is active; the row made here to lock is
-// overwritten or deleted by the caller, in the same transaction. When
-// another node forgets the row while this one waits for it, the row is
-// made and locked again: starting from no row and no lock would let two
-// waiting nodes overwrite each other's change.
+// An endpoint without a row, or whose health was forgotten, is active; the
+// row made (or made anew) here to lock is overwritten or forgotten by the
+// caller, in the same transaction. Should the row go while this one waits
+// for it, it is made and locked again: starting from no row and no lock
+// would let two waiting nodes overwrite each other's change.
 func lockHealth(ctx context.Context, tx pgx.Tx, endpoint string) (courier.EndpointHealth, error) {
 	for {
 		if _, err := tx.Exec(ctx, `INSERT INTO endpoint_health (endpoint, state, updated_at)
-			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO NOTHING`, endpoint); err != nil {
+			VALUES ($1, 'active', now()) ON CONFLICT (endpoint) DO UPDATE SET `+madeAnew+` WHERE endpoint_health.forgotten`, endpoint); err != nil {
 			return courier.EndpointHealth{}, classify("health of "+endpoint, err)
 		}
 		h, err := scanHealth(tx.QueryRow(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = $1 FOR UPDATE`, endpoint))
@@ -78,11 +107,19 @@ func lockHealth(ctx context.Context, tx pgx.Tx, endpoint string) (courier.Endpoi
 	}
 }
 
-func scanHealth(row scanner) (courier.EndpointHealth, error) {
+// madeAnew makes a forgotten row, on conflict, as a new row is made.
+const madeAnew = `state = 'active', failures = 0, suspensions = 0, suspended_until = NULL, probe_until = NULL,
+	updated_at = now(), forgotten = false, xid = pg_current_xact_id()`
+
+func scanHealth(row scanner) (courier.EndpointHealth, error) { return scanHealthAnd(row) }
+
+// scanHealthAnd scans the healthColumns, then the columns after them into
+// more.
+func scanHealthAnd(row scanner, more ...any) (courier.EndpointHealth, error) {
 	var h courier.EndpointHealth
 	var state string
 	var suspendedUntil, probeUntil pgtype.Timestamptz
-	if err := row.Scan(&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &h.UpdatedAt); err != nil {
+	if err := row.Scan(append([]any{&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &h.UpdatedAt}, more...)...); err != nil {
 		return h, err
 	}
 	h.State = courier.HealthState(state)
@@ -173,38 +210,32 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 			}
 			out[i].After, out[i].Changed = next, true
 		}
-		var forget []string
 		var rows struct {
 			endpoint, state           []string
 			failures, suspensions     []int32
 			suspended, probe, updated []pgtype.Timestamptz
+			forgotten                 []bool // kept, marked, for HealthChanges to tell
 		}
 		stamp := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
 		for _, name := range names {
 			h, ok := written[name]
-			switch {
-			case !ok:
-			case h.Forgettable():
-				forget = append(forget, name)
-			default:
+			if ok {
 				rows.endpoint, rows.state = append(rows.endpoint, name), append(rows.state, string(h.State))
 				rows.failures, rows.suspensions = append(rows.failures, int32(h.Failures)), append(rows.suspensions, int32(h.Suspensions))
 				rows.suspended, rows.probe = append(rows.suspended, stamp(h.SuspendedUntil)), append(rows.probe, stamp(h.ProbeUntil))
-				rows.updated = append(rows.updated, stamp(h.UpdatedAt))
+				rows.updated, rows.forgotten = append(rows.updated, stamp(h.UpdatedAt)), append(rows.forgotten, h.Forgettable())
 			}
 		}
 		// The writes go in one round trip; many actions by COPY.
 		var b pgx.Batch
 		if len(rows.endpoint) > 0 {
-			b.Queue(`INSERT INTO endpoint_health (`+healthColumns+`)
-				SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
+			b.Queue(`INSERT INTO endpoint_health (`+healthColumns+`, forgotten)
+				SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::boolean[])
 				ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
 				suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
-				probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
-				rows.endpoint, rows.state, rows.failures, rows.suspensions, rows.suspended, rows.probe, rows.updated)
-		}
-		if len(forget) > 0 {
-			b.Queue(`DELETE FROM endpoint_health WHERE endpoint = ANY($1)`, forget)
+				probe_until = excluded.probe_until, updated_at = excluded.updated_at,
+				forgotten = excluded.forgotten, xid = pg_current_xact_id()`,
+				rows.endpoint, rows.state, rows.failures, rows.suspensions, rows.suspended, rows.probe, rows.updated, rows.forgotten)
 		}
 		if len(actions) <= 100 {
 			for _, a := range actions {
@@ -238,7 +269,7 @@ func lockHealths(ctx context.Context, tx pgx.Tx, names []string) (map[string]cou
 	var b pgx.Batch
 	b.Queue(`INSERT INTO endpoint_health (endpoint, state, updated_at)
 		SELECT name, 'active', now() FROM unnest($1::text[]) AS n(name) ORDER BY name
-		ON CONFLICT (endpoint) DO NOTHING`, names)
+		ON CONFLICT (endpoint) DO UPDATE SET `+madeAnew+` WHERE endpoint_health.forgotten`, names)
 	b.Queue(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ANY($1) ORDER BY endpoint FOR UPDATE`, names)
 	br := tx.SendBatch(ctx, &b)
 	if _, err := br.Exec(); err != nil {

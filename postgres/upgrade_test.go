@@ -89,6 +89,20 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 	}
 }
 
+// A database made before migration 0018, with an endpoint switched off,
+// upgrades in place to health read by change: the first read finds the
+// endpoint off, the next its switch on.
+func TestUpgradeReadsHealthByChange(t *testing.T) {
+	_, exec, dsn, schema := oldDatabase(t, "0018")
+	exec(storetest.UpgradeHealthSQL, time.Now())
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.HealthAfterUpgrade(t, s)
+}
+
 // oldDatabase makes a fresh schema as a release whose last migration came
 // before the one named first (say "0005") left it, and returns a
 // connection to it, a function that runs a statement there or fails the

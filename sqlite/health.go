@@ -12,17 +12,55 @@ import (
 
 const healthColumns = `endpoint, state, failures, suspensions, suspended_until, probe_until, updated_at`
 
+// writeHealth writes an endpoint's health, numbered above every write
+// before (the one writer keeps the numbers in commit order); a forgotten
+// health keeps its row, marked forgotten, for HealthChanges to tell.
+const writeHealth = `INSERT INTO endpoint_health (` + healthColumns + `, forgotten, version)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(version), 0) + 1 FROM endpoint_health))
+	ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
+	suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
+	probe_until = excluded.probe_until, updated_at = excluded.updated_at,
+	forgotten = excluded.forgotten, version = excluded.version`
+
+// writeHealthArgs are the arguments of writeHealth for h.
+func writeHealthArgs(h courier.EndpointHealth) []any {
+	return []any{h.Endpoint, string(h.State), h.Failures, h.Suspensions, micros(h.SuspendedUntil),
+		micros(h.ProbeUntil), micros(h.UpdatedAt), h.Forgettable()}
+}
+
 // Health returns every stored endpoint health.
 func (s *Store) Health(ctx context.Context) ([]courier.EndpointHealth, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+healthColumns+` FROM endpoint_health ORDER BY endpoint`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+healthColumns+` FROM endpoint_health WHERE forgotten = 0 ORDER BY endpoint`)
 	return collect(nil, rows, err, "read endpoint health", scanHealth)
+}
+
+// HealthChanges returns the health rows numbered above since; the cursor
+// is the highest number read.
+func (s *Store) HealthChanges(ctx context.Context, since int64) ([]courier.EndpointHealth, int64, error) {
+	next := since
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+healthColumns+`, forgotten, version FROM endpoint_health
+		WHERE version > ? ORDER BY version`, since)
+	out, err := collect(nil, rows, err, "read endpoint health", func(row scanner) (courier.EndpointHealth, error) {
+		var forgotten bool
+		var version int64
+		h, err := scanHealthAnd(row, &forgotten, &version)
+		next = max(next, version)
+		if forgotten {
+			h = courier.EndpointHealth{Endpoint: h.Endpoint, State: courier.HealthActive}
+		}
+		return h, err
+	})
+	if err != nil {
+		return nil, since, err
+	}
+	return out, next, nil
 }
 
 // UpdateHealth applies next to an endpoint's health in one transaction.
 func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(courier.EndpointHealth) courier.EndpointHealth, a *courier.Action) (courier.EndpointHealth, error) {
 	var out courier.EndpointHealth
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		h, err := scanHealth(tx.QueryRow(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ?`, endpoint))
+		h, err := scanHealth(tx.QueryRow(`SELECT `+healthColumns+` FROM endpoint_health WHERE endpoint = ? AND forgotten = 0`, endpoint))
 		if errors.Is(err, sql.ErrNoRows) {
 			h, err = courier.EndpointHealth{Endpoint: endpoint, State: courier.HealthActive}, nil
 		}
@@ -31,16 +69,7 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 		}
 		out = next(h)
 		out.Endpoint = endpoint
-		if out.Forgettable() {
-			if _, err := tx.Exec(`DELETE FROM endpoint_health WHERE endpoint = ?`, endpoint); err != nil {
-				return classify("forget health of "+endpoint, err)
-			}
-		} else if _, err := tx.Exec(`INSERT INTO endpoint_health (`+healthColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
-			suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
-			probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
-			endpoint, string(out.State), out.Failures, out.Suspensions, micros(out.SuspendedUntil),
-			micros(out.ProbeUntil), micros(out.UpdatedAt)); err != nil {
+		if _, err := tx.Exec(writeHealth, writeHealthArgs(out)...); err != nil {
 			return classify("write health of "+endpoint, err)
 		}
 		if a != nil {
@@ -51,12 +80,16 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 	return out, err
 }
 
-func scanHealth(row scanner) (courier.EndpointHealth, error) {
+func scanHealth(row scanner) (courier.EndpointHealth, error) { return scanHealthAnd(row) }
+
+// scanHealthAnd scans the healthColumns, then the columns after them into
+// more.
+func scanHealthAnd(row scanner, more ...any) (courier.EndpointHealth, error) {
 	var h courier.EndpointHealth
 	var state string
 	var suspendedUntil, probeUntil sql.NullInt64
 	var updated int64
-	if err := row.Scan(&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &updated); err != nil {
+	if err := row.Scan(append([]any{&h.Endpoint, &state, &h.Failures, &h.Suspensions, &suspendedUntil, &probeUntil, &updated}, more...)...); err != nil {
 		return h, err
 	}
 	h.State = courier.HealthState(state)
@@ -104,15 +137,12 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 	var out []courier.HealthChange
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = make([]courier.HealthChange, len(switches))
-		read, err := tx.Prepare(`SELECT ` + healthColumns + ` FROM endpoint_health WHERE endpoint = ?`)
+		read, err := tx.Prepare(`SELECT ` + healthColumns + ` FROM endpoint_health WHERE endpoint = ? AND forgotten = 0`)
 		if err != nil {
 			return classify("switch endpoints", err)
 		}
 		defer read.Close()
-		write, err := tx.Prepare(`INSERT INTO endpoint_health (` + healthColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (endpoint) DO UPDATE SET state = excluded.state, failures = excluded.failures,
-			suspensions = excluded.suspensions, suspended_until = excluded.suspended_until,
-			probe_until = excluded.probe_until, updated_at = excluded.updated_at`)
+		write, err := tx.Prepare(writeHealth)
 		if err != nil {
 			return classify("switch endpoints", err)
 		}
@@ -131,13 +161,7 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 				continue
 			}
 			next.Endpoint = sw.Endpoint
-			if next.Forgettable() {
-				_, err = tx.Exec(`DELETE FROM endpoint_health WHERE endpoint = ?`, sw.Endpoint)
-			} else {
-				_, err = write.Exec(sw.Endpoint, string(next.State), next.Failures, next.Suspensions, micros(next.SuspendedUntil),
-					micros(next.ProbeUntil), micros(next.UpdatedAt))
-			}
-			if err != nil {
+			if _, err := write.Exec(writeHealthArgs(next)...); err != nil {
 				return classify("write health of "+sw.Endpoint, err)
 			}
 			if sw.Action != nil {

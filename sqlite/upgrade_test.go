@@ -74,3 +74,46 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 		t.Errorf("%d triggers left after the upgrade (%v)", triggers, err)
 	}
 }
+
+// A database made before migration 0017, with an endpoint switched off,
+// upgrades in place to health read by change: the first read finds the
+// endpoint off, the next its switch on.
+func TestUpgradeReadsHealthByChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "courier.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := filepath.Glob("migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT '')`)
+	for v, name := range names {
+		if filepath.Base(name) >= "0017" {
+			break
+		}
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(body))
+		exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v+1)
+	}
+	exec(strings.ReplaceAll(storetest.UpgradeHealthSQL, "$1", "?1"), time.Now().UnixMicro())
+	db.Close()
+
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.HealthAfterUpgrade(t, s)
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,19 +10,22 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-// recordEvent records ev with a decide that sets Notified as notify says
-// and sends the notices given; it returns the event as recorded and
+// recordEvent records ev alone with a decide that sets Notified as notify
+// says and sends the notices given; it returns the event as recorded and
 // whether it was new.
 func recordEvent(t *testing.T, s courier.Store, ev courier.Event, notify bool, notices ...*courier.Message) (courier.Event, bool) {
 	t.Helper()
-	got, created, err := s.RecordEvent(context.Background(), ev, ev.At.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+	got, err := s.RecordEvents(context.Background(), []courier.Event{ev}, time.Hour, func(ev courier.Event, _ []courier.Event) (courier.Event, []*courier.Message) {
 		ev.Notified = notify
 		return ev, notices
 	})
 	if err != nil {
-		t.Fatalf("RecordEvent %s: %v", ev.ID, err)
+		t.Fatalf("RecordEvents %s: %v", ev.ID, err)
 	}
-	return got, created
+	if len(got) == 0 {
+		return courier.Event{}, false
+	}
+	return got[0], true
 }
 
 func eventAt(kind courier.EventKind, subject string, at time.Time) courier.Event {
@@ -45,21 +49,21 @@ func testEventsRecord(t *testing.T, s courier.Store) {
 		t.Fatalf("the event's notice: %+v", n)
 	}
 	// The same transition again (another node): nothing new, decide not asked.
-	_, created, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+	got2, err := s.RecordEvents(ctx, []courier.Event{ev}, time.Hour, func(courier.Event, []courier.Event) (courier.Event, []*courier.Message) {
 		t.Error("decide called for an event recorded before")
 		return ev, nil
 	})
-	if err != nil || created {
-		t.Fatalf("second record: created=%v %v; want not created", created, err)
+	if err != nil || len(got2) != 0 {
+		t.Fatalf("second record: %+v %v; want nothing recorded", got2, err)
 	}
 
 	recordEvent(t, s, eventAt(courier.EventEndpointRecovered, "acme", base.Add(time.Minute)), false)
 	recordEvent(t, s, eventAt(courier.EventEndpointSuspended, "other", base.Add(2*time.Minute)), true)
 	var seen []courier.Event
 	late := eventAt(courier.EventEndpointSuspended, "acme", base.Add(3*time.Minute))
-	if _, _, err := s.RecordEvent(ctx, late, base.Add(30*time.Second), func(recent []courier.Event) (courier.Event, []*courier.Message) {
+	if _, err := s.RecordEvents(ctx, []courier.Event{late}, late.At.Sub(base.Add(30*time.Second)), func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
 		seen = recent
-		return late, nil
+		return ev, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +161,7 @@ func testEventsConcurrent(t *testing.T, s courier.Store) {
 		go func() {
 			defer wg.Done()
 			ev := eventAt(courier.EventEndpointSuspended, "flap", base.Add(time.Duration(i)*time.Second))
-			_, _, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func(recent []courier.Event) (courier.Event, []*courier.Message) {
+			_, err := s.RecordEvents(ctx, []courier.Event{ev}, time.Hour, func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
 				sent := 0
 				for _, r := range recent {
 					if r.Notified {
@@ -172,7 +176,7 @@ func testEventsConcurrent(t *testing.T, s courier.Store) {
 		go func() {
 			defer wg.Done()
 			ev := eventAt(courier.EventRouteLagging, "same", base)
-			_, _, err := s.RecordEvent(ctx, ev, base.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) { return ev, nil })
+			_, err := s.RecordEvents(ctx, []courier.Event{ev}, time.Hour, func(ev courier.Event, _ []courier.Event) (courier.Event, []*courier.Message) { return ev, nil })
 			errs <- err
 		}()
 	}
@@ -218,5 +222,100 @@ func testEventsPurged(t *testing.T, s courier.Store) {
 	}
 	if len(page.Events) != 1 || page.Events[0].ID != recent.ID {
 		t.Fatalf("after the purge: %+v; want only the event after the cutoff", page.Events)
+	}
+}
+
+// testEventsBatch: a batch is recorded in its order, leaves out the events
+// recorded before (by another node, or earlier in the batch), and decides
+// each event on the events before it, those of the batch included, as
+// one-by-one recording would: the rate limit holds across the events of
+// one batch, and the notices of the events it lets through are sent.
+func testEventsBatch(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	alerts := &courier.Alerts{Notify: []string{"ops"}, MaxPerHour: 2}
+	// Recorded before by another node, and notified: it counts.
+	other := eventAt(courier.EventEndpointSuspended, "flap", base)
+	recordEvent(t, s, other, true)
+	var evs []courier.Event
+	for i := 1; i <= 4; i++ {
+		kind := courier.EventEndpointRecovered
+		if i%2 == 0 {
+			kind = courier.EventEndpointSuspended
+		}
+		evs = append(evs, eventAt(kind, "flap", base.Add(time.Duration(i)*time.Minute)))
+	}
+	lag := eventAt(courier.EventRouteLagging, "slow", base.Add(2*time.Minute))
+	batch := []courier.Event{other, evs[0], lag, evs[1], evs[2], evs[1], evs[3]}
+	seen := map[string][]string{}
+	got, err := s.RecordEvents(ctx, batch, time.Hour, func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
+		if _, again := seen[ev.ID]; again {
+			t.Errorf("decide called twice for %s", ev.ID)
+		}
+		for _, r := range recent {
+			seen[ev.ID] = append(seen[ev.ID], r.ID)
+		}
+		ev.Notified = alerts.Allow(ev, recent)
+		if !ev.Notified {
+			return ev, nil
+		}
+		return ev, alerts.Notices(ev, alerts.Notify)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i, ev := range got {
+		ids = append(ids, ev.ID)
+		if ev.Seq == 0 || i > 0 && ev.Seq <= got[i-1].Seq {
+			t.Errorf("recorded %+v; want seqs rising in the order given", got)
+		}
+	}
+	want := []string{evs[0].ID, lag.ID, evs[1].ID, evs[2].ID, evs[3].ID}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("recorded %v; want %v (in order, without the events recorded before)", ids, want)
+	}
+	// Each saw its subject's events before it, newest first.
+	if w := []string{evs[1].ID, evs[0].ID, other.ID}; !slices.Equal(seen[evs[2].ID], w) {
+		t.Errorf("the third of the batch saw %v; want %v", seen[evs[2].ID], w)
+	}
+	if len(seen[lag.ID]) != 0 {
+		t.Errorf("the lag saw %v; want nothing (another subject)", seen[lag.ID])
+	}
+	// other and evs[0] are the two an hour allows; the rest are held back.
+	wantNotified := map[string]bool{evs[0].ID: true, lag.ID: true}
+	page, err := s.Events(ctx, courier.EventFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 6 {
+		t.Fatalf("%d events stored, want 6", len(page.Events))
+	}
+	for _, ev := range page.Events {
+		if ev.ID == other.ID {
+			continue
+		}
+		if ev.Notified != wantNotified[ev.ID] {
+			t.Errorf("%s notified=%v, want %v", ev.ID, ev.Notified, wantNotified[ev.ID])
+		}
+		_, err := s.Message(ctx, ev.ID+".ops")
+		if sent := err == nil; sent != wantNotified[ev.ID] {
+			t.Errorf("notice of %s sent=%v (%v), want %v", ev.ID, sent, err, wantNotified[ev.ID])
+		}
+	}
+	// The window bounds what the batch's own events show too.
+	far := eventAt(courier.EventEndpointRecovered, "flap", base.Add(3*time.Hour))
+	farther := eventAt(courier.EventEndpointSuspended, "flap", base.Add(3*time.Hour+time.Minute))
+	seen = map[string][]string{}
+	if _, err := s.RecordEvents(ctx, []courier.Event{far, farther}, 30*time.Second, func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
+		seen[ev.ID] = nil
+		for _, r := range recent {
+			seen[ev.ID] = append(seen[ev.ID], r.ID)
+		}
+		return ev, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen[far.ID]) != 0 || len(seen[farther.ID]) != 0 {
+		t.Errorf("saw %v; want nothing older than the window", seen)
 	}
 }

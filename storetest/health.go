@@ -354,3 +354,150 @@ func testSuspendRouteOfManyMessages(t *testing.T, s courier.Store) {
 		t.Errorf("queued routes after: %v %v; want none", routes, err)
 	}
 }
+
+// healthByChanges applies the changes to what a reader knows, as a reader
+// of HealthChanges does: a Forgettable health drops the endpoint.
+func healthByChanges(known map[string]courier.EndpointHealth, changes []courier.EndpointHealth) {
+	for _, h := range changes {
+		if h.Forgettable() {
+			delete(known, h.Endpoint)
+		} else {
+			known[h.Endpoint] = h
+		}
+	}
+}
+
+// testHealthChanges: a reader of the changes since its last read learns of
+// every write (an update, a switch, a forgotten health) and ends knowing
+// what Health says; the rows no one wrote since are not read again unless
+// a write ran beside the read.
+func testHealthChanges(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	changes := func(since int64) ([]courier.EndpointHealth, int64) {
+		t.Helper()
+		hs, next, err := s.HealthChanges(ctx, since)
+		if err != nil {
+			t.Fatalf("HealthChanges(%d): %v", since, err)
+		}
+		return hs, next
+	}
+	names := func(hs []courier.EndpointHealth) map[string]courier.EndpointHealth {
+		out := map[string]courier.EndpointHealth{}
+		for _, h := range hs {
+			out[h.Endpoint] = h
+		}
+		return out
+	}
+	hs, cursor := changes(0)
+	if len(hs) != 0 {
+		t.Fatalf("changes of a new store: %+v", hs)
+	}
+	resolved := courier.ResolvedEndpointPrefix + "https://ap.example/as4"
+	for _, name := range []string{"acme", "globex", resolved} {
+		if _, err := s.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
+			h.State, h.Failures, h.UpdatedAt = courier.HealthTimeout, 1, base
+			return h
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, cursor = changes(cursor)
+	if got := names(hs); len(got) != 3 || got["acme"].State != courier.HealthTimeout || got["acme"].Failures != 1 {
+		t.Fatalf("changes after three updates: %+v", hs)
+	}
+	// A switch, and a resolved endpoint's health forgotten.
+	if _, err := s.SwitchHealth(ctx, []courier.HealthSwitch{{Endpoint: "globex", Next: func(h courier.EndpointHealth) (courier.EndpointHealth, bool) {
+		return h.SwitchedOff(base), true
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateHealth(ctx, resolved, func(h courier.EndpointHealth) courier.EndpointHealth {
+		return h.SwitchedOn(base)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, cursor = changes(cursor)
+	got := names(hs)
+	if got["globex"].State != courier.HealthOff {
+		t.Errorf("changes after a switch off: %+v; want globex off", hs)
+	}
+	if h, ok := got[resolved]; !ok || !h.Forgettable() {
+		t.Errorf("changes after %s was forgotten: %+v; want it, forgettable", resolved, hs)
+	}
+	all, err := s.Health(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("health after the forgetting: %+v %v; want acme and globex", all, err)
+	}
+	// A forgotten health starts again from active.
+	if _, err := s.UpdateHealth(ctx, resolved, func(h courier.EndpointHealth) courier.EndpointHealth {
+		if h.State != courier.HealthActive || h.Failures != 0 {
+			t.Errorf("a forgotten health is read as %+v, want active", h)
+		}
+		h.State, h.Failures, h.UpdatedAt = courier.HealthTimeout, 1, base
+		return h
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _ = changes(cursor)
+	if h := names(hs)[resolved]; h.State != courier.HealthTimeout {
+		t.Errorf("changes after the forgotten health came back: %+v", hs)
+	}
+
+	// Writers beside a reader: the reader misses none of their writes.
+	known := map[string]courier.EndpointHealth{}
+	hs, cursor = changes(0)
+	healthByChanges(known, hs)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				name := fmt.Sprintf("writer-%d-%d", w, i%5)
+				if _, err := s.UpdateHealth(ctx, name, func(h courier.EndpointHealth) courier.EndpointHealth {
+					h.State, h.Failures, h.UpdatedAt = courier.HealthTimeout, h.Failures+1, base
+					return h
+				}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			hs, next, err := s.HealthChanges(ctx, cursor)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			healthByChanges(known, hs)
+			cursor = next
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-read
+	hs, _ = changes(cursor)
+	healthByChanges(known, hs)
+	all, err = s.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(known) != len(all) {
+		t.Errorf("the reader knows %d endpoints' health, the store has %d", len(known), len(all))
+	}
+	for _, h := range all {
+		if known[h.Endpoint] != h {
+			t.Errorf("the reader knows %+v, the store has %+v", known[h.Endpoint], h)
+		}
+	}
+}

@@ -52,6 +52,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Health", testHealth},
 		{"SwitchHealth", testSwitchHealth},
 		{"ResolvedHealthForgotten", testResolvedHealthForgotten},
+		{"HealthChanges", testHealthChanges},
 		{"CountQueued", testCountQueued},
 		{"CountSuspended", testCountSuspended},
 		{"CountLive", testCountLive},
@@ -86,6 +87,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsList", testEventsList},
 		{"EventsPurged", testEventsPurged},
 		{"EventsConcurrent", testEventsConcurrent},
+		{"EventsBatch", testEventsBatch},
 	}
 	tests = append(tests, blobTests...)
 	tests = append(tests, suite[courier.Store]{

@@ -168,3 +168,27 @@ func IdsAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
 		t.Errorf("sent-1 reads the payload %q", m.Payload)
 	}
 }
+
+// UpgradeHealthSQL makes, in the schema of a release that read the
+// endpoints' health whole, endpoint acme off ($1 is the time, as unix
+// microseconds for SQLite).
+const UpgradeHealthSQL = `INSERT INTO endpoint_health (endpoint, state, updated_at) VALUES ('acme', 'off', $1)`
+
+// HealthAfterUpgrade checks that the health written by the release before
+// (UpgradeHealthSQL) is read by a first read of the changes, and a write
+// after the upgrade by the next.
+func HealthAfterUpgrade(t *testing.T, s courier.Store) {
+	t.Helper()
+	ctx := context.Background()
+	hs, cursor, err := s.HealthChanges(ctx, 0)
+	if err != nil || len(hs) != 1 || hs[0].Endpoint != "acme" || hs[0].State != courier.HealthOff {
+		t.Fatalf("first read of the changes after the upgrade: %+v %v; want acme off", hs, err)
+	}
+	if _, err := s.UpdateHealth(ctx, "acme", func(h courier.EndpointHealth) courier.EndpointHealth { return h.SwitchedOn(time.Now()) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	hs, _, err = s.HealthChanges(ctx, cursor)
+	if err != nil || len(hs) != 1 || hs[0].State != courier.HealthActive {
+		t.Fatalf("changes after acme was switched on: %+v %v; want acme active", hs, err)
+	}
+}

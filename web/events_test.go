@@ -17,7 +17,7 @@ func TestEventsPage(t *testing.T) {
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	record := func(ev courier.Event, notified bool) {
 		t.Helper()
-		if _, _, err := d.store.RecordEvent(context.Background(), ev, ev.At.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) {
+		if _, err := d.store.RecordEvents(context.Background(), []courier.Event{ev}, time.Hour, func(ev courier.Event, _ []courier.Event) (courier.Event, []*courier.Message) {
 			ev.Notified = notified
 			return ev, nil
 		}); err != nil {

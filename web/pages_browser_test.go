@@ -245,7 +245,7 @@ func TestEveryPageReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	off, _ := courier.HealthEvent("globex", courier.EndpointHealth{}, courier.EndpointHealth{State: courier.HealthOff, UpdatedAt: time.Now()}, "switched off by root")
-	if _, _, err := d.store.RecordEvent(ctx, off, off.At.Add(-time.Hour), func([]courier.Event) (courier.Event, []*courier.Message) { return off, nil }); err != nil {
+	if _, err := d.store.RecordEvents(ctx, []courier.Event{off}, time.Hour, func(ev courier.Event, _ []courier.Event) (courier.Event, []*courier.Message) { return ev, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := root.Bulk(ctx, courier.ActionDiscard, api.BulkRequest{OperationID: "op-1", Filter: api.Filter{Type: "nothing"}}); err != nil {
