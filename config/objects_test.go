@@ -49,6 +49,7 @@ func checkRoundTrip(t *testing.T, c *Config) {
 		t.Errorf("Assemble of the specs:\n%v", err)
 		return
 	}
+	got.Tenants = c.Topology.Tenants // the file's alone: the store holds no tenants
 	if reflect.DeepEqual(got, c.Topology) {
 		return
 	}
