@@ -25,8 +25,7 @@ func (d *decoder) alerts(o *object, c *Config, refs *[]ref) {
 				d.errorf(it.line, it.field, "endpoint %q is listed twice", check.Clip(it.value))
 				continue
 			}
-			c.Alerts.Notify = append(c.Alerts.Notify, it.value)
-			*refs = append(*refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value, notice: true})
+			c.Alerts.Notify = append(c.Alerts.Notify, d.use(refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value, notice: true}))
 		}
 	}
 	if l := a.duration("oldest_due", &c.Alerts.OldestDue); l > 0 && c.Alerts.OldestDue <= 0 {

@@ -175,11 +175,16 @@ const DefaultMaxSuspended = 10000
 // Key is one API key. Only the hash of its secret is configured, so that the
 // file can be shared without giving access.
 type Key struct {
+	// Name is qualified: a tenant's key is tenant/name.
 	Name string
-	Role Role
+	// Tenant is the tenant the key acts in; empty is the default tenant.
+	// A key of courier.SystemTenant administers every tenant.
+	Tenant string
+	Role   Role
 	// Hash is "sha256:" followed by the lowercase hex SHA-256 of the secret.
 	Hash string
-	// Routes limits a sender to these routes; empty means every route.
+	// Routes limits a sender to these routes, by qualified name; empty
+	// means every route of its tenant.
 	Routes []string
 	// Rate limits the messages the key may ingest; the zero Rate is unlimited.
 	Rate courier.Rate

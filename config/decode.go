@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/check"
 	"go.yaml.in/yaml/v3"
 )
@@ -39,6 +40,12 @@ type decoder struct {
 	// fields, when set, is told of every mapping read and the fields it
 	// takes, so that a test can check the reference documents them all.
 	fields func(path string, known []string)
+
+	// tenant is the tenant of the entry being read ("" outside entries: the
+	// default tenant); known are the tenants the file lists, nil when
+	// objects are decoded one at a time and their tenants are not known.
+	tenant string
+	known  map[string]*courier.Tenant
 }
 
 func (d *decoder) errorf(line int, field, format string, args ...any) {

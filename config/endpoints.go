@@ -28,7 +28,7 @@ func transportFields(t courier.Transport) ([]string, bool) {
 
 // allEndpointFields are the keys an endpoint may have whatever its transport.
 var allEndpointFields = func() []string {
-	all := slices.Clone(endpointFields)
+	all := append([]string{"tenant"}, endpointFields...)
 	for _, k := range transport.Kinds {
 		for _, f := range k.Fields {
 			if !slices.Contains(all, f) {
@@ -41,15 +41,22 @@ var allEndpointFields = func() []string {
 
 func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 	for _, p := range d.entries(n, "endpoints") {
-		t.Endpoints[p.key] = d.endpoint(p)
+		e := d.endpoint(p)
+		if t.Endpoints[e.Name] != nil {
+			d.errorf(p.line, "endpoints."+p.key, "is endpoint %q again: given twice", e.Name)
+			continue
+		}
+		t.Endpoints[e.Name] = e
 	}
 }
 
 // endpoint reads one entry of endpoints: (or one endpoint of the store).
 func (d *decoder) endpoint(p pair) *courier.Endpoint {
-	path := "endpoints." + p.key
-	d.checkName(p, path, courier.ValidName)
+	name, path := d.enter(p, "endpoints")
+	defer d.leave()
+	d.checkName(ownName(p), path, courier.ValidName)
 	o := d.object(p.value, path, p.line, allEndpointFields)
+	d.tenantField(o, p)
 	var tr string
 	names := transport.Names()
 	if o.required("transport", ": one of "+strings.Join(transportStrings(names), ", ")) {
@@ -57,11 +64,11 @@ func (d *decoder) endpoint(p pair) *courier.Endpoint {
 			d.errorf(l, o.field("transport"), "must be %s, not %q", orList(names), check.Clip(tr))
 		}
 	}
-	e := courier.NewEndpoint(p.key, courier.Transport(tr))
+	e := courier.NewEndpoint(name, courier.Transport(tr))
 	kind, known := transport.Kind(e.Transport)
 	if own, ok := transportFields(e.Transport); ok {
 		for _, f := range o.order {
-			if !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
+			if f != "tenant" && !slices.Contains(endpointFields, f) && !slices.Contains(own, f) {
 				o.errorf(f, "not a field of %s endpoints (it belongs to %s endpoints)", e.Transport, fieldOwners(f))
 			}
 		}

@@ -65,7 +65,8 @@ func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object,
 	case courier.KindRoute:
 		obj.Route = d.route(p, &obj.refs)
 	case courier.KindPolicy:
-		d.baseUnknown = name != courier.DefaultPolicyName
+		_, own := d.entryName(p)
+		d.baseUnknown = own != courier.DefaultPolicyName
 		var refs []ref // Assemble reads the policy again, and its refs with it
 		d.policy(p, courier.DefaultPolicy(), &refs)
 		obj.policy = root

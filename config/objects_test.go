@@ -49,6 +49,7 @@ func checkRoundTrip(t *testing.T, c *Config) {
 		t.Errorf("Assemble of the specs:\n%v", err)
 		return
 	}
+	got.Tenants = c.Topology.Tenants // the file's alone: the store holds no tenants
 	if reflect.DeepEqual(got, c.Topology) {
 		return
 	}
@@ -331,8 +332,8 @@ func TestDecodeObjectErrors(t *testing.T) {
 			[]string{`line 1: endpoints.a.max_concurrency: must be at least 1`}, ""},
 		{"list for a single value", courier.KindEndpoint, "a", `{"transport":"file","dir":["out"]}`,
 			[]string{`line 1: endpoints.a.dir: must be a single value, not a list`}, ""},
-		{"endpoint name", courier.KindEndpoint, "a/b", `{"transport":"file","dir":"out"}`,
-			[]string{`line 1: endpoints.a/b: "a/b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}, ""},
+		{"endpoint name", courier.KindEndpoint, "a b", `{"transport":"file","dir":"out"}`,
+			[]string{`line 1: endpoints.a b: "a b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}, ""},
 		{"lines of an indented spec", courier.KindEndpoint, "a", "{\n  \"transport\": \"file\",\n  \"dir\": \"out\",\n  \"timeout\": \"0s\",\n  \"dir\": \"in\"\n}",
 			[]string{`line 4: endpoints.a.timeout: must be greater than 0`, `line 5: endpoints.a.dir: given twice (first at line 3)`}, ""},
 		{"reserved route name", courier.KindRoute, "courier.mine", `{"endpoints":["a"]}`,

@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var policyFields = []string{"backoff", "schedule", "max_attempts", "max_age", "priority",
+var policyFields = []string{"tenant", "backoff", "schedule", "max_attempts", "max_age", "priority",
 	"escalate", "fallback", "on_exhausted"}
 
 // policies reads the default policy first: every other policy starts from it
@@ -21,30 +21,51 @@ func (d *decoder) policies(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 }
 
 // policySet reads the entries of policies: (or the policies of the store)
-// into t, the default policy first.
+// into t: each tenant's default policy first, over the built-in one, and
+// then the tenant's other policies over it. A tenant's policies never
+// inherit from another tenant's default.
 func (d *decoder) policySet(entries []pair, t *courier.Topology, refs *[]ref) {
-	base := courier.DefaultPolicy()
+	bases := map[string]*courier.Policy{}
+	delete(t.Policies, courier.DefaultPolicyName) // the built-in one, unless the entries give their own
 	for _, p := range entries {
-		if p.key == courier.DefaultPolicyName {
-			base = d.policy(p, base, refs)
+		if tenant, own := d.entryName(p); own == courier.DefaultPolicyName {
+			d.addPolicy(t, p, d.policy(p, courier.DefaultPolicy(), refs))
+			bases[tenant] = t.Policies[courier.Qualify(tenant, own)]
 		}
 	}
-	t.Policies[courier.DefaultPolicyName] = base
+	if t.Policies[courier.DefaultPolicyName] == nil {
+		t.Policies[courier.DefaultPolicyName] = courier.DefaultPolicy()
+	}
 	for _, p := range entries {
-		if p.key != courier.DefaultPolicyName {
-			t.Policies[p.key] = d.policy(p, base, refs)
+		if tenant, own := d.entryName(p); own != courier.DefaultPolicyName {
+			base := bases[tenant]
+			if base == nil {
+				base = courier.DefaultPolicy()
+			}
+			d.addPolicy(t, p, d.policy(p, base, refs))
 		}
 	}
 }
 
+// addPolicy puts pol into t, unless its entry names a policy given before.
+func (d *decoder) addPolicy(t *courier.Topology, p pair, pol *courier.Policy) {
+	if t.Policies[pol.Name] != nil {
+		d.errorf(p.line, "policies."+p.key, "is policy %q again: given twice", pol.Name)
+		return
+	}
+	t.Policies[pol.Name] = pol
+}
+
 func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Policy {
-	path := "policies." + p.key
-	if !courier.ValidType(p.key) {
-		d.errorf(p.line, path, "%q is not a message type: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(p.key), courier.MaxTypeLen)
+	name, path := d.enter(p, "policies")
+	defer d.leave()
+	if own := ownName(p).key; !courier.ValidType(own) {
+		d.errorf(p.line, path, "%q is not a message type: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(own), courier.MaxTypeLen)
 	}
 	o := d.object(p.value, path, p.line, policyFields)
+	d.tenantField(o, p)
 	pol := clonePolicy(base)
-	pol.Name = p.key
+	pol.Name = name
 
 	if b := o.sub("backoff", []string{"initial", "factor", "max", "jitter"}); b != nil {
 		d.backoff(b, &pol.Backoff, true)
@@ -140,7 +161,7 @@ func (d *decoder) escalate(o *object, refs *[]ref) []courier.Escalation {
 		}
 		if eo.required("notify", ": an smtp or http endpoint") {
 			if l := eo.str("notify", &esc.Notify); l > 0 {
-				*refs = append(*refs, ref{line: l, field: eo.field("notify"), kind: "endpoint", name: esc.Notify, notice: true})
+				esc.Notify = d.use(refs, ref{line: l, field: eo.field("notify"), kind: "endpoint", name: esc.Notify, notice: true})
 			}
 		}
 		out = append(out, esc)
@@ -159,7 +180,7 @@ func (d *decoder) fallback(o *object, refs *[]ref) *courier.Fallback {
 	fo.duration("after", &f.After)
 	if fo.required("route", ": the route that takes over") {
 		if l := fo.str("route", &f.Route); l > 0 {
-			*refs = append(*refs, ref{line: l, field: fo.field("route"), kind: "fallback", name: f.Route})
+			f.Route = d.use(refs, ref{line: l, field: fo.field("route"), kind: "fallback", name: f.Route})
 		}
 	}
 	return f

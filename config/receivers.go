@@ -114,7 +114,7 @@ func (d *decoder) receiverMapping(o *object, r *courier.Receiver, refs *[]ref) {
 		d.errorf(l, o.field("type"), "%q is not a valid type: use letters, digits, '.', '_' or '-'", check.Clip(r.Type))
 	}
 	if l := o.str("route", &r.Route); l > 0 {
-		*refs = append(*refs, ref{line: l, field: o.field("route"), kind: "route", name: r.Route})
+		r.Route = d.use(refs, ref{line: l, field: o.field("route"), kind: "route", name: r.Route})
 	}
 	for _, h := range []struct {
 		name string

@@ -61,6 +61,8 @@ subscriptions:
   NAME: {types: [a], route: NAME, filter: {headers: {}}}
 receivers:
   NAME: {transport: dir}
+tenants:
+  NAME: {weight: 1, quotas: {burst: 1}}
 `
 
 // decoderFields returns every field path the decoder takes (routes.NAME.

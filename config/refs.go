@@ -16,33 +16,40 @@ type ref struct {
 	kind   string // "endpoint" or "route"
 	name   string
 	notice bool // the endpoint receives notices: smtp or http only
+	// name is qualified; written is the name as the file gives it, and
+	// tenant the tenant of the entry that uses it (see decoder.use).
+	written string
+	tenant  string
 }
 
 func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
 	for _, r := range refs {
+		if d.crossTenant(r) {
+			continue
+		}
 		switch r.kind {
 		case "endpoint":
 			e, ok := t.Endpoints[r.name]
 			switch {
 			case !ok:
-				d.undefined(r, courier.KindEndpoint, suggest(r.name, t.Endpoints))
+				d.undefined(r, courier.KindEndpoint, suggestFor(r, t.Endpoints))
 			case r.notice && e.Transport != courier.TransportSMTP && e.Transport != courier.TransportHTTP:
-				d.errorf(r.line, r.field, "endpoint %q is a %s endpoint; notices go to smtp or http endpoints", r.name, e.Transport)
+				d.errorf(r.line, r.field, "endpoint %q is a %s endpoint; notices go to smtp or http endpoints", r.written, e.Transport)
 			}
 		case "route":
 			if _, ok := t.Routes[r.name]; !ok {
-				d.undefined(r, courier.KindRoute, suggest(r.name, t.Routes))
+				d.undefined(r, courier.KindRoute, suggestFor(r, t.Routes))
 			}
 		case "fallback":
 			switch rt, ok := t.Routes[r.name]; {
 			case !ok:
-				d.undefined(r, courier.KindRoute, suggest(r.name, t.Routes))
+				d.undefined(r, courier.KindRoute, suggestFor(r, t.Routes))
 			case rt.Workflow != nil:
-				d.errorf(r.line, r.field, "route %q is a workflow route: messages enter a workflow when they are sent, not by falling back", r.name)
+				d.errorf(r.line, r.field, "route %q is a workflow route: messages enter a workflow when they are sent, not by falling back", r.written)
 			}
 		case "policy":
 			if _, ok := t.Policies[r.name]; !ok {
-				d.undefined(r, courier.KindPolicy, suggest(r.name, t.Policies))
+				d.undefined(r, courier.KindPolicy, suggestFor(r, t.Policies))
 			}
 		}
 	}
@@ -51,17 +58,6 @@ func (d *decoder) checkRefs(t *courier.Topology, refs []ref) {
 // undefined reports that the object r names, of kind, is not defined.
 func (d *decoder) undefined(r ref, kind courier.TopologyKind, suggestion string) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: r.line, Field: r.field,
-		Message:   fmt.Sprintf("%s %q is not defined%s", kind, check.Clip(r.name), suggestion),
+		Message:   fmt.Sprintf("%s %q is not defined%s", kind, check.Clip(r.written), suggestion),
 		Undefined: &Reference{Kind: kind, Name: r.name}})
-}
-
-func suggest[V any](name string, defined map[string]V) string {
-	names := make([]string, 0, len(defined))
-	for n := range defined {
-		names = append(names, n)
-	}
-	if s := closest(name, names); s != "" {
-		return fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return ""
 }

@@ -13,25 +13,32 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var routeFields = []string{"endpoints", "strategy", "weights", "ordered_on_failure", "workflow", "envelope", "compensation_policy",
+var routeFields = []string{"tenant", "endpoints", "strategy", "weights", "ordered_on_failure", "workflow", "envelope", "compensation_policy",
 	"lookup", "endpoint_template", "redrive"}
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
-		t.Routes[p.key] = d.route(p, refs)
+		r := d.route(p, refs)
+		if t.Routes[r.Name] != nil {
+			d.errorf(p.line, "routes."+p.key, "is route %q again: given twice", r.Name)
+			continue
+		}
+		t.Routes[r.Name] = r
 	}
 }
 
 // route reads one entry of routes: (or one route of the store), adding the
 // names it uses to refs.
 func (d *decoder) route(p pair, refs *[]ref) *courier.Route {
-	path := "routes." + p.key
-	d.checkName(p, path, courier.ValidName)
-	if strings.HasPrefix(p.key, "courier.") {
+	name, path := d.enter(p, "routes")
+	defer d.leave()
+	d.checkName(ownName(p), path, courier.ValidName)
+	if strings.HasPrefix(ownName(p).key, "courier.") {
 		d.errorf(p.line, path, "route names starting with \"courier.\" are reserved for courier's own notices")
 	}
 	o := d.object(p.value, path, p.line, routeFields)
-	r := &courier.Route{Name: p.key, OrderedOnFailure: defaultOrderedOnFailure}
+	d.tenantField(o, p)
+	r := &courier.Route{Name: name, OrderedOnFailure: defaultOrderedOnFailure}
 	switch {
 	case o.has("workflow"):
 		d.workflow(o, r, refs)
@@ -51,12 +58,11 @@ func (d *decoder) route(p pair, refs *[]ref) *courier.Route {
 			o.errorf("endpoints", "must list at least one endpoint")
 		}
 		for _, it := range items {
-			if slices.Contains(r.Endpoints, it.value) {
+			if slices.Contains(r.Endpoints, d.qualify(it.value)) {
 				d.errorf(it.line, it.field, "endpoint %q is listed twice", check.Clip(it.value))
 				continue
 			}
-			r.Endpoints = append(r.Endpoints, it.value)
-			*refs = append(*refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value})
+			r.Endpoints = append(r.Endpoints, d.use(refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value}))
 		}
 	}
 	r.Strategy = defaultStrategy(len(r.Endpoints))
@@ -132,12 +138,12 @@ func (d *decoder) weights(o *object, r *courier.Route, strategy string) {
 		var w int
 		l := wo.integer(p.key, &w)
 		switch {
-		case !slices.Contains(r.Endpoints, p.key):
+		case !slices.Contains(r.Endpoints, d.qualify(p.key)):
 			d.errorf(p.line, wo.field(p.key), "%q is not an endpoint of this route", check.Clip(p.key))
 		case l > 0 && w < 1:
 			d.errorf(l, wo.field(p.key), "must be at least 1")
 		case l > 0:
-			r.Weights[p.key] = w
+			r.Weights[d.qualify(p.key)] = w
 		case p.value == nil:
 			wo.errorf(p.key, "required: a whole number of at least 1")
 		}
@@ -167,17 +173,17 @@ func (d *decoder) workflow(o *object, r *courier.Route, refs *[]ref) {
 		var step courier.WorkflowStep
 		if so.required("endpoint", ": the endpoint of this step") {
 			if l := so.str("endpoint", &step.Endpoint); l > 0 {
-				*refs = append(*refs, ref{line: l, field: so.field("endpoint"), kind: "endpoint", name: step.Endpoint})
+				step.Endpoint = d.use(refs, ref{line: l, field: so.field("endpoint"), kind: "endpoint", name: step.Endpoint})
 			}
 		}
 		if l := so.str("compensate", &step.Compensate); l > 0 && step.Compensate != "" {
-			*refs = append(*refs, ref{line: l, field: so.field("compensate"), kind: "endpoint", name: step.Compensate})
+			step.Compensate = d.use(refs, ref{line: l, field: so.field("compensate"), kind: "endpoint", name: step.Compensate})
 		}
 		w.Steps = append(w.Steps, step)
 	}
 	o.boolean("envelope", &w.Envelope)
 	if l := o.str("compensation_policy", &w.CompensationPolicy); l > 0 {
-		*refs = append(*refs, ref{line: l, field: o.field("compensation_policy"), kind: "policy", name: w.CompensationPolicy})
+		w.CompensationPolicy = d.use(refs, ref{line: l, field: o.field("compensation_policy"), kind: "policy", name: w.CompensationPolicy})
 	}
 	r.Strategy = courier.StrategySingle
 }

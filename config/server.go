@@ -18,7 +18,7 @@ import (
 
 var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
 	"log", "tracing", "public_url", "secrets_key", "secrets_old_key", "keys", "outbound", "endpoints", "routes", "policies",
-	"subscriptions", "receivers", "alerts"}
+	"subscriptions", "receivers", "alerts", "tenants"}
 
 // config reads the top-level mapping into c. The server fields are only
 // parsed here; checkServer judges them after the environment overrides.
@@ -74,6 +74,11 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	c.TopologyInStore = !slices.ContainsFunc(courier.TopologyKinds, func(k courier.TopologyKind) bool { return o.has(k.Section()) })
 	c.KeysInStore = c.TopologyInStore && !o.has("keys")
 	var refs, routeRefs []ref
+	d.tenants(o.value("tenants"), c.Topology)
+	d.known = c.Topology.Tenants
+	if d.known == nil {
+		d.known = map[string]*courier.Tenant{}
+	}
 	d.endpoints(o.value("endpoints"), c.Topology)
 	d.routes(o.value("routes"), c.Topology, &refs)
 	d.policies(o.value("policies"), c.Topology, &refs)
@@ -112,7 +117,7 @@ func (d *decoder) networks(o *object, name string) []netip.Prefix {
 	return out
 }
 
-var keyFields = []string{"role", "hash", "routes", "rate", "max_suspended"}
+var keyFields = []string{"tenant", "role", "hash", "routes", "rate", "max_suspended"}
 
 // keys reads the API keys. Only a hash of each secret is configured; two
 // keys with one hash would make the caller's identity ambiguous.
@@ -121,9 +126,13 @@ func (d *decoder) keys(n *yaml.Node, c *Config, refs *[]ref) {
 	for _, p := range d.entries(n, "keys") {
 		k, hashLine := d.key(p, refs)
 		if hashLine > 0 && validHash(k.Hash) {
-			d.uniqueHash(hashes, k, hashLine, "keys."+p.key+".hash")
+			d.uniqueHash(hashes, k, hashLine, "keys."+k.Name+".hash")
 		}
-		c.Keys[p.key] = k
+		if _, dup := c.Keys[k.Name]; dup {
+			d.errorf(p.line, "keys."+p.key, "is key %q again: given twice", k.Name)
+			continue
+		}
+		c.Keys[k.Name] = k
 	}
 }
 
@@ -139,10 +148,15 @@ func (d *decoder) uniqueHash(hashes map[string]string, k Key, line int, field st
 // key reads one API key, and returns it with the line of its hash (0 when
 // it has none).
 func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
-	path := "keys." + p.key
-	d.checkName(p, path, courier.ValidName)
+	name, path := d.enter(p, "keys")
+	defer d.leave()
+	d.checkName(ownName(p), path, courier.ValidName)
 	o := d.object(p.value, path, p.line, keyFields)
-	k := Key{Name: p.key, MaxSuspended: DefaultMaxSuspended}
+	d.tenantField(o, p)
+	k := Key{Name: name, MaxSuspended: DefaultMaxSuspended}
+	if d.tenant != courier.DefaultTenant {
+		k.Tenant = d.tenant
+	}
 	var role string
 	if o.required("role", ": one of sender, operator, admin") {
 		if l := o.str("role", &role); l > 0 && !slices.Contains([]Role{RoleSender, RoleOperator, RoleAdmin}, Role(role)) {
@@ -167,8 +181,7 @@ func (d *decoder) key(p pair, refs *[]ref) (Key, int) {
 				continue
 			}
 			seen[it.value] = true
-			k.Routes = append(k.Routes, it.value)
-			*refs = append(*refs, ref{line: it.line, field: it.field, kind: "route", name: it.value})
+			k.Routes = append(k.Routes, d.use(refs, ref{line: it.line, field: it.field, kind: "route", name: it.value}))
 		}
 	}
 	o.parsed("rate", func(s string) (err error) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Specs are topology objects in the form the store holds them (docs/design.md §15):
-// by kind and name, each object's fields as in the file, as a JSON object.
+// by kind and qualified name, each object's fields as in the file, as a JSON object.
 // The JSON is canonical, as encoding/json writes it (keys sorted, no
 // spaces), with the values as the file gives them after ${NAME} expansion,
 // so that two specs of one object compare byte for byte.
@@ -37,7 +37,8 @@ func (d *decoder) specs(top *object) Specs {
 				d.errorf(p.line, path, "cannot be written as JSON: %v", err)
 				continue
 			}
-			out[kind][p.key] = spec
+			tenant, own := d.entryName(p)
+			out[kind][courier.Qualify(tenant, own)] = spec
 		}
 	}
 	return out

@@ -9,24 +9,31 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var subscriptionFields = []string{"types", "route", "filter"}
+var subscriptionFields = []string{"tenant", "types", "route", "filter"}
 
 // subscriptions reads who receives a published message (docs/design.md §14): the
 // types each subscription wants, the route that delivers its copy and the
 // headers a message must carry for it.
 func (d *decoder) subscriptions(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "subscriptions") {
-		t.Subscriptions[p.key] = d.subscription(p, refs)
+		s := d.subscription(p, refs)
+		if t.Subscriptions[s.Name] != nil {
+			d.errorf(p.line, "subscriptions."+p.key, "is subscription %q again: given twice", s.Name)
+			continue
+		}
+		t.Subscriptions[s.Name] = s
 	}
 }
 
 // subscription reads one entry of subscriptions: (or one subscription of
 // the store), adding the route it uses to refs.
 func (d *decoder) subscription(p pair, refs *[]ref) *courier.Subscription {
-	path := "subscriptions." + p.key
-	d.checkName(p, path, courier.ValidName)
+	name, path := d.enter(p, "subscriptions")
+	defer d.leave()
+	d.checkName(ownName(p), path, courier.ValidName)
 	o := d.object(p.value, path, p.line, subscriptionFields)
-	s := &courier.Subscription{Name: p.key}
+	d.tenantField(o, p)
+	s := &courier.Subscription{Name: name}
 	if o.required("types", ": a list of message types (order.created) or prefixes of types (order.*)") {
 		items, _ := o.list("types")
 		if v := o.value("types"); v.Kind == yaml.SequenceNode && len(v.Content) == 0 {
@@ -36,16 +43,16 @@ func (d *decoder) subscription(p pair, refs *[]ref) *courier.Subscription {
 			switch {
 			case !courier.ValidTypePattern(it.value):
 				d.errorf(it.line, it.field, "%q is not a message type or a prefix of types: use a type of 1 to %d letters, digits, '.', '_' or '-' (order.created), or its beginning followed by .* (order.*)", check.Clip(it.value), courier.MaxTypeLen)
-			case slices.Contains(s.Types, it.value):
+			case slices.Contains(s.Types, d.qualify(it.value)):
 				d.errorf(it.line, it.field, "%q is listed twice", check.Clip(it.value))
 			default:
-				s.Types = append(s.Types, it.value)
+				s.Types = append(s.Types, d.qualify(it.value))
 			}
 		}
 	}
 	if o.required("route", ": the route that delivers this subscription's messages") {
 		if l := o.str("route", &s.Route); l > 0 {
-			*refs = append(*refs, ref{line: l, field: o.field("route"), kind: "route", name: s.Route})
+			s.Route = d.use(refs, ref{line: l, field: o.field("route"), kind: "route", name: s.Route})
 		}
 	}
 	if f := o.sub("filter", []string{"headers"}); f != nil {

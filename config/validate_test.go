@@ -179,8 +179,8 @@ func TestRules(t *testing.T) {
 			nil, []string{`c.yaml:2: endpoints.a.secret: secret 2 of 2 starts with whsec_ but is not base64 after it (Standard Webhooks secrets are whsec_<base64>)`}},
 
 		// Endpoints: names, transports and their fields.
-		{"endpoint name", lines("endpoints:", "  a/b: {transport: file, dir: out}"),
-			nil, []string{`c.yaml:2: endpoints.a/b: "a/b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
+		{"endpoint name", lines("endpoints:", "  a b: {transport: file, dir: out}"),
+			nil, []string{`c.yaml:2: endpoints.a b: "a b" is not a valid name: use 1 to 128 letters, digits, '.', '_' or '-'`}},
 		{"endpoints not a mapping", lines("endpoints: [a, b]"),
 			nil, []string{`c.yaml:1: endpoints: must be a mapping of name: settings, not a list`}},
 		{"endpoint not a mapping", lines("endpoints:", "  a: https://example.org/"),

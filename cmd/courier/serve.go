@@ -539,7 +539,7 @@ func apiKeys(cfg *config.Config, cat *catalog.Catalog) ([]api.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("key %s: %w", k.Name, err)
 		}
-		keys = append(keys, api.Key{Name: k.Name, Role: k.Role, Hash: h, Routes: k.Routes, Rate: k.Rate, MaxSuspended: k.MaxSuspended})
+		keys = append(keys, api.Key{Name: k.Name, Tenant: k.Tenant, Role: k.Role, Hash: h, Routes: k.Routes, Rate: k.Rate, MaxSuspended: k.MaxSuspended})
 	}
 	return keys, nil
 }
