@@ -86,6 +86,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsConcurrent", testEventsConcurrent},
 	}
 	tests = append(tests, blobTests...)
+	tests = append(tests, quotaTests...)
 	tests = append(tests, suite[courier.Store]{
 		{"Secret", testSecret},
 		{"RecordAction", testRecordAction},

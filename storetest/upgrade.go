@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -166,5 +167,16 @@ func IdsAfterUpgrade(t *testing.T, s courier.Store, made time.Time) {
 	}
 	if m := mustGet(t, s, "sent-1"); string(m.Payload) != `{"n":1}` {
 		t.Errorf("sent-1 reads the payload %q", m.Payload)
+	}
+}
+
+// UsageAfterUpgrade checks that the tenants' use after an upgrade is what
+// the messages made before it hold (counted by migration 0019), before
+// any other write.
+func UsageAfterUpgrade(t *testing.T, s courier.Store) {
+	t.Helper()
+	got, want := usage(t, s), recount(t, s)
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("use after the upgrade %v, counted from the messages %v", got, want)
 	}
 }

@@ -80,6 +80,22 @@ func (w *Where) Filter(f courier.MessageFilter) {
 		n := w.Arg(utf8.RuneCountInString(f.IDPrefix))
 		w.Add("substr(id, 1, "+n+") = ?", f.IDPrefix)
 	}
+	switch f.Tenant {
+	case "":
+	case courier.DefaultTenant:
+		// The ids without a tenant's mark.
+		find := "instr(id, ?) = 0"
+		if w.Numbered {
+			find = "strpos(id, ?) = 0"
+		}
+		w.Add(find, courier.IDMark)
+	default:
+		// A tenant's ids begin with its mark (compared as IDPrefix is:
+		// a range of ids would follow the database's collation).
+		prefix := courier.QualifyID(f.Tenant, "")
+		n := w.Arg(utf8.RuneCountInString(prefix))
+		w.Add("substr(id, 1, "+n+") = ?", prefix)
+	}
 	if f.Endpoint != "" {
 		w.Add("endpoint = ?", f.Endpoint)
 	}
