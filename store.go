@@ -29,7 +29,8 @@ type Store interface {
 	// A tenant with caps (SetTenantQuotas) is checked in the same
 	// transaction, under a lock of the tenant that every node's ingest for
 	// it takes: when the messages the call creates take the tenant past a
-	// cap, nothing of the call is stored and the error is CheckQuotas'.
+	// cap, nothing of the call is stored and the error is CheckQuotas'. A
+	// call that creates nothing (a repeat) is never refused.
 	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
 
 	// SetTenantQuotas gives the store the tenants' quotas, by tenant: the

@@ -194,56 +194,61 @@ type querier interface {
 // first in key order, so that of two nodes ingesting for one key each sees
 // the other's messages before it decides whether its own wait.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	if len(orderingKeys(msgs)) == 0 {
+		// Its group tells the other nodes of the due routes.
+		return s.groupIngest(ctx, msgs)
+	}
+	return s.ingestAlone(ctx, msgs)
+}
+
+// ingestAlone stores msgs in a transaction of their own, under the locks
+// of their capped tenants and of their ordering keys, and checks the caps
+// after them, exactly: an ingest with ordering keys, or one that a group
+// could not tell would fit its tenant's caps.
+func (s *Store) ingestAlone(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	var results []courier.IngestResult
 	var due []string
-	var err error
 	tenants, quotas := s.quotas.Of(msgs)
-	if keys := orderingKeys(msgs); len(keys) == 0 && quotas == nil {
-		// Its group tells the other nodes of the due routes.
-		results, err = s.groupIngest(ctx, msgs)
-	} else {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if len(tenants) > 0 {
-				// Ingests of a capped tenant take turns on every node:
-				// the use read below, in a statement after the lock is
-				// held, has every earlier ingest of it.
-				if _, err := tx.Exec(ctx, lockTenantsSQL, tenants); err != nil {
-					return classify("lock tenants", err)
-				}
+	keys := orderingKeys(msgs)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(tenants) > 0 {
+			// Ingests of a capped tenant take turns on every node: the
+			// use read below, in a statement after the lock is held, has
+			// every earlier ingest of it.
+			if _, err := tx.Exec(ctx, lockTenantsSQL, tenants); err != nil {
+				return classify("lock tenants", err)
 			}
-			if len(keys) > 0 {
-				if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-					return classify("lock ordering keys", err)
-				}
-			}
-			// Whether each waits for its key is decided before it is
-			// stored, so that the sender is told what is stored.
-			if err := courier.AdmitKeyed(keyTx{ctx, tx}, msgs); err != nil {
-				return err
-			}
-			var b ingestBatch
-			b.add(msgs)
-			if results, due, err = ingest(ctx, tx, b); err != nil {
-				return err
-			}
-			if err := number(ctx, tx, msgs, results); err != nil {
-				return err
-			}
-			if quotas != nil {
-				if err := sqlstore.CheckQuotas(quotas, msgs, results, func(tenants []string) (map[string]courier.TenantUsage, error) {
-					return tenantUsage(ctx, tx, tenants)
-				}); err != nil {
-					return err
-				}
-			}
-			return settleIngested(ctx, tx, msgs, results, &due)
-		})
-		if err != nil {
-			err = classify("ingest", err)
 		}
-	}
+		if len(keys) > 0 {
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return classify("lock ordering keys", err)
+			}
+		}
+		// Whether each waits for its key is decided before it is
+		// stored, so that the sender is told what is stored.
+		if err := courier.AdmitKeyed(keyTx{ctx, tx}, msgs); err != nil {
+			return err
+		}
+		var b ingestBatch
+		b.add(msgs)
+		var err error
+		if results, due, err = ingest(ctx, tx, b); err != nil {
+			return err
+		}
+		if err := number(ctx, tx, msgs, results); err != nil {
+			return err
+		}
+		if quotas != nil {
+			if err := sqlstore.CheckQuotas(quotas, msgs, results, func(tenants []string) (map[string]courier.TenantUsage, error) {
+				return tenantUsage(ctx, tx, tenants)
+			}); err != nil {
+				return err
+			}
+		}
+		return settleIngested(ctx, tx, msgs, results, &due)
+	})
 	if err != nil {
-		return nil, err
+		return nil, classify("ingest", err)
 	}
 	s.dueNow(due...)
 	return results, nil

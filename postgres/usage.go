@@ -42,7 +42,11 @@ func (s *Store) TenantUsage(ctx context.Context) ([]courier.TenantUsage, error) 
 // tenantUsage reads the use of tenants in an ingest's transaction.
 func tenantUsage(ctx context.Context, tx pgx.Tx, tenants []string) (map[string]courier.TenantUsage, error) {
 	rows, err := tx.Query(ctx, tenantUsageSQL+` WHERE tenant = ANY($1) GROUP BY tenant`, tenants)
-	use, err := collectUsage(rows, err)
+	return usageByTenant(collectUsage(rows, err))
+}
+
+// usageByTenant maps the use read by tenant.
+func usageByTenant(use []courier.TenantUsage, err error) (map[string]courier.TenantUsage, error) {
 	out := make(map[string]courier.TenantUsage, len(use))
 	for _, u := range use {
 		out[u.Tenant] = u

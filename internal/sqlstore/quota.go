@@ -79,6 +79,32 @@ func CheckQuotas(quotas map[string]courier.Quotas, msgs []*courier.Message, resu
 	return nil
 }
 
+// Fits reports whether msgs fit the caps of their tenants given their use,
+// even if every one of them were new, and if so adds them to use: a
+// group of ingests admits by it the calls it may store without a check
+// after them (CheckQuotas).
+func Fits(quotas map[string]courier.Quotas, msgs []*courier.Message, use map[string]courier.TenantUsage) bool {
+	var after UsageCounts
+	for _, m := range msgs {
+		if _, ok := quotas[courier.TenantOfID(m.ID)]; ok {
+			after.Add(m.ID, StoredSize(m), "", m.State)
+		}
+	}
+	for _, a := range after {
+		u := use[a.Tenant]
+		u.Tenant, u.Queued, u.Bytes = a.Tenant, u.Queued+a.Queued, u.Bytes+a.Bytes
+		if courier.CheckQuotas(a.Tenant, quotas[a.Tenant], u, a.Queued, a.Bytes) != nil {
+			return false
+		}
+	}
+	for _, a := range after {
+		u := use[a.Tenant]
+		u.Tenant, u.Queued, u.Bytes = a.Tenant, u.Queued+a.Queued, u.Bytes+a.Bytes
+		use[a.Tenant] = u
+	}
+	return true
+}
+
 // StoredSize is the size a message's row keeps: its payload's, or its
 // blob's.
 func StoredSize(m *courier.Message) int {
