@@ -21,6 +21,12 @@ const (
 	CodePermissionDenied   Code = "permission_denied"
 	CodePayloadTooLarge    Code = "payload_too_large"
 	CodeRateLimited        Code = "rate_limited"
+	// CodeQuotaExceeded: a tenant's quota of messages not yet finished
+	// (max_queued) would be exceeded (429); the message names the quota.
+	CodeQuotaExceeded Code = "quota_exceeded"
+	// CodeStorageQuota: a tenant's quota of stored bytes (max_bytes) would
+	// be exceeded (507); the message names the quota.
+	CodeStorageQuota Code = "storage_quota"
 	// CodeUnavailable: a dependency failed for the moment; trying again
 	// later may succeed.
 	CodeUnavailable Code = "unavailable"

@@ -7,11 +7,12 @@ import (
 
 // SharedLimits holds the endpoints' politeness limits (docs/design.md §4) for every
 // node of a store shared by several: the attempts in flight per endpoint
-// (max_concurrency) and the spacing of attempt starts (min_interval, rate).
-// A store that only one process uses needs none; each node then counts for
-// itself. The store applies what NextStart and SlotShare decide at the now
-// it is given, the caller's clock, as leases and due times are: nodes that
-// share a store keep their clocks in step.
+// (max_concurrency) and the spacing of attempt starts (min_interval, rate);
+// and the tenants' ingest rates (§20). A store that only one process uses
+// needs none; each node then counts for itself (the ingest buckets in a
+// courier.TokenBuckets). The store applies what NextStart, SlotShare and
+// TakeTokens decide at the now it is given, the caller's clock, as leases
+// and due times are: nodes that share a store keep their clocks in step.
 type SharedLimits interface {
 	// AcquireSlots takes, for owner, up to N more free slots of each
 	// endpoint asked for (an endpoint has Max slots, less those other
@@ -35,6 +36,10 @@ type SharedLimits interface {
 	// returns how long to wait until the booked start, or ok false and how
 	// long until a booking may be tried again.
 	BookStart(ctx context.Context, endpoint string, interval, lead time.Duration, now time.Time) (wait time.Duration, ok bool, err error)
+
+	// IngestTokens holds the tenants' ingest buckets (Quotas.IngestRate,
+	// Burst) for every node: a token one node takes is gone for all.
+	IngestTokens
 }
 
 // SlotRequest asks for N more of an endpoint's Max slots.

@@ -25,7 +25,26 @@ type Store interface {
 	// keeps its payload once and creates every delivery or, when a message
 	// with the id exists already (published or not), none: then each of
 	// them is reported as the first stored delivery compares.
+	//
+	// A tenant with caps (SetTenantQuotas) is checked in the same
+	// transaction, under a lock of the tenant that every node's ingest for
+	// it takes: when the messages the call creates take the tenant past a
+	// cap, nothing of the call is stored and the error is CheckQuotas'. A
+	// call that creates nothing (a repeat) is never refused.
 	Ingest(ctx context.Context, msgs []*Message) ([]IngestResult, error)
+
+	// SetTenantQuotas gives the store the tenants' quotas, by tenant: the
+	// server calls it with the topology's at start and at every change of
+	// the topology. Ingest checks the caps of the tenants given
+	// (Quotas.Capped); a tenant not given, or without caps, is not checked
+	// and costs its ingests nothing. The use is counted for every tenant
+	// whatever the quotas, by the store's every write (docs/design.md §20).
+	SetTenantQuotas(quotas map[string]Quotas)
+
+	// TenantUsage returns the use of every tenant that has messages not yet
+	// finished, by tenant name. Its cost grows with the number of tenants,
+	// not of messages.
+	TenantUsage(ctx context.Context) ([]TenantUsage, error)
 
 	// Blobs is where the store keeps payloads larger than InlineMax; nil
 	// when it keeps none.

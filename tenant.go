@@ -35,11 +35,15 @@ const (
 	SystemTenant = "system"
 )
 
-// nameMark joins a tenant and a name; idMark a tenant and a message id.
+// nameMark joins a tenant and a name; IDMark a tenant and a message id.
 const (
 	nameMark = "/"
-	idMark   = "~"
+	idMark   = IDMark
 )
+
+// IDMark joins a tenant and a message id in a stored id: the ids of the
+// default tenant alone lack it.
+const IDMark = "~"
 
 // Tenant is one party: its share of scarce capacity and its quotas.
 type Tenant struct {
@@ -147,4 +151,14 @@ func (a Action) OnMessage() bool {
 		return true
 	}
 	return false
+}
+
+// TenantQuotas returns the quotas of the configured tenants, by name: what
+// a store is given to check (Store.SetTenantQuotas).
+func (t *Topology) TenantQuotas() map[string]Quotas {
+	out := make(map[string]Quotas, len(t.Tenants))
+	for name, tn := range t.Tenants {
+		out[name] = tn.Quotas
+	}
+	return out
 }

@@ -42,6 +42,25 @@ func BenchmarkIngest(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
+	// A tenant with caps: each ingest is checked against its use, in a
+	// transaction of its own under the tenant's lock.
+	b.Run("single-64-capped", func(b *testing.B) {
+		s := pgtest.Open(b)
+		s.SetTenantQuotas(map[string]courier.Quotas{"acme": {MaxQueued: 1 << 30, MaxBytes: 1 << 40}})
+		var n atomic.Int64
+		b.SetParallelism(32)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				id := fmt.Sprintf("acme~m-%d", n.Add(1))
+				if _, err := s.Ingest(context.Background(), []*courier.Message{benchMessage(id, "acme/bench", time.Now())}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
 	b.Run("batch-1000", func(b *testing.B) {
 		s := pgtest.Open(b)
 		b.ResetTimer()

@@ -106,11 +106,14 @@ var claimPlan = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL plan_cache_mode = fo
 // each row of input i, to the message of its id and subscription, is
 // guarded by the state and lease token it was decided on; its attempt
 // (when has_attempt) is recorded, under the row's key, only if it
-// applied; and the ordinals of those that applied are returned.
+// applied; what the changes that applied did to their tenants' use is
+// counted (countUsage); and the ordinals of those that applied are
+// returned.
 const guardedWithAttempt = `
 	WHERE m.id = i.id AND m.subscription = i.subscription AND m.state = i.from_state AND m.total_attempts = i.token
-	RETURNING i.ord
-), attempt AS (
+	RETURNING i.ord, m.id, m.size, (m.state IN ` + liveStates + `)::int - (i.from_state IN ` + liveStates + `)::int AS delta
+), usage_rows AS (SELECT id, size, delta FROM changed
+), ` + countUsage + `, attempt AS (
 	INSERT INTO attempts (message_id, n, endpoint, route, started_at, duration_us, outcome, class, status, error, response)
 	SELECT i.key, i.n, i.a_endpoint, i.a_route, i.started_at, i.duration_us, i.outcome, i.class, i.status, i.error, i.response
 	FROM changed JOIN input i ON i.ord = changed.ord WHERE i.has_attempt

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -127,6 +130,9 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	if len(live) == 0 {
 		return
 	}
+	if s.commitCapped(live) {
+		return
+	}
 	if len(live) == 1 {
 		s.commitAlone(live[0])
 		return
@@ -182,4 +188,113 @@ func (s *Store) commitAlone(c *ingestCall) {
 		s.dueNow(due...)
 	}
 	c.done <- ingestDone{results: results, err: err}
+}
+
+// commitCapped stores a group that has messages of capped tenants, and
+// reports false when it has none. The group's transaction takes the locks
+// of their tenants (in order, as ingestAlone does), reads their use in a
+// statement after, and stores in one statement every call whose messages
+// fit their tenants' caps even if each of them were new, counting the
+// calls before it: so a tenant's ingests share commits under a cap as
+// others do, and the cap holds on every node. A call that may not fit is
+// stored alone afterwards (ingestAlone), which checks what it creates: it
+// is refused, or it repeated messages that exist.
+func (s *Store) commitCapped(live []*ingestCall) bool {
+	var tenants []string
+	for _, c := range live {
+		t, _ := s.quotas.Of(c.msgs)
+		tenants = append(tenants, t...)
+	}
+	if len(tenants) == 0 {
+		return false
+	}
+	slices.Sort(tenants)
+	tenants = slices.Compact(tenants)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), groupTimeout)
+	defer cancel()
+	var fit, alone []*ingestCall
+	var results []courier.IngestResult
+	var due []string
+	err := s.inCappedTx(ctx, tenants, func(q querier, use map[string]courier.TenantUsage) error {
+		for _, c := range live {
+			_, quotas := s.quotas.Of(c.msgs)
+			if sqlstore.Fits(quotas, c.msgs, use) {
+				fit = append(fit, c)
+			} else {
+				alone = append(alone, c)
+			}
+		}
+		if len(fit) == 0 {
+			return nil
+		}
+		var all ingestBatch
+		for _, c := range fit {
+			all.add(c.msgs)
+		}
+		var err error
+		results, due, err = ingest(ctx, q, all)
+		return err
+	})
+	switch {
+	case err != nil && refused(err):
+		// One call's messages may be what the database refused: each
+		// goes alone, so that it fails only its own call.
+		fit, alone = nil, live
+	case err != nil:
+		for _, c := range live {
+			c.done <- ingestDone{err: classify("ingest", err)}
+		}
+		return true
+	}
+	s.dueNow(due...)
+	for _, c := range fit {
+		c.done <- ingestDone{results: results[:len(c.msgs):len(c.msgs)]}
+		results = results[len(c.msgs):]
+	}
+	for _, c := range alone {
+		results, err := s.ingestAlone(c.ctx, c.msgs)
+		c.done <- ingestDone{results: results, err: err}
+	}
+	return true
+}
+
+// inCappedTx runs fn in a transaction that holds the locks of tenants and
+// has read their use after taking them, its beginning, locks and read in
+// one round trip, and commits it unless fn fails.
+func (s *Store) inCappedTx(ctx context.Context, tenants []string, fn func(q querier, use map[string]courier.TenantUsage) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classify("ingest", err)
+	}
+	// A connection left in its transaction by an error is closed, not
+	// reused, and the transaction ends with it.
+	defer conn.Release()
+	var b pgx.Batch
+	b.Queue(`BEGIN`)
+	b.Queue(lockTenantsSQL, tenants)
+	b.Queue(tenantUsageSQL+` WHERE tenant = ANY($1) GROUP BY tenant`, tenants)
+	results := conn.SendBatch(ctx, &b)
+	_, err = results.Exec()
+	if err == nil {
+		_, err = results.Exec()
+	}
+	var use map[string]courier.TenantUsage
+	if err == nil {
+		rows, qerr := results.Query()
+		use, err = usageByTenant(collectUsage(rows, qerr))
+	}
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return classify("read the use of tenants", err)
+	}
+	if err := fn(conn, use); err != nil {
+		conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		return err
+	}
+	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
+		return classify("ingest", err)
+	}
+	return nil
 }

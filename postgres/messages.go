@@ -60,8 +60,9 @@ const leadKey = `(CASE WHEN shared THEN subscription ELSE '' END)`
 // of the identity column), so that the order of the messages holds across
 // the two inserts. The priorities of the messages go into
 // table priorities in the same statement, which claims read for the
-// priorities to look at, and the messages created into the catalog of
-// types (migration 0010).
+// priorities to look at, the messages created into the catalog of types
+// (migration 0010), and the live rows created into their tenants' use
+// (countUsage).
 const ingestSQL = `WITH input AS (
 	SELECT nextval('messages_seq_seq') AS seq, t.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
 		$8::smallint[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[], $14::text[],
@@ -99,7 +100,10 @@ const ingestSQL = `WITH input AS (
 	INSERT INTO priorities (priority) SELECT DISTINCT priority FROM input ON CONFLICT DO NOTHING
 ), payloads AS (
 	INSERT INTO bodies (seq, payload) SELECT seq, payload FROM created
-), types_seen AS (
+), usage_rows AS (
+	SELECT id, size, 1 AS delta FROM input WHERE state IN ` + liveStates + `
+		AND (seq IN (SELECT seq FROM created) OR (shared AND lead IN (SELECT ord FROM created)))
+), ` + countUsage + `, types_seen AS (
 	INSERT INTO types (type, shard, count, first_seen, last_seen)
 	SELECT input.type, pg_backend_pid() % 16, count(*), min(input.created_at), max(input.created_at)
 	FROM created JOIN input ON input.seq = created.seq GROUP BY input.type
@@ -190,38 +194,61 @@ type querier interface {
 // first in key order, so that of two nodes ingesting for one key each sees
 // the other's messages before it decides whether its own wait.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
+	if len(orderingKeys(msgs)) == 0 {
+		// Its group tells the other nodes of the due routes.
+		return s.groupIngest(ctx, msgs)
+	}
+	return s.ingestAlone(ctx, msgs)
+}
+
+// ingestAlone stores msgs in a transaction of their own, under the locks
+// of their capped tenants and of their ordering keys, and checks the caps
+// after them, exactly: an ingest with ordering keys, or one that a group
+// could not tell would fit its tenant's caps.
+func (s *Store) ingestAlone(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	var results []courier.IngestResult
 	var due []string
-	var err error
-	if keys := orderingKeys(msgs); len(keys) == 0 {
-		// Its group tells the other nodes of the due routes.
-		results, err = s.groupIngest(ctx, msgs)
-	} else {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	tenants, quotas := s.quotas.Of(msgs)
+	keys := orderingKeys(msgs)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(tenants) > 0 {
+			// Ingests of a capped tenant take turns on every node: the
+			// use read below, in a statement after the lock is held, has
+			// every earlier ingest of it.
+			if _, err := tx.Exec(ctx, lockTenantsSQL, tenants); err != nil {
+				return classify("lock tenants", err)
+			}
+		}
+		if len(keys) > 0 {
 			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
 				return classify("lock ordering keys", err)
 			}
-			// Whether each waits for its key is decided before it is
-			// stored, so that the sender is told what is stored.
-			if err := courier.AdmitKeyed(keyTx{ctx, tx}, msgs); err != nil {
-				return err
-			}
-			var b ingestBatch
-			b.add(msgs)
-			if results, due, err = ingest(ctx, tx, b); err != nil {
-				return err
-			}
-			if err := number(ctx, tx, msgs, results); err != nil {
-				return err
-			}
-			return settleIngested(ctx, tx, msgs, results, &due)
-		})
-		if err != nil {
-			err = classify("ingest", err)
 		}
-	}
+		// Whether each waits for its key is decided before it is
+		// stored, so that the sender is told what is stored.
+		if err := courier.AdmitKeyed(keyTx{ctx, tx}, msgs); err != nil {
+			return err
+		}
+		var b ingestBatch
+		b.add(msgs)
+		var err error
+		if results, due, err = ingest(ctx, tx, b); err != nil {
+			return err
+		}
+		if err := number(ctx, tx, msgs, results); err != nil {
+			return err
+		}
+		if quotas != nil {
+			if err := sqlstore.CheckQuotas(quotas, msgs, results, func(tenants []string) (map[string]courier.TenantUsage, error) {
+				return tenantUsage(ctx, tx, tenants)
+			}); err != nil {
+				return err
+			}
+		}
+		return settleIngested(ctx, tx, msgs, results, &due)
+	})
 	if err != nil {
-		return nil, err
+		return nil, classify("ingest", err)
 	}
 	s.dueNow(due...)
 	return results, nil
@@ -545,6 +572,14 @@ func act(ctx context.Context, tx pgx.Tx, key string, decide sqlstore.Decide) (*c
 	}
 	return next, nil
 }
+
+// lockTenantsSQL takes the transaction-scoped locks of tenants ($1, in
+// order), of class tenantLockClass of the two-key space.
+const lockTenantsSQL = `SELECT pg_advisory_xact_lock(` + tenantLockClass + `, hashtext(t))
+	FROM unnest($1::text[]) WITH ORDINALITY AS u(t, ord) ORDER BY ord`
+
+// tenantLockClass is the advisory lock class of tenants' ingests.
+const tenantLockClass = "1668248443"
 
 // lockKeysSQL takes the transaction-scoped locks of ordering keys ($1), in
 // key order (migration 0002).

@@ -75,7 +75,9 @@ type Store struct {
 	closeMu  sync.Once
 	listenMu sync.Mutex
 	listened bool
-	paces    paces // paced endpoints' next free starts (limits.go)
+	paces    paces           // paced endpoints' next free starts (limits.go)
+	buckets  buckets         // tenants' ingest buckets as last known (limits.go)
+	quotas   sqlstore.Quotas // the tenants' caps that ingest checks
 }
 
 // Open connects to the database at dsn, applies the migrations it lacks

@@ -34,12 +34,15 @@ func (s *Store) Types(ctx context.Context) ([]courier.TypeSeen, error) {
 }
 
 // replayedSQL stores a delivery that a replay gives: a shared row, whose
-// payload is its lead's.
-const replayedSQL = `INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers, ordering_key,
+// payload is its lead's, counted in its tenant's use (countUsage).
+const replayedSQL = `WITH usage_rows AS (INSERT INTO messages (id, subscription, shared, type, route, size, content_type, headers, ordering_key,
 	priority, deliver_after, expires_at, hash, state, next_attempt_at, created_at, updated_at, round_started_at, timer_at,
 	sender, recipient, blob, digest)
 	VALUES ($1, $2, true, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, 'queued', $13, $14, $15, $15, $15, $16, $17, $18, $19)
-	ON CONFLICT (id, ` + leadKey + `) DO NOTHING`
+	ON CONFLICT (id, ` + leadKey + `) DO NOTHING
+	RETURNING id, size, 1 AS delta
+), ` + countUsage + `
+SELECT count(*) FROM usage_rows`
 
 // replayBatch looks at the next published messages of a replay (their
 // leads, which keep the payload), after cursor, and gives the replay's

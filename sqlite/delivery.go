@@ -224,6 +224,9 @@ func (s *Store) delivered(tx *sql.Tx, c courier.Change) (bool, error) {
 		return false, classify("apply "+m.ID, err)
 	}
 	n, _ := res.RowsAffected()
+	if n > 0 {
+		s.cur.usage.Add(m.ID, m.Size, c.From, courier.StateDelivered)
+	}
 	return n > 0, nil
 }
 
@@ -258,6 +261,7 @@ func (s *Store) update(tx *sql.Tx, c courier.Change) (bool, error) {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
+	s.cur.usage.Add(m.ID, m.Size, c.From, m.State)
 	if m.OrderingKey != "" {
 		if err := courier.Reorder(keyTx{s, tx}, m, courier.KeyPrior{Seq: seq, Route: priorRoute, State: courier.State(priorState)}); err != nil {
 			return false, err

@@ -66,6 +66,7 @@ const (
 // published one, never both.
 func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.IngestResult, error) {
 	results := make([]courier.IngestResult, len(msgs))
+	_, quotas := s.quotas.Of(msgs)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		heads := sequenceHeads{}
 		for i := 0; i < len(msgs); {
@@ -85,6 +86,15 @@ func (s *Store) Ingest(ctx context.Context, msgs []*courier.Message) ([]courier.
 				s.cur.types.Add(run[0])
 			}
 			i += len(run)
+		}
+		if quotas != nil {
+			// The one writer makes the count and the check one: what
+			// was just stored is counted, and a refusal rolls it back.
+			if err := sqlstore.CheckQuotas(quotas, msgs, results, func(tenants []string) (map[string]courier.TenantUsage, error) {
+				return s.tenantUsage(tx, tenants)
+			}); err != nil {
+				return err
+			}
 		}
 		return s.writeSequences(tx, heads)
 	})
@@ -589,6 +599,7 @@ func (s *Store) execInsert(tx *sql.Tx, insert *sql.Stmt, m *courier.Message, lea
 	if n, _ := res.RowsAffected(); n == 0 {
 		return 0, nil
 	}
+	s.cur.usage.Add(m.ID, size, "", m.State)
 	seq, err := res.LastInsertId()
 	if err == nil {
 		err = s.priorities.note(tx, m.Priority)

@@ -82,6 +82,7 @@ type Store struct {
 	leasedStmt    *sql.Stmt
 	applyStmt     *sql.Stmt
 	deliveredStmt *sql.Stmt
+	usageStmt     *sql.Stmt
 	attemptStmt   *sql.Stmt
 	bodyStmt      *sql.Stmt
 	priorStmt     *sql.Stmt
@@ -92,7 +93,8 @@ type Store struct {
 	// Where the numbering of an ordering key stands (Courier-Sequence).
 	seqReadStmt, seqWriteStmt *sql.Stmt
 
-	priorities priorities // of the messages stored
+	priorities priorities      // of the messages stored
+	quotas     sqlstore.Quotas // the tenants' caps that ingest checks
 
 	cur txn // the transaction the committer runs; only it uses this
 
@@ -200,6 +202,7 @@ func Open(path string, opts Options) (*Store, error) {
 		{&s.leasedStmt, leasedSQL},
 		{&s.applyStmt, applySQL},
 		{&s.deliveredStmt, deliveredSQL},
+		{&s.usageStmt, countUsageSQL},
 		{&s.attemptStmt, attemptSQL},
 		{&s.bodyStmt, insertBody},
 		{&s.typeStmt, countType},
@@ -490,6 +493,7 @@ type txn struct {
 	tx    *sql.Tx
 	bound map[*sql.Stmt]*sql.Stmt
 	types sqlstore.TypeCounts
+	usage sqlstore.UsageCounts // what its writes changed of the tenants' use
 }
 
 // stmt returns the prepared statement p bound to tx, the transaction the
@@ -517,6 +521,20 @@ func (s *Store) countTypes(tx *sql.Tx) error {
 	return nil
 }
 
+// countUsage adds what the transaction's writes changed of the tenants'
+// use (migration 0019).
+func (s *Store) countUsage(tx *sql.Tx) error {
+	for _, u := range s.cur.usage {
+		if u.Queued == 0 && u.Bytes == 0 {
+			continue
+		}
+		if _, err := s.stmt(tx, s.usageStmt).Exec(u.Tenant, u.Queued, u.Bytes); err != nil {
+			return classify("count the use of tenant "+u.Tenant, err)
+		}
+	}
+	return nil
+}
+
 // opError is an op's own failure, as opposed to one of the transaction.
 type opError struct{ err error }
 
@@ -532,13 +550,17 @@ func (s *Store) runTx(ops []*op) error {
 		s.cur.bound = map[*sql.Stmt]*sql.Stmt{}
 	}
 	clear(s.cur.bound)
-	s.cur.tx, s.cur.types = tx, s.cur.types[:0]
+	s.cur.tx, s.cur.types, s.cur.usage = tx, s.cur.types[:0], s.cur.usage[:0]
 	defer func() { s.cur.tx = nil }()
 	for _, o := range ops {
 		if err := o.fn(tx); err != nil {
 			tx.Rollback()
 			return &opError{err}
 		}
+	}
+	if err := s.countUsage(tx); err != nil {
+		tx.Rollback()
+		return &opError{err}
 	}
 	if err := s.countTypes(tx); err != nil {
 		// Counted for the ingests of this group: each of them runs again

@@ -60,6 +60,7 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	storetest.UsageAfterUpgrade(t, s)
 	storetest.AuditAfterUpgrade(t, s, made)
 	storetest.OrderAfterUpgrade(t, s, made)
 

@@ -19,6 +19,7 @@ func RunLimits(t *testing.T, open func(t *testing.T) courier.SharedLimits) {
 		{"SlotsManyEndpoints", testSlotsManyEndpoints},
 		{"BookStartSpacesStarts", testBookStart},
 	}.run(t, open)
+	RunIngestTokens(t, func(t *testing.T) courier.IngestTokens { return open(t) })
 }
 
 // testSlotsNeverExceedMax: owners asking at once together never hold more
@@ -159,5 +160,86 @@ func testBookStart(t *testing.T, l courier.SharedLimits) {
 	}
 	if _, ok, _ := l.BookStart(ctx, "other", interval, lead, now); !ok {
 		t.Fatal("another endpoint's first booking was refused")
+	}
+}
+
+// RunIngestTokens runs the suite of courier.IngestTokens against buckets
+// made by open: the shared limits of a store (RunLimits runs it) and the
+// buckets of one process.
+func RunIngestTokens(t *testing.T, open func(t *testing.T) courier.IngestTokens) {
+	suite[courier.IngestTokens]{
+		{"TakeTokens", testTakeTokens},
+		{"TakeTokensConcurrent", testTakeTokensConcurrent},
+	}.run(t, open)
+}
+
+// testTakeTokens: a bucket starts full, refuses a take it cannot serve
+// with the time until it can, refills at the rate, and is one per tenant.
+func testTakeTokens(t *testing.T, l courier.IngestTokens) {
+	ctx := context.Background()
+	rate := courier.Rate{N: 10, Per: time.Second} // a token each 100 ms
+	take := func(tenant string, n int, at time.Time) (time.Duration, bool) {
+		t.Helper()
+		wait, ok, err := l.TakeTokens(ctx, tenant, rate, 5, n, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait, ok
+	}
+	for i := range 5 {
+		if _, ok := take("acme", 1, base); !ok {
+			t.Fatalf("take %d of a full bucket of 5 refused", i+1)
+		}
+	}
+	if wait, ok := take("acme", 1, base); ok || wait != 100*time.Millisecond {
+		t.Fatalf("take of an empty bucket: %v, %v; want refused for 100ms", wait, ok)
+	}
+	if wait, ok := take("acme", 2, base.Add(50*time.Millisecond)); ok || wait != 150*time.Millisecond {
+		t.Fatalf("take of 2 at half a token: %v, %v; want refused for 150ms", wait, ok)
+	}
+	if _, ok := take("acme", 2, base.Add(200*time.Millisecond)); !ok {
+		t.Fatal("take of 2 after two tokens came back refused")
+	}
+	if _, ok := take("beta", 5, base.Add(200*time.Millisecond)); !ok {
+		t.Fatal("another tenant's full bucket refused")
+	}
+	// A take larger than the burst waits for a full bucket.
+	if wait, ok := take("acme", 50, base.Add(300*time.Millisecond)); ok || wait != 400*time.Millisecond {
+		t.Fatalf("take of 50 with 1 token: %v, %v; want refused until the bucket is full (400ms)", wait, ok)
+	}
+	if _, ok := take("acme", 50, base.Add(700*time.Millisecond)); !ok {
+		t.Fatal("take of 50 of a full bucket refused")
+	}
+	if _, ok, err := l.TakeTokens(ctx, "acme", courier.Rate{}, 0, 1000, base); err != nil || !ok {
+		t.Fatalf("take without a rate: %v, %v; want taken", ok, err)
+	}
+}
+
+// testTakeTokensConcurrent: callers taking at once at one time take the
+// burst, no more.
+func testTakeTokensConcurrent(t *testing.T, l courier.IngestTokens) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	taken := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				_, ok, err := l.TakeTokens(ctx, "acme", courier.Rate{N: 1, Per: time.Hour}, 20, 1, base)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					taken++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if taken != 20 {
+		t.Fatalf("%d tokens taken of a bucket of 20", taken)
 	}
 }

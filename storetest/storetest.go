@@ -90,6 +90,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"EventsBatch", testEventsBatch},
 	}
 	tests = append(tests, blobTests...)
+	tests = append(tests, quotaTests...)
 	tests = append(tests, suite[courier.Store]{
 		{"Secret", testSecret},
 		{"RecordAction", testRecordAction},

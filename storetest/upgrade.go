@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
@@ -190,5 +191,16 @@ func HealthAfterUpgrade(t *testing.T, s courier.Store) {
 	hs, _, err = s.HealthChanges(ctx, cursor)
 	if err != nil || len(hs) != 1 || hs[0].State != courier.HealthActive {
 		t.Fatalf("changes after acme was switched on: %+v %v; want acme active", hs, err)
+	}
+}
+
+// UsageAfterUpgrade checks that the tenants' use after an upgrade is what
+// the messages made before it hold (counted by migration 0019), before
+// any other write.
+func UsageAfterUpgrade(t *testing.T, s courier.Store) {
+	t.Helper()
+	got, want := usage(t, s), recount(t, s)
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("use after the upgrade %v, counted from the messages %v", got, want)
 	}
 }

@@ -204,6 +204,9 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// The topology in force, for the metrics; replaced on reload.
 	var topology atomic.Pointer[courier.Topology]
 	topology.Store(cat.Topology())
+	// The tenants' caps that ingest checks, in force before the API takes
+	// anything in, and given again with every topology (setTopology).
+	store.SetTenantQuotas(cat.Topology().TenantQuotas())
 	resolver := lookup.New(lookup.Options{Logger: logger})
 	var eng *engine.Engine
 	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger,
@@ -283,6 +286,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 				logger.Error("the store's API keys cannot be used; keeping the ones in force", "err", err)
 			}
 		}
+		store.SetTenantQuotas(t.TenantQuotas())
 		handler.SetTopology(t)
 		eng.SetTopology(t)
 		topology.Store(t)

@@ -74,21 +74,27 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	if len(f.Routes) > 0 {
 		w.In("route", f.Routes)
 	}
-	switch f.Tenant {
-	case "":
-	case courier.DefaultTenant:
-		// Its ids have no tenant's mark ('~' is no LIKE wildcard).
-		w.conds = append(w.conds, "id NOT LIKE '%~%'")
-	default:
-		prefix := courier.QualifyID(f.Tenant, "")
-		n := w.Arg(utf8.RuneCountInString(prefix))
-		w.Add("substr(id, 1, "+n+") = ?", prefix)
-	}
 	if f.IDPrefix != "" {
 		// substr counts characters on both databases; LIKE would need its
 		// wildcards escaped and is case-insensitive on SQLite.
 		n := w.Arg(utf8.RuneCountInString(f.IDPrefix))
 		w.Add("substr(id, 1, "+n+") = ?", f.IDPrefix)
+	}
+	switch f.Tenant {
+	case "":
+	case courier.DefaultTenant:
+		// The ids without a tenant's mark.
+		find := "instr(id, ?) = 0"
+		if w.Numbered {
+			find = "strpos(id, ?) = 0"
+		}
+		w.Add(find, courier.IDMark)
+	default:
+		// A tenant's ids begin with its mark (compared as IDPrefix is:
+		// a range of ids would follow the database's collation).
+		prefix := courier.QualifyID(f.Tenant, "")
+		n := w.Arg(utf8.RuneCountInString(prefix))
+		w.Add("substr(id, 1, "+n+") = ?", prefix)
 	}
 	if f.Endpoint != "" {
 		w.Add("endpoint = ?", f.Endpoint)
