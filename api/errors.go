@@ -28,6 +28,8 @@ var statuses = map[courier.Code]int{
 	courier.CodePermissionDenied:   http.StatusForbidden,
 	courier.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	courier.CodeRateLimited:        http.StatusTooManyRequests,
+	courier.CodeQuotaExceeded:      http.StatusTooManyRequests,
+	courier.CodeStorageQuota:       http.StatusInsufficientStorage,
 	courier.CodeUnavailable:        http.StatusServiceUnavailable,
 	// 501, not 503: the server lacks the feature, and a client that
 	// retries 503s would retry for ever. Not 409 either: no state of the

@@ -41,7 +41,11 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	}
 	k := keyOf(r)
 	now := s.opts.Clock.Now()
-	if err := s.limits.take(k, now, 1); err != nil {
+	err := s.limits.take(k, now, 1)
+	if err == nil {
+		err = s.takeTenant(r.Context(), scopeOf(r).tenant, 1, now)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -355,7 +359,11 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	k := keyOf(r)
 	sc := scopeOf(r)
 	now := s.opts.Clock.Now()
-	if err := s.limits.take(k, now, len(req.Messages)); err != nil {
+	err = s.limits.take(k, now, len(req.Messages))
+	if err == nil {
+		err = s.takeTenant(r.Context(), sc.tenant, len(req.Messages), now)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -64,6 +64,29 @@ func (l *limiter) take(k *Key, now time.Time, n int) error {
 	}
 }
 
+// takeTenant takes n tokens of the ingest bucket of the request's tenant,
+// when its quotas give it an ingest rate: a tenant without one costs a
+// map lookup. A refusal is 429 with the Retry-After of the tokens' return.
+func (s *Server) takeTenant(ctx context.Context, tenant string, n int, now time.Time) error {
+	tn := s.topology.Load().Tenants[tenant]
+	if tn == nil || tn.Quotas.IngestRate.Unlimited() {
+		return nil
+	}
+	q := tn.Quotas
+	wait, ok, err := s.opts.IngestTokens.TakeTokens(ctx, tenant, q.IngestRate, q.Burst, n, now)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return nil
+	}
+	return limitedError{
+		err: courier.Errorf(courier.CodeRateLimited, "tenant %s is over its ingest_rate quota of %s; try again in %s",
+			tenant, q.IngestRate, wait.Round(time.Millisecond)),
+		after: wait,
+	}
+}
+
 // limitedError is a refusal that says, in Retry-After, when to try again.
 type limitedError struct {
 	err   *courier.Error

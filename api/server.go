@@ -75,6 +75,10 @@ type Options struct {
 	// answered (the engine's HealthSwitched: from then on its node starts
 	// no attempt on an endpoint that is off; it records the event).
 	HealthSwitchedFunc func(endpoint string, before, after courier.EndpointHealth, who string)
+	// IngestTokens holds the tenants' ingest buckets (Quotas.IngestRate):
+	// the store's shared limits where nodes share a store; nil keeps them
+	// in this process.
+	IngestTokens courier.IngestTokens
 	// BlockedFunc, if set, says why this node's SSRF guard would refuse
 	// every connection to an endpoint ("" when it would not): an endpoint
 	// written with such a URL is taken, with a warning (see endpointWarnings).
@@ -145,6 +149,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.Topology == nil {
 		o.Topology = &courier.Topology{}
+	}
+	if o.IngestTokens == nil {
+		o.IngestTokens = &courier.TokenBuckets{}
 	}
 	s := &Server{mux: http.NewServeMux()}
 	s.topology.Store(o.Topology)

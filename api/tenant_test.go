@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -198,5 +199,49 @@ func TestTenantPaths(t *testing.T) {
 	}
 	if _, err := api.NewClient(ts.URL, testSecrets["beta/admin"]).InTenant("acme").Message(context.Background(), "inv-1"); courier.ErrorCode(err) != courier.CodeNotFound {
 		t.Errorf("beta's client in acme: %v; want not found", err)
+	}
+}
+
+// A tenant's quotas hold at ingest: its rate answers 429 with Retry-After,
+// its cap of messages not yet finished 429 quota_exceeded, its cap of bytes
+// 507 storage_quota, each naming the quota; another tenant is not held.
+func TestTenantQuotas(t *testing.T) {
+	top := tenantTopology()
+	top.Tenants["acme"].Quotas = courier.Quotas{IngestRate: courier.Rate{N: 2, Per: time.Hour}, Burst: 2}
+	top.Tenants["beta"].Quotas = courier.Quotas{MaxQueued: 2, MaxBytes: 1 << 20}
+	ts := newTestServer(t, func(o *api.Options) {
+		o.Topology, o.Keys = top, tenantKeys(t)
+	})
+	ts.store.SetTenantQuotas(top.TenantQuotas())
+	send := func(key, id, payload string) (int, []byte, http.Header) {
+		return ts.callAs(t, key, "PUT", "/v1/messages/"+id, `{"type": "invoice", "route": "orders", "payload": `+payload+`}`)
+	}
+	for i := range 2 {
+		if status, body, _ := send("acme/sender", fmt.Sprint("a-", i), `{}`); status != http.StatusCreated {
+			t.Fatalf("acme's message %d within its rate: %d %s", i, status, body)
+		}
+	}
+	status, body, h := send("acme/sender", "a-2", `{}`)
+	wantError(t, status, body, http.StatusTooManyRequests, courier.CodeRateLimited, "ingest_rate quota of 2/h")
+	if h.Get("Retry-After") == "" {
+		t.Error("a refusal by the ingest rate gives no Retry-After")
+	}
+	for i := range 2 {
+		if status, body, _ := send("beta/sender", fmt.Sprint("b-", i), `{}`); status != http.StatusCreated {
+			t.Fatalf("beta's message %d within its cap: %d %s", i, status, body)
+		}
+	}
+	status, body, _ = send("beta/sender", "b-2", `{}`)
+	wantError(t, status, body, http.StatusTooManyRequests, courier.CodeQuotaExceeded, "max_queued")
+	// A repeat of a stored message is no new use.
+	if status, body, _ := send("beta/sender", "b-1", `{}`); status != http.StatusOK {
+		t.Errorf("beta's repeat at its cap: %d %s; want 200", status, body)
+	}
+	top.Tenants["beta"].Quotas = courier.Quotas{MaxBytes: 40}
+	ts.store.SetTenantQuotas(top.TenantQuotas())
+	status, body, _ = send("beta/sender", "b-3", `{"big": "`+strings.Repeat("x", 40)+`"}`)
+	wantError(t, status, body, http.StatusInsufficientStorage, courier.CodeStorageQuota, "max_bytes")
+	if strings.Contains(string(body), "beta/") || strings.Contains(string(body), "beta~") {
+		t.Errorf("the refusal shows the tenant's qualified names: %s", body)
 	}
 }

@@ -237,6 +237,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
+		IngestTokens:       st.limits,
 		BlockedFunc:        httpSender.Blocked,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
