@@ -345,6 +345,12 @@ func (c *Client) Operation(ctx context.Context, id string) (*Operation, error) {
 	return request[Operation](ctx, c, http.MethodGet, "/v1/operations/"+url.PathEscape(id), nil)
 }
 
+// Tenants returns the tenants the key may see, with their use against
+// their quotas.
+func (c *Client) Tenants(ctx context.Context) (*TenantList, error) {
+	return request[TenantList](ctx, c, http.MethodGet, "/v1/tenants", nil)
+}
+
 // Endpoints returns every configured endpoint with its health.
 func (c *Client) Endpoints(ctx context.Context) ([]Endpoint, error) {
 	out, err := request[EndpointList](ctx, c, http.MethodGet, "/v1/endpoints", nil)

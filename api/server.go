@@ -220,6 +220,8 @@ func NewServer(o Options) *Server {
 		{"PUT /v1/keys/{name}", accessAdmin, nil, s.handlePutObject(courier.KindKey)},
 		{"DELETE /v1/keys/{name}", accessAdmin, nil, s.handleDeleteObject(courier.KindKey)},
 		{"GET /v1/stats", accessOperate, nil, s.handleStats},
+		{"GET /v1/tenants", accessRead, nil, s.handleTenants},
+		{"GET /v1/tenants/{tenant}", accessRead, nil, s.handleTenant},
 		{"GET /v1/routes", accessOperate, nil, s.handleRoutes},
 		{"GET /metrics", accessOperate, anyQuery, s.handleMetrics(o.Metrics)},
 		{"GET /healthz", accessPublic, anyQuery, s.handleHealthz},

@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	courier "github.com/courier-gw/courier"
@@ -350,4 +352,107 @@ func (s *Server) defaultTenantOnly(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// TenantView is a tenant as GET /v1/tenants shows it: its settings, and
+// its use against its quotas.
+type TenantView struct {
+	Name      string     `json:"name"`
+	Weight    int        `json:"weight"`
+	Quotas    QuotasView `json:"quotas"`
+	Retention string     `json:"retention,omitempty"`
+	Use       TenantUse  `json:"use"`
+	Endpoints int        `json:"endpoints"`
+}
+
+// QuotasView is a tenant's quotas; an absent one does not bound.
+type QuotasView struct {
+	IngestRate   string `json:"ingest_rate,omitempty"`
+	Burst        int    `json:"burst,omitempty"`
+	MaxQueued    int    `json:"max_queued,omitempty"`
+	MaxBytes     int64  `json:"max_bytes,omitempty"`
+	MaxEndpoints int    `json:"max_endpoints,omitempty"`
+}
+
+// TenantUse is what a tenant holds now: its messages not yet finished
+// (queued, in flight or suspended) and the bytes of their payloads.
+type TenantUse struct {
+	Queued int64 `json:"queued"`
+	Bytes  int64 `json:"bytes"`
+}
+
+// TenantList is GET /v1/tenants.
+type TenantList struct {
+	Tenants []TenantView `json:"tenants"`
+}
+
+// handleTenants lists the tenants with their use: every tenant for the
+// system's keys (and callers of a server without keys), a tenant's own
+// for its keys.
+func (s *Server) handleTenants(w http.ResponseWriter, r *http.Request) {
+	views, err := s.tenantViews(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TenantList{Tenants: views})
+}
+
+// handleTenant shows one tenant: 404 for a tenant the caller may not see.
+func (s *Server) handleTenant(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("tenant")
+	views, err := s.tenantViews(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for _, v := range views {
+		if v.Name == name {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+	}
+	s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "no such tenant: %q", name))
+}
+
+// tenantViews are the tenants the request may see, by name: the
+// configured ones and the default tenant.
+func (s *Server) tenantViews(r *http.Request) ([]TenantView, error) {
+	sc := keyScope(keyOf(r))
+	t := s.topology.Load()
+	names := map[string]bool{courier.DefaultTenant: true}
+	for name := range t.Tenants {
+		names[name] = true
+	}
+	use, err := s.opts.Store.TenantUsage(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	byTenant := make(map[string]courier.TenantUsage, len(use))
+	for _, u := range use {
+		byTenant[u.Tenant] = u
+	}
+	endpoints := map[string]int{}
+	for name := range t.Endpoints {
+		endpoints[courier.TenantOf(name)]++
+	}
+	var out []TenantView
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if !sc.system && name != sc.tenant {
+			continue
+		}
+		tn, u := t.Tenant(name), byTenant[name]
+		q := tn.Quotas
+		v := TenantView{Name: name, Weight: tn.Weight, Endpoints: endpoints[name],
+			Use:    TenantUse{Queued: u.Queued, Bytes: u.Bytes},
+			Quotas: QuotasView{Burst: q.Burst, MaxQueued: q.MaxQueued, MaxBytes: q.MaxBytes, MaxEndpoints: q.MaxEndpoints}}
+		if !q.IngestRate.Unlimited() {
+			v.Quotas.IngestRate = q.IngestRate.String()
+		}
+		if tn.Retention > 0 {
+			v.Retention = tn.Retention.String()
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -98,7 +98,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// acme's names for each path parameter.
-	params := map[string]string{"{id}": "inv-1", "{subscription}": "ledger-sub"}
+	params := map[string]string{"{id}": "inv-1", "{subscription}": "ledger-sub", "{tenant}": "acme"}
 	names := map[string]string{"endpoints": "vault", "routes": "ledger", "policies": "ledger-policy", "subscriptions": "ledger-sub", "keys": "sender", "receivers": "inbox", "operations": "op-1", "claims": "inv-1"}
 	var ops []string
 	for path, item := range doc.Paths.Map() {
@@ -124,7 +124,10 @@ func TestTenantIsolation(t *testing.T) {
 		for _, key := range []string{"beta/admin", "beta/sender"} {
 			status, body, _ := ts.callAs(t, key, method, concrete, `{}`)
 			text := string(body)
-			if strings.Contains(text, "ACME") || strings.Contains(text, "acme") {
+			// acme's data: its payloads, its endpoints' targets, its
+			// qualified names and ids (the name acme alone may be the
+			// request's own words echoed, as in "no such tenant").
+			if strings.Contains(text, "ACME") || strings.Contains(text, "acme-only") || strings.Contains(text, "acme/") || strings.Contains(text, "acme~") {
 				t.Errorf("%s %s with %s's key: %d shows acme's data: %s", method, concrete, key, status, truncate(text))
 			}
 			if method == "GET" && strings.Contains(path, "{") && status != http.StatusNotFound && status != http.StatusForbidden {
@@ -243,5 +246,40 @@ func TestTenantQuotas(t *testing.T) {
 	wantError(t, status, body, http.StatusInsufficientStorage, courier.CodeStorageQuota, "max_bytes")
 	if strings.Contains(string(body), "beta/") || strings.Contains(string(body), "beta~") {
 		t.Errorf("the refusal shows the tenant's qualified names: %s", body)
+	}
+}
+
+// An operator sees each tenant's use against its quotas; a tenant's key
+// sees its own tenant alone.
+func TestTenantsListed(t *testing.T) {
+	top := tenantTopology()
+	top.Tenants["acme"].Quotas = courier.Quotas{MaxQueued: 10, IngestRate: courier.Rate{N: 100, Per: time.Second}}
+	ts := newTestServer(t, func(o *api.Options) {
+		o.Topology, o.Keys = top, tenantKeys(t)
+	})
+	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {"n": 1}}`); status != http.StatusCreated {
+		t.Fatalf("acme's ingest: %d %s", status, body)
+	}
+	status, body, _ := ts.callAs(t, "system/admin", "GET", "/v1/tenants", "")
+	if status != http.StatusOK {
+		t.Fatalf("the system's list: %d %s", status, body)
+	}
+	list := decode[api.TenantList](t, body)
+	var names []string
+	for _, v := range list.Tenants {
+		names = append(names, v.Name)
+		if v.Name == "acme" && (v.Use.Queued != 1 || v.Use.Bytes == 0 || v.Quotas.MaxQueued != 10 || v.Quotas.IngestRate != "100/s" || v.Endpoints != 2) {
+			t.Errorf("acme as listed: %+v; want 1 queued of 10, its bytes, 100/s and 2 endpoints", v)
+		}
+	}
+	if strings.Join(names, ",") != "acme,beta,default" {
+		t.Errorf("the system's list names %v; want acme, beta and default", names)
+	}
+	status, body, _ = ts.callAs(t, "beta/admin", "GET", "/v1/tenants", "")
+	if list := decode[api.TenantList](t, body); status != http.StatusOK || len(list.Tenants) != 1 || list.Tenants[0].Name != "beta" {
+		t.Errorf("beta's list: %d %s; want beta alone", status, body)
+	}
+	if status, _, _ := ts.callAs(t, "beta/admin", "GET", "/v1/tenants/acme", ""); status != http.StatusNotFound {
+		t.Errorf("beta reads acme: %d; want 404", status)
 	}
 }

@@ -90,6 +90,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newTypesCmd(g),
 		newSubscriptionsCmd(g),
 		newReceiversCmd(g),
+		newTenantsCmd(g),
 		newLookupCmd(g),
 		newConfigCmd(g),
 		newKeysCmd(g),
