@@ -21,10 +21,10 @@ import (
 // lanes of the tenant whose turn it is, first in, first out, and charges
 // the tenant what each lane is granted; once its deficit is spent the turn
 // passes, and a tenant whose deficit is spent gets its quantum (its weight
-// times an equal part of the round's capacity) as the turn comes past it. A lane
-// granted nothing (its endpoint is full) costs nothing, so a tenant keeps
-// its credit, and its place, until the capacity frees: whoever's turn it
-// is then takes it. A tenant's lanes held on an endpoint keep it among
+// times an equal part of the round's capacity) as the turn comes past it.
+// A lane granted nothing (its endpoint is full) costs nothing, so a tenant
+// keeps its credit, and its place, until the capacity frees: whoever's
+// turn it is then takes it. A tenant's lanes held on an endpoint keep it among
 // those that want capacity, so that one whose lanes happen to be ready
 // while another's wait parked is charged all the same. With one tenant
 // wanting capacity (every configuration without tenants), its lanes are
@@ -74,6 +74,24 @@ func (ls *lanes) tenantOf(name string) *tenantLanes {
 		ls.ring = append(ls.ring, tl)
 	}
 	return tl
+}
+
+// cutIn moves a tenant that starts to want capacity to the turn's place
+// in the ring, ahead of the tenant whose turn it is: with credit left from
+// its last turn it goes first, without, right after that turn. A tenant
+// that sends now and then waits for one turn at most, not for a round of
+// them (as new flows do in FQ-CoDel, RFC 8290); it is charged as any.
+// ls.mu is held.
+func (ls *lanes) cutIn(tl *tenantLanes) {
+	i := slices.Index(ls.ring, tl)
+	if i < 0 || i == ls.cur || ls.wantingTenants < 2 {
+		return
+	}
+	ls.ring = slices.Delete(ls.ring, i, i+1)
+	if i < ls.cur {
+		ls.cur--
+	}
+	ls.ring = slices.Insert(ls.ring, ls.cur, tl)
 }
 
 func (tl *tenantLanes) push(l *lane) { tl.ready = append(tl.ready, l) }
@@ -243,6 +261,7 @@ func (ls *lanes) used(route string, endpoints []string, now time.Time) {
 			ls.users[name] = u
 		}
 		u[courier.TenantOf(route)] = now
+		maps.DeleteFunc(u, func(_ string, at time.Time) bool { return now.Sub(at) >= shareWindow })
 	}
 }
 

@@ -135,6 +135,7 @@ func (ls *lanes) set(l *lane, state laneState, held bool) {
 	case now && !was:
 		if l.tenant.wanting++; l.tenant.wanting == 1 {
 			ls.wantingTenants++
+			ls.cutIn(l.tenant)
 		}
 	case was && !now:
 		if l.tenant.wanting--; l.tenant.wanting == 0 {
