@@ -20,6 +20,42 @@ type round struct {
 	reserved map[string]courier.EndpointHealth
 	probes   map[string]bool
 	wakeAt   time.Time
+	// granted counts, per endpoint, the attempts this round's claims were
+	// granted, so that routes sharing an endpoint take its free slots
+	// between them, in the order of the tenants' turns, and no more;
+	// parts is how the last route's capacity came from its endpoints.
+	granted map[string]int
+	parts   []endpointPart
+}
+
+// endpointPart is what one endpoint gives of a route's capacity.
+type endpointPart struct {
+	endpoint string
+	n        int
+}
+
+// free is how many more attempts ep can take in this round.
+func (e *Engine) free(rd *round, ep *courier.Endpoint) int {
+	return e.slots.free(ep) - rd.granted[ep.Name]
+}
+
+// grant books n attempts of the route whose capacity routeCapacity last
+// counted against its endpoints, and returns their names.
+func (rd *round) grant(n int) []string {
+	var names []string
+	for _, p := range rd.parts {
+		if n <= 0 {
+			break
+		}
+		take := min(p.n, n)
+		if rd.granted == nil {
+			rd.granted = map[string]int{}
+		}
+		rd.granted[p.endpoint] += take
+		n -= take
+		names = append(names, p.endpoint)
+	}
+	return names
 }
 
 // healthOf returns an endpoint's health as the round knows it.
@@ -192,7 +228,7 @@ func (e *Engine) recheck(rd *round, h hold) {
 		if ep == nil {
 			continue
 		}
-		if ok, _ := rd.sendable(name); ok && e.slots.free(ep) > 0 && !e.paced(rd, ep) {
+		if ok, _ := rd.sendable(name); ok && e.free(rd, ep) > 0 && !e.paced(rd, ep) {
 			e.lanes.release(name)
 		}
 	}
@@ -207,6 +243,7 @@ func (e *Engine) recheck(rd *round, h hold) {
 // (pacing, a suspension's end), and the endpoints whose release (a slot
 // freed, switched on) may let it go sooner.
 func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route) (total int, h hold) {
+	rd.parts = rd.parts[:0]
 	until := func(at time.Time) {
 		if h.until.IsZero() || at.Before(h.until) {
 			h.until = at
@@ -226,8 +263,9 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 			continue
 		}
 		if probe {
-			if e.slots.free(ep) >= 1 {
+			if e.free(rd, ep) >= 1 {
 				total++
+				rd.parts = append(rd.parts, endpointPart{name, 1})
 			} else {
 				h.endpoints = append(h.endpoints, name)
 				if e.opts.Limits != nil {
@@ -245,9 +283,12 @@ func (e *Engine) routeCapacity(ctx context.Context, rd *round, r *courier.Route)
 			}
 			continue
 		}
-		free := max(e.slots.free(ep), 0)
+		free := max(e.free(rd, ep), 0)
 		if interval(ep) > 0 {
 			free = min(free, 1) // one start per pacing interval
+		}
+		if free > 0 {
+			rd.parts = append(rd.parts, endpointPart{name, free})
 		}
 		if free == 0 {
 			h.endpoints = append(h.endpoints, name)

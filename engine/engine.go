@@ -542,10 +542,22 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	// reaches many routes with a few messages each rather than asking a few
 	// for more than they have.
 	share := max(1, left/max(1, e.lanes.readyCount()))
+	// The tenants that want capacity take turns (fair.go). A turn is worth
+	// the tenant's weight times an equal part of the round's capacity, and
+	// a tenant with few routes may take its turn's worth through them: one
+	// route may claim a tenant's whole part.
+	sharing, wanting := e.lanes.beginRound()
+	part := max(share, left/max(1, wanting))
+	quantum := func(tenant string) int { return max(t.Tenant(tenant).Weight, 1) * part }
 	for left > 0 {
-		names := e.lanes.take(now, left)
+		tn := e.lanes.takeTurn(now, left, quantum)
+		names := tn.routes
 		if len(names) == 0 {
 			break
+		}
+		laneShare := share
+		if tn.limited {
+			laneShare = max(share, (tn.deficit+len(names)-1)/len(names))
 		}
 		routes := make([]*courier.Route, 0, len(names))
 		for _, name := range names {
@@ -565,10 +577,11 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			return false, time.Time{}, err
 		}
 		resolved = nil
+		spent := false
 		for i, r := range routes {
-			if left == 0 {
-				// The capacity went to the lanes before: the others keep
-				// their turn for the next round.
+			if left == 0 || spent {
+				// The capacity went to the lanes before, or the tenant's
+				// turn is spent: the others keep their turn for later.
 				var rest []string
 				for _, r := range routes[i:] {
 					rest = append(rest, r.Name)
@@ -582,8 +595,9 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 					e.lanes.hold(r.Name, hold{until: now.Add(lookupRecheck)})
 					continue
 				}
-				q = min(q, left, share)
+				q = min(q, left, laneShare)
 				left -= q
+				spent = e.lanes.charge(tn, q)
 				quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
 				lease = max(lease, lookupTimeout(r))
 				continue
@@ -591,15 +605,27 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			q, h := e.routeCapacity(ctx, rd, r)
 			if q <= 0 {
 				e.lanes.hold(r.Name, h)
+				if sharing {
+					e.lanes.heldBack(r.Name, e.fullOf(rd, h), now)
+				}
 				e.recheck(rd, h)
 				continue
 			}
-			q = min(q, left, share)
+			q = min(q, left, laneShare)
 			left -= q
+			if sharing {
+				// Tenants share the endpoints: the turns decide who gets
+				// their free slots. One alone may claim ahead of them, as
+				// routes sharing an endpoint always did: its attempts
+				// wait for a slot here, and the claims are fewer.
+				e.lanes.used(r.Name, rd.grant(q), now)
+			}
+			spent = e.lanes.charge(tn, q)
 			quotas = append(quotas, courier.RouteQuota{Route: r.Name, Limit: q})
 			lease = max(lease, e.routeTimeout(t, r))
 		}
 	}
+	e.lanes.endRound(left > 0, now)
 	if len(quotas) == 0 {
 		return false, rd.wakeAt, nil
 	}
@@ -617,6 +643,13 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	for _, m := range msgs {
 		got[m.Route]++
 		e.dispatch(ctx, rd, m)
+	}
+	// Slots granted and not used (a claim came back short) are free for
+	// the lanes parked on them in this round.
+	for name := range rd.granted {
+		if ep := t.Endpoints[name]; ep != nil && e.slots.free(ep) > 0 {
+			e.lanes.release(name)
+		}
 	}
 	asked := 0
 	for _, q := range quotas {

@@ -47,6 +47,9 @@ type harness struct {
 	bulks map[*engine.Engine]*engine.Bulk
 	// logger, when a test's build function sets it, is the engines' logger.
 	logger *slog.Logger
+	// workers, when a test's build function sets it, bounds the engines'
+	// attempts in flight.
+	workers int
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -95,6 +98,7 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 		},
 		PollInterval: cmp.Or(h.poll, 20*time.Millisecond), TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts, Logger: h.logger,
+		Workers: h.workers,
 	})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)

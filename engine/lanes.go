@@ -2,8 +2,11 @@ package engine
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
+
+	courier "github.com/courier-gw/courier"
 )
 
 // lanes knows which routes have due work, so that a claim round costs what
@@ -13,10 +16,11 @@ import (
 // A route's lane is
 //
 //   - idle: nothing known to be due;
-//   - ready: work may be due now. Ready lanes are served first in, first
-//     out: a route with a deep backlog takes what its endpoints can take
-//     and goes to the back, so a route with one message is reached within
-//     one turn of the ready ones;
+//   - ready: work may be due now. A tenant's ready lanes are served first
+//     in, first out: a route with a deep backlog takes what its endpoints
+//     can take and goes to the back, so a route with one message is reached
+//     within one turn of its tenant's ready ones. The tenants take turns by
+//     weighted deficit round robin (fair.go);
 //   - waiting: for a time (work known to come due then, or the end of a
 //     hold such as a suspension or pacing), or, held, for one of the
 //     endpoints it is parked under to be released (switched on, a slot
@@ -33,10 +37,9 @@ import (
 type lanes struct {
 	mu     sync.Mutex
 	byName map[string]*lane
-	ready  []*lane  // FIFO; ready[head:] are waiting their turn
-	head   int      // first waiting entry of ready
 	timed  laneHeap // waiting lanes with a time, by that time
 	parked map[string]map[*lane]struct{}
+	fair   // the tenants' ready lanes and turns
 }
 
 type laneState uint8
@@ -49,13 +52,14 @@ const (
 )
 
 type lane struct {
-	route string
-	state laneState
-	held  bool      // waiting for the end of a hold, not for work
-	at    time.Time // in the timed heap: when it is ready
-	index int       // in the timed heap; -1 when not in it
-	later time.Time // the earliest known due time after now, while it cannot take a timer of its own
-	again bool      // claiming: work came due while the claim ran
+	route  string
+	tenant *tenantLanes
+	state  laneState
+	held   bool      // waiting for the end of a hold, not for work
+	at     time.Time // in the timed heap: when it is ready
+	index  int       // in the timed heap; -1 when not in it
+	later  time.Time // the earliest known due time after now, while it cannot take a timer of its own
+	again  bool      // claiming: work came due while the claim ran
 }
 
 // hold says why a lane cannot be claimed now: until a time (a suspension,
@@ -67,13 +71,14 @@ type hold struct {
 }
 
 func newLanes() *lanes {
-	return &lanes{byName: map[string]*lane{}, parked: map[string]map[*lane]struct{}{}}
+	return &lanes{byName: map[string]*lane{}, parked: map[string]map[*lane]struct{}{},
+		fair: fair{tenants: map[string]*tenantLanes{}}}
 }
 
 func (ls *lanes) get(route string) *lane {
 	l := ls.byName[route]
 	if l == nil {
-		l = &lane{route: route, index: -1}
+		l = &lane{route: route, index: -1, tenant: ls.tenantOf(courier.TenantOf(route))}
 		ls.byName[route] = l
 	}
 	return l
@@ -116,13 +121,39 @@ func (ls *lanes) setReady(l *lane) {
 	if l.index >= 0 {
 		heap.Remove(&ls.timed, l.index)
 	}
-	l.state, l.held = laneReady, false
-	ls.ready = append(ls.ready, l)
+	ls.set(l, laneReady, false)
+	l.tenant.push(l)
+}
+
+// set moves l to a state; ls.mu is held. It counts each tenant's lanes
+// that want capacity (ready, claiming, or held), and the tenants that have
+// any.
+func (ls *lanes) set(l *lane, state laneState, held bool) {
+	was := l.wants()
+	l.state, l.held = state, held
+	switch now := l.wants(); {
+	case now && !was:
+		if l.tenant.wanting++; l.tenant.wanting == 1 {
+			ls.wantingTenants++
+			ls.cutIn(l.tenant)
+		}
+	case was && !now:
+		if l.tenant.wanting--; l.tenant.wanting == 0 {
+			ls.wantingTenants--
+		}
+	}
+}
+
+// wants reports whether l wants capacity: it is ready or claiming, or
+// held until capacity frees.
+func (l *lane) wants() bool {
+	return l.state == laneReady || l.state == laneClaiming || l.state == laneWaiting && l.held
 }
 
 // wait makes l wait for work due at the time.
 func (ls *lanes) wait(l *lane, at time.Time) {
-	l.state, l.held, l.at = laneWaiting, false, at
+	ls.set(l, laneWaiting, false)
+	l.at = at
 	heap.Push(&ls.timed, l)
 }
 
@@ -134,59 +165,47 @@ func (ls *lanes) idleOrLater(l *lane) {
 		ls.wait(l, at)
 		return
 	}
-	l.state, l.held = laneIdle, false
+	ls.set(l, laneIdle, false)
 }
 
 // take returns up to n ready lanes, first those whose time has come, in
-// their turn; each is claiming until claimed or hold ends its claim.
+// their turn; each is claiming until claimed or hold ends its claim. The
+// tenants' lanes come in the order of their turns, without limit to a turn:
+// the claimer limits turns with takeTurn.
 func (ls *lanes) take(now time.Time, n int) []string {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	for ls.timed.Len() > 0 && !ls.timed[0].at.After(now) {
-		ls.setReady(ls.timed[0])
-	}
 	var out []string
-	for ls.head < len(ls.ready) && len(out) < n {
-		l := ls.ready[ls.head]
-		ls.ready[ls.head] = nil
-		ls.head++
-		if l.state != laneReady || ls.byName[l.route] != l {
-			continue // a stale entry: made ready twice, or forgotten
+	for len(out) < n {
+		tn := ls.takeTurn(now, n-len(out), nil)
+		if len(tn.routes) == 0 {
+			break
 		}
-		l.state, l.again = laneClaiming, false
-		out = append(out, l.route)
-	}
-	switch {
-	case ls.head == len(ls.ready):
-		ls.ready, ls.head = ls.ready[:0], 0
-	case ls.head > 1024 && ls.head > len(ls.ready)/2:
-		ls.ready, ls.head = append(ls.ready[:0], ls.ready[ls.head:]...), 0
+		out = append(out, tn.routes...)
 	}
 	return out
 }
 
 // untake gives lanes taken but not claimed for back their turn: they are
-// the first ready again, in the order given.
+// the first ready of their tenant again, in the order given.
 func (ls *lanes) untake(routes []string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	var back []*lane
 	for _, r := range routes {
 		if l := ls.inClaim(r); l != nil {
-			l.state = laneReady
+			ls.set(l, laneReady, false)
 			back = append(back, l)
 		}
 	}
-	if len(back) == 0 {
-		return
+	// Each tenant's run of lanes goes back in front, the last run first,
+	// so that every lane ends up where it was.
+	for end := len(back); end > 0; {
+		start := end - 1
+		for start > 0 && back[start-1].tenant == back[end-1].tenant {
+			start--
+		}
+		back[start].tenant.pushFront(slices.Clone(back[start:end]))
+		end = start
 	}
-	if ls.head >= len(back) {
-		ls.head -= len(back)
-		copy(ls.ready[ls.head:], back)
-		return
-	}
-	ls.ready = append(back, ls.ready[ls.head:]...)
-	ls.head = 0
 }
 
 // inClaim returns the route's lane when it is being claimed, nil otherwise.
@@ -232,7 +251,8 @@ func (ls *lanes) hold(route string, h hold) {
 		ls.idleOrLater(l)
 		return
 	}
-	l.state, l.held, l.again = laneWaiting, true, false
+	ls.set(l, laneWaiting, true)
+	l.again = false
 	if !h.until.IsZero() {
 		l.at = h.until
 		heap.Push(&ls.timed, l)
@@ -297,15 +317,19 @@ func (ls *lanes) nextAt() time.Time {
 func (ls *lanes) readyCount() int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return len(ls.ready) - ls.head
+	n := 0
+	for _, tl := range ls.ring {
+		n += len(tl.ready) - tl.head
+	}
+	return n
 }
 
 // pending reports whether a lane is ready.
 func (ls *lanes) pending() bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	for i := ls.head; i < len(ls.ready); i++ {
-		if l := ls.ready[i]; l.state == laneReady && ls.byName[l.route] == l {
+	for _, tl := range ls.ring {
+		if tl.live(ls) {
 			return true
 		}
 	}
@@ -324,7 +348,7 @@ func (ls *lanes) forget(exists func(route string) bool) {
 		if l.index >= 0 {
 			heap.Remove(&ls.timed, l.index)
 		}
-		l.state = laneIdle // its entries in ready and parked are stale now
+		ls.set(l, laneIdle, false) // its entries in ready and parked are stale now
 		delete(ls.byName, name)
 	}
 }

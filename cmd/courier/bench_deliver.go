@@ -426,7 +426,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := rcv.Reset(ctx, target); err != nil {
+	if err := rcv.Reset(ctx, target, 0); err != nil {
 		stopProfile()
 		return nil, err
 	}
@@ -574,7 +574,7 @@ func (b benchDeliver) offered(ctx context.Context, g *globals, eng *nodes, clien
 	total := int(float64(b.rate) * b.duration.Seconds())
 	res.Messages = total
 	target := int64(b.healthy(total) + b.healthy(b.backlog))
-	if err := rcv.Reset(ctx, target); err != nil {
+	if err := rcv.Reset(ctx, target, 0); err != nil {
 		return nil, err
 	}
 	stopProfile, err := startCPUProfile(b.cpuProfile)

@@ -60,7 +60,7 @@ func (b benchDeliver) floor(ctx context.Context, store courier.Store, tr courier
 // through tr, as many at once as the drain's workers, and counts what each
 // cost this process and the receiver.
 func (b benchDeliver) floorSends(ctx context.Context, tr courier.Sender, ep *courier.Endpoint, route string, rcv benchReceiver, payload []byte, res *floorResult) error {
-	if err := rcv.Reset(ctx, int64(b.messages)); err != nil {
+	if err := rcv.Reset(ctx, int64(b.messages), 0); err != nil {
 		return err
 	}
 	before, err := rcv.Stats(ctx, false)

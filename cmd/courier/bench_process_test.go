@@ -217,3 +217,34 @@ func TestBenchSink(t *testing.T) {
 		t.Fatal("bench sink still runs 10 s after its standard input closed")
 	}
 }
+
+// The fair-share benchmark runs small on either store: tenants a (many
+// routes) and b (one) share the system endpoint about evenly, c's messages
+// arrive meanwhile, and a's drain alone is measured.
+func TestBenchFair(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, store := range []string{"sqlite", "postgres"} {
+		args := []string{"bench", "fair", "--output", "json", "--routes", "20", "--backlog", "2000", "--window", "500", "--duration", "1s"}
+		if store == "postgres" {
+			args = append(args, "--postgres", dsn)
+		}
+		cmd := exec.Command(courierBin, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: bench fair: %v\n%s%s", store, err, out, stderr.String())
+		}
+		var res fairResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("%s: bench fair printed %q: %v", store, out, err)
+		}
+		if res.BShare < 0.3 || res.AShare+res.BShare > 1 {
+			t.Errorf("%s: of the first %d deliveries b got %.0f%%, a %.0f%%; want b about half", store, res.Window, 100*res.BShare, 100*res.AShare)
+		}
+		if res.CDelivered < 1 || res.CP99ms <= 0 || res.AloneMessages != 2000 || res.AlonePerSec <= 0 {
+			t.Errorf("%s: measured %+v; want c's messages delivered and a's drain alone measured", store, res)
+		}
+	}
+}

@@ -37,11 +37,24 @@ type sinkStats struct {
 	P50ms     float64 `json:"p50_ms,omitempty"`
 	P99ms     float64 `json:"p99_ms,omitempty"`
 	MaxMs     float64 `json:"max_ms,omitempty"`
+	// Tenants tells, of messages with an X-Bench-Tenant header, per
+	// tenant: how many arrived, how many of the first arrivals of the last
+	// reset's window, and with latency their percentiles.
+	Tenants map[string]sinkTenant `json:"tenants,omitempty"`
+}
+
+// sinkTenant is what the receiver saw of one tenant's messages.
+type sinkTenant struct {
+	Count   int64   `json:"count"`
+	InFirst int64   `json:"in_first"`
+	P50ms   float64 `json:"p50_ms,omitempty"`
+	P99ms   float64 `json:"p99_ms,omitempty"`
+	MaxMs   float64 `json:"max_ms,omitempty"`
 }
 
 const (
 	sinkStatsPath = "/_bench/stats" // GET; ?latency=1 adds the percentiles
-	sinkResetPath = "/_bench/reset" // POST ?target=N: counts from zero, noting when N arrived
+	sinkResetPath = "/_bench/reset" // POST ?target=N&window=W: counts from zero, noting when N arrived and whose the first W were
 )
 
 func newBenchSinkCmd(g *globals) *cobra.Command {
@@ -53,7 +66,9 @@ func newBenchSinkCmd(g *globals) *cobra.Command {
 (and never answers on /hole), and notes the time from the X-Bench-Sent header
 to arrival. GET ` + sinkStatsPath + ` tells its count and CPU time as JSON (with
 ?latency=1 also the latency percentiles); POST ` + sinkResetPath + `?target=N counts
-from zero again and notes when the Nth message arrives.
+from zero again and notes when the Nth message arrives. Messages with an
+X-Bench-Tenant header are also counted per tenant (with ?window=W on the reset,
+also those among the first W arrivals), with their own latencies.
 
 It prints the address it listens on, and stops when its standard input
 closes. bench deliver starts one by itself; run it by hand only to watch it.`,
@@ -78,7 +93,12 @@ closes. bench deliver starts one by itself; run it by hand only to watch it.`,
 					http.Error(w, "target must be a number", http.StatusBadRequest)
 					return
 				}
-				rc.reset(target)
+				window, err := strconv.ParseInt(r.URL.Query().Get("window"), 10, 64)
+				if err != nil && r.URL.Query().Has("window") {
+					http.Error(w, "window must be a number", http.StatusBadRequest)
+					return
+				}
+				rc.reset(target, window)
 				w.WriteHeader(http.StatusNoContent)
 			})
 			mux.Handle("/", rc)
@@ -102,6 +122,14 @@ type benchSink struct {
 
 	mu      sync.Mutex
 	latency []time.Duration
+	window  int64                      // the first arrivals counted per tenant apart
+	tenants map[string]*tenantArrivals // by X-Bench-Tenant
+}
+
+// tenantArrivals is what arrived of one tenant's messages.
+type tenantArrivals struct {
+	count, inFirst int64
+	latency        []time.Duration
 }
 
 func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -110,23 +138,50 @@ func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.Copy(io.Discard, r.Body)
+	tenant := r.Header.Get("X-Bench-Tenant")
 	if sent, err := strconv.ParseInt(r.Header.Get("X-Bench-Sent"), 10, 64); err == nil {
 		d := time.Since(time.Unix(0, sent))
 		rc.mu.Lock()
 		rc.latency = append(rc.latency, d)
+		if tenant != "" {
+			rc.tenant(tenant).latency = append(rc.tenant(tenant).latency, d)
+		}
 		rc.mu.Unlock()
 	}
 	w.WriteHeader(http.StatusNoContent)
-	if n := rc.count.Add(1); n == rc.target.Load() {
+	n := rc.count.Add(1)
+	if n == rc.target.Load() {
 		rc.reached.Store(time.Now().UnixNano())
+	}
+	if tenant != "" {
+		rc.mu.Lock()
+		ta := rc.tenant(tenant)
+		ta.count++
+		if n <= rc.window {
+			ta.inFirst++
+		}
+		rc.mu.Unlock()
 	}
 }
 
+// tenant returns what arrived of a tenant's messages; rc.mu is held.
+func (rc *benchSink) tenant(name string) *tenantArrivals {
+	if rc.tenants == nil {
+		rc.tenants = map[string]*tenantArrivals{}
+	}
+	ta := rc.tenants[name]
+	if ta == nil {
+		ta = &tenantArrivals{}
+		rc.tenants[name] = ta
+	}
+	return ta
+}
+
 // reset counts from zero, forgets the latencies and notes when target
-// messages will have arrived (0: never).
-func (rc *benchSink) reset(target int64) {
+// messages will have arrived (0: never), and whose the first window are.
+func (rc *benchSink) reset(target, window int64) {
 	rc.mu.Lock()
-	rc.latency = nil
+	rc.latency, rc.tenants, rc.window = nil, nil, window
 	rc.mu.Unlock()
 	rc.reached.Store(0)
 	rc.target.Store(target)
@@ -137,11 +192,32 @@ func (rc *benchSink) reset(target int64) {
 // from send to arrival.
 func (rc *benchSink) stats(latency bool) sinkStats {
 	st := sinkStats{Count: rc.count.Load(), ReachedAt: rc.reached.Load()}
+	rc.mu.Lock()
+	var l []time.Duration
 	if latency {
-		rc.mu.Lock()
-		l := slices.Clone(rc.latency)
-		rc.mu.Unlock()
+		l = slices.Clone(rc.latency)
+	}
+	tenants := map[string]tenantArrivals{}
+	for name, ta := range rc.tenants {
+		t := tenantArrivals{count: ta.count, inFirst: ta.inFirst}
+		if latency {
+			t.latency = slices.Clone(ta.latency)
+		}
+		tenants[name] = t
+	}
+	rc.mu.Unlock()
+	if latency {
 		st.P50ms, st.P99ms, st.MaxMs = percentiles(l)
+	}
+	for name, ta := range tenants {
+		if st.Tenants == nil {
+			st.Tenants = map[string]sinkTenant{}
+		}
+		t := sinkTenant{Count: ta.count, InFirst: ta.inFirst}
+		if latency {
+			t.P50ms, t.P99ms, t.MaxMs = percentiles(ta.latency)
+		}
+		st.Tenants[name] = t
 	}
 	return st
 }
@@ -151,7 +227,9 @@ func (rc *benchSink) stats(latency bool) sinkStats {
 type benchReceiver interface {
 	Addr() string
 	Stats(ctx context.Context, latency bool) (sinkStats, error)
-	Reset(ctx context.Context, target int64) error
+	// Reset counts from zero, noting when target messages arrived and
+	// whose the first window were.
+	Reset(ctx context.Context, target, window int64) error
 	Close()
 }
 
@@ -182,8 +260,8 @@ func (r *localReceiver) Stats(_ context.Context, latency bool) (sinkStats, error
 	return r.rc.stats(latency), nil
 }
 
-func (r *localReceiver) Reset(_ context.Context, target int64) error {
-	r.rc.reset(target)
+func (r *localReceiver) Reset(_ context.Context, target, window int64) error {
+	r.rc.reset(target, window)
 	return nil
 }
 
@@ -238,8 +316,8 @@ func (r *processReceiver) Stats(ctx context.Context, latency bool) (sinkStats, e
 	return st, err
 }
 
-func (r *processReceiver) Reset(ctx context.Context, target int64) error {
-	return r.call(ctx, http.MethodPost, "http://"+r.addr+sinkResetPath+"?target="+strconv.FormatInt(target, 10), nil)
+func (r *processReceiver) Reset(ctx context.Context, target, window int64) error {
+	return r.call(ctx, http.MethodPost, fmt.Sprintf("http://%s%s?target=%d&window=%d", r.addr, sinkResetPath, target, window), nil)
 }
 
 // call makes one request of the receiver and decodes its JSON answer into

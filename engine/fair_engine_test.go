@@ -1,0 +1,203 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/sink"
+)
+
+// sharedEndpoint builds tenants' routes on one endpoint of the system
+// tenant with max_concurrency 8: routes[t] routes for tenant t, each named
+// t/r-NN, at weights[t] (default 1). The engine has 32 workers: a turn is
+// worth a tenant's part of them, so that the windows the tests count over
+// hold many turns.
+func sharedEndpoint(h *harness, routes map[string]int, weights map[string]int) {
+	h.workers = 32
+	ep := h.httpEndpoint("system/shared", "/shared")
+	ep.MaxConcurrency = 8
+	h.top.Endpoints[ep.Name] = ep
+	h.top.Tenants = map[string]*courier.Tenant{}
+	for tenant, n := range routes {
+		for i := 0; i < n; i++ {
+			h.route(courier.Qualify(tenant, fmt.Sprintf("r-%02d", i)), ep.Name)
+		}
+		if w := weights[tenant]; w > 0 {
+			h.top.Tenants[tenant] = &courier.Tenant{Name: tenant, Weight: w}
+		}
+	}
+	h.sink.Script("/shared", sink.Delay(3*time.Millisecond, 204), sink.Repeat)
+}
+
+// backlog queues perRoute messages on each of a tenant's n routes, the
+// tenants' messages interleaved so that all are queued together.
+func backlog(h *harness, routes map[string]int, perRoute int) []string {
+	var msgs []*courier.Message
+	var ids []string
+	for i := 0; i < perRoute; i++ {
+		for tenant, n := range routes {
+			for r := 0; r < n; r++ {
+				id := courier.QualifyID(tenant, fmt.Sprintf("m-%02d-%04d", r, i))
+				msgs = append(msgs, h.message(id, "t", courier.Qualify(tenant, fmt.Sprintf("r-%02d", r)), "", 0))
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.ingestAll(msgs)
+	return ids
+}
+
+// sharesOfFirst returns each tenant's part of the first n deliveries at
+// the shared endpoint.
+func sharesOfFirst(h *harness, n int) map[string]float64 {
+	h.t.Helper()
+	byTenant := map[string]int{}
+	seen := 0
+	for _, a := range h.sink.Arrivals("/shared") {
+		if seen == n {
+			break
+		}
+		id, _ := courier.ParseKey(a.Header.Get("webhook-id"))
+		byTenant[courier.TenantOfID(id)]++
+		seen++
+	}
+	out := map[string]float64{}
+	for t, c := range byTenant {
+		out[t] = float64(c) / float64(n)
+	}
+	return out
+}
+
+// A tenant with one route and one with twenty share an endpoint of the
+// system tenant, both with a backlog: while both wait, the one with one
+// route gets about half the deliveries, not one in twenty-one.
+func TestFairShareOfASharedEndpoint(t *testing.T) {
+	routes := map[string]int{"a": 20, "b": 1}
+	h := newHarness(t, func(h *harness) { sharedEndpoint(h, routes, nil) })
+	// a: 800 messages, b: 400: b still waits after the first 400
+	// deliveries even at its fair half.
+	want := backlog(h, map[string]int{"a": 20, "b": 1}, 40)
+	want = append(want, backlog(h, map[string]int{"b": 1}, 360)...)
+	h.waitDelivered(want, 2*time.Minute)
+	got := sharesOfFirst(h, 400)
+	if got["b"] < 0.35 {
+		t.Fatalf("b got %.0f%% of the first 400 deliveries, a %.0f%%: want about half", 100*got["b"], 100*got["a"])
+	}
+	t.Logf("of the first 400 deliveries: a %.0f%%, b %.0f%%", 100*got["a"], 100*got["b"])
+	if got := h.sink.MaxConcurrent("/shared"); got > 8 {
+		t.Fatalf("%d requests open at once at an endpoint with max_concurrency 8", got)
+	}
+}
+
+// Weights 2:1 share the endpoint about 2:1.
+func TestFairShareByWeight(t *testing.T) {
+	routes := map[string]int{"a": 10, "b": 10}
+	h := newHarness(t, func(h *harness) { sharedEndpoint(h, routes, map[string]int{"a": 2}) })
+	want := backlog(h, routes, 60)
+	h.waitDelivered(want, 2*time.Minute)
+	got := sharesOfFirst(h, 600)
+	if got["a"] < 0.55 || got["a"] > 0.78 {
+		t.Fatalf("at weights 2:1, a got %.0f%% of the first 600 deliveries, b %.0f%%: want about two thirds", 100*got["a"], 100*got["b"])
+	}
+	t.Logf("of the first 600 deliveries at weights 2:1: a %.0f%%, b %.0f%%", 100*got["a"], 100*got["b"])
+}
+
+// While both wait, the engine says which tenant fair share holds back and
+// why; once the backlog is gone, none.
+func TestFairSharesReportThrottled(t *testing.T) {
+	routes := map[string]int{"a": 20, "b": 1}
+	h := newHarness(t, func(h *harness) {
+		sharedEndpoint(h, routes, nil)
+		h.sink.Script("/shared", sink.Delay(20*time.Millisecond, 204), sink.Repeat)
+	})
+	want := backlog(h, routes, 20)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		shares := h.engine.FairShares()
+		var a *engineShare
+		for i := range shares {
+			if shares[i].Tenant == "a" {
+				a = &engineShare{shares[i].Throttled, shares[i].Reason, shares[i].WaitingRoutes}
+			}
+		}
+		if a != nil && a.throttled {
+			if a.waiting == 0 || a.reason == "" {
+				t.Fatalf("a throttled with %d routes waiting, reason %q", a.waiting, a.reason)
+			}
+			t.Logf("a: throttled, %d routes waiting: %s", a.waiting, a.reason)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a was never shown throttled while it shared the endpoint: %+v", shares)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.waitDelivered(want, 2*time.Minute)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		throttled := false
+		for _, s := range h.engine.FairShares() {
+			throttled = throttled || s.Throttled
+		}
+		if !throttled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still throttled with nothing left to send: %+v", h.engine.FairShares())
+		}
+	}
+}
+
+type engineShare struct {
+	throttled bool
+	reason    string
+	waiting   int
+}
+
+// Within a tenant nothing changes: a key's messages go in order, and a
+// priority message goes ahead of its tenant's backlog, while another
+// tenant shares the endpoint.
+func TestOrderWithinATenantUnderFairShare(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		sharedEndpoint(h, map[string]int{"acme": 1, "beta": 4}, nil)
+		h.policy(orderedPolicy("order"))
+	})
+	var msgs []*courier.Message
+	ids := map[string][]string{}
+	var want []string
+	for i := 0; i < 100; i++ {
+		for k := 0; k < 10; k++ {
+			key := fmt.Sprintf("customer-%d", k)
+			id := courier.QualifyID("acme", fmt.Sprintf("%s-%03d", key, i))
+			msgs = append(msgs, h.message(id, "order", "acme/r-00", key, 0))
+			ids[key] = append(ids[key], id)
+			want = append(want, id)
+		}
+		for r := 0; r < 4; r++ {
+			id := courier.QualifyID("beta", fmt.Sprintf("b-%d-%03d", r, i))
+			msgs = append(msgs, h.message(id, "order", fmt.Sprintf("beta/r-%02d", r), "", 0))
+			want = append(want, id)
+		}
+	}
+	h.ingestAll(msgs)
+	ctx := t.Context()
+	if err := h.sink.Wait(ctx, "/shared", 50); err != nil {
+		t.Fatal(err)
+	}
+	urgent := courier.QualifyID("acme", "urgent")
+	h.ingestAll([]*courier.Message{h.message(urgent, "order", "acme/r-00", "", 9)})
+	h.engine.Due([]string{"acme/r-00"})
+	first := h.waitDelivered(append(want, urgent), 2*time.Minute)
+	checkKeyOrder(t, first, ids)
+	acmeLeft := 0
+	for _, id := range ids["customer-0"] {
+		if first[id] > first[urgent] {
+			acmeLeft++
+		}
+	}
+	if acmeLeft < len(ids["customer-0"])/2 {
+		t.Fatalf("only %d of customer-0's %d messages came after acme's urgent one: it waited behind its tenant's backlog",
+			acmeLeft, len(ids["customer-0"]))
+	}
+}
