@@ -67,7 +67,12 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		out = op
 		return nil
 	})
-	return out, err
+	if err != nil {
+		// The write may still be running (its caller gave up waiting):
+		// out is not read.
+		return courier.BulkOp{}, err
+	}
+	return out, nil
 }
 
 // bulkBatch resubmits or discards the next batch of the messages op's
@@ -154,7 +159,12 @@ func (s *Store) StopBulk(ctx context.Context, id, reason string, now time.Time) 
 		out = op
 		return nil
 	})
-	return out, err
+	if err != nil {
+		// The write may still be running (its caller gave up waiting):
+		// out is not read.
+		return courier.BulkOp{}, err
+	}
+	return out, nil
 }
 
 // PendingBulks returns the operations not yet done.

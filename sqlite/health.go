@@ -77,7 +77,12 @@ func (s *Store) UpdateHealth(ctx context.Context, endpoint string, next func(cou
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		// The write may still be running (its caller gave up waiting):
+		// out is not read.
+		return courier.EndpointHealth{}, err
+	}
+	return out, nil
 }
 
 func scanHealth(row scanner) (courier.EndpointHealth, error) { return scanHealthAnd(row) }
@@ -175,5 +180,10 @@ func (s *Store) SwitchHealth(ctx context.Context, switches []courier.HealthSwitc
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		// The write may still be running (its caller gave up waiting):
+		// out is not read.
+		return nil, err
+	}
+	return out, nil
 }
