@@ -51,6 +51,10 @@ type Options struct {
 	// Retention is the node's retention: a claim check's ttl must be
 	// shorter (0: not checked).
 	Retention time.Duration
+	// Tenants are the configuration file's tenants (its tenants:
+	// section), which every topology of the store's is given: the store
+	// holds the tenants' objects, the file their settings.
+	Tenants map[string]*courier.Tenant
 }
 
 // minSyncGap spaces the syncs that notices of other nodes' changes cause:
@@ -80,6 +84,7 @@ type Catalog struct {
 	slot     map[objectKey]int
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[[]config.Key]
+	tenants  atomic.Pointer[map[string]*courier.Tenant]
 
 	poke chan struct{}
 }
@@ -113,10 +118,12 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 		o.OnChange = func(*courier.Topology) {}
 	}
 	c := &Catalog{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
+	c.tenants.Store(&o.Tenants)
 	t, err := config.Assemble(nil)
 	if err != nil {
 		return nil, err
 	}
+	t.Tenants = o.Tenants
 	c.topology.Store(t)
 	if err := c.sync(ctx, true); err != nil {
 		return nil, err
@@ -342,7 +349,23 @@ func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) 
 		}
 	}
 	c.mu.RUnlock()
-	return config.Assemble(objs)
+	t, err := config.Assemble(objs)
+	if t != nil {
+		t.Tenants = *c.tenants.Load()
+	}
+	return t, err
+}
+
+// SetTenants puts a reloaded file's tenants in force: the topology in
+// force is given them, and told of as a change.
+func (c *Catalog) SetTenants(tenants map[string]*courier.Tenant) {
+	c.write.Lock()
+	defer c.write.Unlock()
+	c.tenants.Store(&tenants)
+	next := *c.topology.Load()
+	next.Tenants = tenants
+	c.topology.Store(&next)
+	c.opts.OnChange(&next)
 }
 
 // commit puts a version in force on this node. The version is reported

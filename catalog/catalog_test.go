@@ -554,3 +554,31 @@ func TestClaimCheckNeedsPublicURL(t *testing.T) {
 		t.Fatalf("claim check stored as %+v", got)
 	}
 }
+
+// The store holds the tenants' objects and the file their settings: every
+// topology of the store's is given the file's tenants, and a reload's.
+func TestTenantsFromTheFile(t *testing.T) {
+	st := sqlitetest.Open(t)
+	acme := map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 2}}
+	var changes []*courier.Topology
+	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, Tenants: acme,
+		OnChange: func(t *courier.Topology) { changes = append(changes, t) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Topology().Tenants["acme"]; got == nil || got.Weight != 2 {
+		t.Fatalf("the opened topology's tenant acme: %+v", got)
+	}
+	put(t, c, courier.KindEndpoint, "acme/crm", `{"transport": "http", "url": "https://crm.acme.example/in"}`)
+	if top := c.Topology(); top.Tenants["acme"] == nil || top.Endpoints["acme/crm"] == nil {
+		t.Fatalf("after a change, the topology has tenants %v and endpoints %v; want acme's", top.Tenants, top.Endpoints)
+	}
+	c.SetTenants(map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 5}})
+	top := c.Topology()
+	if top.Tenants["acme"].Weight != 5 || top.Endpoints["acme/crm"] == nil {
+		t.Errorf("after the reload: tenant %+v, endpoints %v; want weight 5 and acme/crm kept", top.Tenants["acme"], top.Endpoints)
+	}
+	if len(changes) == 0 || changes[len(changes)-1] != top {
+		t.Error("the reload's tenants were not told as a change")
+	}
+}

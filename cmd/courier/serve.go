@@ -363,6 +363,8 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		if !next.TopologyInStore {
 			cat.Reload(next.Specs, next.Topology)
 			setTopology(next.Topology)
+		} else {
+			cat.SetTenants(next.Topology.Tenants)
 		}
 		httpSender.SetAllowNetworks(next.Outbound.AllowNetworks)
 		// Fresh connection pools read the endpoints' TLS files again, so a
@@ -421,7 +423,8 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 	if err != nil {
 		return nil, err
 	}
-	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention}
+	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention,
+		Tenants: cfg.Topology.Tenants}
 	if !cfg.KeysInStore {
 		o.KeysFile = cfg.File
 	}
