@@ -65,6 +65,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.opts.Logger.DebugContext(r.Context(), "request abandoned by the caller", "method", r.Method, "path", r.URL.Path)
 		return
 	}
+	if code := courier.ErrorCode(err); code == courier.CodeQuotaExceeded || code == courier.CodeStorageQuota {
+		s.noteRefusal(scopeOf(r).tenant, err)
+	}
 	status := StatusOf(err)
 	if status >= 500 {
 		s.opts.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)

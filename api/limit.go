@@ -80,11 +80,13 @@ func (s *Server) takeTenant(ctx context.Context, tenant string, n int, now time.
 	case ok:
 		return nil
 	}
-	return limitedError{
+	le := limitedError{
 		err: courier.Errorf(courier.CodeRateLimited, "tenant %s is over its ingest_rate quota of %s; try again in %s",
 			tenant, q.IngestRate, wait.Round(time.Millisecond)),
 		after: wait,
 	}
+	s.noteRefusal(tenant, le)
+	return le
 }
 
 // limitedError is a refusal that says, in Retry-After, when to try again.

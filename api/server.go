@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +80,9 @@ type Options struct {
 	// the store's shared limits where nodes share a store; nil keeps them
 	// in this process.
 	IngestTokens courier.IngestTokens
+	// ThrottledFunc, if set, tells whether fair share holds a tenant back
+	// on this node now, and why (engine.Engine.FairShares).
+	ThrottledFunc func(tenant string) (bool, string)
 	// BlockedFunc, if set, says why this node's SSRF guard would refuse
 	// every connection to an endpoint ("" when it would not): an endpoint
 	// written with such a URL is taken, with a warning (see endpointWarnings).
@@ -116,6 +120,8 @@ type Server struct {
 	patterns []string
 	// switches gathers concurrent endpoint switches into one write.
 	switches switchBatch
+	// refusals holds each tenant's latest refusal by its quotas (tenant.go).
+	refusals sync.Map
 }
 
 // NewServer returns a Server for the options.

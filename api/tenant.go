@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -363,6 +364,11 @@ type TenantView struct {
 	Retention string     `json:"retention,omitempty"`
 	Use       TenantUse  `json:"use"`
 	Endpoints int        `json:"endpoints"`
+	// Throttled says that the tenant is held back now, by its quotas (a
+	// refusal in the last minute) or by its fair share of scarce capacity
+	// on this node; ThrottledBy says by what.
+	Throttled   bool   `json:"throttled"`
+	ThrottledBy string `json:"throttled_by,omitempty"`
 }
 
 // QuotasView is a tenant's quotas; an absent one does not bound.
@@ -452,7 +458,43 @@ func (s *Server) tenantViews(r *http.Request) ([]TenantView, error) {
 		if tn.Retention > 0 {
 			v.Retention = tn.Retention.String()
 		}
+		v.Throttled, v.ThrottledBy = s.throttled(name)
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// quotaMemory is how long a quota's refusal shows its tenant as throttled.
+const quotaMemory = time.Minute
+
+// refusal is a tenant's latest refusal by one of its quotas.
+type refusal struct {
+	at  time.Time
+	why string
+}
+
+// noteRefusal remembers a refusal by a tenant's quota, to show the tenant
+// as throttled: the store's caps (their codes are the tenants' alone), and
+// the ingest rate (takeTenant).
+func (s *Server) noteRefusal(tenant string, err error) {
+	switch courier.ErrorCode(err) {
+	case courier.CodeQuotaExceeded, courier.CodeStorageQuota, courier.CodeRateLimited:
+		s.refusals.Store(tenant, refusal{at: s.opts.Clock.Now(), why: courier.ErrorMessage(err)})
+	}
+}
+
+// throttled reports whether a tenant is held back now, and by what: a
+// refusal by its quotas lately, or its fair share on this node.
+func (s *Server) throttled(tenant string) (bool, string) {
+	if v, ok := s.refusals.Load(tenant); ok {
+		if rf := v.(refusal); s.opts.Clock.Now().Sub(rf.at) < quotaMemory {
+			return true, "quota: " + rf.why
+		}
+	}
+	if s.opts.ThrottledFunc != nil {
+		if held, why := s.opts.ThrottledFunc(tenant); held {
+			return true, "fair share: " + why
+		}
+	}
+	return false, ""
 }

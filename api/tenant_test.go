@@ -247,6 +247,14 @@ func TestTenantQuotas(t *testing.T) {
 	if strings.Contains(string(body), "beta/") || strings.Contains(string(body), "beta~") {
 		t.Errorf("the refusal shows the tenant's qualified names: %s", body)
 	}
+	// Both are shown as throttled by their quotas, with why.
+	for tenant, why := range map[string]string{"acme": "ingest_rate", "beta": "max_bytes"} {
+		status, body, _ := ts.callAs(t, tenant+"/admin", "GET", "/v1/tenants/"+tenant, "")
+		v := decode[api.TenantView](t, body)
+		if status != http.StatusOK || !v.Throttled || !strings.Contains(v.ThrottledBy, why) {
+			t.Errorf("%s after its refusal: %d %s; want it throttled by %s", tenant, status, body, why)
+		}
+	}
 }
 
 // An operator sees each tenant's use against its quotas; a tenant's key
@@ -256,6 +264,9 @@ func TestTenantsListed(t *testing.T) {
 	top.Tenants["acme"].Quotas = courier.Quotas{MaxQueued: 10, IngestRate: courier.Rate{N: 100, Per: time.Second}}
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Topology, o.Keys = top, tenantKeys(t)
+		o.ThrottledFunc = func(tenant string) (bool, string) {
+			return tenant == "beta", "endpoint system/hub is full; its capacity is shared by weight with acme"
+		}
 	})
 	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {"n": 1}}`); status != http.StatusCreated {
 		t.Fatalf("acme's ingest: %d %s", status, body)
@@ -270,6 +281,11 @@ func TestTenantsListed(t *testing.T) {
 		names = append(names, v.Name)
 		if v.Name == "acme" && (v.Use.Queued != 1 || v.Use.Bytes == 0 || v.Quotas.MaxQueued != 10 || v.Quotas.IngestRate != "100/s" || v.Endpoints != 2) {
 			t.Errorf("acme as listed: %+v; want 1 queued of 10, its bytes, 100/s and 2 endpoints", v)
+		}
+	}
+	for _, v := range list.Tenants {
+		if v.Throttled != (v.Name == "beta") || v.Name == "beta" && !strings.HasPrefix(v.ThrottledBy, "fair share: endpoint system/hub is full") {
+			t.Errorf("%s: throttled %v by %q; want beta alone, by its fair share", v.Name, v.Throttled, v.ThrottledBy)
 		}
 	}
 	if strings.Join(names, ",") != "acme,beta,default" {

@@ -238,6 +238,14 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
 		IngestTokens:       st.limits,
+		ThrottledFunc: func(tenant string) (bool, string) {
+			for _, sh := range eng.FairShares() {
+				if sh.Tenant == tenant {
+					return sh.Throttled, sh.Reason
+				}
+			}
+			return false, ""
+		},
 		BlockedFunc:        httpSender.Blocked,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
