@@ -29,10 +29,36 @@ func (q Quotas) Capped() bool { return q.MaxQueued > 0 || q.MaxBytes > 0 }
 
 // The quotas by the names an error names them with.
 const (
-	QuotaMaxQueued  = "max_queued"
-	QuotaMaxBytes   = "max_bytes"
-	QuotaIngestRate = "ingest_rate"
+	QuotaMaxQueued    = "max_queued"
+	QuotaMaxBytes     = "max_bytes"
+	QuotaIngestRate   = "ingest_rate"
+	QuotaMaxEndpoints = "max_endpoints"
 )
+
+// CheckEndpointQuotas refuses a topology in which one of tenants has more
+// endpoints than its max_endpoints quota (CodeQuotaExceeded), naming the
+// tenant, the count and the cap. A change checks the tenants whose
+// endpoints it adds, so that a cap lowered below what a tenant has keeps
+// its endpoints and refuses only more.
+func (t *Topology) CheckEndpointQuotas(tenants []string) error {
+	var counts map[string]int
+	for _, name := range tenants {
+		max := t.Tenant(name).Quotas.MaxEndpoints
+		if max <= 0 {
+			continue
+		}
+		if counts == nil {
+			counts = map[string]int{}
+			for ep := range t.Endpoints {
+				counts[TenantOf(ep)]++
+			}
+		}
+		if n := counts[name]; n > max {
+			return Errorf(CodeQuotaExceeded, "tenant %s would have %d endpoints, over its %s quota of %d", name, n, QuotaMaxEndpoints, max)
+		}
+	}
+	return nil
+}
 
 // CheckQuotas decides whether an ingest that added added messages of
 // addedBytes bytes to tenant, which then uses u, stays within q. An

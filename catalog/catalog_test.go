@@ -582,3 +582,22 @@ func TestTenantsFromTheFile(t *testing.T) {
 		t.Error("the reload's tenants were not told as a change")
 	}
 }
+
+// A tenant's max_endpoints refuses a change that gives it one more, not
+// one that rewrites an endpoint it has.
+func TestTenantEndpointCap(t *testing.T) {
+	st := sqlitetest.Open(t)
+	c, err := catalog.Open(context.Background(), catalog.Options{Store: st,
+		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1, Quotas: courier.Quotas{MaxEndpoints: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, courier.KindEndpoint, "acme/crm", `{"transport": "http", "url": "https://crm.acme.example/in"}`)
+	put(t, c, courier.KindEndpoint, "acme/crm", `{"transport": "http", "url": "https://crm.acme.example/v2"}`)
+	put(t, c, courier.KindEndpoint, "beta/crm", `{"transport": "http", "url": "https://crm.beta.example/in"}`)
+	_, _, err = c.Put(context.Background(), "admin", courier.KindEndpoint, "acme/erp", []byte(`{"transport": "http", "url": "https://erp.acme.example/in"}`), -1)
+	wantCode(t, err, courier.CodeQuotaExceeded, "tenant acme would have 2 endpoints, over its max_endpoints quota of 1")
+	if c.Topology().Endpoints["acme/erp"] != nil {
+		t.Error("the endpoint over the cap was taken")
+	}
+}

@@ -330,6 +330,15 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 	if err := c.checkKeys(p); err != nil {
 		return nil, err
 	}
+	var added []string // the tenants the plan gives new endpoints
+	for k := range p.fresh {
+		if _, existed := c.entry(k.kind, k.name); k.kind == courier.KindEndpoint && !existed {
+			added = append(added, courier.TenantOf(k.name))
+		}
+	}
+	if err := t.CheckEndpointQuotas(added); err != nil {
+		return nil, err
+	}
 	if p.dryRun {
 		return p.actions, nil
 	}

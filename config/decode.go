@@ -46,6 +46,8 @@ type decoder struct {
 	// objects are decoded one at a time and their tenants are not known.
 	tenant string
 	known  map[string]*courier.Tenant
+	// capLines are the lines of the tenants' max_endpoints, by tenant.
+	capLines map[string]int
 }
 
 func (d *decoder) errorf(line int, field, format string, args ...any) {

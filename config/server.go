@@ -95,6 +95,7 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		refs = append(refs, routeRefs...)
 	}
 	d.checkRefs(c.Topology, refs)
+	d.checkEndpointCaps(c.Topology)
 	c.Topology.Prepare()
 	if !c.TopologyInStore && len(d.errs) == 0 {
 		c.Specs = d.specs(o)

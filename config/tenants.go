@@ -3,6 +3,8 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/courier-gw/courier"
@@ -43,7 +45,12 @@ func (d *decoder) tenants(n *yaml.Node, t *courier.Topology) {
 			d.errorf(l, o.field("weight"), "must be at least 1")
 		}
 		if q := o.sub("quotas", quotaFields); q != nil {
-			d.quotas(q, &tn.Quotas)
+			if l := d.quotas(q, &tn.Quotas); l > 0 {
+				if d.capLines == nil {
+					d.capLines = map[string]int{}
+				}
+				d.capLines[p.key] = l
+			}
 		}
 		if l := o.duration("retention", &tn.Retention); l > 0 && tn.Retention <= 0 {
 			d.errorf(l, o.field("retention"), "must be greater than 0")
@@ -55,7 +62,9 @@ func (d *decoder) tenants(n *yaml.Node, t *courier.Topology) {
 // quotas reads a tenant's quotas; each bounds when given, and must then
 // be at least 1. A burst without ingest_rate bounds nothing, and an
 // ingest_rate without burst lets one period's messages come at once.
-func (d *decoder) quotas(o *object, q *courier.Quotas) {
+//
+// It returns the line of max_endpoints, 0 when not given.
+func (d *decoder) quotas(o *object, q *courier.Quotas) int {
 	o.parsed("ingest_rate", func(s string) (err error) {
 		q.IngestRate, err = parseRate(s)
 		return err
@@ -79,6 +88,17 @@ func (d *decoder) quotas(o *object, q *courier.Quotas) {
 	atLeastOne("max_bytes", l, q.MaxBytes)
 	l = o.integer("max_endpoints", &q.MaxEndpoints)
 	atLeastOne("max_endpoints", l, int64(q.MaxEndpoints))
+	return l
+}
+
+// checkEndpointCaps refuses a file in which a tenant has more endpoints
+// than its max_endpoints.
+func (d *decoder) checkEndpointCaps(t *courier.Topology) {
+	for _, tenant := range slices.Sorted(maps.Keys(d.capLines)) {
+		if err := t.CheckEndpointQuotas([]string{tenant}); err != nil {
+			d.errorf(d.capLines[tenant], "tenants."+tenant+".quotas.max_endpoints", "%s", courier.ErrorMessage(err))
+		}
+	}
 }
 
 // entryName returns the tenant and the tenant's own name of an entry of a

@@ -121,6 +121,10 @@ func TestTenantRules(t *testing.T) {
 		src  string
 		want []string
 	}{
+		{"more endpoints than max_endpoints", lines(
+			"tenants: {acme: {quotas: {max_endpoints: 1}}, beta: {quotas: {max_endpoints: 2}}}",
+			"endpoints: {acme/a: {transport: file, dir: a}, acme/b: {transport: file, dir: b}, beta/a: {transport: file, dir: a}}"),
+			[]string{`c.yaml:1: tenants.acme.quotas.max_endpoints: tenant acme would have 2 endpoints, over its max_endpoints quota of 1`}},
 		{"another tenant's endpoint", head + lines(
 			"endpoints: {beta/crm: {transport: file, dir: a}}",
 			"routes: {acme/orders: {endpoints: [beta/crm]}}"),
