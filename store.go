@@ -107,11 +107,12 @@ type Store interface {
 	RecordAction(ctx context.Context, a Action) error
 
 	// Purge deletes up to limit terminal messages or deliveries (with
-	// their attempts and actions) that finished before the cutoff, and
-	// reports how many it deleted. A published message's payload goes with
-	// the last of its deliveries. Up to limit operational events recorded
-	// before the cutoff go too.
-	Purge(ctx context.Context, before time.Time, limit int) (int, error)
+	// their attempts and actions) that finished before p.Before, of the
+	// tenants p names, and reports how many it deleted. A published
+	// message's payload goes with the last of its deliveries. A purge of
+	// every tenant (p.Tenant empty) takes up to limit operational events
+	// recorded before p.Before too.
+	Purge(ctx context.Context, p Purge, limit int) (int, error)
 
 	// ClaimDue leases due queued messages for delivery: for each route quota,
 	// up to Limit messages of that route whose NextAttemptAt has come, highest
@@ -371,6 +372,15 @@ const (
 type IngestResult struct {
 	Status  IngestStatus
 	Message *Message
+}
+
+// Purge is what Store.Purge takes: the messages finished before Before,
+// of the tenant Tenant alone, or (empty) of every tenant but those in
+// Except, which keep theirs for a retention of their own.
+type Purge struct {
+	Before time.Time
+	Tenant string
+	Except []string
 }
 
 // MessageFilter selects messages for a listing. Empty fields match all.

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -18,6 +20,7 @@ type Retention struct {
 	batch    int
 	clock    courier.Clock
 	logger   *slog.Logger
+	tenants  func() map[string]*courier.Tenant
 
 	startstop.Base // sweeps between Start and Stop
 }
@@ -28,12 +31,16 @@ type RetentionOptions struct {
 	Batch    int           // messages per delete (default 500)
 	Clock    courier.Clock
 	Logger   *slog.Logger
+	// Tenants, if set, gives the tenants in force (the topology's): those
+	// with a retention of their own keep their finished messages that
+	// long, the others the period's.
+	Tenants func() map[string]*courier.Tenant
 }
 
 // NewRetention returns a purge of the terminal messages in store that
 // finished more than period ago.
 func NewRetention(store courier.Store, period time.Duration, o RetentionOptions) *Retention {
-	r := &Retention{store: store, period: period, interval: o.Interval, batch: o.Batch, clock: o.Clock, logger: o.Logger}
+	r := &Retention{store: store, period: period, interval: o.Interval, batch: o.Batch, clock: o.Clock, logger: o.Logger, tenants: o.Tenants}
 	if r.interval <= 0 {
 		r.interval = time.Minute
 	}
@@ -78,16 +85,37 @@ func (r *Retention) run(ctx context.Context) {
 }
 
 // Sweep purges batches until none is full or ctx ends, and returns how many
-// messages it removed.
+// messages it removed: first of each tenant with a retention of its own,
+// then of all the others.
 func (r *Retention) Sweep(ctx context.Context) int {
-	cutoff := r.clock.Now().Add(-r.period)
+	now := r.clock.Now()
+	var own map[string]*courier.Tenant
+	if r.tenants != nil {
+		own = r.tenants()
+	}
+	total := 0
+	var except []string
+	for _, name := range slices.Sorted(maps.Keys(own)) {
+		if tn := own[name]; tn.Retention > 0 {
+			total += r.purge(ctx, courier.Purge{Before: now.Add(-tn.Retention), Tenant: name})
+			except = append(except, name)
+		}
+	}
+	total += r.purge(ctx, courier.Purge{Before: now.Add(-r.period), Except: except})
+	r.sweepBlobs(ctx)
+	return total
+}
+
+// purge purges the messages p takes, a batch at a time, until a batch is
+// not full or ctx ends, and returns how many it removed.
+func (r *Retention) purge(ctx context.Context, p courier.Purge) int {
 	total := 0
 	for ctx.Err() == nil {
-		n, err := r.store.Purge(ctx, cutoff, r.batch)
+		n, err := r.store.Purge(ctx, p, r.batch)
 		total += n
 		if err != nil {
 			if ctx.Err() == nil {
-				r.logger.Warn("retention purge failed; will try again", "err", err)
+				r.logger.Warn("retention purge failed; will try again", "tenant", p.Tenant, "err", err)
 			}
 			break
 		}
@@ -96,9 +124,8 @@ func (r *Retention) Sweep(ctx context.Context) int {
 		}
 	}
 	if total > 0 {
-		r.logger.Info("purged terminal messages past retention", "count", total, "cutoff", cutoff)
+		r.logger.Info("purged terminal messages past retention", "count", total, "cutoff", p.Before, "tenant", p.Tenant)
 	}
-	r.sweepBlobs(ctx)
 	return total
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,42 @@ func TestRetentionRemovesBlobs(t *testing.T) {
 func TestRetentionStartStopStress(t *testing.T) {
 	r := engine.NewRetention(mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db")), time.Hour, engine.RetentionOptions{Interval: time.Millisecond})
 	startstoptest.Stress(t, r)
+}
+
+// A tenant with a retention of its own keeps its finished messages that
+// long, longer or shorter than the server's; the others keep the server's.
+func TestRetentionPerTenant(t *testing.T) {
+	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
+	defer store.Close()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	finished := map[string]time.Duration{ // id → how long ago it finished
+		"old": 10 * day, "recent": 2 * day,
+		"acme~old": 40 * day, "acme~kept": 10 * day,
+		"beta~old": 2 * day, "beta~recent": time.Hour,
+	}
+	for id, ago := range finished {
+		route := courier.Qualify(courier.TenantOfID(id), "r")
+		m := &courier.Message{ID: id, Type: "t", Route: route, Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, now.Add(-ago))
+		if _, err := store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Discard(ctx, id, courier.Action{At: now.Add(-ago), Who: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenants := map[string]*courier.Tenant{"acme": {Name: "acme", Retention: 30 * day}, "beta": {Name: "beta", Retention: day}}
+	r := engine.NewRetention(store, 7*day, engine.RetentionOptions{Clock: clocktest.New(now),
+		Tenants: func() map[string]*courier.Tenant { return tenants }})
+	if n := r.Sweep(ctx); n != 3 {
+		t.Errorf("swept %d, want 3: old, acme~old and beta~old", n)
+	}
+	for id := range finished {
+		_, err := store.Message(ctx, id)
+		if gone := courier.ErrorCode(err) == courier.CodeNotFound; gone != strings.HasSuffix(id, "old") {
+			t.Errorf("%s purged: %v; want only those past their tenant's retention", id, gone)
+		}
+	}
 }

@@ -634,23 +634,29 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 // shares it is left, so the payload goes with the last; the deliveries are
 // looked up by the lead's id (a NOT EXISTS there is planned as a hash of
 // every shared row). Nodes purging at the same time skip each other's rows.
-func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+func (s *Store) Purge(ctx context.Context, p courier.Purge, limit int) (int, error) {
+	w := sqlstore.Where{Numbered: true}
+	w.Raw(`state IN ('delivered', 'discarded')`)
+	w.Add("finished_at < ?", p.Before)
+	w.Raw(`(m.shared OR m.subscription = '' OR (SELECT o.seq FROM messages o WHERE o.id = m.id AND o.shared LIMIT 1) IS NULL)`)
+	w.Purge(p)
 	tag, err := s.pool.Exec(ctx, `WITH gone AS (
 			SELECT seq, CASE WHEN subscription = '' THEN id ELSE id || '/' || subscription END AS key
-			FROM messages m WHERE state IN ('delivered', 'discarded') AND finished_at < $1
-				AND (m.shared OR m.subscription = ''
-					OR (SELECT o.seq FROM messages o WHERE o.id = m.id AND o.shared LIMIT 1) IS NULL)
-			LIMIT $2 FOR UPDATE SKIP LOCKED
+			FROM messages m`+w.SQL()+`
+			LIMIT `+w.Arg(limit)+` FOR UPDATE SKIP LOCKED
 		), a AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.key
 		), b AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key AND actions.object = ''
 		), c AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq) -- none for a shared row
-		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, before, limit)
+		DELETE FROM messages USING gone WHERE messages.seq = gone.seq`, w.Args...)
 	if err != nil {
 		return 0, classify("purge", err)
 	}
+	if p.Tenant != "" {
+		return int(tag.RowsAffected()), nil // the events are no tenant's: the purge of all takes them
+	}
 	// Operational events go with the messages of their time.
 	if _, err := s.pool.Exec(ctx, `DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < $1 ORDER BY seq LIMIT $2)`,
-		before, limit); err != nil {
+		p.Before, limit); err != nil {
 		return 0, classify("purge events", err)
 	}
 	return int(tag.RowsAffected()), nil

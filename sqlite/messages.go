@@ -347,7 +347,13 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 // before the cutoff, with their attempts and actions. The lead of a
 // published message (the row its payload is kept with) goes last, with the
 // payload.
-func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
+func (s *Store) Purge(ctx context.Context, p courier.Purge, limit int) (int, error) {
+	w := sqlstore.Where{Time: micros}
+	w.Raw(`state IN ('delivered', 'discarded')`)
+	w.Add("finished_at < ?", micros(p.Before))
+	w.Raw(`(shared = 1 OR subscription = '' OR NOT EXISTS (SELECT 1 FROM messages AS o WHERE o.id = messages.id AND o.shared = 1))`)
+	w.Purge(p)
+	query := `SELECT seq, id, subscription, shared FROM messages INDEXED BY messages_finished` + w.SQL() + ` LIMIT ` + w.Arg(limit)
 	type purgeable struct {
 		seq    int64
 		key    string
@@ -355,10 +361,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 	}
 	var n int
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.Query(`SELECT seq, id, subscription, shared FROM messages INDEXED BY messages_finished
-			WHERE state IN ('delivered', 'discarded') AND finished_at < ?
-			AND (shared = 1 OR subscription = '' OR NOT EXISTS (SELECT 1 FROM messages AS o WHERE o.id = messages.id AND o.shared = 1))
-			LIMIT ?`, micros(before), limit)
+		rows, err := tx.Query(query, w.Args...)
 		gone, err := collect(nil, rows, err, "select purgeable", func(row scanner) (purgeable, error) {
 			var p purgeable
 			var id, sub string
@@ -386,9 +389,12 @@ func (s *Store) Purge(ctx context.Context, before time.Time, limit int) (int, er
 			}
 		}
 		n = len(gone)
+		if p.Tenant != "" {
+			return nil // the events are no tenant's: the purge of all takes them
+		}
 		// Operational events go with the messages of their time.
 		if _, err := tx.Exec(`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT ?)`,
-			micros(before), limit); err != nil {
+			micros(p.Before), limit); err != nil {
 			return classify("purge events", err)
 		}
 		return nil

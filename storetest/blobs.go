@@ -191,7 +191,7 @@ func testBlobSweep(t *testing.T, s courier.Store) {
 	if _, err := s.Discard(ctx, "kept", courier.Action{At: base, Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Purge(ctx, base.Add(time.Hour), 10); err != nil || n != 1 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 10); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v", n, err)
 	}
 	if n := sweep(t, s); n != 1 {
@@ -219,7 +219,7 @@ func testBlobPublished(t *testing.T, s courier.Store) {
 	if _, err := s.Discard(ctx, courier.DeliveryKey("pub", "b"), courier.Action{At: base, Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Purge(ctx, base.Add(time.Hour), 10); err != nil || n != 1 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 10); err != nil || n != 1 {
 		t.Fatalf("purge of one delivery: %d, %v", n, err)
 	}
 	if n := sweep(t, s); n != 0 {

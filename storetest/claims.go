@@ -61,7 +61,7 @@ func testRecordAction(t *testing.T, s courier.Store) {
 	if _, err := s.Discard(ctx, "big", courier.Action{At: base.Add(3 * time.Minute), Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Purge(ctx, base.Add(24*time.Hour), 10); err != nil || n != 1 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(24 * time.Hour)}, 10); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v; want 1", n, err)
 	}
 	if got, err := s.Actions(ctx, "big"); err != nil || len(got) != 0 {

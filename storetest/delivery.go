@@ -139,7 +139,7 @@ func testApply(t *testing.T, s courier.Store) {
 	done.State, done.FinishedAt, done.NextAttemptAt, done.TimerAt = courier.StateDelivered, base.Add(time.Hour), time.Time{}, time.Time{}
 	MustApply(t, s, courier.Change{Message: &done, From: courier.StateInflight, Token: 2,
 		Attempt: &courier.Attempt{N: 2, Endpoint: "e", Route: "acme", StartedAt: base.Add(time.Hour), Outcome: courier.OutcomeDelivered, Status: 204}})
-	if n, err := s.Purge(ctx, base.Add(2*time.Hour), 10); err != nil || n != 1 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(2 * time.Hour)}, 10); err != nil || n != 1 {
 		t.Fatalf("purge of the delivered message: %d %v", n, err)
 	}
 }

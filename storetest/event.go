@@ -213,7 +213,7 @@ func testEventsPurged(t *testing.T, s courier.Store) {
 	recent := eventAt(courier.EventEndpointRecovered, "acme", base.Add(2*time.Hour))
 	recordEvent(t, s, old, false)
 	recordEvent(t, s, recent, false)
-	if _, err := s.Purge(ctx, base.Add(time.Hour), 100); err != nil {
+	if _, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 100); err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.Events(ctx, courier.EventFilter{})

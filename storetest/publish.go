@@ -274,7 +274,7 @@ func testPublishBulkAndPurge(t *testing.T, s courier.Store) {
 
 	// audit-all is the lead of each (first by name): it is finished, but
 	// its siblings are not, so the purge leaves it and the payload.
-	if n, err := s.Purge(ctx, base.Add(time.Hour), 100); err != nil || n != 0 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 100); err != nil || n != 0 {
 		t.Fatalf("purge with live siblings: %d, %v", n, err)
 	}
 	if _, err := s.Discard(ctx, "o-1/erp-orders", courier.Action{At: base.Add(time.Minute), Who: "ops"}); err != nil {
@@ -283,7 +283,7 @@ func testPublishBulkAndPurge(t *testing.T, s courier.Store) {
 	// The shared row goes first, the lead with the payload in the round after.
 	total := 0
 	for range 3 {
-		n, err := s.Purge(ctx, base.Add(time.Hour), 100)
+		n, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

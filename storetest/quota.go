@@ -135,7 +135,7 @@ func testTenantUsageFollowsEveryWrite(t *testing.T, s courier.Store) {
 	if got := usage(t, s)["acme"]; got.Queued != 0 || got.Bytes != 0 {
 		t.Fatalf("acme uses %+v with every message finished, want none", got)
 	}
-	if _, err := s.Purge(ctx, base.Add(time.Hour), 100); err != nil {
+	if _, err := s.Purge(ctx, courier.Purge{Before: base.Add(time.Hour)}, 100); err != nil {
 		t.Fatal(err)
 	}
 	check("purge")

@@ -49,7 +49,7 @@ func testSequencePerRouteAndKey(t *testing.T, s courier.Store) {
 	for _, m := range claimOn(t, s, "sq", now, "[sq-a1 sq-b1]") {
 		finish(t, s, m, courier.StateDelivered, false, now)
 	}
-	if _, err := s.Purge(ctx, now.Add(time.Second), 100); err != nil {
+	if _, err := s.Purge(ctx, courier.Purge{Before: now.Add(time.Second)}, 100); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, keyed("sq-b2", "sq", "l"))

@@ -35,6 +35,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"ListNewestFirstWithCursor", testListCursor},
 		{"ListFilters", testListFilters},
 		{"ListTenants", testListTenants},
+		{"PurgeTenants", testPurgeTenants},
 		{"ListBadCursor", testListBadCursor},
 		{"Attempts", testAttempts},
 		{"Discard", testDiscard},
@@ -475,6 +476,50 @@ func testListTenants(t *testing.T, s courier.Store) {
 	}
 }
 
+// A purge takes one tenant's finished messages, or every tenant's but
+// those it leaves to a retention of their own.
+func testPurgeTenants(t *testing.T, s courier.Store) {
+	ctx := context.Background()
+	ids := []string{"d-1", "acme~a-1", "acme2~a-1", "beta~b-1"}
+	for _, id := range ids {
+		m := newMessage(id, base)
+		m.Route = courier.Qualify(courier.TenantOfID(id), "r")
+		courier.Accept(m, courier.DefaultPolicy(), true, base)
+		mustIngest(t, s, m)
+		if _, err := s.Discard(ctx, id, courier.Action{At: base, Who: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() []string {
+		var out []string
+		for _, id := range ids {
+			if _, err := s.Message(ctx, id); err == nil {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	cutoff := base.Add(time.Hour)
+	if n, err := s.Purge(ctx, courier.Purge{Before: cutoff, Tenant: "acme"}, 10); err != nil || n != 1 {
+		t.Fatalf("purge of acme: %d, %v; want 1", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"d-1", "acme2~a-1", "beta~b-1"}) {
+		t.Errorf("after the purge of acme, left %v", got)
+	}
+	if n, err := s.Purge(ctx, courier.Purge{Before: cutoff, Except: []string{"beta", courier.DefaultTenant}}, 10); err != nil || n != 1 {
+		t.Fatalf("purge of all but beta and default: %d, %v; want 1", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"d-1", "beta~b-1"}) {
+		t.Errorf("after the purge of all but beta and default, left %v", got)
+	}
+	if n, err := s.Purge(ctx, courier.Purge{Before: cutoff, Tenant: courier.DefaultTenant}, 10); err != nil || n != 1 {
+		t.Fatalf("purge of default: %d, %v; want 1", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"beta~b-1"}) {
+		t.Errorf("after the purge of default, left %v", got)
+	}
+}
+
 func testListFilters(t *testing.T, s courier.Store) {
 	mk := func(id, typ, route string, at time.Time) *courier.Message {
 		m := newMessage(id, at)
@@ -655,15 +700,15 @@ func testPurge(t *testing.T, s courier.Store) {
 	mustIngest(t, s, susp)
 
 	cutoff := base.Add(24 * time.Hour)
-	n, err := s.Purge(ctx, cutoff, 3)
+	n, err := s.Purge(ctx, courier.Purge{Before: cutoff}, 3)
 	if err != nil || n != 3 {
 		t.Fatalf("first purge: %d, %v; want 3 (the limit)", n, err)
 	}
-	n, err = s.Purge(ctx, cutoff, 3)
+	n, err = s.Purge(ctx, courier.Purge{Before: cutoff}, 3)
 	if err != nil || n != 2 {
 		t.Fatalf("second purge: %d, %v; want the 2 left", n, err)
 	}
-	n, err = s.Purge(ctx, cutoff, 3)
+	n, err = s.Purge(ctx, courier.Purge{Before: cutoff}, 3)
 	if err != nil || n != 0 {
 		t.Fatalf("third purge: %d, %v; want 0", n, err)
 	}

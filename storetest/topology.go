@@ -428,7 +428,7 @@ func testPurgeKeepsTopologyAudit(t *testing.T, s courier.Store) {
 	}
 	o := object(courier.KindRoute, "orders", `{"endpoints":["acme"]}`, "alice", base)
 	mustWriteTopology(t, s, 0, []courier.TopologyObject{o}, change(courier.ActionCreate, o, "", string(o.Spec)))
-	if n, err := s.Purge(ctx, base.Add(24*time.Hour), 10); err != nil || n != 1 {
+	if n, err := s.Purge(ctx, courier.Purge{Before: base.Add(24 * time.Hour)}, 10); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v; want the message", n, err)
 	}
 	_, err := s.Message(ctx, "orders")

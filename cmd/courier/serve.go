@@ -246,7 +246,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			}
 			return false, ""
 		},
-		BlockedFunc:        httpSender.Blocked,
+		BlockedFunc: httpSender.Blocked,
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -301,7 +301,8 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		topology.Store(t)
 	}
 	onTopology.Store(&setTopology)
-	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger})
+	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger,
+		Tenants: func() map[string]*courier.Tenant { return topology.Load().Tenants }})
 
 	// The parts start in this order and stop in the reverse one, all
 	// within shutdown_timeout: the engine first and last, so that what the

@@ -59,6 +59,38 @@ func (w *Where) SQL() string {
 	return " WHERE " + strings.Join(w.conds, " AND ")
 }
 
+// Tenant adds the condition that a message is tenant's (is, true) or is
+// not (false): a tenant's ids begin with its mark (compared as IDPrefix
+// is: a range of ids would follow the database's collation), the default
+// tenant's have none.
+func (w *Where) Tenant(tenant string, is bool) {
+	if tenant == courier.DefaultTenant {
+		find := "instr(id, ?)"
+		if w.Numbered {
+			find = "strpos(id, ?)"
+		}
+		w.Add(find+map[bool]string{true: " = 0", false: " > 0"}[is], courier.IDMark)
+		return
+	}
+	prefix := courier.QualifyID(tenant, "")
+	n := w.Arg(utf8.RuneCountInString(prefix))
+	w.Add("substr(id, 1, "+n+")"+map[bool]string{true: " = ", false: " <> "}[is]+"?", prefix)
+}
+
+// Raw adds a condition that takes no argument.
+func (w *Where) Raw(cond string) { w.conds = append(w.conds, cond) }
+
+// Purge adds the conditions of the messages a purge takes, but their
+// state and the finish time.
+func (w *Where) Purge(p courier.Purge) {
+	if p.Tenant != "" {
+		w.Tenant(p.Tenant, true)
+	}
+	for _, t := range p.Except {
+		w.Tenant(t, false)
+	}
+}
+
 // Filter adds the conditions of a message filter's fields, all but its
 // cursor and limit.
 func (w *Where) Filter(f courier.MessageFilter) {
@@ -80,21 +112,8 @@ func (w *Where) Filter(f courier.MessageFilter) {
 		n := w.Arg(utf8.RuneCountInString(f.IDPrefix))
 		w.Add("substr(id, 1, "+n+") = ?", f.IDPrefix)
 	}
-	switch f.Tenant {
-	case "":
-	case courier.DefaultTenant:
-		// The ids without a tenant's mark.
-		find := "instr(id, ?) = 0"
-		if w.Numbered {
-			find = "strpos(id, ?) = 0"
-		}
-		w.Add(find, courier.IDMark)
-	default:
-		// A tenant's ids begin with its mark (compared as IDPrefix is:
-		// a range of ids would follow the database's collation).
-		prefix := courier.QualifyID(f.Tenant, "")
-		n := w.Arg(utf8.RuneCountInString(prefix))
-		w.Add("substr(id, 1, "+n+") = ?", prefix)
+	if f.Tenant != "" {
+		w.Tenant(f.Tenant, true)
 	}
 	if f.Endpoint != "" {
 		w.Add("endpoint = ?", f.Endpoint)
