@@ -85,3 +85,13 @@ type AuditPage struct {
 	Actions []Action
 	Next    string
 }
+
+// Applying says how a whole topology is applied: with Prune the objects it
+// lacks are deleted, those of the tenant PruneTenant alone when one is
+// named (a tenant's file applied leaves the others' objects be); with
+// DryRun nothing is written, and the changes that would be made are told.
+type Applying struct {
+	Prune       bool
+	PruneTenant string
+	DryRun      bool
+}

@@ -323,26 +323,7 @@ var defaultTenantOnly = map[string]bool{
 	"POST /v1/reload":                  true,
 	"GET /v1/stats":                    true,
 	"GET /v1/lookup":                   true,
-	"GET /v1/topology":                 true,
-	"PUT /v1/topology":                 true,
 	"POST /v1/topology/rotate-secrets": true,
-	"PUT /v1/endpoints/{name}":         true,
-	"DELETE /v1/endpoints/{name}":      true,
-	"GET /v1/routes/{name}":            true,
-	"PUT /v1/routes/{name}":            true,
-	"DELETE /v1/routes/{name}":         true,
-	"GET /v1/policies":                 true,
-	"GET /v1/policies/{name}":          true,
-	"PUT /v1/policies/{name}":          true,
-	"DELETE /v1/policies/{name}":       true,
-	"GET /v1/subscriptions":            true,
-	"GET /v1/subscriptions/{name}":     true,
-	"PUT /v1/subscriptions/{name}":     true,
-	"DELETE /v1/subscriptions/{name}":  true,
-	"GET /v1/keys":                     true,
-	"GET /v1/keys/{name}":              true,
-	"PUT /v1/keys/{name}":              true,
-	"DELETE /v1/keys/{name}":           true,
 }
 
 func (s *Server) defaultTenantOnly(h http.Handler) http.Handler {
@@ -497,4 +478,9 @@ func (s *Server) throttled(tenant string) (bool, string) {
 		}
 	}
 	return false, ""
+}
+
+func (sc scope) showObject(o TopologyObject) TopologyObject {
+	o.Name, o.UpdatedBy = sc.showName(o.Name), sc.showName(o.UpdatedBy)
+	return o
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/catalog"
+	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -78,9 +81,31 @@ func tenantKeys(t *testing.T) []api.Key {
 // or a count holds none, and acting on one changes nothing. The table is
 // the OpenAPI description's, so that a new operation cannot skip the check.
 func TestTenantIsolation(t *testing.T) {
-	ts := newTestServer(t, func(o *api.Options) {
-		o.Topology, o.Keys = tenantTopology(), tenantKeys(t)
-	})
+	ts := newTenantCatalogServer(t)
+	// Each tenant's topology, through the API with its own admin key: the
+	// same names in both, and acme's alone.
+	for _, tenant := range []string{"acme", "beta"} {
+		for _, obj := range []struct{ path, spec string }{
+			{"/v1/endpoints/crm", `{"transport": "http", "url": "http://` + tenant + `-only.invalid/hook"}`},
+			{"/v1/routes/orders", `{"endpoints": ["crm"]}`},
+			{"/v1/policies/invoice", `{"max_attempts": 3}`},
+			{"/v1/subscriptions/crm-sub", `{"types": ["order.*"], "route": "orders"}`},
+		} {
+			if status, body, _ := ts.callAs(t, tenant+"/admin", "PUT", obj.path, obj.spec); status != http.StatusCreated {
+				t.Fatalf("%s puts %s: %d %s", tenant, obj.path, status, body)
+			}
+		}
+	}
+	for _, obj := range []struct{ path, spec string }{
+		{"/v1/endpoints/vault", `{"transport": "http", "url": "http://acme-only.invalid/vault"}`},
+		{"/v1/routes/ledger", `{"endpoints": ["vault"]}`},
+		{"/v1/policies/ledger-policy", `{"max_attempts": 3}`},
+		{"/v1/subscriptions/ledger-sub", `{"types": ["ledger.*"], "route": "ledger"}`},
+	} {
+		if status, body, _ := ts.callAs(t, "acme/admin", "PUT", obj.path, obj.spec); status != http.StatusCreated {
+			t.Fatalf("acme puts %s: %d %s", obj.path, status, body)
+		}
+	}
 	// acme's messages: one to a route, one published, one suspended.
 	for _, req := range []struct{ path, body string }{
 		{"/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {"marker": "ACME-MARKER"}}`},
@@ -93,6 +118,27 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	before := acmeWorld(t, ts)
 
+	callEveryOperation(t, ts)
+	// A tenant's whole topology applied with prune leaves the others' be;
+	// it cannot name theirs.
+	if status, body, _ := ts.callAs(t, "beta/admin", "PUT", "/v1/topology?prune=true", `{}`); status != http.StatusOK {
+		t.Errorf("beta applies an empty topology with prune: %d %s", status, body)
+	}
+	status, body, _ := ts.callAs(t, "beta/admin", "PUT", "/v1/topology", `{"routes": {"acme/ledger": {"endpoints": ["crm"]}}}`)
+	wantError(t, status, body, http.StatusUnprocessableEntity, courier.CodeInvalidArgument, "another tenant's")
+	// A tenant's admin makes keys of its own tenant only.
+	status, body, _ = ts.callAs(t, "beta/admin", "PUT", "/v1/keys/root", `{"tenant": "system", "role": "admin", "hash": "`+api.HashSecret("x")+`"}`)
+	wantError(t, status, body, http.StatusUnprocessableEntity, courier.CodeInvalidArgument, `is "system", but the name "root" is tenant beta's`)
+	if after := acmeWorld(t, ts); after != before {
+		t.Errorf("beta's requests changed acme's world:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// callEveryOperation calls every operation of the OpenAPI description with
+// beta's keys, naming acme's objects and messages, and checks that no
+// answer shows anything of acme's and that a read by name is 404.
+func callEveryOperation(t *testing.T, ts *testServer) {
+	t.Helper()
 	doc, err := openAPI()
 	if err != nil {
 		t.Fatal(err)
@@ -135,9 +181,6 @@ func TestTenantIsolation(t *testing.T) {
 			}
 		}
 	}
-	if after := acmeWorld(t, ts); after != before {
-		t.Errorf("beta's requests changed acme's world:\nbefore %s\nafter  %s", before, after)
-	}
 }
 
 // acmeWorld is what acme's admin key reads of acme's messages and objects,
@@ -159,7 +202,10 @@ func acmeWorld(t *testing.T, ts *testServer) string {
 	fmt.Fprintf(&b, "messages listed: %d; ", len(read("/v1/messages")["messages"].([]any)))
 	ep := read("/v1/endpoints/crm")
 	fmt.Fprintf(&b, "endpoint: %v %v; ", ep["state"], ep["target"])
-	fmt.Fprintf(&b, "routes: %v", read("/v1/routes")["routes"])
+	fmt.Fprintf(&b, "routes: %v; ", read("/v1/routes")["routes"])
+	top := read("/v1/topology")
+	delete(top, "version") // the store's, which every tenant's change moves on
+	fmt.Fprintf(&b, "topology: %v", top)
 	return b.String()
 }
 
@@ -298,4 +344,27 @@ func TestTenantsListed(t *testing.T) {
 	if status, _, _ := ts.callAs(t, "beta/admin", "GET", "/v1/tenants/acme", ""); status != http.StatusNotFound {
 		t.Errorf("beta reads acme: %d; want 404", status)
 	}
+}
+
+// newTenantCatalogServer serves the API over a topology held in the
+// store, as courier serve does with a file that has tenants and no
+// topology: the tenants from the file, their objects written through the
+// API.
+func newTenantCatalogServer(t *testing.T) *testServer {
+	t.Helper()
+	store := sqlitetest.Open(t)
+	var srv *api.Server
+	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Tenants: tenantTopology().Tenants,
+		OnChange: func(tp *courier.Topology) {
+			if srv != nil {
+				srv.SetTopology(tp)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: tenantKeys(t)})
+	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}
+	t.Cleanup(ts.Close)
+	return ts
 }

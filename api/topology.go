@@ -34,7 +34,7 @@ type Catalog interface {
 	Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error
 	// Apply makes the topology hold the specs (by kind, by name), with
 	// prune deleting the others, and returns the changes.
-	Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, prune, dryRun bool) ([]courier.Action, error)
+	Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error)
 	// RotateSecrets seals every secret under the current key again.
 	RotateSecrets(ctx context.Context, who string) (int, error)
 }
@@ -169,13 +169,17 @@ func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	sc := scopeOf(r)
 	out := Topology{Version: c.Version(), File: c.File()}
 	for _, o := range c.Objects("") {
+		if !sc.owns(o.Name) {
+			continue
+		}
 		sec := out.Section(o.Kind)
 		if *sec == nil {
 			*sec = map[string]json.RawMessage{}
 		}
-		(*sec)[o.Name] = o.Spec
+		(*sec)[sc.showName(o.Name)] = o.Spec
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -187,9 +191,12 @@ func (s *Server) handleObjects(kind courier.TopologyKind) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		sc := scopeOf(r)
 		out := ObjectList{Objects: []TopologyObject{}}
 		for _, o := range c.Objects(kind) {
-			out.Objects = append(out.Objects, toObject(o))
+			if sc.owns(o.Name) {
+				out.Objects = append(out.Objects, sc.showObject(toObject(o)))
+			}
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
@@ -197,13 +204,14 @@ func (s *Server) handleObjects(kind courier.TopologyKind) http.HandlerFunc {
 
 func (s *Server) handleObject(kind courier.TopologyKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		o, err := s.object(kind, r.PathValue("name"))
+		sc := scopeOf(r)
+		o, err := s.object(kind, sc.name(r.PathValue("name")))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		setETag(w, o.Version)
-		writeJSON(w, http.StatusOK, toObject(o))
+		writeJSON(w, http.StatusOK, sc.showObject(toObject(o)))
 	}
 }
 
@@ -249,7 +257,8 @@ func (s *Server) handlePutObject(kind courier.TopologyKind) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
-		name := r.PathValue("name")
+		sc := scopeOf(r)
+		name := sc.name(r.PathValue("name"))
 		o, created, err := c.Put(r.Context(), actor(r), kind, name, body, ifMatch)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -258,10 +267,10 @@ func (s *Server) handlePutObject(kind courier.TopologyKind) http.HandlerFunc {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
-			w.Header().Set("Location", "/v1/"+kind.Section()+"/"+name)
+			w.Header().Set("Location", sc.path("/v1/"+kind.Section()+"/"+r.PathValue("name")))
 		}
 		setETag(w, o.Version)
-		out := toObject(o)
+		out := sc.showObject(toObject(o))
 		out.Warnings = s.warnings(w, r, kind, map[string][]byte{name: body})
 		writeJSON(w, status, out)
 	}
@@ -273,12 +282,12 @@ func (s *Server) handleDeleteObject(kind courier.TopologyKind) http.HandlerFunc 
 		if !ok {
 			return
 		}
-		name := r.PathValue("name")
-		if err := c.Delete(r.Context(), actor(r), kind, name, ifMatch); err != nil {
+		sc := scopeOf(r)
+		if err := c.Delete(r.Context(), actor(r), kind, sc.name(r.PathValue("name")), ifMatch); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "kind": kind, "version": c.Version()})
+		writeJSON(w, http.StatusOK, map[string]any{"deleted": r.PathValue("name"), "kind": kind, "version": c.Version()})
 	}
 }
 
@@ -338,15 +347,25 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, malformed("the body is not a topology ({\"endpoints\": {...}, \"routes\": {...}, ...}): %v", jsonError(err)))
 		return
 	}
+	sc := scopeOf(r)
 	specs := map[courier.TopologyKind]map[string][]byte{}
 	for _, kind := range courier.TopologyKinds {
 		objs := map[string][]byte{}
 		for name, spec := range *in.Section(kind) {
-			objs[name] = spec
+			if q := sc.name(name); sc.owns(q) || sc.system && sc.tenant == courier.DefaultTenant {
+				objs[q] = spec
+				continue
+			}
+			s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "%s.%s: names another tenant's object; a tenant applies its own", kind.Section(), name))
+			return
 		}
 		specs[kind] = objs
 	}
-	changes, err := c.Apply(r.Context(), actor(r), specs, flags["prune"], flags["dry_run"])
+	how := courier.Applying{Prune: flags["prune"], DryRun: flags["dry_run"], PruneTenant: sc.tenant}
+	if sc.system && sc.tenant == courier.DefaultTenant {
+		how.PruneTenant = "" // the whole topology, every tenant's objects written qualified
+	}
+	changes, err := c.Apply(r.Context(), actor(r), specs, how)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -354,12 +373,17 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	out := ApplyResult{Version: c.Version(), DryRun: flags["dry_run"], Changes: []Change{}}
 	written := map[string][]byte{}
 	for _, a := range changes {
-		out.Changes = append(out.Changes, toChange(a))
+		ch := toChange(a)
+		ch.Name = sc.showName(ch.Name)
+		out.Changes = append(out.Changes, ch)
 		if a.Object == courier.KindEndpoint && a.Kind != courier.ActionDelete {
 			written[a.Subject] = specs[courier.KindEndpoint][a.Subject]
 		}
 	}
 	out.Warnings = s.warnings(w, r, courier.KindEndpoint, written)
+	for i := range out.Warnings {
+		out.Warnings[i] = sc.showText(out.Warnings[i])
+	}
 	if n := len(out.Changes); n > 0 && !out.DryRun {
 		s.opts.Logger.Info("topology applied", "by", actor(r), "changes", n, "version", out.Version)
 	}

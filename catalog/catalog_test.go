@@ -283,18 +283,18 @@ policies:
 subscriptions:
   s: {types: [invoice], route: r}
 `)
-		dry, err := c.Apply(ctx, "admin", file, false, true)
+		dry, err := c.Apply(ctx, "admin", file, courier.Applying{DryRun: true})
 		if err != nil || len(dry) != 6 || c.Version() != 0 {
 			t.Fatalf("dry run: %d changes, %v, version %d; want 6 changes and nothing written", len(dry), err, c.Version())
 		}
-		changes, err := c.Apply(ctx, "admin", file, false, false)
+		changes, err := c.Apply(ctx, "admin", file, courier.Applying{})
 		if err != nil || len(changes) != 6 || c.Version() != 1 {
 			t.Fatalf("apply: %d changes, %v, version %d", len(changes), err, c.Version())
 		}
 		if p := c.Topology().Policy("invoice"); p.MaxAttempts != 5 || p.MaxAge != time.Hour {
 			t.Fatalf("invoice does not inherit from default: %+v", p)
 		}
-		if changes, err := c.Apply(ctx, "admin", file, false, false); err != nil || len(changes) != 0 || c.Version() != 1 {
+		if changes, err := c.Apply(ctx, "admin", file, courier.Applying{}); err != nil || len(changes) != 0 || c.Version() != 1 {
 			t.Fatalf("applied again: %d changes, %v, version %d; want nothing", len(changes), err, c.Version())
 		}
 
@@ -309,7 +309,7 @@ routes:
 `)
 		bad[courier.KindEndpoint]["c"] = []byte(`{"transport": "http", "url": "nope"}`)
 		bad[courier.KindRoute]["q"] = []byte(`{"endpoints": ["zz"]}`)
-		_, err = c.Apply(ctx, "admin", bad, false, false)
+		_, err = c.Apply(ctx, "admin", bad, courier.Applying{})
 		wantCode(t, err, courier.CodeInvalidArgument, "endpoints.c.url")
 		if c.Version() != 1 || httptransport.Of(c.Topology().Endpoints["a"]).URL != "http://127.0.0.1:9/a" {
 			t.Fatalf("a refused apply changed the topology (version %d)", c.Version())
@@ -322,7 +322,7 @@ endpoints:
 routes:
   r: {endpoints: [a]}
 `)
-		changes, err = c.Apply(ctx, "admin", smaller, true, false)
+		changes, err = c.Apply(ctx, "admin", smaller, courier.Applying{Prune: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -512,7 +512,7 @@ func TestKeys(t *testing.T) {
 			}
 		}
 		if _, err := c.Apply(ctx, "root", map[courier.TopologyKind]map[string][]byte{courier.KindEndpoint: {"e": []byte(`{"transport": "file", "dir": "/tmp/a"}`)},
-			courier.KindRoute: {"acme": []byte(`{"endpoints": ["e"]}`)}}, true, false); err != nil {
+			courier.KindRoute: {"acme": []byte(`{"endpoints": ["e"]}`)}}, courier.Applying{Prune: true}); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.Keys()) != 2 {

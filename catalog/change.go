@@ -56,14 +56,15 @@ func (c *Catalog) Delete(ctx context.Context, who string, kind courier.TopologyK
 }
 
 // Apply makes the store's topology hold the specs given (a file's
-// sections): objects that differ are written, with prune the objects the
-// specs lack are deleted, all as one version or, if anything is wrong,
-// none. It returns the changes (with dryRun, the changes it would make).
-func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, prune, dryRun bool) ([]courier.Action, error) {
+// sections): objects that differ are written, with how.Prune the objects
+// the specs lack are deleted (of how.PruneTenant alone, when named), all
+// as one version or, if anything is wrong, none. It returns the changes
+// (with how.DryRun, the changes it would make).
+func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error) {
 	var changes []courier.Action
 	err := c.change(ctx, func() (*plan, error) {
 		p := c.newPlan(who)
-		p.dryRun = dryRun
+		p.dryRun = how.DryRun
 		var problems config.Errors
 		for _, kind := range courier.TopologyKinds {
 			names := make([]string, 0, len(specs[kind]))
@@ -85,8 +86,11 @@ func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.Topol
 		if len(problems) > 0 {
 			return nil, problems
 		}
-		if prune {
+		if how.Prune {
 			for _, o := range c.Objects("") {
+				if how.PruneTenant != "" && courier.TenantOf(o.Name) != how.PruneTenant {
+					continue
+				}
 				if _, kept := specs[o.Kind][o.Name]; !kept {
 					p.remove(o.Kind, o.Name)
 				}
