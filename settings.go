@@ -97,3 +97,30 @@ type FieldItem struct {
 	Line  int
 	Field string
 }
+
+// SettingsOf returns e's settings of the transport whose settings are *S,
+// giving e empty ones if it has none: for whoever makes an endpoint. Each
+// transport's Of is this for its own type.
+func SettingsOf[S any, PS interface {
+	*S
+	Settings
+}](e *Endpoint) PS {
+	if s, ok := e.Settings.(PS); ok {
+		return s
+	}
+	s := PS(new(S))
+	e.Settings = s
+	return s
+}
+
+// SettingsIn returns e's settings of the type *S, or empty ones if it has
+// none, without changing e: for a sender reading the endpoint it is given.
+func SettingsIn[S any, PS interface {
+	*S
+	Settings
+}](e *Endpoint) PS {
+	if s, ok := e.Settings.(PS); ok {
+		return s
+	}
+	return PS(new(S))
+}

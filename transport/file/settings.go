@@ -29,23 +29,11 @@ type Settings struct {
 
 // Of returns the file settings of e, giving e empty ones if it has none:
 // for whoever makes an endpoint.
-func Of(e *courier.Endpoint) *Settings {
-	s, ok := e.Settings.(*Settings)
-	if !ok {
-		s = &Settings{}
-		e.Settings = s
-	}
-	return s
-}
+func Of(e *courier.Endpoint) *Settings { return courier.SettingsOf[Settings](e) }
 
 // settingsOf returns the file settings of e, empty ones if it has none,
 // without changing e.
-func settingsOf(e *courier.Endpoint) *Settings {
-	if s, ok := e.Settings.(*Settings); ok {
-		return s
-	}
-	return &Settings{}
-}
+func settingsOf(e *courier.Endpoint) *Settings { return courier.SettingsIn[Settings](e) }
 
 // Target is the directory.
 func (s *Settings) Target() string { return s.Dir }
