@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/catalog"
@@ -114,7 +115,7 @@ var tenantPages = []struct{ path, want string }{
 	{"/ui/", "Tenant beta"},
 	{"/ui/endpoints", "beta-only.invalid"},
 	{"/ui/topology", "beta-only.invalid"},
-	{"/ui/topology/endpoints/crm", "beta-only.invalid"},
+	{"/ui/topology/endpoints/crm", "crm"},
 	{"/ui/topology/new/routes", "route"},
 	{"/ui/messages", "beta-inv-1"},
 	{"/ui/messages?state=queued", "beta-inv-1"},
@@ -198,4 +199,82 @@ func TestSwitchTenant(t *testing.T) {
 	if a := b.get("/ui/messages"); !strings.Contains(a.body, "default-inv-1") || strings.Contains(a.body, "acme-inv") {
 		t.Errorf("messages with a cookie naming no tenant: %d %s", a.status, a.body)
 	}
+}
+
+// TestTenantsInBrowser uses the dashboard of two tenants in a real browser:
+// the system's key sees the switcher and every tenant's use against its
+// quotas, and switched to acme sees acme's messages and endpoints, not
+// beta's; beta's key sees no switcher, and on every page only its own.
+func TestTenantsInBrowser(t *testing.T) {
+	d := tenantsDashboard(t)
+	b := newPageBrowser(t, d.URL)
+
+	b.open("/ui/login", "#key")
+	b.follow("log in as the system", "#tenant", chromedp.SendKeys(chromedp.ID("key"), tenantSecrets["system-admin"]),
+		chromedp.Submit(chromedp.ID("key")))
+	b.wantText("system's overview", "h1", "Overview")
+	// The default tenant's overview counts the server's messages, every
+	// tenant's, and says so.
+	b.wantText("system's overview", "#count-queued", "4")
+	b.wantText("system's overview", "#server-wide", "every tenant's")
+	if v := b.value("#tenant"); v != courier.DefaultTenant {
+		t.Errorf("the tenant in force after the login: %q, want the default", v)
+	}
+
+	b.follow("open the tenants", "#tenants", chromedp.Click(chromedp.CSS(`nav a[href="/ui/tenants"]`)))
+	b.wantHeadings("tenants", "#tenants", "Tenant | Weight | Queued | Bytes | Endpoints | Ingest rate | Throttled")
+	b.wantCells("tenants", b.row("#tenants", "acme"), "acme", "3", "2 of 10", "*", "2 of 5", "100/s, burst 20", "no")
+	b.wantCells("tenants", b.row("#tenants", "beta"), "beta", "1", "1 of 1", "*", "1", "-", "*")
+	if row := strings.Join(b.row("#tenants", "beta"), " | "); !strings.Contains(row, "throttled quota:") || !strings.Contains(row, "max_queued") {
+		t.Errorf("beta, refused by its cap, reads %q: want throttled by its quota", row)
+	}
+	b.wantCells("tenants", b.row("#tenants", "default"), "default (you act in it)", "1", "1", "*", "1", "-", "no")
+
+	b.follow("switch to acme", "#tenant-use", chromedp.SetValue(chromedp.ID("tenant"), "acme"), chromedp.Click(chromedp.ID("switch-tenant")))
+	if v := b.value("#tenant"); v != "acme" {
+		t.Errorf("the tenant in force after the switch: %q, want acme", v)
+	}
+	b.wantText("acme's overview", "#tenant-use", "2 not finished of 10", "2 endpoints of 5", "not throttled")
+	b.open("/ui/messages", "#messages")
+	b.row("#messages", "acme-inv-1")
+	b.row("#messages", "acme-inv-2")
+	b.open("/ui/endpoints", "#ep-vault")
+	b.wantText("acme's endpoints", "main", "acme-only.invalid/hook", "acme-only.invalid/vault")
+	for _, path := range []string{"/ui/messages", "/ui/endpoints"} {
+		b.open(path, "main h1")
+		if body := b.text("main"); strings.Contains(body, "beta") || strings.Contains(body, "default-") {
+			t.Errorf("%s in acme shows another tenant's: %q", path, body)
+		}
+	}
+
+	b.follow("log out", "#key", chromedp.Click(chromedp.CSS(`form.who button`)))
+	b.follow("log in as beta", "#tenant-in-force", chromedp.SendKeys(chromedp.ID("key"), tenantSecrets["beta-admin"]),
+		chromedp.Submit(chromedp.ID("key")))
+	b.wantText("beta's overview", "#tenant-in-force", "Tenant beta")
+	b.wantText("beta's overview", "#tenant-use", "1 not finished of 1", "throttled quota:")
+	for _, p := range tenantPages {
+		b.open(p.path, "main h1")
+		body := b.text("body")
+		if !strings.Contains(body, p.want) {
+			t.Errorf("%s with beta's key shows no %q: %q", p.path, p.want, body)
+		}
+		for _, other := range []string{"acme", "default-"} {
+			if strings.Contains(body, other) {
+				t.Errorf("%s with beta's key shows %q: %q", p.path, other, body)
+			}
+		}
+		if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tenant").length`)); err != nil || n != 0 {
+			t.Errorf("%s with beta's key has a tenant switcher (%d, %v)", p.path, n, err)
+		}
+	}
+}
+
+// value is the value of the form field sel selects.
+func (b *pageBrowser) value(sel string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("value of %s: %v", sel, err)
+	}
+	return v
 }
