@@ -1,7 +1,9 @@
 // Package web is courier's dashboard: server-rendered pages under /ui/ for
 // operators (the overview, endpoints, the suspended queue, one message with
-// its history, bulk operations and their progress, the topology and the
-// audit log), with its templates and assets embedded. It needs no
+// its history, bulk operations and their progress, the topology, the audit
+// log and the tenants' use), with its templates and assets embedded. A
+// session acts in one tenant: a tenant's key in its own, the system's in
+// the one it switches to (docs/design.md §20). It needs no
 // JavaScript; a few lines of it only add "select all" and confirmations.
 //
 // The dashboard does nothing of its own to messages, endpoints and the
