@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 )
 
@@ -17,9 +18,16 @@ import (
 const apiBase = "http://localhost"
 
 // client returns an API client that hands its requests to the API handler
-// in this process, with the session's key.
+// in this process, with the session's key, in the tenant the session acts
+// in: a key that may see several tenants names the one chosen by the
+// path's prefix (none for the default tenant), a tenant's key acts in its
+// own without one.
 func (h *Handler) client(s *session) *api.Client {
-	return api.NewClientWith(apiBase, s.secret, &http.Client{Transport: handlerTransport{h: h.api}})
+	c := api.NewClientWith(apiBase, s.secret, &http.Client{Transport: handlerTransport{h: h.api}})
+	if s.switches() && s.tenant != courier.DefaultTenant {
+		return c.InTenant(s.tenant)
+	}
+	return c
 }
 
 // handlerTransport answers requests with a handler, without a network.

@@ -36,11 +36,16 @@ func note(r *http.Request) string { return notes[r.URL.Query().Get("note")] }
 
 // base starts the page data of a session.
 func (h *Handler) base(r *http.Request, s *session, title, nav string) page {
-	return page{Title: title, Nav: nav, Who: s.who, CSRF: s.csrf, Note: note(r), Now: h.clock.Now()}
+	p := s.page(title, nav)
+	p.Note, p.Now = note(r), h.clock.Now()
+	return p
 }
 
 type overviewData struct {
-	Stats     *api.Stats
+	Stats *api.Stats
+	// Tenant is, in a tenant other than the default, its use against its
+	// quotas, shown instead of the server's statistics.
+	Tenant    *api.TenantView
 	Queued    int
 	Inflight  int
 	Suspended int
@@ -60,19 +65,24 @@ type overviewData struct {
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	c := h.client(s)
 	var d overviewData
-	st, err := c.Stats(r.Context())
-	switch {
-	case courier.ErrorCode(err) == courier.CodeUnavailable:
-		d.StatsErr = courier.ErrorMessage(err)
-	case err != nil:
-		h.fail(w, r, s, err)
-		return
-	default:
-		d.Stats = st
-		d.Queued, d.Inflight, d.Suspended = st.States[courier.StateQueued], st.States[courier.StateInflight], st.States[courier.StateSuspended]
-		d.Chart = newChart(st.Minutes)
+	if s.serverWide() {
+		st, err := c.Stats(r.Context())
+		switch {
+		case courier.ErrorCode(err) == courier.CodeUnavailable:
+			d.StatsErr = courier.ErrorMessage(err)
+		case err != nil:
+			h.fail(w, r, s, err)
+			return
+		default:
+			d.Stats = st
+			d.Queued, d.Inflight, d.Suspended = st.States[courier.StateQueued], st.States[courier.StateInflight], st.States[courier.StateSuspended]
+			d.Chart = newChart(st.Minutes)
+		}
+	} else {
+		// The server's statistics are not a tenant's: its use is.
+		d.Tenant = s.use()
 	}
-	all, err := endpointsAndReceivers(r.Context(), c)
+	all, err := endpointsAndReceivers(r.Context(), c, s.serverWide())
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
@@ -108,16 +118,19 @@ type endpointsData struct {
 	Queues map[string]string
 }
 
-// endpointsAndReceivers reads the endpoints and this node's receive
-// locations, which the overview sums up and the endpoints page lists.
-func endpointsAndReceivers(ctx context.Context, c *api.Client) (endpointsData, error) {
+// endpointsAndReceivers reads the endpoints and, where the session acts on
+// the server as a whole (receivers), this node's receive locations, which
+// the overview sums up and the endpoints page lists.
+func endpointsAndReceivers(ctx context.Context, c *api.Client, receivers bool) (endpointsData, error) {
 	eps, err := c.Endpoints(ctx)
 	if err != nil {
 		return endpointsData{}, err
 	}
-	rs, err := c.Receivers(ctx)
-	if err != nil {
-		return endpointsData{}, err
+	var rs []courier.ReceiverStatus
+	if receivers {
+		if rs, err = c.Receivers(ctx); err != nil {
+			return endpointsData{}, err
+		}
 	}
 	cfg, err := c.Routes(ctx)
 	if err != nil {
@@ -139,7 +152,7 @@ func endpointsAndReceivers(ctx context.Context, c *api.Client) (endpointsData, e
 
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	c := h.client(s)
-	d, err := endpointsAndReceivers(r.Context(), c)
+	d, err := endpointsAndReceivers(r.Context(), c, s.serverWide())
 	if err != nil {
 		h.fail(w, r, s, err)
 		return

@@ -41,6 +41,10 @@ type session struct {
 	role   courier.Role
 	secret string // the key's secret, sent to the API as the bearer token
 	csrf   string // the token every form of this session carries
+	// tenant is the tenant the session acts in (tenantOf); tenants are
+	// those the key may see, with their use (GET /v1/tenants).
+	tenant  string
+	tenants []api.TenantView
 }
 
 func randomBytes(n int) []byte {
@@ -199,6 +203,10 @@ func (h *Handler) withSession(fn func(w http.ResponseWriter, r *http.Request, s 
 				h.refuse(w, http.StatusForbidden, "This form has expired or was not sent from this dashboard. Reload the page and try again.")
 				return
 			}
+		}
+		if err := h.enterTenant(r, s); err != nil {
+			h.fail(w, r, s, err)
+			return
 		}
 		fn(w, r, s)
 	})

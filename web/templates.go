@@ -112,6 +112,18 @@ var funcs = template.FuncMap{
 	"pathesc": url.PathEscape,
 	"percent": func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 	"ptr":     func(t time.Time) *time.Time { return &t },
+	// size shows a number of bytes in the largest unit it fills.
+	"size": func(n int64) string {
+		units := []string{"KiB", "MiB", "GiB", "TiB"}
+		if n < 1024 {
+			return fmt.Sprintf("%d bytes", n)
+		}
+		v, u := float64(n)/1024, 0
+		for v >= 1024 && u < len(units)-1 {
+			v, u = v/1024, u+1
+		}
+		return fmt.Sprintf("%.1f %s", v, units[u])
+	},
 	"kib": func(n int) string {
 		if n < 1024 {
 			return fmt.Sprintf("%d bytes", n)

@@ -1,7 +1,9 @@
 // Package web is courier's dashboard: server-rendered pages under /ui/ for
 // operators (the overview, endpoints, the suspended queue, one message with
-// its history, bulk operations and their progress, the topology and the
-// audit log), with its templates and assets embedded. It needs no
+// its history, bulk operations and their progress, the topology, the audit
+// log and the tenants' use), with its templates and assets embedded. A
+// session acts in one tenant: a tenant's key in its own, the system's in
+// the one it switches to (docs/design.md §20). It needs no
 // JavaScript; a few lines of it only add "select all" and confirmations.
 //
 // The dashboard does nothing of its own to messages, endpoints and the
@@ -113,6 +115,8 @@ func New(o Options) *Handler {
 		handler func(w http.ResponseWriter, r *http.Request, s *session)
 	}{
 		{"POST /ui/logout", h.logout},
+		{"POST /ui/tenant", h.switchTenant},
+		{"GET /ui/tenants", h.tenantsPage},
 		{"GET /ui/{$}", h.overview},
 		{"GET /ui/endpoints", h.endpoints},
 		{"GET /ui/types", h.types},
@@ -159,10 +163,14 @@ type page struct {
 	Bare  bool   // without the navigation (the login page)
 	Nav   string // the tab to mark
 	Who   string // the key's name; empty without keys
-	CSRF  string
-	Note  string // a message about what was just done
-	Error string
-	Now   time.Time
+	// Tenant is the tenant the session acts in, shown where there are
+	// tenants; Tenants, those it may switch to (none for a tenant's key).
+	Tenant  string
+	Tenants []string
+	CSRF    string
+	Note    string // a message about what was just done
+	Error   string
+	Now     time.Time
 	// Refresh, if not 0, reloads the page after that many seconds (the
 	// progress of a bulk operation, without JavaScript).
 	Refresh int
@@ -214,7 +222,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 	if status == http.StatusInternalServerError {
 		h.logger.Error("dashboard request failed", "path", r.URL.Path, "err", err)
 	}
-	h.render(w, status, "error.html", page{Title: http.StatusText(status), Who: s.who, CSRF: s.csrf, Error: msg})
+	p := s.page(http.StatusText(status), "")
+	p.Error = msg
+	h.render(w, status, "error.html", p)
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, s *session) {
