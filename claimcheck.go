@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -79,9 +80,15 @@ func ClaimToken(secret []byte, c ClaimTicket) string {
 
 // ClaimPath is the API path of a message's claim: /v1/claims/{id}, or
 // /v1/claims/{id}/{subscription} for a delivery of a published message.
-// Ids and names hold only characters a path carries as they are.
+// Ids and names hold only characters a path carries as they are, but for
+// the '/' of a tenant's subscription (acme/crm), which is escaped so that
+// the subscription stays one segment.
 func ClaimPath(key string) string {
-	return "/v1/claims/" + key
+	id, sub := ParseKey(key)
+	if sub == "" {
+		return "/v1/claims/" + id
+	}
+	return "/v1/claims/" + id + "/" + url.PathEscape(sub)
 }
 
 // ClaimURL returns the signed URL of c under publicURL, courier's address

@@ -140,3 +140,16 @@ func TestActionTenant(t *testing.T) {
 		}
 	}
 }
+
+// A claim's path keeps a tenant's subscription one segment.
+func TestClaimPathOfTenantDelivery(t *testing.T) {
+	for key, want := range map[string]string{
+		"inv-1":               "/v1/claims/inv-1",
+		"inv-1/crm":           "/v1/claims/inv-1/crm",
+		"acme~inv-1/acme/crm": "/v1/claims/acme~inv-1/acme%2Fcrm",
+	} {
+		if got := ClaimPath(key); got != want {
+			t.Errorf("ClaimPath(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -195,7 +195,7 @@ func rawMessage(h http.Header, id string) (*courier.Message, error) {
 // its content type, length and SHA-256: the way to read a payload too large
 // to show inside the JSON of a message.
 func (s *Server) handlePayload(w http.ResponseWriter, r *http.Request) {
-	msgs, err := s.opts.Store.Deliveries(r.Context(), r.PathValue("id"))
+	msgs, err := s.opts.Store.Deliveries(r.Context(), scopeOf(r).id(r.PathValue("id")))
 	if err == nil && !ownsMessage(r, msgs[0]) {
 		err = hiddenNotFound(r.PathValue("id"))
 	}

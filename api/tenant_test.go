@@ -229,6 +229,9 @@ func TestTenantPaths(t *testing.T) {
 		{"beta/admin", "/v1/tenants/acme/messages/inv-1", http.StatusNotFound},
 		{"system/admin", "/v1/tenants/gamma/messages/inv-1", http.StatusNotFound},
 		{"acme/admin", "/v1/tenants/acme/endpoints/crm", http.StatusOK},
+		{"acme/admin", "/v1/messages/inv-1/payload", http.StatusOK},
+		{"system/admin", "/v1/tenants/acme/messages/inv-1/payload", http.StatusOK},
+		{"beta/admin", "/v1/tenants/acme/messages/inv-1/payload", http.StatusNotFound},
 		{"beta/admin", "/v1/tenants/acme/endpoints/crm", http.StatusNotFound},
 	} {
 		status, body, _ := ts.callAs(t, tc.key, "GET", tc.path, "")
