@@ -7,6 +7,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // Large objects being written hold a connection each, so that few may be
@@ -64,5 +66,50 @@ func TestCloseLetsGoOfHeldBlobs(t *testing.T) {
 	sp.CloseLater()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Dropping a store's schema takes its large objects with it: they belong
+// to the database, and DROP SCHEMA alone would leave them for good.
+func TestDropSchemaTakesLargeObjects(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Blobs().Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("a payload kept as a large object")); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	count := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata WHERE oid = $1::oid`, ref).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count() != 1 {
+		t.Fatalf("large object %s is not there after its commit", ref)
+	}
+	if _, err := conn.Exec(ctx, postgres.DropSchemaSQL(schema)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("large object %s left after its schema was dropped", ref)
 	}
 }

@@ -404,3 +404,17 @@ func (s *Store) notifyLoop() {
 		cancel()
 	}
 }
+
+// DropSchemaSQL is the statement that removes a schema a store used, with
+// the large objects its blobs were kept in: a large object belongs to the
+// database, not to a schema, so dropping the schema alone would leave
+// them behind for good.
+func DropSchemaSQL(schema string) string {
+	lit := "'" + strings.ReplaceAll(schema, "'", "''") + "'"
+	return `DO $drop$ BEGIN
+		IF to_regclass(format('%I.blob_objects', ` + lit + `)) IS NOT NULL THEN
+			EXECUTE format('SELECT lo_unlink(oid) FROM %I.blob_objects', ` + lit + `);
+		END IF;
+		EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', ` + lit + `);
+	END $drop$`
+}

@@ -773,7 +773,7 @@ func (b benchDeliver) openStores(ctx context.Context) (stores []courier.Store, l
 			s.Close()
 		}
 		if conn, err := pgx.Connect(context.Background(), b.postgres); err == nil {
-			conn.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+			conn.Exec(context.Background(), postgres.DropSchemaSQL(schema))
 			conn.Close(context.Background())
 		}
 	}

@@ -29,7 +29,7 @@ func Schema(t testing.TB) (dsn, schema string) {
 	dsn = DSN(t)
 	schema = fmt.Sprintf("courier_test_%d_%d", time.Now().UnixNano(), rand.IntN(1<<20))
 	exec(t, dsn, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
-	t.Cleanup(func() { exec(t, dsn, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	t.Cleanup(func() { exec(t, dsn, postgres.DropSchemaSQL(schema)) })
 	return dsn, schema
 }
 
