@@ -18,31 +18,7 @@ import (
 // suspended keyed messages and an operator action in it, upgrades in place,
 // goes on in order and keeps the action in its audit log.
 func TestUpgradeKeepsTheOrder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "courier.db")
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT '')`)
-	for v, name := range names[:6] {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(body))
-		exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v+1)
-	}
+	path, db, exec := releaseBefore(t, "0007")
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	for _, q := range storetest.UpgradeSQL {
 		exec(strings.ReplaceAll(q, "$1", "?1"), made.UnixMicro())
@@ -80,6 +56,24 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 // upgrades in place to health read by change: the first read finds the
 // endpoint off, the next its switch on.
 func TestUpgradeReadsHealthByChange(t *testing.T) {
+	path, db, exec := releaseBefore(t, "0017")
+	exec(strings.ReplaceAll(storetest.UpgradeHealthSQL, "$1", "?1"), time.Now().UnixMicro())
+	db.Close()
+
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.HealthAfterUpgrade(t, s)
+}
+
+// releaseBefore makes a database as the release before migration first
+// left it (every migration numbered below first applied and recorded),
+// and returns its path, the open database and a way to run statements in
+// it that fails the test.
+func releaseBefore(t *testing.T, first string) (string, *sql.DB, func(q string, args ...any)) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db, err := sql.Open("sqlite3", path)
 	if err != nil {
@@ -98,7 +92,7 @@ func TestUpgradeReadsHealthByChange(t *testing.T) {
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT '')`)
 	for v, name := range names {
-		if filepath.Base(name) >= "0017" {
+		if filepath.Base(name) >= first {
 			break
 		}
 		body, err := os.ReadFile(name)
@@ -108,13 +102,5 @@ func TestUpgradeReadsHealthByChange(t *testing.T) {
 		exec(string(body))
 		exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v+1)
 	}
-	exec(strings.ReplaceAll(storetest.UpgradeHealthSQL, "$1", "?1"), time.Now().UnixMicro())
-	db.Close()
-
-	s, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	storetest.HealthAfterUpgrade(t, s)
+	return path, db, exec
 }
