@@ -44,6 +44,9 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error // the cause, for the log; never shown to the caller
+	// Quota names the tenant's quota that refused the request (QuotaMaxQueued
+	// and the others), for a refusal by one; it is empty otherwise.
+	Quota string
 }
 
 // Error implements the error interface.
@@ -82,6 +85,10 @@ func ErrorCode(err error) Code { return shown(err).Code }
 // ErrorMessage returns the displayable message of the first *Error in err's
 // chain, or "internal error" when there is none.
 func ErrorMessage(err error) string { return shown(err).Message }
+
+// RefusedBy returns the tenant's quota that refused err (its first *Error's
+// Quota), or "" when no quota did.
+func RefusedBy(err error) string { return shown(err).Quota }
 
 // shown is what the caller may see of err: the first *Error in its chain,
 // an internal error when there is none, and nothing for a nil error.

@@ -35,6 +35,13 @@ const (
 	QuotaMaxEndpoints = "max_endpoints"
 )
 
+// QuotaRefusal marks e as a refusal by the tenant's quota named quota
+// (Error.Quota, RefusedBy) and returns it.
+func QuotaRefusal(quota string, e *Error) *Error {
+	e.Quota = quota
+	return e
+}
+
 // CheckEndpointQuotas refuses a topology in which one of tenants has more
 // endpoints than its max_endpoints quota (CodeQuotaExceeded), naming the
 // tenant, the count and the cap. A change checks the tenants whose
@@ -54,7 +61,7 @@ func (t *Topology) CheckEndpointQuotas(tenants []string) error {
 			}
 		}
 		if n := counts[name]; n > max {
-			return Errorf(CodeQuotaExceeded, "tenant %s would have %d endpoints, over its %s quota of %d", name, n, QuotaMaxEndpoints, max)
+			return QuotaRefusal(QuotaMaxEndpoints, Errorf(CodeQuotaExceeded, "tenant %s would have %d endpoints, over its %s quota of %d", name, n, QuotaMaxEndpoints, max))
 		}
 	}
 	return nil
@@ -71,11 +78,11 @@ func CheckQuotas(tenant string, q Quotas, u TenantUsage, added, addedBytes int64
 	case added <= 0:
 		return nil
 	case q.MaxQueued > 0 && u.Queued > int64(q.MaxQueued):
-		return Errorf(CodeQuotaExceeded, "tenant %s is over its %s quota: %d messages not yet finished, of %d, and this request adds %d",
-			tenant, QuotaMaxQueued, u.Queued-added, q.MaxQueued, added)
+		return QuotaRefusal(QuotaMaxQueued, Errorf(CodeQuotaExceeded, "tenant %s is over its %s quota: %d messages not yet finished, of %d, and this request adds %d",
+			tenant, QuotaMaxQueued, u.Queued-added, q.MaxQueued, added))
 	case q.MaxBytes > 0 && u.Bytes > q.MaxBytes && addedBytes > 0:
-		return Errorf(CodeStorageQuota, "tenant %s is over its %s quota: %d bytes of messages not yet finished, of %d, and this request adds %d",
-			tenant, QuotaMaxBytes, u.Bytes-addedBytes, q.MaxBytes, addedBytes)
+		return QuotaRefusal(QuotaMaxBytes, Errorf(CodeStorageQuota, "tenant %s is over its %s quota: %d bytes of messages not yet finished, of %d, and this request adds %d",
+			tenant, QuotaMaxBytes, u.Bytes-addedBytes, q.MaxBytes, addedBytes))
 	}
 	return nil
 }

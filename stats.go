@@ -10,11 +10,43 @@ type LiveCounts struct {
 	Suspended int
 }
 
-// Stats is one node's view of the traffic: the live states as last counted
-// in the store, the messages this node has seen reach an end since it
-// started, and its deliveries and failures minute by minute over the last
-// hour. On a store several nodes share, the live counts are the store's and
-// the rest is this node's.
+// Add adds o's counts to c's.
+func (c *LiveCounts) Add(o LiveCounts) {
+	c.Queued += o.Queued
+	c.Inflight += o.Inflight
+	c.Suspended += o.Suspended
+}
+
+// RouteLive is how many messages of one route (a qualified name) are in
+// each live state. A message's route is always its tenant's, so a
+// tenant's counts are the sum of its routes' (LiveByTenant).
+type RouteLive struct {
+	Route string
+	LiveCounts
+}
+
+// LiveByTenant sums the counts of routes by the tenant of each route, and
+// all of them under AllTenants.
+func LiveByTenant(routes []RouteLive) map[string]LiveCounts {
+	out := map[string]LiveCounts{AllTenants: {}}
+	for _, r := range routes {
+		t, all := out[TenantOf(r.Route)], out[AllTenants]
+		t.Add(r.LiveCounts)
+		all.Add(r.LiveCounts)
+		out[TenantOf(r.Route)], out[AllTenants] = t, all
+	}
+	return out
+}
+
+// AllTenants names, where statistics are kept by tenant, the sum over all
+// of them: the server as a whole.
+const AllTenants = ""
+
+// Stats is one node's view of the traffic of a tenant, or of the server as
+// a whole: the live states as last counted in the store, the messages this
+// node has seen reach an end since it started, and its deliveries and
+// failures minute by minute over the last hour. On a store several nodes
+// share, the live counts are the store's and the rest is this node's.
 type Stats struct {
 	// CountedAt is when the live states were counted; zero before the first count.
 	CountedAt time.Time

@@ -221,11 +221,12 @@ type Store interface {
 	CountQueued(ctx context.Context, routes []string) (int, error)
 
 	// CountLive counts the messages in each live state (queued, inflight,
-	// suspended) through the partial index of that state. The cost grows
-	// with those states' sizes, not with the terminal messages kept for
-	// retention; callers count now and then and keep the result, never on
-	// every request.
-	CountLive(ctx context.Context) (LiveCounts, error)
+	// suspended) by route, through the partial index of that state; a
+	// route without live messages is left out. The cost grows with those
+	// states' sizes, not with the terminal messages kept for retention;
+	// callers count now and then and keep the result (LiveByTenant), never
+	// on every request.
+	CountLive(ctx context.Context) ([]RouteLive, error)
 
 	// Types lists the message types taken in (by Ingest), by name, each
 	// with how many messages of it came and when the first and the last

@@ -42,6 +42,14 @@ type Rate struct {
 // Unlimited reports whether r sets no limit.
 func (r Rate) Unlimited() bool { return r.N <= 0 || r.Per <= 0 }
 
+// PerSecond returns r in events per second: 0 for an unlimited rate.
+func (r Rate) PerSecond() float64 {
+	if r.Unlimited() {
+		return 0
+	}
+	return float64(r.N) / r.Per.Seconds()
+}
+
 // String formats r as it is written in configuration ("100/s").
 func (r Rate) String() string {
 	if r.Unlimited() {

@@ -81,8 +81,8 @@ func (s *Server) takeTenant(ctx context.Context, tenant string, n int, now time.
 		return nil
 	}
 	le := limitedError{
-		err: courier.Errorf(courier.CodeRateLimited, "tenant %s is over its ingest_rate quota of %s; try again in %s",
-			tenant, q.IngestRate, wait.Round(time.Millisecond)),
+		err: courier.QuotaRefusal(courier.QuotaIngestRate, courier.Errorf(courier.CodeRateLimited, "tenant %s is over its ingest_rate quota of %s; try again in %s",
+			tenant, q.IngestRate, wait.Round(time.Millisecond))),
 		after: wait,
 	}
 	s.noteRefusal(tenant, le)

@@ -38,18 +38,21 @@ type LookupAnswer struct {
 }
 
 // handleLookup resolves a recipient as an attempt would, through the
-// resolver's cache.
+// resolver's cache, on a lookup route of the request's tenant (the
+// resolver keeps its answers by qualified route, so one tenant's are never
+// another's).
 func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	route, recipient, typ := q.Get("route"), q.Get("recipient"), q.Get("type")
+	sc := scopeOf(r)
+	route, recipient, typ := sc.name(q.Get("route")), q.Get("recipient"), q.Get("type")
 	t := s.topology.Load()
 	rt := t.Routes[route]
 	switch {
-	case rt == nil:
-		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "route %q is not configured", route))
+	case rt == nil || !sc.owns(route):
+		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "route %q is not configured", sc.showName(route)))
 		return
 	case rt.Lookup == nil:
-		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q does not look up its endpoints", route))
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "route %q does not look up its endpoints", sc.showName(route)))
 		return
 	case !courier.ValidRecipient(recipient):
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "recipient %q is not valid", recipient))
@@ -61,7 +64,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "this server has no registry client"))
 		return
 	}
-	a := LookupAnswer{Route: route, Recipient: recipient, Type: typ, Registry: courier.RedactURL(rt.Lookup.LookupURL(recipient, typ))}
+	a := LookupAnswer{Route: sc.showName(route), Recipient: recipient, Type: typ, Registry: courier.RedactURL(rt.Lookup.LookupURL(recipient, typ))}
 	if c, ok := s.opts.Resolver.(courier.LookupCache); ok {
 		a.Cached, a.CachedUntil, _ = c.Cached(rt, recipient, typ)
 	}
@@ -70,7 +73,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, courier.ErrNotRegistered):
 		a.NotRegistered, a.Error = true, err.Error()
 	case err != nil:
-		a.Error = err.Error()
+		a.Error = sc.showText(err.Error())
 	default:
 		a.URL, a.ExpiresAt = courier.RedactURL(res.URL), res.ExpiresAt
 		if b, _ := pem.Decode([]byte(res.Certificate)); b != nil {
@@ -91,6 +94,13 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		if !sc.system && len(t.Tenants) > 0 {
+			// A resolved endpoint is the receiver's, shared by every
+			// tenant that resolves to it: a tenant sees its health, not
+			// this node's attempts on it, which count other tenants'.
+			v.InFlight, v.LastHour, v.ConcurrencyLimit = 0, map[string]int{}, 0
+		}
+		sc.showEndpoint(&v)
 		a.Endpoint = &v
 	}
 	writeJSON(w, http.StatusOK, a)

@@ -23,8 +23,8 @@ type nopObserver struct{}
 func (nopObserver) Ingested(*courier.Message)     {}
 func (nopObserver) Acted(courier.ActionKind, int) {}
 
-// Stats is GET /v1/stats: the messages in each live state as last counted
-// in the store, and this node's deliveries and failures.
+// Stats is GET /v1/stats: the tenant's messages in each live state as last
+// counted in the store, and this node's deliveries and failures of them.
 type Stats struct {
 	// States counts queued, inflight and suspended messages.
 	States    map[courier.State]int `json:"states"`
@@ -107,14 +107,24 @@ func toStats(s courier.Stats, now time.Time) Stats {
 	return out
 }
 
+// handleStats answers the statistics of the request's tenant: of its
+// messages alone, every figure, so that none tells of another tenant's.
+// The system tenant owns no messages; its statistics are the server's as a
+// whole, which its keys administer.
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	tenant := scopeOf(r).tenant
+	if tenant == courier.SystemTenant {
+		tenant = courier.AllTenants
+	}
 	var st courier.Stats
 	var err error
 	if s.opts.StatsFunc != nil {
-		st, err = s.opts.StatsFunc(r.Context())
+		st, err = s.opts.StatsFunc(r.Context(), tenant)
 	} else {
+		var routes []courier.RouteLive
 		st.CountedAt = s.opts.Clock.Now()
-		st.Live, err = s.opts.Store.CountLive(r.Context())
+		routes, err = s.opts.Store.CountLive(r.Context())
+		st.Live = courier.LiveByTenant(routes)[tenant]
 	}
 	if err != nil {
 		s.writeError(w, r, err)

@@ -177,7 +177,7 @@ func TestStatsRates(t *testing.T) {
 	}
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Clock = clocktest.New(now)
-		o.StatsFunc = func(context.Context) (courier.Stats, error) {
+		o.StatsFunc = func(context.Context, string) (courier.Stats, error) {
 			return courier.Stats{CountedAt: now, Live: courier.LiveCounts{Queued: 7}, Since: now.Add(-time.Hour),
 				Delivered: 600, Minutes: minutes}, nil
 		}
@@ -312,7 +312,7 @@ func TestStatsRatesOfANewNode(t *testing.T) {
 	minutes[59].Delivered, minutes[58].Delivered = 30, 60
 	ts := newTestServer(t, func(o *api.Options) {
 		o.Clock = clocktest.New(now)
-		o.StatsFunc = func(context.Context) (courier.Stats, error) {
+		o.StatsFunc = func(context.Context, string) (courier.Stats, error) {
 			return courier.Stats{CountedAt: now, Since: now.Add(-90 * time.Second), Minutes: minutes}, nil
 		}
 	})

@@ -57,9 +57,10 @@ type Options struct {
 	// told here: Bulk tells them as its batches are done (engine.NewBulk
 	// takes the Observer's Acted).
 	Observer Observer
-	// StatsFunc, if set, answers GET /v1/stats (metrics.Metrics.StatsFunc);
+	// StatsFunc, if set, answers GET /v1/stats (metrics.Metrics.StatsFunc)
+	// with a tenant's statistics, or the server's for courier.AllTenants;
 	// without it the live states are counted in the store on each request.
-	StatsFunc func(ctx context.Context) (courier.Stats, error)
+	StatsFunc func(ctx context.Context, tenant string) (courier.Stats, error)
 	// Metrics, if set, serves GET /metrics to operator keys.
 	Metrics http.Handler
 	// Receivers, if set, are the receive locations of this node, for
@@ -97,6 +98,13 @@ type Options struct {
 type BulkRunner interface {
 	Run(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
 	Begin(ctx context.Context, op courier.BulkOp) (courier.BulkOp, error)
+}
+
+// QuotaObserver is an Observer that is also told of each request refused
+// by one of its tenant's quotas (metrics.Metrics is one), by the quota's
+// name (courier.QuotaMaxQueued and the others).
+type QuotaObserver interface {
+	Refused(tenant, quota string)
 }
 
 // HealthObserver is an Observer that is also told when an operator's switch

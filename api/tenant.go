@@ -310,19 +310,16 @@ func (sc scope) showAudit(e *AuditEntry) {
 }
 
 // defaultTenantOnly are the operations that act on the server as a whole
-// (its receive locations, its metrics, its configuration file) or that do
-// not yet keep tenants apart: the default tenant's keys and the system's
-// use them as before, another tenant's are answered 404, as for a path
-// that does not exist, so that nothing of another tenant can be read or
-// changed through them.
+// (its receive locations, its metrics, its configuration file and secrets):
+// the default tenant's keys and the system's use them as before, another
+// tenant's are answered 404, as for a path that does not exist, so that
+// nothing of another tenant can be read or changed through them.
 var defaultTenantOnly = map[string]bool{
 	"GET /v1/receivers":                true,
 	"POST /v1/receivers/{name}/stop":   true,
 	"POST /v1/receivers/{name}/start":  true,
 	"GET /metrics":                     true,
 	"POST /v1/reload":                  true,
-	"GET /v1/stats":                    true,
-	"GET /v1/lookup":                   true,
 	"POST /v1/topology/rotate-secrets": true,
 }
 
@@ -455,13 +452,25 @@ type refusal struct {
 }
 
 // noteRefusal remembers a refusal by a tenant's quota, to show the tenant
-// as throttled: the store's caps (their codes are the tenants' alone), and
-// the ingest rate (takeTenant).
+// as throttled, and tells the observer of it: the store's caps (their
+// codes are the tenants' alone), and the ingest rate (takeTenant).
 func (s *Server) noteRefusal(tenant string, err error) {
 	switch courier.ErrorCode(err) {
 	case courier.CodeQuotaExceeded, courier.CodeStorageQuota, courier.CodeRateLimited:
 		s.refusals.Store(tenant, refusal{at: s.opts.Clock.Now(), why: courier.ErrorMessage(err)})
+		if o, ok := s.opts.Observer.(QuotaObserver); ok {
+			if quota := courier.RefusedBy(err); quota != "" {
+				o.Refused(tenant, quota)
+			}
+		}
 	}
+}
+
+// Throttled reports whether a tenant is held back now: what GET
+// /v1/tenants shows as throttled, for the metrics.
+func (s *Server) Throttled(tenant string) bool {
+	held, _ := s.throttled(tenant)
+	return held
 }
 
 // throttled reports whether a tenant is held back now, and by what: a

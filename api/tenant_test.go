@@ -101,6 +101,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"/v1/routes/ledger", `{"endpoints": ["vault"]}`},
 		{"/v1/policies/ledger-policy", `{"max_attempts": 3}`},
 		{"/v1/subscriptions/ledger-sub", `{"types": ["ledger.*"], "route": "ledger"}`},
+		{"/v1/routes/directory", `{"lookup": {"url": "http://acme-only.invalid/{recipient}"}}`},
 	} {
 		if status, body, _ := ts.callAs(t, "acme/admin", "PUT", obj.path, obj.spec); status != http.StatusCreated {
 			t.Fatalf("acme puts %s: %d %s", obj.path, status, body)
@@ -119,6 +120,25 @@ func TestTenantIsolation(t *testing.T) {
 	before := acmeWorld(t, ts)
 
 	callEveryOperation(t, ts)
+	// beta's statistics count nothing of acme's messages, which acme's own
+	// count; with the system's key, the server's count them all.
+	for _, c := range []struct {
+		key, path string
+		queued    float64
+	}{
+		{"acme/admin", "/v1/stats", 3},
+		{"beta/admin", "/v1/stats", 0},
+		{"system/admin", "/v1/tenants/beta/stats", 0},
+		{"system/admin", "/v1/stats", 0}, // the default tenant's
+		{"system/admin", "/v1/tenants/system/stats", 3},
+	} {
+		status, body, _ := ts.callAs(t, c.key, "GET", c.path, "")
+		st := decode[map[string]any](t, body)
+		states, _ := st["states"].(map[string]any)
+		if status != http.StatusOK || states["queued"] != c.queued || states["inflight"] != 0.0 || states["suspended"] != 0.0 {
+			t.Errorf("GET %s with %s: %d %s; want %v queued", c.path, c.key, status, body, c.queued)
+		}
+	}
 	// A tenant's whole topology applied with prune leaves the others' be;
 	// it cannot name theirs.
 	if status, body, _ := ts.callAs(t, "beta/admin", "PUT", "/v1/topology?prune=true", `{}`); status != http.StatusOK {
@@ -146,6 +166,12 @@ func callEveryOperation(t *testing.T, ts *testServer) {
 	// acme's names for each path parameter.
 	params := map[string]string{"{id}": "inv-1", "{subscription}": "ledger-sub", "{tenant}": "acme"}
 	names := map[string]string{"endpoints": "vault", "routes": "ledger", "policies": "ledger-policy", "subscriptions": "ledger-sub", "keys": "sender", "receivers": "inbox", "operations": "op-1", "claims": "inv-1"}
+	// The operations that name acme's objects in their query, as acme
+	// names them and by their qualified names: they answer 404 as a read
+	// by name does.
+	queries := map[string][]string{
+		"GET /v1/lookup": {"?route=directory&recipient=0088:1&type=invoice", "?route=acme/directory&recipient=0088:1&type=invoice"},
+	}
 	var ops []string
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
@@ -167,17 +193,31 @@ func callEveryOperation(t *testing.T, ts *testServer) {
 			kind := strings.Split(path, "/")[2]
 			concrete = strings.ReplaceAll(concrete, "{name}", names[kind])
 		}
-		for _, key := range []string{"beta/admin", "beta/sender"} {
-			status, body, _ := ts.callAs(t, key, method, concrete, `{}`)
-			text := string(body)
-			// acme's data: its payloads, its endpoints' targets, its
-			// qualified names and ids (the name acme alone may be the
-			// request's own words echoed, as in "no such tenant").
-			if strings.Contains(text, "ACME") || strings.Contains(text, "acme-only") || strings.Contains(text, "acme/") || strings.Contains(text, "acme~") {
-				t.Errorf("%s %s with %s's key: %d shows acme's data: %s", method, concrete, key, status, truncate(text))
+		calls := []string{concrete}
+		if q := queries[op]; q != nil {
+			calls = nil
+			for _, query := range q {
+				calls = append(calls, concrete+query)
 			}
-			if method == "GET" && strings.Contains(path, "{") && status != http.StatusNotFound && status != http.StatusForbidden {
-				t.Errorf("%s %s with %s's key: %d %s; want 404 (or 403 for a role that may not)", method, concrete, key, status, truncate(text))
+		}
+		for _, call := range calls {
+			for _, key := range []string{"beta/admin", "beta/sender"} {
+				status, body, _ := ts.callAs(t, key, method, call, `{}`)
+				text := string(body)
+				// acme's data: its payloads, its endpoints' targets, its
+				// qualified names and ids (the name acme alone may be the
+				// request's own words echoed, as in "no such tenant").
+				// Its qualified names given in a query may be echoed too.
+				shown := text
+				if call != concrete {
+					shown = strings.ReplaceAll(text, "acme/directory", "")
+				}
+				if strings.Contains(shown, "ACME") || strings.Contains(shown, "acme-only") || strings.Contains(shown, "acme/") || strings.Contains(shown, "acme~") {
+					t.Errorf("%s %s with %s's key: %d shows acme's data: %s", method, call, key, status, truncate(text))
+				}
+				if method == "GET" && (strings.Contains(path, "{") || call != concrete) && status != http.StatusNotFound && status != http.StatusForbidden {
+					t.Errorf("%s %s with %s's key: %d %s; want 404 (or 403 for a role that may not)", method, call, key, status, truncate(text))
+				}
 			}
 		}
 	}

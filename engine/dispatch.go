@@ -503,7 +503,7 @@ func (e *Engine) finished(o outcome) {
 	}
 	if o.endpoint != nil {
 		e.activity.record(o.endpoint.Name, o.result, e.clock.Now())
-		e.opts.Observer.AttemptDone(o.endpoint.Name, o.result, o.duration)
+		e.opts.Observer.AttemptDone(o.msg, o.endpoint.Name, o.result, o.duration)
 	}
 	e.pending.Add(1)
 	e.inflight.Add(-1)

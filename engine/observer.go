@@ -10,9 +10,10 @@ import (
 // methods are called on the delivery path, from many goroutines: they must
 // be quick, safe for concurrent use, and never block.
 type Observer interface {
-	// AttemptDone is called when an attempt on an endpoint has ended, with
-	// its result and how long it took, before its outcome is written.
-	AttemptDone(endpoint string, r courier.Result, d time.Duration)
+	// AttemptDone is called when an attempt of m (as claimed) on an
+	// endpoint has ended, with its result and how long it took, before its
+	// outcome is written.
+	AttemptDone(m *courier.Message, endpoint string, r courier.Result, d time.Duration)
 	// Applied is called for each change the store applied: the outcome of an
 	// attempt, a lapsed lease taken up, a timer that fired.
 	Applied(c courier.Change)
@@ -25,7 +26,7 @@ type Observer interface {
 type NopObserver struct{}
 
 // AttemptDone does nothing.
-func (NopObserver) AttemptDone(string, courier.Result, time.Duration) {}
+func (NopObserver) AttemptDone(*courier.Message, string, courier.Result, time.Duration) {}
 
 // Applied does nothing.
 func (NopObserver) Applied(courier.Change) {}

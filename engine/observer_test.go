@@ -22,7 +22,7 @@ type recorder struct {
 	health   []courier.EndpointHealth
 }
 
-func (r *recorder) AttemptDone(endpoint string, res courier.Result, d time.Duration) {
+func (r *recorder) AttemptDone(m *courier.Message, endpoint string, res courier.Result, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.attempts = append(r.attempts, res)

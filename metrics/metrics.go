@@ -1,7 +1,8 @@
 // Package metrics is courier's Prometheus instrumentation and its running
 // statistics. The engine and the API report to a Metrics through their
 // observer interfaces (they import no Prometheus); Metrics serves /metrics,
-// and Stats for GET /v1/stats and the dashboard.
+// and Stats for GET /v1/stats and the dashboard, of the server as a whole
+// and of each tenant.
 //
 // The hot path (an attempt ends, a message is delivered) costs a few atomic
 // additions and map lookups: the labelled children are created once and
@@ -29,8 +30,9 @@ import (
 
 // Source is what the background count reads: courier.Store is one.
 type Source interface {
-	CountLive(ctx context.Context) (courier.LiveCounts, error)
+	CountLive(ctx context.Context) ([]courier.RouteLive, error)
 	Health(ctx context.Context) ([]courier.EndpointHealth, error)
+	TenantUsage(ctx context.Context) ([]courier.TenantUsage, error)
 }
 
 // Options configure a Metrics. Source and TopologyFunc are required.
@@ -45,8 +47,11 @@ type Options struct {
 	// ConcurrencyLimitFunc returns the attempts this node lets be in flight
 	// to an endpoint (the engine's ConcurrencyLimit); nil reports none.
 	ConcurrencyLimitFunc func(endpoint string) int
-	Clock                courier.Clock
-	Logger               *slog.Logger
+	// ThrottledFunc reports whether a tenant is held back now, by its
+	// quotas or its fair share (the API's Throttled); nil reports none.
+	ThrottledFunc func(tenant string) bool
+	Clock         courier.Clock
+	Logger        *slog.Logger
 	// Interval is how often the live states and endpoint health are read
 	// from the store (default 15s).
 	Interval time.Duration
@@ -77,12 +82,18 @@ type Metrics struct {
 	actions   *vec[courier.ActionKind, prometheus.Counter]
 	suspends  *vec[string, prometheus.Counter]
 
-	totals  struct{ ingested, delivered, suspended, discarded atomic.Int64 }
-	minutes minuteRing
+	// all is what this node has seen of every tenant's messages; tenants
+	// holds a *tally per tenant that had any.
+	all     tally
+	tenants sync.Map
 	types   typeSet
+	refused refusals
 
-	mu        sync.RWMutex
-	live      courier.LiveCounts
+	mu sync.RWMutex
+	// live are the live counts by tenant, and of all under
+	// courier.AllTenants; use the tenants' use.
+	live      map[string]courier.LiveCounts
+	use       map[string]courier.TenantUsage
 	countedAt time.Time
 	health    map[string]healthEntry
 	// healthSeq numbers the changes HealthChanged was told of, so that a
@@ -90,6 +101,25 @@ type Metrics struct {
 	healthSeq uint64
 
 	startstop.Base // counts between Start and Stop
+}
+
+// tally is what this node has seen of the messages of a tenant, or of all,
+// since it started: totals, and deliveries and failures minute by minute.
+type tally struct {
+	ingested, delivered, suspended, discarded atomic.Int64
+	minutes                                   minuteRing
+}
+
+// tallies calls f with the tally of every tenant's messages and with that
+// of the tenant of route (a message's route is its tenant's).
+func (m *Metrics) tallies(route string, f func(*tally)) {
+	f(&m.all)
+	tenant := courier.TenantOf(route)
+	t, ok := m.tenants.Load(tenant)
+	if !ok {
+		t, _ = m.tenants.LoadOrStore(tenant, new(tally))
+	}
+	f(t.(*tally))
 }
 
 // typeRoute labels the messages of a type on a route; subscription is that
@@ -174,7 +204,7 @@ func New(o Options) *Metrics {
 	m.suspends = newVec(func(ep string) prometheus.Counter { return suspends.WithLabelValues(ep) })
 
 	m.registry.MustRegister(ingested, delivered, suspended, discarded, attempts, duration, latency, actions, suspends,
-		stateCollector{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		stateCollector{m}, tenantCollector{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -213,14 +243,19 @@ func (m *Metrics) Start(ctx context.Context) error {
 	return nil
 }
 
-// Refresh counts the live states and reads the endpoints' health now. A
+// Refresh counts the live states, reads the tenants' use and the
+// endpoints' health now. A
 // health change told by HealthChanged while the store was read is newer
 // than what was read, and stays.
 func (m *Metrics) Refresh(ctx context.Context) error {
 	m.mu.RLock()
 	seq := m.healthSeq
 	m.mu.RUnlock()
-	live, err := m.opts.Source.CountLive(ctx)
+	routes, err := m.opts.Source.CountLive(ctx)
+	if err != nil {
+		return err
+	}
+	use, err := m.opts.Source.TenantUsage(ctx)
 	if err != nil {
 		return err
 	}
@@ -228,7 +263,11 @@ func (m *Metrics) Refresh(ctx context.Context) error {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.live, m.countedAt = live, now
+	m.live, m.countedAt = courier.LiveByTenant(routes), now
+	m.use = make(map[string]courier.TenantUsage, len(use))
+	for _, u := range use {
+		m.use[u.Tenant] = u
+	}
 	if herr == nil {
 		health := make(map[string]healthEntry, len(hs))
 		for _, h := range hs {
@@ -247,7 +286,7 @@ func (m *Metrics) Refresh(ctx context.Context) error {
 // Ingested counts a message taken in by the API.
 func (m *Metrics) Ingested(msg *courier.Message) {
 	m.ingested.get(typeRoute{m.types.label(msg.Type), msg.Route, msg.Subscription}).Inc()
-	m.totals.ingested.Add(1)
+	m.tallies(msg.Route, func(t *tally) { t.ingested.Add(1) })
 }
 
 // Acted counts n messages or endpoints an operator action was applied to.
@@ -257,13 +296,14 @@ func (m *Metrics) Acted(kind courier.ActionKind, n int) {
 	}
 }
 
-// AttemptDone counts an attempt by its endpoint, outcome and class, and its
-// duration.
-func (m *Metrics) AttemptDone(endpoint string, r courier.Result, d time.Duration) {
+// AttemptDone counts an attempt of msg by its endpoint, outcome and class,
+// and its duration.
+func (m *Metrics) AttemptDone(msg *courier.Message, endpoint string, r courier.Result, d time.Duration) {
 	k := attemptKey{endpoint: endpoint, outcome: courier.OutcomeDelivered}
 	if !r.Delivered() {
 		k.outcome, k.class = courier.OutcomeFailed, r.Class
-		m.minutes.add(m.opts.Clock.Now(), 0, 1)
+		now := m.opts.Clock.Now()
+		m.tallies(msg.Route, func(t *tally) { t.minutes.add(now, 0, 1) })
 	}
 	m.attempts.get(k).Inc()
 	m.duration.get(endpoint).Observe(d.Seconds())
@@ -288,14 +328,16 @@ func (m *Metrics) Applied(c courier.Change) {
 			end = m.opts.Clock.Now()
 		}
 		m.latency.get(msg.Route).Observe(end.Sub(msg.CreatedAt).Seconds())
-		m.totals.delivered.Add(1)
-		m.minutes.add(end, 1, 0)
+		m.tallies(msg.Route, func(t *tally) {
+			t.delivered.Add(1)
+			t.minutes.add(end, 1, 0)
+		})
 	case courier.StateSuspended:
 		m.suspended.get(suspension{m.types.label(msg.Type), msg.Route, msg.Subscription, msg.Reason}).Inc()
-		m.totals.suspended.Add(1)
+		m.tallies(msg.Route, func(t *tally) { t.suspended.Add(1) })
 	case courier.StateDiscarded:
 		m.discarded.get(typeRoute{m.types.label(msg.Type), msg.Route, msg.Subscription}).Inc()
-		m.totals.discarded.Add(1)
+		m.tallies(msg.Route, func(t *tally) { t.discarded.Add(1) })
 	}
 }
 
@@ -327,24 +369,32 @@ func stateOf(health map[string]healthEntry, endpoint string) courier.HealthState
 	return courier.HealthActive
 }
 
-// Stats returns the live states as last counted, this node's totals since
-// it started, and its last hour minute by minute.
-func (m *Metrics) Stats() courier.Stats {
+// Stats returns a tenant's messages in the live states as last counted,
+// this node's totals of its messages since it started, and its last hour
+// minute by minute; those of every tenant for courier.AllTenants.
+func (m *Metrics) Stats(tenant string) courier.Stats {
 	m.mu.RLock()
-	s := courier.Stats{CountedAt: m.countedAt, Live: m.live}
+	s := courier.Stats{CountedAt: m.countedAt, Live: m.live[tenant]}
 	m.mu.RUnlock()
+	t := &m.all
+	if tenant != courier.AllTenants {
+		t = new(tally)
+		if v, ok := m.tenants.Load(tenant); ok {
+			t = v.(*tally)
+		}
+	}
 	s.Since = m.since
-	s.Ingested = m.totals.ingested.Load()
-	s.Delivered = m.totals.delivered.Load()
-	s.Suspended = m.totals.suspended.Load()
-	s.Discarded = m.totals.discarded.Load()
-	s.Minutes = m.minutes.lastHour(m.opts.Clock.Now())
+	s.Ingested = t.ingested.Load()
+	s.Delivered = t.delivered.Load()
+	s.Suspended = t.suspended.Load()
+	s.Discarded = t.discarded.Load()
+	s.Minutes = t.minutes.lastHour(m.opts.Clock.Now())
 	return s
 }
 
 // StatsFunc is Stats in the form the API takes it.
-func (m *Metrics) StatsFunc(context.Context) (courier.Stats, error) {
-	s := m.Stats()
+func (m *Metrics) StatsFunc(_ context.Context, tenant string) (courier.Stats, error) {
+	s := m.Stats(tenant)
 	if s.CountedAt.IsZero() {
 		// Not yet counted (the first count failed): say so rather than show zeros.
 		return courier.Stats{}, courier.Errorf(courier.CodeUnavailable, "the messages have not been counted yet")
@@ -385,7 +435,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.RLock()
-	live, counted := m.live, m.countedAt
+	live, counted := m.live[courier.AllTenants], m.countedAt
 	health := m.health
 	m.mu.RUnlock()
 	if !counted.IsZero() {

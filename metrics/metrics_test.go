@@ -71,11 +71,11 @@ func TestScrape(t *testing.T) {
 	m.Ingested(&courier.Message{Type: "invoice", Route: "acme"})
 	m.Ingested(&courier.Message{Type: "invoice", Route: "acme", Subscription: "erp-invoices"}) // a delivery of a published one
 	for range 2 {
-		m.AttemptDone("acme", courier.Result{Status: 204}, 30*time.Millisecond)
+		m.AttemptDone(message("d", "invoice", "acme", courier.StateInflight, now), "acme", courier.Result{Status: 204}, 30*time.Millisecond)
 		m.Applied(courier.Change{From: courier.StateInflight, Message: message("d", "invoice", "acme", courier.StateDelivered, now.Add(-2*time.Second)),
 			Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeDelivered}})
 	}
-	m.AttemptDone("acme", courier.Result{Class: courier.ClassHTTP4xx, Status: 400}, 10*time.Millisecond)
+	m.AttemptDone(message("s", "invoice", "acme", courier.StateInflight, now), "acme", courier.Result{Class: courier.ClassHTTP4xx, Status: 400}, 10*time.Millisecond)
 	rejected := message("s", "invoice", "acme", courier.StateSuspended, now)
 	rejected.Reason = courier.ReasonRejected
 	m.Applied(courier.Change{From: courier.StateInflight, Message: rejected,
@@ -125,7 +125,7 @@ func TestScrape(t *testing.T) {
 		t.Error("no Go runtime metrics")
 	}
 
-	s := m.Stats()
+	s := m.Stats(courier.AllTenants)
 	if s.Live.Queued != 3 || s.Delivered != 2 || s.Suspended != 1 || s.Ingested != 2 || !s.CountedAt.Equal(now) {
 		t.Errorf("stats: %+v", s)
 	}
@@ -165,8 +165,8 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		Attempt: &courier.Attempt{Endpoint: "acme", Outcome: courier.OutcomeDelivered}}
 	ok, failed := courier.Result{Status: 204}, courier.Result{Class: courier.ClassTimeout}
 	report := func() {
-		m.AttemptDone("acme", ok, time.Millisecond)
-		m.AttemptDone("acme", failed, time.Millisecond)
+		m.AttemptDone(c.Message, "acme", ok, time.Millisecond)
+		m.AttemptDone(c.Message, "acme", failed, time.Millisecond)
 		m.Applied(c)
 	}
 	report()

@@ -66,7 +66,14 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	c := h.client(s)
 	var d overviewData
 	if s.serverWide() {
-		st, err := c.Stats(r.Context())
+		stats := c
+		if s.switches() {
+			// A key that sees every tenant is shown the server's counts,
+			// which are the system tenant's statistics; the default
+			// tenant's are of its own messages alone.
+			stats = c.InTenant(courier.SystemTenant)
+		}
+		st, err := stats.Stats(r.Context())
 		switch {
 		case courier.ErrorCode(err) == courier.CodeUnavailable:
 			d.StatsErr = courier.ErrorMessage(err)

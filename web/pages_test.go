@@ -147,7 +147,7 @@ func TestPages(t *testing.T) {
 }
 
 // busyHour is an hour of traffic: deliveries every minute, failures in some.
-func busyHour(context.Context) (courier.Stats, error) {
+func busyHour(context.Context, string) (courier.Stats, error) {
 	now := time.Now()
 	s := courier.Stats{CountedAt: now, Live: courier.LiveCounts{Queued: 12, Inflight: 3, Suspended: 1}, Since: now.Add(-2 * time.Hour),
 		Delivered: 123456}

@@ -209,9 +209,11 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	store.SetTenantQuotas(cat.Topology().TenantQuotas())
 	resolver := lookup.New(lookup.Options{Logger: logger})
 	var eng *engine.Engine
+	var handler *api.Server
 	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger,
 		InFlightFunc:         func(endpoint string) int { return eng.InFlight(endpoint) },
-		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) }})
+		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) },
+		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) }})
 	eng = engine.New(engine.Options{
 		Store: store, Topology: cat.Topology(), Logger: logger,
 		Senders:          senders,
@@ -229,7 +231,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// Reloads, by SIGHUP or through the API, are done one at a time by the
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
-	handler := api.NewServer(api.Options{
+	handler = api.NewServer(api.Options{
 		Store: store, Topology: cat.Topology(), Logger: logger, Catalog: cat,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,

@@ -18,7 +18,8 @@ func newStatsCmd(g *globals) *cobra.Command {
 them in its store, and what the server answering has delivered and failed
 since it started, over the last hour and per second over the last minutes.
 On several nodes sharing a store, the states are the store's and the rest is
-the node's.`,
+the node's. Every figure is of the tenant's messages alone (--tenant, or the
+key's own tenant); those of the tenant system are the whole server's.`,
 		Args: cobra.NoArgs,
 		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.Stats, error) {
 			return c.Stats(ctx)

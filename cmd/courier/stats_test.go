@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	httptransport "github.com/courier-gw/courier/transport/http"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,9 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/lookup"
 	"github.com/courier-gw/courier/metrics"
+	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
 // TestStatsAndEndpointsList: courier stats and courier endpoints list show
@@ -116,6 +119,31 @@ func TestPlural(t *testing.T) {
 	for _, tc := range tests {
 		if got := plural(tc.n, tc.noun); got != tc.want {
 			t.Errorf("plural(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
+		}
+	}
+}
+
+// TestLookupInTenant: courier lookup --tenant resolves on that tenant's
+// lookup route, by its own name for it.
+func TestLookupInTenant(t *testing.T) {
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"url": "https://` + r.URL.Query().Get("tenant") + `-ap.example/as4"}`))
+	}))
+	defer reg.Close()
+	top := &courier.Topology{Routes: map[string]*courier.Route{}, Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1}}}
+	for _, name := range []string{"directory", "acme/directory"} {
+		top.Routes[name] = &courier.Route{Name: name, Lookup: &courier.Lookup{URL: reg.URL + "/?tenant=" + courier.TenantOf(name) + "&p={recipient}"},
+			EndpointTemplate: courier.NewEndpoint("", courier.TransportHTTP)}
+	}
+	url := apiServer(t, api.Options{Store: sqlitetest.Open(t), Topology: top, Resolver: lookup.New(lookup.Options{})})
+	for tenant, want := range map[string]string{"": "https://default-ap.example/as4", "acme": "https://acme-ap.example/as4"} {
+		out, _, err := runCLI(t, "", "--server", url, "--tenant", tenant, "-o", "json", "lookup", "0088:1", "--type", "invoice", "--route", "directory")
+		if err != nil {
+			t.Fatalf("lookup in %q: %v", tenant, err)
+		}
+		var a api.LookupAnswer
+		if err := json.Unmarshal([]byte(out), &a); err != nil || a.URL != want || a.Route != "directory" {
+			t.Errorf("lookup in %q: %s; want %s on route directory", tenant, out, want)
 		}
 	}
 }
