@@ -13,7 +13,7 @@ import (
 func newStatsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats",
-		Short: "Messages by state, and the server's deliveries and failures",
+		Short: "Messages by state, and the deliveries and failures of this node",
 		Long: `Messages by state (queued, inflight, suspended), as the server last counted
 them in its store, and what the server answering has delivered and failed
 since it started, over the last hour and per second over the last minutes.
