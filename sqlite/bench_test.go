@@ -286,3 +286,44 @@ func queuedStore(b *testing.B, n int, now time.Time, routeOf ...func(i int) stri
 	}
 	return s
 }
+
+// BenchmarkCountLive measures the count of the live states by route that
+// the metrics make every 15 s: 100,000 queued messages on 100 routes of
+// 10 tenants and 20,000 suspended ones, beside 100,000 delivered ones that
+// it must not read.
+func BenchmarkCountLive(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	ingest := func(prefix string, n int, state courier.State) {
+		for start := 0; start < n; start += 1000 {
+			var batch []*courier.Message
+			for i := start; i < start+1000 && i < n; i++ {
+				tenant := fmt.Sprintf("t%d", i%10)
+				m := &courier.Message{ID: courier.QualifyID(tenant, fmt.Sprintf("%s-%d", prefix, i)), Type: "bench",
+					Route: courier.Qualify(tenant, fmt.Sprintf("r%d", i%100)), Payload: []byte("{}"), ContentType: "application/json"}
+				courier.Accept(m, courier.DefaultPolicy(), false, now)
+				if state != courier.StateQueued {
+					m.State, m.Reason, m.FinishedAt, m.NextAttemptAt, m.TimerAt = state, courier.ReasonExhausted, now, time.Time{}, time.Time{}
+				}
+				batch = append(batch, m)
+			}
+			if _, err := s.Ingest(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ingest("q", 100_000, courier.StateQueued)
+	ingest("s", 20_000, courier.StateSuspended)
+	ingest("d", 100_000, courier.StateDelivered)
+	b.ResetTimer()
+	for range b.N {
+		routes, err := s.CountLive(context.Background())
+		if err != nil || len(routes) != 100 {
+			b.Fatalf("%d routes, %v", len(routes), err)
+		}
+	}
+}
