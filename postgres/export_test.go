@@ -72,6 +72,16 @@ func (s *Store) ExplainApply(ctx context.Context, changes []courier.Change) (str
 	return plan.String(), err
 }
 
+// ExplainCountLive is the plan of CountLive, as EXPLAIN's text.
+func (s *Store) ExplainCountLive(ctx context.Context) (string, error) {
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+countLiveSQL)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}
+
 // ExplainClaim is the plan that serves claims, in the transaction ClaimDue
 // claims in (claimPlan: made once, for any parameters), as EXPLAIN's text,
 // for a claim of up to limit messages of route.

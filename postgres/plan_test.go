@@ -95,3 +95,35 @@ func TestClaimFindsMessagesByIndex(t *testing.T) {
 		})
 	}
 }
+
+// The live states are counted by route through their partial indexes, not
+// by reading the finished messages kept for retention, also in a table
+// that autovacuum has not analysed yet.
+func TestCountLiveReadsLiveIndexes(t *testing.T) {
+	s := pgtest.Open(t)
+	ctx := context.Background()
+	now := time.Now()
+	for first := 0; first < 30000; first += 5000 {
+		msgs := make([]*courier.Message, 5000)
+		for i := range msgs {
+			m := benchMessage(fmt.Sprintf("m-%d", first+i), fmt.Sprintf("acme/r%d", i%50), now)
+			if first+i >= 100 {
+				m.State, m.FinishedAt, m.NextAttemptAt, m.TimerAt = courier.StateDelivered, now, time.Time{}, time.Time{}
+			}
+			msgs[i] = m
+		}
+		if _, err := s.Ingest(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := s.ExplainCountLive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plan, "Seq Scan on messages") {
+		t.Errorf("the count of the live states reads the whole table:\n%s", plan)
+	}
+	if routes, err := s.CountLive(ctx); err != nil || len(routes) != 50 || routes[0].Queued != 2 {
+		t.Errorf("CountLive = %+v, %v; want 50 routes of 2 queued messages", routes, err)
+	}
+}
