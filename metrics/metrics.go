@@ -90,8 +90,8 @@ type Metrics struct {
 	refused refusals
 
 	mu sync.RWMutex
-	// live are the live counts by tenant, and of all under
-	// courier.AllTenants; use the tenants' use.
+	// live are the live counts by tenant, and every tenant's under
+	// courier.AllTenants; use is each tenant's use, as its quotas count it.
 	live      map[string]courier.LiveCounts
 	use       map[string]courier.TenantUsage
 	countedAt time.Time
@@ -243,10 +243,9 @@ func (m *Metrics) Start(ctx context.Context) error {
 	return nil
 }
 
-// Refresh counts the live states, reads the tenants' use and the
-// endpoints' health now. A
-// health change told by HealthChanged while the store was read is newer
-// than what was read, and stays.
+// Refresh counts the live states, and reads the tenants' use and the
+// endpoints' health, now. A health change told by HealthChanged while the
+// store was read is newer than what was read, and stays.
 func (m *Metrics) Refresh(ctx context.Context) error {
 	m.mu.RLock()
 	seq := m.healthSeq
