@@ -181,6 +181,7 @@ func New(o Options) *Engine {
 	}
 	e.life = context.Background()
 	e.topology.Store(o.Topology)
+	e.slots.gone = func(endpoint string) bool { return tenantGone(e.topology.Load(), endpoint) }
 	return e
 }
 

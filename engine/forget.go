@@ -57,6 +57,10 @@ func (e *Engine) forgetTenants(gone map[string]bool) {
 	maps.DeleteFunc(e.activity.endpoints, func(name string, _ *[60]bucket) bool { return of(name) })
 	e.activity.mu.Unlock()
 	e.slots.mu.Lock()
+	// The holds in a shared store go with the tenant's erasure (or lapse);
+	// the attempts running keep their count until they end.
+	maps.DeleteFunc(e.slots.held, func(name string, _ int) bool { return of(name) })
+	maps.DeleteFunc(e.slots.peak, func(name string, _ int) bool { return of(name) })
 	maps.DeleteFunc(e.slots.hungry, func(name string, _ bool) bool { return of(name) })
 	maps.DeleteFunc(e.slots.retryAt, func(name string, _ time.Time) bool { return of(name) })
 	e.slots.mu.Unlock()
