@@ -245,6 +245,11 @@ func testEraseTenant(t *testing.T, s courier.Store) {
 			t.Fatalf("batch %d erased nothing with %d of %d left", batches, rowsOfTenant-count, rowsOfTenant)
 		}
 		count, position = op.Count, op.Position
+		// The tenant's use is what it has left, batch by batch.
+		if got, want := usage(t, s)[erased], recount(t, s)[erased]; got.Queued != want.Queued || got.Bytes != want.Bytes {
+			t.Fatalf("after batch %d the erased tenant's use is %d messages of %d bytes, want %d of %d", batches,
+				got.Queued, got.Bytes, want.Queued, want.Bytes)
+		}
 	}
 	if op.Count != rowsOfTenant || batches < rowsOfTenant/limit {
 		t.Fatalf("done after %d batches with count %d, want %d in batches of %d", batches, op.Count, rowsOfTenant, limit)
