@@ -122,8 +122,8 @@ const eraseSQL = `, gone AS (
 	), gone_actions AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key AND actions.object = ''
 	), gone_bodies AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq
 	), usage_rows AS (SELECT id, -1 AS delta, size FROM gone WHERE state IN ` + liveStates + `
-	), ` + countUsage + `, d AS (DELETE FROM messages USING gone WHERE messages.seq = gone.seq RETURNING messages.seq)
-	SELECT count(*), coalesce(max(seq), 0) FROM d`
+	), ` + countUsage + `, gone_messages AS (DELETE FROM messages USING gone WHERE messages.seq = gone.seq RETURNING messages.seq)
+	SELECT count(*), coalesce(max(seq), 0) FROM gone_messages`
 
 // eraseBatch deletes up to limit of tenant's messages and deliveries: the
 // next after cursor in ingest order (moved on to the last), and when those

@@ -110,8 +110,8 @@ func (s *Store) runBulk(ctx context.Context, id string, limit int, now time.Time
 // eraseBatch deletes up to limit of tenant's messages and deliveries, in
 // any state, with their attempts, actions and payloads (a blob goes at the
 // sweep, once no row names it): the next after cursor in ingest order
-// (moved on to the last), and when those run out, any before it (a
-// message whose seq was given again, or a replayed delivery). It reports
+// (moved on to the last), and when those run out, any before it (a row
+// whose seq SQLite gave again after the last row was deleted). It reports
 // how many it deleted.
 func (s *Store) eraseBatch(tx *sql.Tx, tenant string, cursor *int64, limit int) (int, error) {
 	type erased struct {
