@@ -180,3 +180,69 @@ func TestBulkOperationErasedEnds(t *testing.T) {
 		}
 	}
 }
+
+// An erasure cut off by a stop (the server stopped between two batches)
+// is resumed by the next start and finished: every message of the tenant
+// is erased once, the other tenant's are left.
+func TestEraseTenantResumesAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "courier.db")
+	store := mustOpenSQLite(t, path)
+	ctx := context.Background()
+	for _, tn := range []string{"acme", "acme2"} {
+		var msgs []*courier.Message
+		for i := range 1200 {
+			m := &courier.Message{ID: courier.QualifyID(tn, fmt.Sprintf("m-%04d", i)), Type: courier.Qualify(tn, "t"),
+				Route: courier.Qualify(tn, "r"), Payload: []byte("{}"), ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+			msgs = append(msgs, m)
+		}
+		if _, err := store.Ingest(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, err := store.StartBulk(ctx, courier.BulkOp{ID: "erase.acme", Kind: courier.ActionEraseTenant, Who: "root",
+		Filter: courier.MessageFilter{Tenant: "acme"}, CreatedAt: time.Now()})
+	if err == nil {
+		op, err = store.RunBulk(ctx, op.ID, 500, time.Now())
+	}
+	if err != nil || op.Count != 500 || op.Done {
+		t.Fatalf("first batch before the stop: %+v, %v", op, err)
+	}
+	store.Close() // the server stops here
+
+	store = mustOpenSQLite(t, path)
+	defer store.Close()
+	var mu sync.Mutex
+	acted := map[courier.ActionKind]int{}
+	b := engine.NewBulk(store, nil, nil, nil, func(kind courier.ActionKind, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		acted[kind] += n
+	})
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(ctx)
+	for deadline := time.Now().Add(20 * time.Second); !op.Done; time.Sleep(10 * time.Millisecond) {
+		if op, err = store.Bulk(ctx, "erase.acme"); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the erasure was not finished after the start: %+v", op)
+		}
+	}
+	if op.Count != 1200 {
+		t.Fatalf("the erasure counted %d messages, want 1200", op.Count)
+	}
+	for tn, want := range map[string]int{"acme": 0, "acme2": 1000} {
+		page, err := store.Messages(ctx, courier.MessageFilter{Tenant: tn, Limit: 1000})
+		if err != nil || len(page.Messages) != want {
+			t.Errorf("tenant %s has %d messages (%v), want %d", tn, len(page.Messages), err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if acted[courier.ActionEraseTenant] != 700 {
+		t.Errorf("the runner told of %d messages erased, want the 700 left at the start", acted[courier.ActionEraseTenant])
+	}
+}
