@@ -198,6 +198,7 @@ func testEraseTenant(t *testing.T, s courier.Store) {
 	position := int64(0)
 	for !op.Done {
 		batches++
+		allow := limit
 		if batches > 20 {
 			t.Fatalf("not done after %d batches: %+v", batches, op)
 		}
@@ -219,15 +220,18 @@ func testEraseTenant(t *testing.T, s courier.Store) {
 			mustIngest(t, s, m)
 			rowsOfTenant++
 		case 3:
-			// A batch cut off changes nothing; the next one goes on.
+			// A batch cut off (its caller gave up) is done whole or not
+			// at all: the store may still finish a write given up on. The
+			// next one goes on from there.
 			cut, cancel := context.WithCancel(ctx)
 			cancel()
 			if _, err := s.RunBulk(cut, op.ID, limit, base.Add(3*time.Minute)); err == nil {
 				t.Fatal("RunBulk with a context ended: no error")
 			}
-			if again, err := s.Bulk(ctx, op.ID); err != nil || again.Count != op.Count || again.Position != op.Position {
-				t.Fatalf("after a batch cut off: %+v, %v; want it as it was, %+v", again, err, op)
+			if again, err := s.Bulk(ctx, op.ID); err != nil || again.Count < op.Count || again.Count > op.Count+limit {
+				t.Fatalf("after a batch cut off: %+v, %v; want it as it was, or one batch on: %+v", again, err, op)
 			}
+			allow = 2 * limit // the batch below may show the one cut off too
 			pending, err := s.PendingBulks(ctx)
 			if err != nil || !slices.ContainsFunc(pending, func(p courier.BulkOp) bool { return p.ID == op.ID }) {
 				t.Fatalf("pending operations %+v (%v) do not hold the erasure", pending, err)
@@ -237,9 +241,9 @@ func testEraseTenant(t *testing.T, s courier.Store) {
 		if err != nil {
 			t.Fatalf("batch %d: %v", batches, err)
 		}
-		if op.Count-count > limit || op.Count < count || op.Position < position || (op.End > 0 && op.Position > op.End) {
+		if op.Count-count > allow || op.Count < count || op.Position < position || op.Position > op.End {
 			t.Fatalf("batch %d: count %d -> %d, position %d -> %d of %d; want at most %d more, moving on", batches, count,
-				op.Count, position, op.Position, op.End, limit)
+				op.Count, position, op.Position, op.End, allow)
 		}
 		if !op.Done && op.Count == count && count < rowsOfTenant {
 			t.Fatalf("batch %d erased nothing with %d of %d left", batches, rowsOfTenant-count, rowsOfTenant)
