@@ -155,8 +155,14 @@ type Store interface {
 	// to limit published messages (the first delivery of each, in ingest
 	// order) and gives its subscription a delivery of each it Wants that
 	// has none for it (Replayed, keeping the order of its key), or with
-	// Again, Resends the one it has; Count counts those. It returns the operation
-	// as it stands after the batch; Done when nothing is left.
+	// Again, Resends the one it has; Count counts those. An erasure
+	// (ActionEraseTenant) deletes up to limit of the tenant's messages and
+	// deliveries in any state, with their attempts, actions and payloads,
+	// and no action of its own; once none is left it removes the tenant's
+	// blobs and its other rows (use, health of its endpoints, numbering of
+	// its keys, types, events, bulk operations) and is Done
+	// (docs/design.md §20). It returns the operation as it stands after the
+	// batch; Done when nothing is left.
 	RunBulk(ctx context.Context, id string, limit int, now time.Time) (BulkOp, error)
 
 	// Bulk returns one operation, or CodeNotFound.
@@ -492,13 +498,18 @@ const (
 	ActionReplace       ActionKind = "replace"        // an object written anew
 	ActionDelete        ActionKind = "delete"         // an object removed
 	ActionRotateSecrets ActionKind = "rotate_secrets" // an object's secrets encrypted under a new key
+
+	// ActionEraseTenant is the bulk operation that erases everything a
+	// deleted tenant (Filter.Tenant) left in the store (docs/design.md §20).
+	ActionEraseTenant ActionKind = "erase_tenant"
 )
 
 // BulkOp is a resubmit or discard of every message that matches a filter,
-// done in batches that survive a restart.
+// a replay, or the erasure of a deleted tenant, done in batches that
+// survive a restart.
 type BulkOp struct {
 	ID     string
-	Kind   ActionKind // ActionResubmit or ActionDiscard
+	Kind   ActionKind // ActionResubmit, ActionDiscard, ActionReplay or ActionEraseTenant
 	Filter MessageFilter
 	Route  string // for a resubmit: the route to resubmit to; empty keeps each message's
 	// Replay is what a replay (Kind ActionReplay) gives deliveries of, and

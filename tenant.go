@@ -162,3 +162,26 @@ func (t *Topology) TenantQuotas() map[string]Quotas {
 	}
 	return out
 }
+
+// Tenant returns the tenant whose messages an operation acts on: the one
+// an erasure erases, a replay's subscription's, a re-drive's route's, else
+// the tenant of its id (an operator's operation is stored under its
+// tenant's id).
+func (op BulkOp) Tenant() string {
+	switch {
+	case op.Kind == ActionEraseTenant:
+		return op.Filter.Tenant
+	case op.Replay != nil:
+		return TenantOf(op.Replay.Subscription.Name)
+	case op.Redrive != nil:
+		return TenantOf(op.Filter.Route)
+	}
+	return TenantOfID(op.ID)
+}
+
+// Erasable reports whether a tenant's data may be erased (ActionEraseTenant):
+// any tenant but the default and the system, whose names are no prefix of
+// anything they own.
+func Erasable(tenant string) bool {
+	return ValidTenant(tenant) && tenant != DefaultTenant && tenant != SystemTenant
+}

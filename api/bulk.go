@@ -76,6 +76,10 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 func (s *Server) handleOperation(w http.ResponseWriter, r *http.Request) {
 	sc := scopeOf(r)
 	op, err := s.opts.Store.Bulk(r.Context(), sc.id(r.PathValue("id")))
+	if err == nil && op.Kind == courier.ActionEraseTenant && !sc.system {
+		// The erasure of a tenant is the system's, whatever its id.
+		err = courier.Errorf(courier.CodeNotFound, "operation %q not found", r.PathValue("id"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

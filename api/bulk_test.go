@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -73,4 +76,54 @@ func TestBulkOperations(t *testing.T) {
 	plain := newTestServer(t)
 	status, body, _ = plain.call(t, "POST", "/v1/messages/resubmit", `{}`)
 	wantError(t, status, body, 501, courier.CodeNotConfigured, "bulk")
+}
+
+// The erasure of a deleted tenant shows at /v1/operations/{id} with its
+// kind, tenant and progress, to the system's keys alone: not to the
+// tenant's keys (also under an id of the tenant's), nor to another
+// tenant's or the default tenant's.
+func TestEraseTenantOperationIsTheSystems(t *testing.T) {
+	ts := newTenantCatalogServer(t)
+	ctx := context.Background()
+	for i := range 3 {
+		m := &courier.Message{ID: courier.QualifyID("acme", fmt.Sprintf("m-%d", i)), Type: "acme/t", Route: "acme/orders",
+			Payload: []byte("{}"), ContentType: "application/json"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		if _, err := ts.store.Ingest(ctx, []*courier.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"erase.acme", courier.QualifyID("acme", "erase")} {
+		op, err := ts.store.StartBulk(ctx, courier.BulkOp{ID: id, Kind: courier.ActionEraseTenant, Who: "system/admin",
+			Filter: courier.MessageFilter{Tenant: "acme"}, CreatedAt: time.Now()})
+		if err == nil {
+			op, err = ts.store.RunBulk(ctx, op.ID, 1, time.Now())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, body, _ := ts.callAs(t, "system/admin", "GET", "/v1/operations/erase.acme", "")
+	op := decode[api.Operation](t, body)
+	if status != 200 || op.Kind != courier.ActionEraseTenant || op.Tenant != "acme" || op.Count != 1 || op.Done ||
+		op.Progress <= 0 || op.Progress >= 1 || op.Who != "system/admin" {
+		t.Fatalf("the erasure, to the system's key: %d %s", status, body)
+	}
+	if !strings.Contains(string(body), `"tenant":"acme"`) {
+		t.Fatalf("the erasure does not name its tenant: %s", body)
+	}
+	status, body, _ = ts.callAs(t, "system/admin", "GET", "/v1/tenants/acme/operations/erase", "")
+	if op := decode[api.Operation](t, body); status != 200 || op.Tenant != "acme" {
+		t.Fatalf("the erasure under an id of the tenant's, to the system's key: %d %s", status, body)
+	}
+	for _, tt := range []struct{ key, path string }{
+		{"acme/admin", "/v1/operations/erase"},
+		{"acme/admin", "/v1/tenants/acme/operations/erase"},
+		{"acme/admin", "/v1/operations/erase.acme"},
+		{"beta/admin", "/v1/operations/erase"},
+		{"beta/admin", "/v1/operations/erase.acme"},
+	} {
+		status, body, _ := ts.callAs(t, tt.key, "GET", tt.path, "")
+		wantError(t, status, body, 404, courier.CodeNotFound, "not found")
+	}
 }

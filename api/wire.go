@@ -430,6 +430,8 @@ type Operation struct {
 	// Stopped says why the operation was ended before it was through (a
 	// re-drive whose endpoint was suspended again).
 	Stopped string `json:"stopped,omitempty"`
+	// Tenant is the tenant an erasure (kind erase_tenant) erases.
+	Tenant string `json:"tenant,omitempty"`
 	// Progress is how far it got through the messages, from 0 to 1.
 	Progress  float64     `json:"progress"`
 	Replay    *ReplayView `json:"replay,omitempty"`
@@ -469,6 +471,9 @@ func toOperation(op courier.BulkOp) Operation {
 		v.Progress = 1
 	case op.End > 0:
 		v.Progress = min(float64(op.Position)/float64(op.End), 1)
+	}
+	if op.Kind == courier.ActionEraseTenant {
+		v.Tenant = op.Filter.Tenant
 	}
 	if r := op.Replay; r != nil {
 		v.Replay = &ReplayView{Subscription: r.Subscription.Name, Route: r.Subscription.Route, Since: r.Since, Until: r.Until,

@@ -12,8 +12,9 @@ import (
 // bulkBatch is how many messages one transaction of a bulk operation takes.
 const bulkBatch = 500
 
-// Bulk works through bulk resubmits and discards in the background, batch by
-// batch, and resumes at start the ones a stop or crash interrupted.
+// Bulk works through bulk resubmits, discards, replays and the erasures of
+// deleted tenants in the background, batch by batch, and resumes at start
+// the ones a stop or crash interrupted.
 type Bulk struct {
 	store  courier.Store
 	clock  courier.Clock
@@ -205,6 +206,12 @@ func (b *Bulk) work(ctx, life context.Context, op courier.BulkOp, pace PaceFunc,
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if courier.ErrorCode(err) == courier.CodeNotFound {
+				// Removed: an operation on the messages of a tenant that
+				// was erased since.
+				b.logger.Info("bulk operation gone", "operation", id, "kind", op.Kind)
 				return
 			}
 			b.logger.Warn("bulk operation batch failed; will try again", "operation", id, "err", err)

@@ -501,7 +501,7 @@ func (e *Engine) finished(o outcome) {
 		e.inflight.Add(-1)
 		return
 	}
-	if o.endpoint != nil {
+	if o.endpoint != nil && !tenantGone(e.topology.Load(), o.endpoint.Name) {
 		e.activity.record(o.endpoint.Name, o.result, e.clock.Now())
 		e.opts.Observer.AttemptDone(o.msg, o.endpoint.Name, o.result, o.duration)
 	}

@@ -181,15 +181,27 @@ func New(o Options) *Engine {
 	}
 	e.life = context.Background()
 	e.topology.Store(o.Topology)
+	e.slots.gone = func(endpoint string) bool { return tenantGone(e.topology.Load(), endpoint) }
 	return e
 }
 
 // SetTopology replaces the routes, endpoints and policies, as on reload.
 // Attempts under way finish with the endpoint they started with; queued
-// messages of routes that are gone are suspended (no_route).
+// messages of routes that are gone are suspended (no_route). What the
+// engine keeps of a tenant that is gone goes (forgetTenants).
 func (e *Engine) SetTopology(t *courier.Topology) {
 	before := e.topology.Swap(t)
 	e.lanes.forget(func(route string) bool { return t.Route(route) != nil })
+	if gone := goneTenants(before, t); len(gone) > 0 {
+		e.forgetTenants(gone)
+	}
+	if len(goneTenants(t, before)) > 0 {
+		// A tenant made (again): the health of its endpoints, which this
+		// node kept none of while the tenant did not exist, is read whole.
+		e.health.mu.Lock()
+		e.health.resync = true
+		e.health.mu.Unlock()
+	}
 	e.lanes.releaseAll() // their endpoints, or what holds them, may have changed
 	if err := e.suspendRemovedRoutes(e.life, before, t); err != nil {
 		e.logger.Warn("could not suspend the messages of removed routes; will try again", "err", err)

@@ -113,9 +113,10 @@ func (e *Engine) refreshHealth(ctx context.Context, force bool) error {
 		}
 	}
 	var changed []string
+	t := e.topology.Load()
 	for _, h := range stored {
-		if mine[h.Endpoint] {
-			continue
+		if mine[h.Endpoint] || tenantGone(t, h.Endpoint) {
+			continue // a tenant gone: its endpoints' rows are being erased
 		}
 		o, had := m[h.Endpoint]
 		switch {
@@ -251,9 +252,13 @@ func (e *Engine) updateHealth(batch []outcome) {
 		endpoints[o.endpoint.Name] = o.endpoint
 	}
 	now := e.clock.Now()
+	t := e.topology.Load()
 	for name, results := range byEndpoint {
+		if tenantGone(t, name) {
+			continue // its tenant was deleted: the health would outlive its erasure
+		}
 		// Deliveries that were no probe leave a steady endpoint as it is.
-		changes := !e.steady.is(name, e.topology.Load().Endpoints[name] != nil)
+		changes := !e.steady.is(name, t.Endpoints[name] != nil)
 		for _, r := range results {
 			changes = changes || r.probe || !r.r.Delivered()
 		}

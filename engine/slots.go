@@ -35,6 +35,11 @@ type endpointSlots struct {
 
 	adaptive map[string]*adaptive // endpoints with max_concurrency: auto
 	prunedAt time.Time
+
+	// gone reports an endpoint whose tenant was deleted (nil: none): the
+	// holds renewed in the store are not kept for it, whose rows its
+	// tenant's erasure removes.
+	gone func(endpoint string) bool
 }
 
 // adaptive is the limit of an endpoint with max_concurrency: auto, and when
@@ -276,6 +281,9 @@ func (s *endpointSlots) refresh(ctx context.Context, owner string, endpoints []*
 		s.mu.Lock()
 		// A hold that lapsed (this node could not renew it in time) may be
 		// another node's now: it is no longer used here.
+		if s.gone != nil {
+			maps.DeleteFunc(got, func(name string, _ int) bool { return s.gone(name) })
+		}
 		s.held = got
 		s.renewdAt = now
 		s.mu.Unlock()

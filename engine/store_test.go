@@ -73,6 +73,7 @@ func TestOnPostgres(t *testing.T) {
 		{"RateAtTheSink", TestRateAtTheSink},
 		{"RetryPrefersAnotherEndpoint", TestRetryPrefersAnotherEndpoint},
 		{"RemovedRouteSuspendsItsMessages", TestRemovedRouteSuspendsItsMessages},
+		{"EraseTenantWhileDelivering", TestEraseTenantWhileDelivering},
 		{"OrderedPerKeyOnThreeNodes", func(t *testing.T) { testOrderedPerKey(t, 3) }},
 		{"SkipLetsTheKeyGoOn", TestSkipLetsTheKeyGoOn},
 		{"SequenceInOrderOnThreeNodes", func(t *testing.T) { testSequenceInOrder(t, 3) }},

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -30,10 +31,30 @@ func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkO
 
 // RunBulk does the next batch of an operation. The operation's row is
 // locked for the batch, so nodes that resume the same operation take turns
-// and never do a batch twice.
+// and never do a batch twice. An erasure that finds the tenant without
+// messages sweeps the blobs before its last transaction, which finds it so
+// again and removes the rest (a message that came meanwhile is erased
+// first).
 func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time) (courier.BulkOp, error) {
+	out, sweep, err := s.runBulk(ctx, id, limit, now, false)
+	if err != nil || !sweep {
+		return out, err
+	}
+	if err := sqlstore.SweepBlobs(ctx, s); err != nil {
+		return courier.BulkOp{}, err
+	}
+	out, _, err = s.runBulk(ctx, id, limit, now, true)
+	return out, err
+}
+
+// runBulk does the next batch of an operation in one transaction. For an
+// erasure that finds no message of its tenant left, it reports sweep
+// unless finish is set, when it removes the rest and is done.
+func (s *Store) runBulk(ctx context.Context, id string, limit int, now time.Time, finish bool) (courier.BulkOp, bool, error) {
 	var out courier.BulkOp
+	var sweep bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		sweep = false
 		var maxSeq, cursor int64
 		err := tx.QueryRow(ctx, `SELECT max_seq, cursor FROM bulk_ops WHERE id = $1 FOR UPDATE`, id).Scan(&maxSeq, &cursor)
 		if err != nil {
@@ -49,28 +70,123 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		}
 		var n int
 		var finished bool
-		if op.Replay != nil {
+		switch {
+		case op.Kind == courier.ActionEraseTenant:
+			n, err = eraseBatch(ctx, tx, op.Filter.Tenant, &cursor, limit)
+			maxSeq = max(maxSeq, cursor) // messages that came after it began are erased too
+			if err == nil && n == 0 {
+				if !finish {
+					sweep = true
+				} else {
+					err = eraseRest(ctx, tx, op.Filter.Tenant)
+					finished = err == nil
+				}
+			}
+		case op.Replay != nil:
 			n, finished, err = replayBatch(ctx, tx, op.Replay, &cursor, maxSeq, limit, now)
-		} else {
+		default:
 			n, finished, err = bulkBatch(ctx, tx, op, &cursor, maxSeq, limit, now)
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET cursor = $1, count = count + $2, done = $3, updated_at = $4 WHERE id = $5`,
-			cursor, n, finished, now, id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET cursor = $1, max_seq = $2, count = count + $3, done = $4, updated_at = $5 WHERE id = $6`,
+			cursor, maxSeq, n, finished, now, id); err != nil {
 			return classify("record bulk progress", err)
 		}
 		out.Count += n
-		out.Done, out.Position = finished, cursor
+		out.Done, out.Position, out.End = finished, cursor, maxSeq
 		out.UpdatedAt = now
 		return nil
 	})
 	if err != nil {
-		return courier.BulkOp{}, classify("bulk operation", err)
+		return courier.BulkOp{}, false, classify("bulk operation", err)
 	}
-	s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
-	return out, nil
+	if out.Kind != courier.ActionEraseTenant {
+		s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
+	}
+	return out, sweep, nil
+}
+
+// eraseSQL deletes the tenant's messages and deliveries the CTE erased
+// picks (seq, id, subscription, state, size), whatever their state, with
+// their attempts, actions and payloads (a blob goes at the sweep, once no
+// row names it), takes those that were live off the tenant's use, and
+// returns how many it deleted and the last seq. The rows are locked first:
+// an outcome or claim under way is waited for, and one after finds its
+// message gone and changes nothing.
+const eraseSQL = `, gone AS (
+		SELECT seq, id, state, size, CASE WHEN subscription = '' THEN id ELSE id || '/' || subscription END AS key
+		FROM messages WHERE seq IN (SELECT seq FROM erased) FOR UPDATE
+	), gone_attempts AS (DELETE FROM attempts USING gone WHERE attempts.message_id = gone.key
+	), gone_actions AS (DELETE FROM actions USING gone WHERE actions.subject = gone.key AND actions.object = ''
+	), gone_bodies AS (DELETE FROM bodies USING gone WHERE bodies.seq = gone.seq
+	), usage_rows AS (SELECT id, -1 AS delta, size FROM gone WHERE state IN ` + liveStates + `
+	), ` + countUsage + `, gone_messages AS (DELETE FROM messages USING gone WHERE messages.seq = gone.seq RETURNING messages.seq)
+	SELECT count(*), coalesce(max(seq), 0) FROM gone_messages`
+
+// eraseBatch deletes up to limit of tenant's messages and deliveries: the
+// next after cursor in ingest order (moved on to the last), and when those
+// run out, any before it (one whose transaction committed after the
+// cursor passed its seq). It reports how many it deleted.
+func eraseBatch(ctx context.Context, tx pgx.Tx, tenant string, cursor *int64, limit int) (int, error) {
+	from := *cursor
+	erase := func(after bool, n int) (int, int64, error) {
+		w := sqlstore.Where{Numbered: true}
+		w.Tenant(tenant, true)
+		order := ""
+		if after {
+			w.Add("seq > ?", from)
+			order = " ORDER BY seq"
+		} else {
+			w.Add("seq <= ?", from)
+		}
+		var deleted int
+		var last int64
+		err := tx.QueryRow(ctx, `WITH erased AS (SELECT seq FROM messages`+w.SQL()+order+` LIMIT `+w.Arg(n)+`)`+eraseSQL,
+			w.Args...).Scan(&deleted, &last)
+		return deleted, last, classify("erase messages of tenant "+tenant, err)
+	}
+	n, last, err := erase(true, limit)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		*cursor = last
+	}
+	if n < limit {
+		behind, _, err := erase(false, limit-n)
+		if err != nil {
+			return 0, err
+		}
+		n += behind
+	}
+	return n, nil
+}
+
+// eraseRest removes what an erased tenant without messages keeps besides
+// them (sqlstore.EraseRest, and this store's ingest buckets and the
+// politeness limits of its endpoints), and the bulk operations on its
+// messages.
+func eraseRest(ctx context.Context, tx pgx.Tx, tenant string) error {
+	byName := append(slices.Clone(sqlstore.ErasedByName), sqlstore.Keyed{Table: "endpoint_pace", Column: "endpoint"},
+		sqlstore.Keyed{Table: "endpoint_holds", Column: "endpoint"})
+	for _, st := range sqlstore.EraseRest(tenant, true, byName, []string{"tenant_usage", "tenant_tokens"}) {
+		if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return classify("erase the rest of tenant "+tenant, err)
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT `+bulkColumns+` FROM bulk_ops`)
+	ops, err := collect(nil, rows, err, "read bulk operations", scanBulk)
+	if err != nil {
+		return err
+	}
+	if ids := sqlstore.ErasedBulks(ops, tenant); len(ids) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM bulk_ops WHERE id = ANY($1)`, ids); err != nil {
+			return classify("erase the bulk operations of tenant "+tenant, err)
+		}
+	}
+	return nil
 }
 
 // bulkBatch resubmits or discards the next batch of the messages op's

@@ -113,3 +113,66 @@ func (s *Store) Analyze(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, "ANALYZE messages")
 	return err
 }
+
+// Rows returns every row of every table of the store's schema, each as
+// its text, by table; a payload's with the id of its message
+// (storetest.Inspector).
+func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	tables, err := collect(nil, rows, err, "list tables", func(row scanner) (string, error) {
+		var name string
+		return name, row.Scan(&name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, table := range tables {
+		query := `SELECT * FROM ` + pgx.Identifier{table}.Sanitize()
+		if table == "bodies" {
+			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
+		}
+		rows, err := s.pool.Query(ctx, query)
+		texts, err := collect(nil, rows, err, "read "+table, func(row scanner) (string, error) {
+			vals, err := rows.Values()
+			texts := make([]string, len(vals))
+			for i, v := range vals {
+				if b, ok := v.([]byte); ok {
+					v = string(b)
+				}
+				texts[i] = fmt.Sprint(v)
+			}
+			return strings.Join(texts, " | "), err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[table] = texts
+	}
+	return out, nil
+}
+
+// BlobsLeft returns those of refs the blob area still holds: for large
+// objects, those pg_largeobject_metadata lists (storetest.Inspector).
+func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) {
+	if _, ok := s.blobs.(largeObjects); ok {
+		rows, err := s.pool.Query(ctx, `SELECT oid::text FROM pg_largeobject_metadata WHERE oid::text = ANY($1)`, refs)
+		return collect(nil, rows, err, "list large objects", func(row scanner) (string, error) {
+			var oid string
+			return oid, row.Scan(&oid)
+		})
+	}
+	var left []string
+	for _, ref := range refs {
+		r, err := s.blobs.Open(ctx, ref)
+		switch {
+		case err == nil:
+			r.Close()
+			left = append(left, ref)
+		case courier.ErrorCode(err) != courier.CodeNotFound:
+			return nil, err
+		}
+	}
+	return left, nil
+}

@@ -28,10 +28,30 @@ func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkO
 	})
 }
 
-// RunBulk does the next batch of an operation.
+// RunBulk does the next batch of an operation. An erasure that finds the
+// tenant without messages sweeps the blobs before its last transaction,
+// which finds it so again and removes the rest (a message that came
+// meanwhile is erased first).
 func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time) (courier.BulkOp, error) {
+	out, sweep, err := s.runBulk(ctx, id, limit, now, false)
+	if err != nil || !sweep {
+		return out, err
+	}
+	if err := sqlstore.SweepBlobs(ctx, s); err != nil {
+		return courier.BulkOp{}, err
+	}
+	out, _, err = s.runBulk(ctx, id, limit, now, true)
+	return out, err
+}
+
+// runBulk does the next batch of an operation in one transaction. For an
+// erasure that finds no message of its tenant left, it reports sweep
+// unless finish is set, when it removes the rest and is done.
+func (s *Store) runBulk(ctx context.Context, id string, limit int, now time.Time, finish bool) (courier.BulkOp, bool, error) {
 	var out courier.BulkOp
+	var sweep bool
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		sweep = false
 		var filterJSON string
 		var maxSeq, cursor int64
 		var done bool
@@ -49,20 +69,32 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 		}
 		var n int
 		var finished bool
-		if op.Replay != nil {
+		switch {
+		case op.Kind == courier.ActionEraseTenant:
+			n, err = s.eraseBatch(tx, op.Filter.Tenant, &cursor, limit)
+			maxSeq = max(maxSeq, cursor) // messages that came after it began are erased too
+			if err == nil && n == 0 {
+				if !finish {
+					sweep = true
+				} else {
+					err = s.eraseRest(tx, op.Filter.Tenant)
+					finished = err == nil
+				}
+			}
+		case op.Replay != nil:
 			n, finished, err = s.replayBatch(tx, op.Replay, &cursor, maxSeq, limit, now)
-		} else {
+		default:
 			n, finished, err = s.bulkBatch(tx, op, &cursor, maxSeq, limit, now)
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`UPDATE bulk_ops SET cursor = ?, count = count + ?, done = ?, updated_at = ? WHERE id = ?`,
-			cursor, n, finished, micros(now), id); err != nil {
+		if _, err := tx.Exec(`UPDATE bulk_ops SET cursor = ?, max_seq = ?, count = count + ?, done = ?, updated_at = ? WHERE id = ?`,
+			cursor, maxSeq, n, finished, micros(now), id); err != nil {
 			return classify("record bulk progress", err)
 		}
 		op.Count += n
-		op.Done, op.Position = finished, cursor
+		op.Done, op.Position, op.End = finished, cursor, maxSeq
 		op.UpdatedAt = now
 		out = op
 		return nil
@@ -70,9 +102,94 @@ func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time
 	if err != nil {
 		// The write may still be running (its caller gave up waiting):
 		// out is not read.
-		return courier.BulkOp{}, err
+		return courier.BulkOp{}, false, err
 	}
-	return out, nil
+	return out, sweep, nil
+}
+
+// eraseBatch deletes up to limit of tenant's messages and deliveries, in
+// any state, with their attempts, actions and payloads (a blob goes at the
+// sweep, once no row names it): the next after cursor in ingest order
+// (moved on to the last), and when those run out, any before it (a row
+// whose seq SQLite gave again after the last row was deleted). It reports
+// how many it deleted.
+func (s *Store) eraseBatch(tx *sql.Tx, tenant string, cursor *int64, limit int) (int, error) {
+	type erased struct {
+		seq     int64
+		key, id string
+		state   courier.State
+		size    int
+	}
+	from := *cursor
+	pick := func(after bool, n int) ([]erased, error) {
+		w := sqlstore.Where{Time: micros}
+		w.Tenant(tenant, true)
+		if after {
+			w.Add("seq > ?", from)
+		} else {
+			w.Add("seq <= ?", from)
+		}
+		rows, err := tx.Query(`SELECT seq, id, subscription, state, size FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(n), w.Args...)
+		return collect(nil, rows, err, "select for erasure", func(row scanner) (erased, error) {
+			var e erased
+			var sub, state string
+			err := row.Scan(&e.seq, &e.id, &sub, &state, &e.size)
+			e.key, e.state = courier.DeliveryKey(e.id, sub), courier.State(state)
+			return e, err
+		})
+	}
+	gone, err := pick(true, limit)
+	if err != nil {
+		return 0, err
+	}
+	if len(gone) > 0 {
+		*cursor = gone[len(gone)-1].seq
+	}
+	if len(gone) < limit {
+		behind, err := pick(false, limit-len(gone))
+		if err != nil {
+			return 0, err
+		}
+		gone = append(gone, behind...)
+	}
+	for _, e := range gone {
+		for _, q := range []struct {
+			sql string
+			arg any
+		}{
+			{`DELETE FROM attempts WHERE message_id = ?`, e.key},
+			{`DELETE FROM actions WHERE subject = ? AND object = ''`, e.key},
+			{`DELETE FROM messages WHERE seq = ?`, e.seq},
+			{`DELETE FROM bodies WHERE seq = ?`, e.seq},
+		} {
+			if _, err := tx.Exec(q.sql, q.arg); err != nil {
+				return 0, classify("erase "+e.key, err)
+			}
+		}
+		s.cur.usage.Add(e.id, e.size, e.state, courier.StateDiscarded) // no longer counted when it was live
+	}
+	return len(gone), nil
+}
+
+// eraseRest removes what an erased tenant without messages keeps besides
+// them (sqlstore.EraseRest), and the bulk operations on its messages.
+func (s *Store) eraseRest(tx *sql.Tx, tenant string) error {
+	for _, st := range sqlstore.EraseRest(tenant, false, sqlstore.ErasedByName, []string{"tenant_usage"}) {
+		if _, err := tx.Exec(st.SQL, st.Args...); err != nil {
+			return classify("erase the rest of tenant "+tenant, err)
+		}
+	}
+	rows, err := tx.Query(`SELECT ` + bulkColumns + ` FROM bulk_ops`)
+	ops, err := collect(nil, rows, err, "read bulk operations", scanBulk)
+	if err != nil {
+		return err
+	}
+	for _, id := range sqlstore.ErasedBulks(ops, tenant) {
+		if _, err := tx.Exec(`DELETE FROM bulk_ops WHERE id = ?`, id); err != nil {
+			return classify("erase bulk operation "+id, err)
+		}
+	}
+	return nil
 }
 
 // bulkBatch resubmits or discards the next batch of the messages op's

@@ -52,6 +52,9 @@ func SameBulk(stored, op courier.BulkOp) bool {
 // stands; starting another under its id is a conflict.
 func StartBulk[Tx any](op courier.BulkOp, inTx func(func(Tx) error) error,
 	insert func(tx Tx, filter string) error, read func(Tx) (courier.BulkOp, error)) (courier.BulkOp, error) {
+	if err := CheckBulk(op); err != nil {
+		return courier.BulkOp{}, err
+	}
 	filter, err := EncodeSettings(op)
 	if err != nil {
 		return courier.BulkOp{}, err

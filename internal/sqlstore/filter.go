@@ -63,18 +63,36 @@ func (w *Where) SQL() string {
 // not (false): a tenant's ids begin with its mark (compared as IDPrefix
 // is: a range of ids would follow the database's collation), the default
 // tenant's have none.
-func (w *Where) Tenant(tenant string, is bool) {
+func (w *Where) Tenant(tenant string, is bool) { w.TenantIDs("id", tenant, is) }
+
+// TenantIDs adds the condition that column, which holds message ids or
+// delivery keys, holds tenant's (is, true) or not (false), as Tenant.
+func (w *Where) TenantIDs(column, tenant string, is bool) {
 	if tenant == courier.DefaultTenant {
-		find := "instr(id, ?)"
+		find := "instr(" + column + ", ?)"
 		if w.Numbered {
-			find = "strpos(id, ?)"
+			find = "strpos(" + column + ", ?)"
 		}
 		w.Add(find+map[bool]string{true: " = 0", false: " > 0"}[is], courier.IDMark)
 		return
 	}
-	prefix := courier.QualifyID(tenant, "")
+	w.prefix(column, courier.QualifyID(tenant, ""), is)
+}
+
+// OwnedBy adds the condition that column holds a qualified name (of an
+// endpoint, route, type) of tenant, one other than the default, whose
+// names have no prefix: the names that begin with its name and '/'.
+func (w *Where) OwnedBy(column, tenant string) {
+	w.prefix(column, courier.Qualify(tenant, ""), true)
+}
+
+// prefix adds the condition that column begins with prefix (is) or not:
+// by substr, which counts characters on both databases, as a range of
+// values would follow the database's collation and LIKE takes '_' and '%'
+// as wildcards.
+func (w *Where) prefix(column, prefix string, is bool) {
 	n := w.Arg(utf8.RuneCountInString(prefix))
-	w.Add("substr(id, 1, "+n+")"+map[bool]string{true: " = ", false: " <> "}[is]+"?", prefix)
+	w.Add("substr("+column+", 1, "+n+")"+map[bool]string{true: " = ", false: " <> "}[is]+"?", prefix)
 }
 
 // Raw adds a condition that takes no argument.

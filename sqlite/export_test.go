@@ -1,0 +1,83 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	courier "github.com/courier-gw/courier"
+)
+
+// Rows returns every row of every table, each as the text of its columns,
+// by table; a payload's with the id of its message (storetest.Inspector).
+func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	tables, err := collect(nil, rows, err, "list tables", func(row scanner) (string, error) {
+		var name string
+		return name, row.Scan(&name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, table := range tables {
+		query := `SELECT * FROM "` + table + `"`
+		if table == "bodies" {
+			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
+		}
+		rows, err := s.rdb.QueryContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[table] = append(out[table], rowText(vals))
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// rowText is a row's columns as storetest.Inspector shows them.
+func rowText(vals []any) string {
+	texts := make([]string, len(vals))
+	for i, v := range vals {
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		texts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(texts, " | ")
+}
+
+// BlobsLeft returns those of refs the blob area still holds
+// (storetest.Inspector).
+func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) {
+	var left []string
+	for _, ref := range refs {
+		r, err := s.blobs.Open(ctx, ref)
+		switch {
+		case err == nil:
+			r.Close()
+			left = append(left, ref)
+		case courier.ErrorCode(err) != courier.CodeNotFound:
+			return nil, err
+		}
+	}
+	return left, nil
+}
