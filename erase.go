@@ -20,7 +20,9 @@ type Erasure struct {
 const ErasedDiscard = "payload erased"
 
 // Erase returns m with its payload erased as e says: no payload, blob or
-// digest left, and e as its tombstone. A delivery still live (queued, in
+// digest left, nor the responses of its workflow's steps (what receivers
+// made of the payload, kept only for the later steps, which it will not
+// take), and e as its tombstone. A delivery still live (queued, in
 // flight or suspended) cannot be delivered without its payload, so it is
 // discarded with it (discarded reports so): a request to erase is a request
 // to stop using the data, and an attempt under way then changes nothing
@@ -37,7 +39,7 @@ func Erase(m *Message, e Erasure) (n *Message, discarded bool) {
 		c.LeaseUntil, c.LeaseOwner = time.Time{}, ""
 		c.FinishedAt, discarded = e.At, true
 	}
-	c.Payload, c.Blob, c.Digest = nil, "", ""
+	c.Payload, c.Blob, c.Digest, c.StepResponses = nil, "", "", nil
 	c.UpdatedAt = e.At
 	c.Erased = &e
 	return &c, discarded

@@ -25,11 +25,12 @@ func TestErase(t *testing.T) {
 	} {
 		m := &courier.Message{ID: "m", Type: "invoice", Route: "erp", Payload: []byte("Jane"), Size: 4, Blob: "b", Digest: "d",
 			State: tt.state, TotalAttempts: 3, LeaseOwner: "node", LeaseUntil: now, NextAttemptAt: now}
+		m.StepResponses = map[int]string{1: "Jane's account"}
 		got, discarded := courier.Erase(m, e)
 		if got.State != tt.want || discarded != tt.discarded || got.Erased == nil || *got.Erased != e {
 			t.Errorf("%s: %s, discarded %v, erased %v; want %s, %v, %v", tt.state, got.State, discarded, got.Erased, tt.want, tt.discarded, e)
 		}
-		if got.Payload != nil || got.Blob != "" || got.Digest != "" || got.Size != 4 || got.TotalAttempts != 3 {
+		if got.Payload != nil || got.Blob != "" || got.Digest != "" || got.StepResponses != nil || got.Size != 4 || got.TotalAttempts != 3 {
 			t.Errorf("%s: payload %q blob %q digest %q size %d attempts %d; want the payload gone, the rest kept",
 				tt.state, got.Payload, got.Blob, got.Digest, got.Size, got.TotalAttempts)
 		}

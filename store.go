@@ -83,7 +83,8 @@ type Store interface {
 	// Erase erases the payload of message id, shared by all its
 	// deliveries, as the root's Erase decides each (a.Who is who asked,
 	// a.Detail why), in one transaction: the payload kept inline is
-	// emptied, the row's blob reference and digest cleared, and each
+	// emptied, the row's blob reference, digest and workflow step
+	// responses cleared, and each
 	// delivery gains the tombstone; a delivery still live is discarded
 	// with it, its action (Detail ErasedDiscard) recorded, and the
 	// erasure is recorded as an ActionErase on every delivery. A blob

@@ -546,7 +546,7 @@ func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*cour
 		if _, err := tx.Exec(ctx, `UPDATE bodies SET payload = ''::bytea WHERE seq IN (SELECT seq FROM messages WHERE id = $1 AND NOT shared)`, id); err != nil {
 			return classify("erase the payload of "+id, err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE messages SET blob = NULL, digest = NULL, erased_at = $2, erased_by = $3, erased_reason = $4 WHERE id = $1`,
+		if _, err := tx.Exec(ctx, `UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = $2, erased_by = $3, erased_reason = $4 WHERE id = $1`,
 			id, a.At, a.Who, nullString(a.Detail)); err != nil {
 			return classify("erase the payload of "+id, err)
 		}

@@ -302,7 +302,7 @@ func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*cour
 		if _, err := tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
 			return classify("erase the payload of "+id, err)
 		}
-		_, err = tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
+		_, err = tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
 			micros(a.At), a.Who, nullString(a.Detail), id)
 		return classify("erase the payload of "+id, err)
 	})
