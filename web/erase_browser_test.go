@@ -56,4 +56,11 @@ func TestEraseInBrowser(t *testing.T) {
 		t.Errorf("the erased message's page offers %d actions or a payload (%v), want none", n, err)
 	}
 	b.wantText("erased message", "main", "discard by ops (payload erased)", "erase by ops (GDPR request 118)")
+
+	// The audit log, filtered by the erasures, leads to the message.
+	b.open("/ui/audit?action=erase", "#audit")
+	b.wantCells("audit of erasures", b.row("#audit", "inv-5"), "*", "ops", "erase", "inv-5", "GDPR request 118")
+	if href, err := chromedp.Run(b.ctx, chromedp.AttributeValue(chromedp.CSS("#audit tbody a"), "href")); err != nil || href.Value != "/ui/messages/inv-5" {
+		t.Errorf("the erasure's link in the audit log: %+v, %v", href, err)
+	}
 }
