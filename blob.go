@@ -39,6 +39,10 @@ type Blobs interface {
 	// does not report as referred to by a stored message, and reports how
 	// many it removed.
 	Sweep(ctx context.Context, referenced func(ctx context.Context, refs []string) (map[string]bool, error)) (int, error)
+	// Remove removes a blob that no stored message refers to any more
+	// (its message's payload was erased, Store.Erase); one that is not
+	// there is no error.
+	Remove(ctx context.Context, ref string) error
 	// Usage reports how many blobs there are (written or being written)
 	// and their bytes.
 	Usage(ctx context.Context) (n int, size int64, err error)
@@ -75,6 +79,9 @@ func (m *Message) PayloadSize() int {
 // OpenPayload returns m's payload from its start: Payload, or its blob from
 // blobs.
 func (m *Message) OpenPayload(ctx context.Context, blobs Blobs) (io.ReadCloser, error) {
+	if m.Erased != nil {
+		return nil, ErasedError(m)
+	}
 	if m.Blob == "" {
 		return io.NopCloser(bytes.NewReader(m.Payload)), nil
 	}
@@ -88,6 +95,9 @@ func (m *Message) OpenPayload(ctx context.Context, blobs Blobs) (io.ReadCloser, 
 // CodePayloadTooLarge when it is over limit bytes. It is for what cannot
 // stream: a broker's message, a workflow's envelope.
 func (m *Message) ReadPayload(ctx context.Context, blobs Blobs, limit int64) ([]byte, error) {
+	if m.Erased != nil {
+		return nil, ErasedError(m)
+	}
 	if size := m.PayloadSize(); int64(size) > limit {
 		return nil, Errorf(CodePayloadTooLarge, "the payload of %d bytes is over the %d bytes this can carry", size, limit)
 	}

@@ -34,7 +34,11 @@ const (
 	// configuration file to reload, no bulk operations, no registry
 	// client): trying again will not help until its configuration changes.
 	CodeNotConfigured Code = "not_configured"
-	CodeInternal      Code = "internal"
+	// CodeGone: what was asked for existed and was removed for good (a
+	// message's payload erased on request, 410); the message says when
+	// and by whom.
+	CodeGone     Code = "gone"
+	CodeInternal Code = "internal"
 )
 
 // Error is an error meant to be shown to the caller: a code and a message

@@ -163,6 +163,9 @@ type Message struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	FinishedAt    time.Time // when it became delivered, discarded or suspended
+	// Erased is the tombstone of a message whose payload was erased on
+	// request (Erase): nil for every other.
+	Erased *Erasure
 }
 
 // Key addresses one delivery in a store: the message's id for a message

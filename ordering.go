@@ -126,6 +126,9 @@ func Resubmit(m *Message, route string, now time.Time) (*Message, error) {
 	if m.State != StateSuspended {
 		return nil, stateConflict(m, ActionResubmit, StateSuspended)
 	}
+	if m.Erased != nil {
+		return nil, erasedConflict(m, ActionResubmit)
+	}
 	if m.Reason == ReasonCompensated {
 		return nil, CompensatedConflict(m.ID)
 	}
@@ -152,6 +155,8 @@ func Resubmit(m *Message, route string, now time.Time) (*Message, error) {
 // in-flight messages answer CodeConflict: they are on their way.
 func Resend(m *Message, now time.Time) (*Message, error) {
 	switch {
+	case m.Erased != nil:
+		return nil, erasedConflict(m, ActionResend)
 	case m.Workflow != "":
 		return nil, Errorf(CodeConflict, "message %q went through workflow %s; its steps are not done again: send a new message", m.ID, m.Workflow)
 	case m.State == StateSuspended:

@@ -80,6 +80,22 @@ type Store interface {
 	// records the action.
 	Discard(ctx context.Context, key string, a Action) (*Message, error)
 
+	// Erase erases the payload of message id, shared by all its
+	// deliveries, as the root's Erase decides each (a.Who is who asked,
+	// a.Detail why), in one transaction: the payload kept inline is
+	// emptied, the row's blob reference, digest and workflow step
+	// responses cleared, and each
+	// delivery gains the tombstone; a delivery still live is discarded
+	// with it, its action (Detail ErasedDiscard) recorded, and the
+	// erasure is recorded as an ActionErase on every delivery. A blob
+	// of the store's own large objects goes in the same transaction;
+	// one of another area is removed right after the commit (Blobs.Remove),
+	// else by the next sweep, as no message refers to it any more. It
+	// returns the deliveries as they stand, by subscription; a message
+	// erased already is returned as it is, with nothing recorded again.
+	// CodeNotFound when there is none.
+	Erase(ctx context.Context, id string, a Action) ([]*Message, error)
+
 	// Resend changes a message or delivery (by Key) as the root's Resend
 	// decides (delivered again, in a new round at a.At), reading it and
 	// writing the change in one transaction, and records the action.
@@ -492,6 +508,9 @@ const (
 	// ActionClaimFetched is a receiver's fetch of a payload through the
 	// URL of a claim-check notice: its Who is "endpoint:<name>".
 	ActionClaimFetched ActionKind = "claim_fetched"
+	// ActionErase is the erasure of a message's payload on request
+	// (Store.Erase): its Detail is the reason given.
+	ActionErase ActionKind = "erase"
 
 	// Changes of the topology held in the store (docs/design.md §15).
 	ActionCreate        ActionKind = "create"         // an object that did not exist

@@ -46,7 +46,7 @@ func TestDeliveryIsADeliveryAndNothingElse(t *testing.T) {
 	notWritten := map[string]bool{"Type": true, "Payload": true, "Size": true, "Blob": true, "Digest": true,
 		"ContentType": true, "Headers": true, "Priority": true, "DeliverAfter": true, "ExpiresAt": true, "Sender": true,
 		"Hash": true, "Recipient": true, "Sequence": true, "PreviousID": true, "TraceParent": true,
-		"CreatedAt": true}
+		"CreatedAt": true, "Erased": true}
 	typ := reflect.TypeFor[courier.Message]()
 	for i := range typ.NumField() {
 		name := typ.Field(i).Name
@@ -79,6 +79,8 @@ func alter(v reflect.Value, now time.Time) {
 		*x = map[int]string{1: "ok"}
 	case *[]byte:
 		*x = append([]byte("other"), *x...)
+	case **courier.Erasure:
+		*x = &courier.Erasure{At: now, By: "other"}
 	default:
 		switch v.Kind() {
 		case reflect.String:

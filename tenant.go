@@ -147,7 +147,7 @@ func (a Action) Tenant() string {
 // (by its Key), not an object.
 func (a Action) OnMessage() bool {
 	switch a.Kind {
-	case ActionResubmit, ActionDiscard, ActionResend, ActionClaimFetched:
+	case ActionResubmit, ActionDiscard, ActionResend, ActionClaimFetched, ActionErase:
 		return true
 	}
 	return false

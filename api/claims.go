@@ -43,6 +43,9 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	if courier.ErrorCode(err) == courier.CodeNotFound {
 		err = courier.Errorf(courier.CodeNotFound, "message %s is gone: the retention purge took it", key)
 	}
+	if err == nil && m.Erased != nil {
+		err = courier.ErasedError(m) // 410: erased on request, not served
+	}
 	if err == nil && m.PayloadSHA256() != c.Digest {
 		// Purged and stored again under its id, with other content.
 		err = courier.Errorf(courier.CodeNotFound, "message %s no longer has the payload this URL was made for", key)

@@ -236,6 +236,12 @@ func (c *Client) Discard(ctx context.Context, key string) (*Message, error) {
 	return request[Message](ctx, c, http.MethodPost, messagePath(key)+"/discard", nil)
 }
 
+// Erase erases the payload of message id (of every delivery of a published
+// one) on request, for reason, and returns the message with its tombstone.
+func (c *Client) Erase(ctx context.Context, id, reason string) (*Message, error) {
+	return request[Message](ctx, c, http.MethodPost, messagePath(id)+"/erase", EraseRequest{Reason: reason})
+}
+
 // Types returns the catalog of message types taken in.
 func (c *Client) Types(ctx context.Context) ([]TypeView, error) {
 	out, err := request[TypeList](ctx, c, http.MethodGet, "/v1/types", nil)

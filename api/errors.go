@@ -31,6 +31,7 @@ var statuses = map[courier.Code]int{
 	courier.CodeQuotaExceeded:      http.StatusTooManyRequests,
 	courier.CodeStorageQuota:       http.StatusInsufficientStorage,
 	courier.CodeUnavailable:        http.StatusServiceUnavailable,
+	courier.CodeGone:               http.StatusGone,
 	// 501, not 503: the server lacks the feature, and a client that
 	// retries 503s would retry for ever. Not 409 either: no state of the
 	// object asked for is in the way.

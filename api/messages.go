@@ -166,7 +166,7 @@ func (s *Server) writeMessage(w http.ResponseWriter, r *http.Request, m *courier
 	switch r.URL.Query().Get("payload") {
 	case "":
 	case "base64":
-		if m.Digest != "" {
+		if m.Digest != "" || m.Erased != nil {
 			break // too large to show inside JSON: the view gives payload_url
 		}
 		// The bytes as stored, whatever they hold: a JSON payload as a JSON
@@ -406,3 +406,47 @@ func (s *Server) handleDiscard(w http.ResponseWriter, r *http.Request) {
 	m, err := s.opts.Store.Discard(r.Context(), pathKey(r), s.action(r))
 	s.answerAction(w, r, courier.ActionDiscard, m, err)
 }
+
+// handleErase erases a message's payload on request (a data-protection
+// request), for every delivery of a published one, and answers the message
+// as it is left: its tombstone instead of its payload, live deliveries
+// discarded. The reason comes in the body, so that what it says stays out
+// of the access logs that record URLs.
+func (s *Server) handleErase(w http.ResponseWriter, r *http.Request) {
+	var req EraseRequest
+	if err := s.decodeSmall(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Reason) > maxEraseReason {
+		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "the reason is %d bytes; at most %d", len(req.Reason), maxEraseReason))
+		return
+	}
+	a := s.action(r)
+	a.Detail = req.Reason
+	ds, err := s.opts.Store.Erase(r.Context(), scopeOf(r).id(r.PathValue("id")), a)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var due []string
+	for _, d := range ds {
+		if d.OrderingKey != "" {
+			due = append(due, d.Route) // the next of its key may be due now
+		}
+	}
+	if len(due) > 0 {
+		s.opts.DueFunc(due)
+	}
+	s.opts.Logger.Info("message payload erased", "id", ds[0].ID, "by", actor(r))
+	s.opts.Observer.Acted(courier.ActionErase, 1)
+	v, err := s.fullView(r.Context(), ds)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeMessage(w, r, ds[0], v)
+}
+
+// maxEraseReason bounds the reason kept with an erasure.
+const maxEraseReason = 1024

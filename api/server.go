@@ -189,6 +189,7 @@ func NewServer(o Options) *Server {
 		{"GET /v1/messages/{id}/payload", accessRead, nil, s.handlePayload},
 		{"POST /v1/messages/{id}/resubmit", accessOperate, nil, s.handleResubmit},
 		{"POST /v1/messages/{id}/discard", accessOperate, nil, s.handleDiscard},
+		{"POST /v1/messages/{id}/erase", accessOperate, nil, s.handleErase},
 		{"GET /v1/types", accessRead, nil, s.handleTypes},
 		{"POST /v1/subscriptions/{name}/replay", accessOperate, nil, s.handleReplay},
 		{"POST /v1/messages/{id}/resend", accessOperate, nil, s.handleResend},

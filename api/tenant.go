@@ -204,6 +204,9 @@ func (sc scope) showMessage(v *Message) {
 		v.PayloadURL = sc.path("/v1/messages/" + url.PathEscape(v.ID) + "/payload")
 	}
 	sc.showHold(v.Held)
+	if v.Erased != nil {
+		v.Erased.By = sc.showName(v.Erased.By)
+	}
 	if h := v.WaitingFor; h != nil {
 		h.ID = sc.showID(h.ID)
 	}

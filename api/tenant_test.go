@@ -237,7 +237,7 @@ func acmeWorld(t *testing.T, ts *testServer) string {
 	}
 	for _, path := range []string{"/v1/messages/inv-1", "/v1/messages/pub-1"} {
 		m := read(path)
-		fmt.Fprintf(&b, "%s: %v %v %v; ", path, m["state"], m["resubmit_count"], m["deliveries"] != nil)
+		fmt.Fprintf(&b, "%s: %v %v %v %v %v; ", path, m["state"], m["resubmit_count"], m["deliveries"] != nil, m["erased"], m["payload"])
 	}
 	fmt.Fprintf(&b, "messages listed: %d; ", len(read("/v1/messages")["messages"].([]any)))
 	ep := read("/v1/endpoints/crm")

@@ -118,6 +118,9 @@ type Message struct {
 	// kept as a blob) is read, streamed; PayloadSHA256 is its hex SHA-256.
 	PayloadURL    string `json:"payload_url,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+	// Erased is the tombstone of a message whose payload was erased on
+	// request (courier.Erasure): shown instead of the payload.
+	Erased *Erased `json:"erased,omitempty"`
 	// The operator actions on it, only where one message is shown in full.
 	Actions []ActionView `json:"actions,omitempty"`
 	// Workflow tells where a message of a workflow route stands; nil for
@@ -126,6 +129,20 @@ type Message struct {
 	// Deliveries are a published message's, by subscription (docs/design.md §14);
 	// its State sums them up (courier.Summary).
 	Deliveries []Delivery `json:"deliveries,omitempty"`
+}
+
+// Erased says when, by whom and why a message's payload was erased.
+type Erased struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// EraseRequest is the optional body of an erasure: why it is made (a
+// data-protection request's reference, say), kept with the tombstone and
+// in the audit log.
+type EraseRequest struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // Key is the message's id, or for one delivery of a published message
@@ -279,7 +296,11 @@ func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	v.Ordering = ordering(m)
 	lastError, lastClass := courier.ShownError(m)
 	v.LastError, v.LastClass = lastError, string(lastClass)
+	if m.Erased != nil {
+		v.Erased = &Erased{At: m.Erased.At, By: m.Erased.By, Reason: m.Erased.Reason}
+	}
 	switch {
+	case m.Erased != nil: // nothing left to show
 	case full && m.Digest != "":
 		v.PayloadURL, v.PayloadSHA256 = "/v1/messages/"+url.PathEscape(m.ID)+"/payload", m.Digest
 	case full:

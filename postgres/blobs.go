@@ -408,6 +408,16 @@ func sweepBatchOf(ctx context.Context, conn *pgxpool.Conn, oids []uint32, refere
 	return len(gone), nil
 }
 
+// Remove unlinks a large object no message refers to any more. The
+// store's Erase unlinks its blob in its own transaction instead.
+func (l largeObjects) Remove(ctx context.Context, ref string) error {
+	oid, ok := parseOID(ref)
+	if !ok {
+		return nil
+	}
+	return unlinkObjects(ctx, l.pool, []uint32{oid})
+}
+
 func (l largeObjects) Usage(ctx context.Context) (int, int64, error) {
 	var n int
 	var size int64

@@ -113,3 +113,49 @@ func TestDropSchemaTakesLargeObjects(t *testing.T) {
 		t.Errorf("large object %s left after its schema was dropped", ref)
 	}
 }
+
+// Erasing a payload kept as a large object unlinks the object in the
+// erasure's transaction: nothing of it is left in the database.
+func TestEraseUnlinksLargeObject(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sp := courier.NewSpool(ctx, s.Blobs(), 0)
+	if _, err := sp.Write(make([]byte, courier.InlineMax+1)); err != nil {
+		t.Fatal(err)
+	}
+	m := &courier.Message{ID: "big", Type: "invoice", Route: "r", ContentType: "application/pdf"}
+	if err := sp.Finish(m); err != nil {
+		t.Fatal(err)
+	}
+	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+	if _, err := s.Ingest(ctx, []*courier.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	count := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata WHERE oid = $1::oid`, m.Blob).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count() != 1 {
+		t.Fatalf("large object %s is not there after the ingest", m.Blob)
+	}
+	if _, err := s.Erase(ctx, "big", courier.Action{At: time.Now(), Who: "dpo"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("large object %s left after its payload was erased", m.Blob)
+	}
+}

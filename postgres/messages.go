@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -19,7 +20,8 @@ var messageFields = []string{"seq", "id", "subscription", "type", "route", "size
 	"deliver_after", "expires_at", "hash", "state", "reason", "attempts", "total_attempts", "abandoned", "resubmit_count",
 	"round_started_at", "escalated", "fallback_from", "timer_at", "next_attempt_at",
 	"lease_until", "lease_owner", "endpoint", "last_error", "last_class", "created_at", "updated_at", "finished_at", "sender", "order_skipped",
-	"workflow", "step", "failed_step", "step_responses", "recipient", "sequence", "previous_id", "trace_parent", "blob", "digest"}
+	"workflow", "step", "failed_step", "step_responses", "recipient", "sequence", "previous_id", "trace_parent", "blob", "digest",
+	"erased_at", "erased_by", "erased_reason"}
 
 // columns lists messageFields, each prefixed with the table alias if one is given.
 func columns(alias string) string {
@@ -502,6 +504,74 @@ func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*cou
 	return s.transition(ctx, key, a, decide)
 }
 
+// Erase erases the payload of message id and discards its deliveries that
+// are live, in one transaction under the locks of their ordering keys and
+// their rows. A large object of the store's goes in the same transaction;
+// a blob of another area right after it.
+func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*courier.Message, error) {
+	var out []*courier.Message
+	var blob string
+	_, inTx := s.blobs.(largeObjects)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		blob = ""
+		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
+			return classify("lock the ordering keys of "+id, err)
+		}
+		rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 ORDER BY subscription COLLATE "C" FOR UPDATE`, id)
+		ds, err := collectMessages(rows, err, "read message "+id)
+		switch {
+		case err != nil:
+			return err
+		case len(ds) == 0:
+			return sqlstore.MessageNotFound(id)
+		case ds[0].Erased != nil:
+			out = ds // erased already: the same tombstone
+			return nil
+		}
+		out = make([]*courier.Message, len(ds))
+		for i, d := range ds {
+			next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
+			if discarded {
+				if _, err := act(ctx, tx, d.Key(), func(*courier.Message) (*courier.Message, error) { return next, nil }); err != nil {
+					return err
+				}
+			}
+			for _, a := range sqlstore.ErasureActions(d, a, discarded) {
+				if err := insertAction(ctx, tx, a); err != nil {
+					return err
+				}
+			}
+			blob, out[i] = cmp.Or(blob, d.Blob), next
+		}
+		if _, err := tx.Exec(ctx, `UPDATE bodies SET payload = ''::bytea WHERE seq IN (SELECT seq FROM messages WHERE id = $1 AND NOT shared)`, id); err != nil {
+			return classify("erase the payload of "+id, err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = $2, erased_by = $3, erased_reason = $4 WHERE id = $1`,
+			id, a.At, a.Who, nullString(a.Detail)); err != nil {
+			return classify("erase the payload of "+id, err)
+		}
+		if oid, ok := parseOID(blob); ok && inTx {
+			return unlinkObjects(ctx, tx, []uint32{oid})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify("erase", err)
+	}
+	if blob != "" && !inTx && s.blobs != nil {
+		// No message refers to it any more: a sweep would take it too.
+		if err := s.blobs.Remove(ctx, blob); err != nil {
+			s.logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
+		}
+	}
+	for _, m := range out {
+		if m.OrderingKey != "" {
+			s.dueNow(m.Route) // the next message of its key may be due now
+		}
+	}
+	return out, nil
+}
+
 // Resubmit moves a suspended message or delivery back to queued, due at a.At.
 func (s *Store) Resubmit(ctx context.Context, key, route string, a courier.Action) (*courier.Message, error) {
 	a, decide := sqlstore.Resubmit(key, route, a)
@@ -684,7 +754,8 @@ type rowScan struct {
 	headers, stepResponses                                                   []byte
 	orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom        pgtype.Text
 	leaseOwner, sender, workflow, recipient, previousID, traceParent, digest pgtype.Text
-	blob                                                                     pgtype.Text
+	blob, erasedBy, erasedReason                                             pgtype.Text
+	erasedAt                                                                 pgtype.Timestamptz
 	sequence                                                                 pgtype.Int8
 	deliverAfter, expiresAt, nextAttempt, leaseUntil, finished, timerAt      pgtype.Timestamptz
 	state                                                                    string
@@ -703,7 +774,8 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 		&r.prio, &r.deliverAfter, &r.expiresAt, &m.Hash, &r.state, &r.reason, &m.Attempts, &m.TotalAttempts,
 		&m.Abandoned, &m.ResubmitCount, &m.RoundStartedAt, &m.Escalated, &r.fallbackFrom, &r.timerAt, &r.nextAttempt,
 		&r.leaseUntil, &r.leaseOwner, &r.endpoint, &r.lastError, &r.lastClass, &m.CreatedAt, &m.UpdatedAt, &r.finished, &r.sender,
-		&m.OrderSkipped, &r.workflow, &m.Step, &m.FailedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent, &r.blob, &r.digest)
+		&m.OrderSkipped, &r.workflow, &m.Step, &m.FailedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent, &r.blob, &r.digest,
+		&r.erasedAt, &r.erasedBy, &r.erasedReason)
 	if payload {
 		r.dest = append(r.dest, &m.Payload)
 	}
@@ -727,6 +799,9 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	m.DeliverAfter, m.ExpiresAt, m.TimerAt = fromTS(r.deliverAfter), fromTS(r.expiresAt), fromTS(r.timerAt)
 	m.NextAttemptAt, m.LeaseUntil, m.FinishedAt = fromTS(r.nextAttempt), fromTS(r.leaseUntil), fromTS(r.finished)
 	m.RoundStartedAt, m.CreatedAt, m.UpdatedAt = m.RoundStartedAt.UTC(), m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	if r.erasedAt.Valid {
+		m.Erased = &courier.Erasure{At: r.erasedAt.Time.UTC(), By: r.erasedBy.String, Reason: r.erasedReason.String}
+	}
 	return m, r.seq, nil
 }
 

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,7 +19,8 @@ const messageColumns = `seq, id, subscription, type, route, size, content_type, 
 	deliver_after, expires_at, hash, state, reason, attempts, total_attempts, abandoned, resubmit_count,
 	round_started_at, escalated, fallback_from, timer_at, next_attempt_at,
 	lease_until, lease_owner, endpoint, last_error, last_class, created_at, updated_at, finished_at, sender, order_skipped,
-	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest`
+	workflow, step, failed_step, step_responses, recipient, sequence, previous_id, trace_parent, blob, digest,
+	erased_at, erased_by, erased_reason`
 
 // withPayload adds the payload to messageColumns, for a read of whole
 // messages: a shared row's is its lead's (migration 0009).
@@ -264,6 +266,58 @@ func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*cou
 	return s.transition(ctx, key, a, decide)
 }
 
+// Erase erases the payload of message id and discards its deliveries that
+// are live, in one transaction; a blob goes right after it.
+func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*courier.Message, error) {
+	var out []*courier.Message
+	var blob string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		blob = ""
+		rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages WHERE id = ? ORDER BY subscription`, id)
+		ds, err := collect(nil, rows, err, "read message "+id, scanMessage)
+		switch {
+		case err != nil:
+			return err
+		case len(ds) == 0:
+			return sqlstore.MessageNotFound(id)
+		case ds[0].Erased != nil:
+			out = ds // erased already: the same tombstone
+			return nil
+		}
+		out = make([]*courier.Message, len(ds))
+		for i, d := range ds {
+			next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
+			if discarded {
+				if _, err := s.update(tx, courier.Change{Message: next, From: d.State, Token: d.TotalAttempts}); err != nil {
+					return err
+				}
+			}
+			for _, a := range sqlstore.ErasureActions(d, a, discarded) {
+				if err := insertAction(tx, a); err != nil {
+					return err
+				}
+			}
+			blob, out[i] = cmp.Or(blob, d.Blob), next
+		}
+		if _, err := tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
+			return classify("erase the payload of "+id, err)
+		}
+		_, err = tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
+			micros(a.At), a.Who, nullString(a.Detail), id)
+		return classify("erase the payload of "+id, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if blob != "" && s.blobs != nil {
+		// No message refers to it any more: a sweep would take it too.
+		if err := s.blobs.Remove(ctx, blob); err != nil {
+			s.logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
+		}
+	}
+	return out, nil
+}
+
 // Resend puts a finished message or delivery back in the queue, due now.
 func (s *Store) Resend(ctx context.Context, key string, a courier.Action) (*courier.Message, error) {
 	a, decide := sqlstore.Resend(key, a)
@@ -451,7 +505,9 @@ type rowScan struct {
 	sequence any
 
 	headers, orderingKey, reason, endpoint, lastError, lastClass, fallbackFrom, leaseOwner, sender, workflow,
-	recipient, previousID, traceParent, blob, digest sql.NullString
+	recipient, previousID, traceParent, blob, digest, erasedBy, erasedReason sql.NullString
+
+	erasedAt any
 
 	stepResponses []byte
 	state         string
@@ -470,7 +526,8 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 		&r.priority, &r.deliverAfter, &r.expiresAt, &m.Hash, &r.state, &r.reason, &r.attempts, &r.totalAttempts,
 		&r.abandoned, &r.resubmits, &r.roundStarted, &r.escalated, &r.fallbackFrom, &r.timerAt, &r.nextAttempt,
 		&r.leaseUntil, &r.leaseOwner, &r.endpoint, &r.lastError, &r.lastClass, &r.created, &r.updated, &r.finished, &r.sender,
-		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent, &r.blob, &r.digest)
+		&r.orderSkipped, &r.workflow, &r.step, &r.failedStep, &r.stepResponses, &r.recipient, &r.sequence, &r.previousID, &r.traceParent, &r.blob, &r.digest,
+		&r.erasedAt, &r.erasedBy, &r.erasedReason)
 	if payload {
 		r.dest = append(r.dest, &m.Payload)
 	}
@@ -512,6 +569,9 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	m.FinishedAt = fromAnyMicros(r.finished)
 	m.CreatedAt = fromMicros(asInt(r.created))
 	m.UpdatedAt = fromMicros(asInt(r.updated))
+	if r.erasedAt != nil {
+		m.Erased = &courier.Erasure{At: fromAnyMicros(r.erasedAt), By: r.erasedBy.String, Reason: r.erasedReason.String}
+	}
 	return m, asInt(r.seq), nil
 }
 

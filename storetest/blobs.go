@@ -15,6 +15,7 @@ var blobTests = suite[courier.Store]{
 	{"BlobIngest", testBlobIngest},
 	{"BlobSweep", testBlobSweep},
 	{"BlobPublished", testBlobPublished},
+	{"EraseBlob", testEraseBlob},
 }
 
 // payloadOf returns n bytes that differ from one position to the next, so

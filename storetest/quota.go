@@ -65,7 +65,8 @@ func usage(t *testing.T, s courier.Store) map[string]courier.TenantUsage {
 // testTenantUsageFollowsEveryWrite: the use of each tenant is what its
 // messages say after every kind of write that makes a message live or
 // finished: ingest (a suspended item too), a delivery, a failed outcome,
-// discard, resubmit, resend, suspending a route, a bulk discard, a purge.
+// discard, resubmit, resend, suspending a route, a bulk discard, an
+// erasure (which discards a live message), a purge.
 func testTenantUsageFollowsEveryWrite(t *testing.T, s courier.Store) {
 	ctx := context.Background()
 	check := func(step string) {
@@ -132,6 +133,10 @@ func testTenantUsageFollowsEveryWrite(t *testing.T, s courier.Store) {
 		t.Fatalf("bulk discard: %+v, %v; want 2 discarded", op, err)
 	}
 	check("bulk discard")
+	mustIngest(t, s, tenantMessage("acme", "erased", 60, at))
+	check("ingest before an erasure")
+	mustErase(t, s, "acme~erased", "ops", "", at)
+	check("erase")
 	if got := usage(t, s)["acme"]; got.Queued != 0 || got.Bytes != 0 {
 		t.Fatalf("acme uses %+v with every message finished, want none", got)
 	}

@@ -93,6 +93,7 @@ func Run(t *testing.T, open OpenFunc) {
 	tests = append(tests, blobTests...)
 	tests = append(tests, quotaTests...)
 	tests = append(tests, eraseTests...)
+	tests = append(tests, eraseTenantTests...)
 	tests = append(tests, suite[courier.Store]{
 		{"Secret", testSecret},
 		{"RecordAction", testRecordAction},

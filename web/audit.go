@@ -15,7 +15,7 @@ const auditPageSize = 50
 // auditActions are the actions the audit page filters by.
 var auditActions = []courier.ActionKind{
 	courier.ActionCreate, courier.ActionReplace, courier.ActionDelete, courier.ActionRotateSecrets,
-	courier.ActionResubmit, courier.ActionDiscard, courier.ActionResend, courier.ActionReplay,
+	courier.ActionResubmit, courier.ActionDiscard, courier.ActionResend, courier.ActionReplay, courier.ActionErase,
 	courier.ActionEndpointOff, courier.ActionEndpointOn,
 }
 
@@ -118,7 +118,7 @@ func auditRowOf(e api.AuditEntry) auditRow {
 		}
 	case e.Action == courier.ActionEndpointOff || e.Action == courier.ActionEndpointOn:
 		row.Link = "/ui/endpoints#ep-" + e.Subject
-	case e.Action == courier.ActionResubmit || e.Action == courier.ActionDiscard || e.Action == courier.ActionResend:
+	case e.Action == courier.ActionResubmit || e.Action == courier.ActionDiscard || e.Action == courier.ActionResend || e.Action == courier.ActionErase:
 		row.Link = "/ui/messages/" + url.PathEscape(e.Subject)
 	}
 	return row

@@ -22,6 +22,7 @@ var notes = map[string]string{
 	"resubmitted":      "The message was resubmitted: it is queued and due now.",
 	"resent":           "The message was resent: it is queued and due now, in a new round.",
 	"discarded":        "The message was discarded.",
+	"erased":           "The payload was erased for good: the message's record is kept without it.",
 	"endpoint_off":     "The endpoint was switched off: its messages are held until it is switched on.",
 	"endpoint_on":      "The endpoint was switched on: its held messages go out.",
 	"receiver_stop":    "The receive location was stopped on this node: it takes nothing in until it is started.",
@@ -499,6 +500,10 @@ type messageData struct {
 	CanResubmit bool
 	CanDiscard  bool
 	CanResend   bool
+	// CanErase: the message's payload (of all its deliveries) may be
+	// erased on request; on a delivery's page it is not offered, as it
+	// would erase the other deliveries' too.
+	CanErase bool
 }
 
 type header struct{ Name, Value string }
@@ -525,7 +530,8 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request, s *session) {
 		CanDiscard:  one && (m.State == courier.StateSuspended || m.State == courier.StateQueued),
 		// A suspended one is resubmitted (a resend of it is one); a
 		// workflow's steps are not done again.
-		CanResend: one && m.Workflow == nil && (m.State == courier.StateDelivered || m.State == courier.StateDiscarded)}
+		CanResend: one && m.Workflow == nil && m.Erased == nil && (m.State == courier.StateDelivered || m.State == courier.StateDiscarded),
+		CanErase:  m.Subscription == "" && m.Erased == nil}
 	if m.Workflow != nil {
 		d.Stands = m.WorkflowStands()
 	}
@@ -554,6 +560,8 @@ func (h *Handler) messageAction(w http.ResponseWriter, r *http.Request, s *sessi
 		_, err = c.Discard(r.Context(), id)
 	case "resend":
 		_, err = c.Resend(r.Context(), id)
+	case "erase":
+		_, err = c.Erase(r.Context(), id, strings.TrimSpace(r.PostFormValue("reason")))
 	default:
 		h.notFound(w, r, s)
 		return
@@ -562,6 +570,6 @@ func (h *Handler) messageAction(w http.ResponseWriter, r *http.Request, s *sessi
 		h.fail(w, r, s, err)
 		return
 	}
-	done := map[string]string{"resubmit": "resubmitted", "discard": "discarded", "resend": "resent"}[verb]
+	done := map[string]string{"resubmit": "resubmitted", "discard": "discarded", "resend": "resent", "erase": "erased"}[verb]
 	http.Redirect(w, r, "/ui/messages/"+url.PathEscape(id)+"?note="+done, http.StatusSeeOther)
 }

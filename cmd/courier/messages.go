@@ -20,10 +20,11 @@ func newMessagesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "messages",
 		Aliases: []string{"message", "msg"},
-		Short:   "List, show, resubmit and discard messages",
+		Short:   "List, show, resubmit, discard and erase messages",
 	}
 	cmd.AddCommand(newMessagesListCmd(g), newMessagesShowCmd(g), newMessagesAttemptsCmd(g),
-		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g), newMessagesResendCmd(g), newMessagesPayloadCmd(g))
+		newMessagesResubmitCmd(g), newMessagesDiscardCmd(g), newMessagesResendCmd(g), newMessagesPayloadCmd(g),
+		newMessagesEraseCmd(g))
 	return cmd
 }
 
@@ -157,6 +158,9 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 			}
 			field("Content type", m.ContentType)
 			field("Size", plural(m.Size, "byte"))
+			if m.Erased != nil {
+				field("Erased", erasedText(m.Erased))
+			}
 			for _, a := range m.Actions {
 				field("Action", strings.TrimSpace(fmt.Sprintf("%s %s by %s %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who, a.Detail)))
 			}
@@ -259,6 +263,8 @@ func printWorkflow(g *globals, m *api.Message) error {
 func preview(m *api.Message, limit int) string {
 	var text string
 	switch {
+	case m.Erased != nil:
+		return "(payload erased " + erasedText(m.Erased) + ")"
 	case m.PayloadURL != "":
 		return fmt.Sprintf("(%d bytes, SHA-256 %s: too large to show; courier messages payload %s > FILE)", m.Size, m.PayloadSHA256, m.ID)
 	case m.Payload != nil:
@@ -405,4 +411,41 @@ func newMessagesDiscardCmd(g *globals) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// erasedText says when, by whom and why a message's payload was erased.
+func erasedText(e *api.Erased) string {
+	text := e.At.Local().Format(time.RFC3339) + " by " + e.By
+	if e.Reason != "" {
+		text += ": " + e.Reason
+	}
+	return text
+}
+
+func newMessagesEraseCmd(g *globals) *cobra.Command {
+	var reason string
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "erase ID",
+		Short: "Erase a message's payload for good, keeping a tombstone (a data-protection request)",
+		Long: `Erases the payload of a message (of every delivery of a published one, which
+share it) for good, before retention would: the message keeps its id, type,
+route, states, attempts, size and history, and shows when, by whom and why
+its payload was erased. A delivery still queued, in flight or suspended is
+discarded with it. It cannot be undone, so it asks for --yes.`,
+		Example: `  courier messages erase inv-2026-000123 --reason "GDPR request 118" --yes`,
+		Args:    cobra.ExactArgs(1),
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
+			if !yes {
+				return nil, fmt.Errorf("erasing the payload of message %s cannot be undone: run again with --yes to erase it", args[0])
+			}
+			return c.Erase(ctx, args[0], reason)
+		}, func(m *api.Message) error {
+			fmt.Fprintf(g.stdout, "erased the payload of %s (%s); erased %s\n", m.ID, m.State, erasedText(m.Erased))
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (a data-protection request's reference, say); kept with the tombstone and in the audit log")
+	cmd.Flags().BoolVar(&yes, "yes", false, "erase: the payload cannot be brought back")
+	return cmd
 }

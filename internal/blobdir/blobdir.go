@@ -176,6 +176,17 @@ func (d *Dir) Open(_ context.Context, ref string) (io.ReadCloser, error) {
 	return f, nil
 }
 
+// Remove removes a committed blob no message refers to any more.
+func (d *Dir) Remove(_ context.Context, ref string) error {
+	if !validRef(ref) {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(d.path, ref)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return courier.Errorf(courier.CodeUnavailable, "remove blob %s: %v", ref, err)
+	}
+	return nil
+}
+
 // Sweep removes the part files no writer holds, and the committed blobs no
 // writer holds that referenced does not know.
 func (d *Dir) Sweep(ctx context.Context, referenced func(ctx context.Context, refs []string) (map[string]bool, error)) (int, error) {

@@ -329,6 +329,19 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error { return r.obj.Close() }
 
+// Remove removes a committed blob no message refers to any more.
+func (b *Bucket) Remove(ctx context.Context, ref string) error {
+	if _, ok := b.refOf(b.prefix + ref); !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := b.client.RemoveObject(ctx, b.bucket, b.prefix+ref, minio.RemoveObjectOptions{}); err != nil {
+		return unavailable("remove blob "+ref, err)
+	}
+	return nil
+}
+
 // Sweep removes the objects under the prefix that no writer of this
 // process holds, that are older than the grace and that referenced does
 // not know, and aborts the incomplete uploads under the prefix that no

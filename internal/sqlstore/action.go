@@ -16,6 +16,17 @@ func Discard(key string, a courier.Action) (courier.Action, Decide) {
 	return a, func(m *courier.Message) (*courier.Message, error) { return courier.Discard(m, a.At) }
 }
 
+// ErasureActions are the actions an erasure (a has who, when and, as its
+// Detail, why) records on delivery d: the discard it made of d when d was
+// still live, and the erasure.
+func ErasureActions(d *courier.Message, a courier.Action, discarded bool) []courier.Action {
+	erase := courier.Action{At: a.At, Who: a.Who, Kind: courier.ActionErase, Subject: d.Key(), Detail: a.Detail}
+	if !discarded {
+		return []courier.Action{erase}
+	}
+	return []courier.Action{{At: a.At, Who: a.Who, Kind: courier.ActionDiscard, Subject: d.Key(), Detail: courier.ErasedDiscard}, erase}
+}
+
 // Resend completes an operator's resend of a message or delivery (by its
 // Key; a has who and when) and returns it with its decision.
 func Resend(key string, a courier.Action) (courier.Action, Decide) {
@@ -68,7 +79,7 @@ func BulkBatch(op courier.BulkOp, keys []string, now time.Time, act func(key str
 // ReplayBatch gives the subscription of replay r its deliveries of a batch
 // of published messages (each read as its lead, the delivery that keeps
 // the payload), as the root decides: nothing for a message the replay does
-// not want; a Replayed delivery of one the subscription has none of; and,
+// not want or whose payload was erased; a Replayed delivery of one the subscription has none of; and,
 // with Again, a Resend of the one it has, unless that one is on its way
 // (queued or in flight). has reports whether the subscription has a
 // delivery of message id; act changes one as decide says; create stores
@@ -77,7 +88,7 @@ func ReplayBatch(r *courier.Replay, leads []*courier.Message, now time.Time, has
 	act func(key string, decide Decide) error, create func(i int, d *courier.Message) error) (int, error) {
 	n := 0
 	for i, m := range leads {
-		if !r.Wants(m) {
+		if !r.Wants(m) || m.Erased != nil {
 			continue
 		}
 		found, err := has(m.ID)
