@@ -491,6 +491,10 @@ const (
 	ActionReplace       ActionKind = "replace"        // an object written anew
 	ActionDelete        ActionKind = "delete"         // an object removed
 	ActionRotateSecrets ActionKind = "rotate_secrets" // an object's secrets encrypted under a new key
+
+	// ActionEraseTenant is the bulk operation that erases the messages of
+	// a deleted tenant (Filter.Tenant), with their attempts and payloads.
+	ActionEraseTenant ActionKind = "erase_tenant"
 )
 
 // BulkOp is a resubmit or discard of every message that matches a filter,
