@@ -29,7 +29,8 @@ const maxEventBatch = 200
 const maxQueuedEvents = 100_000
 
 // Event records an operational event and, as the alerts' rate limit
-// allows, sends its notices to the alerts' notify endpoints. It returns at
+// allows, sends its notices to the alerts' notify endpoints, and to the
+// alert targets of the tenant whose endpoint or route it is about. It returns at
 // once: the event waits for the next batch of events, which is written
 // in one store transaction as soon as the one being written ends (at once
 // when none is), in the order the events came. An event another node
