@@ -37,6 +37,9 @@ type Catalog interface {
 	Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error)
 	// RotateSecrets seals every secret under the current key again.
 	RotateSecrets(ctx context.Context, who string) (int, error)
+	// DeleteTenant removes a tenant's settings and every object it owns
+	// as one change, and returns the changes.
+	DeleteTenant(ctx context.Context, who, tenant string) ([]courier.Action, error)
 }
 
 // TopologyObject is one endpoint, route, policy or subscription: its
@@ -69,6 +72,9 @@ type Topology struct {
 	Routes        map[string]json.RawMessage `json:"routes,omitempty"`
 	Policies      map[string]json.RawMessage `json:"policies,omitempty"`
 	Subscriptions map[string]json.RawMessage `json:"subscriptions,omitempty"`
+	// Tenants are tenants' settings, by tenant: in the body of PUT
+	// /v1/topology alone, which a system key may give them in.
+	Tenants map[string]json.RawMessage `json:"tenants,omitempty"`
 }
 
 // Section returns the part of t that holds objects of a kind.
@@ -80,6 +86,8 @@ func (t *Topology) Section(kind courier.TopologyKind) *map[string]json.RawMessag
 		return &t.Routes
 	case courier.KindPolicy:
 		return &t.Policies
+	case courier.KindTenant:
+		return &t.Tenants
 	default:
 		return &t.Subscriptions
 	}
@@ -360,6 +368,17 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		specs[kind] = objs
+	}
+	if len(in.Tenants) > 0 {
+		// A tenant's settings are the system's to write, by their names.
+		if !sc.system || sc.tenant != courier.DefaultTenant {
+			s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "tenants: a tenant's settings are applied by a key of tenant %s, without naming a tenant", courier.SystemTenant))
+			return
+		}
+		specs[courier.KindTenant] = map[string][]byte{}
+		for name, spec := range in.Tenants {
+			specs[courier.KindTenant][name] = spec
+		}
 	}
 	how := courier.Applying{Prune: flags["prune"], DryRun: flags["dry_run"], PruneTenant: sc.tenant}
 	if sc.system && sc.tenant == courier.DefaultTenant {

@@ -431,10 +431,12 @@ type Operation struct {
 	// re-drive whose endpoint was suspended again).
 	Stopped string `json:"stopped,omitempty"`
 	// Progress is how far it got through the messages, from 0 to 1.
-	Progress  float64     `json:"progress"`
-	Replay    *ReplayView `json:"replay,omitempty"`
-	CreatedAt time.Time   `json:"created_at"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Progress float64     `json:"progress"`
+	Replay   *ReplayView `json:"replay,omitempty"`
+	// Tenant is the tenant an erase_tenant operation erases.
+	Tenant    string    `json:"tenant,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ReplayView is what a replay gives deliveries of, and to which
@@ -473,6 +475,9 @@ func toOperation(op courier.BulkOp) Operation {
 	if r := op.Replay; r != nil {
 		v.Replay = &ReplayView{Subscription: r.Subscription.Name, Route: r.Subscription.Route, Since: r.Since, Until: r.Until,
 			Types: r.Types, Again: r.Again}
+	}
+	if op.Kind == courier.ActionEraseTenant {
+		v.Tenant = op.Filter.Tenant
 	}
 	return v
 }

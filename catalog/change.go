@@ -115,7 +115,7 @@ func (c *Catalog) DeleteTenant(ctx context.Context, who, tenant string) ([]couri
 	switch {
 	case tenant == courier.DefaultTenant || tenant == courier.SystemTenant:
 		return nil, courier.Errorf(courier.CodeConflict, "tenant %s always exists: its settings may be changed, it cannot be deleted", tenant)
-	case c.TenantsFile() != "":
+	case c.file != "" || c.fileTenants():
 		return nil, c.tenantsInFile()
 	}
 	var changes []courier.Action
@@ -153,6 +153,9 @@ func (c *Catalog) DeleteTenant(ctx context.Context, who, tenant string) ([]couri
 
 // tenantsInFile is the refusal of a change of tenants the file holds.
 func (c *Catalog) tenantsInFile() error {
+	if c.TenantsFile() == "" {
+		return courier.Errorf(courier.CodeConflict, "the tenants are given by the configuration file's section tenants: change them there and reload")
+	}
 	return courier.Errorf(courier.CodeConflict, "the tenants are in the configuration file %s: change them there and reload (SIGHUP or POST /v1/reload); to keep them in the store instead, remove the section tenants from the file", c.TenantsFile())
 }
 
