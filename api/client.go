@@ -357,10 +357,10 @@ func (c *Client) Tenant(ctx context.Context, name string) (*TenantView, error) {
 }
 
 // PutTenant creates (true) or replaces a tenant's settings, with a key of
-// the system tenant.
-func (c *Client) PutTenant(ctx context.Context, name string, spec TenantSpec) (*TopologyObject, bool, error) {
+// the system tenant; ifMatch as for PutObject (0: create only).
+func (c *Client) PutTenant(ctx context.Context, name string, spec TenantSpec, ifMatch int64) (*TopologyObject, bool, error) {
 	out := new(TopologyObject)
-	status, err := c.do(ctx, http.MethodPut, "/v1/tenants/"+url.PathEscape(name), spec, out)
+	status, err := c.doWith(ctx, http.MethodPut, "/v1/tenants/"+url.PathEscape(name), conditional(ifMatch), spec, out)
 	if err != nil {
 		return nil, false, err
 	}

@@ -377,7 +377,8 @@ type TenantAlertsView struct {
 // them: the fields of the configuration file's tenants.NAME, checked by
 // the same rules.
 type TenantSpec struct {
-	Weight    int               `json:"weight,omitempty"`
+	Weight int `json:"weight"` // at least 1
+
 	Quotas    *QuotasView       `json:"quotas,omitempty"`
 	Retention string            `json:"retention,omitempty"`
 	Alerts    *TenantAlertsView `json:"alerts,omitempty"`

@@ -24,6 +24,9 @@ type Catalog interface {
 	// File is the configuration file that holds the topology; empty when
 	// the store does.
 	File() string
+	// TenantsFile is the configuration file that holds the tenants'
+	// settings; empty when the store does.
+	TenantsFile() string
 	Version() int64
 	// Object and Objects show objects with their secrets as "set".
 	Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool)
@@ -369,6 +372,13 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 		specs[kind] = objs
 	}
+	var tenantsWarning string
+	if len(in.Tenants) > 0 && c.TenantsFile() != "" {
+		// The file that lists the tenants for a topology's checks is often
+		// the server's: its tenants are the server file's, not written.
+		tenantsWarning = fmt.Sprintf("tenants: not applied: the server's tenants are in its configuration file %s", c.TenantsFile())
+		in.Tenants = nil
+	}
 	if len(in.Tenants) > 0 {
 		// A tenant's settings are the system's to write, by their names.
 		if !sc.system || sc.tenant != courier.DefaultTenant {
@@ -402,6 +412,10 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	out.Warnings = s.warnings(w, r, courier.KindEndpoint, written)
 	for i := range out.Warnings {
 		out.Warnings[i] = sc.showText(out.Warnings[i])
+	}
+	if tenantsWarning != "" {
+		out.Warnings = append(out.Warnings, tenantsWarning)
+		w.Header().Add("Warning", "299 courier "+strconv.Quote(tenantsWarning))
 	}
 	if n := len(out.Changes); n > 0 && !out.DryRun {
 		s.opts.Logger.Info("topology applied", "by", actor(r), "changes", n, "version", out.Version)
