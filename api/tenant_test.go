@@ -203,6 +203,8 @@ func acmeWorld(t *testing.T, ts *testServer) string {
 	ep := read("/v1/endpoints/crm")
 	fmt.Fprintf(&b, "endpoint: %v %v; ", ep["state"], ep["target"])
 	fmt.Fprintf(&b, "routes: %v; ", read("/v1/routes")["routes"])
+	tn := read("/v1/tenants/acme")
+	fmt.Fprintf(&b, "tenant: %v %v %v; ", tn["weight"], tn["quotas"], tn["alerts"])
 	top := read("/v1/topology")
 	delete(top, "version") // the store's, which every tenant's change moves on
 	fmt.Fprintf(&b, "topology: %v", top)

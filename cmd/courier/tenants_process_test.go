@@ -58,6 +58,12 @@ routes:
 	}
 	fails([]string{`endpoint "nope" is not defined`}, "tenants", "set", "acme", "--notify", "nope")
 
+	// A store tenant's quotas hold at ingest.
+	run([]string{"tenant beta set"}, "tenants", "set", "beta", "--max-queued", "1")
+	send := []string{"--server", p.url, "--tenant", "beta", "send", "--type", "invoice", "--route", "orders", "--deliver-after", "1h"}
+	binaryPrints(t, `{"n": 1}`, send)
+	binaryFails(t, nil, `{"n": 2}`, send, "max_queued")
+
 	// A tenant's file applied with --prune deletes its own objects alone.
 	writeFile(t, acme, `endpoints:
   crm: {transport: file, dir: acme-out}
