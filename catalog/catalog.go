@@ -91,6 +91,9 @@ type Catalog struct {
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[[]config.Key]
 	tenants  atomic.Pointer[map[string]*courier.Tenant]
+	// tenantsFile is Options.TenantsFile, until a reload's file has no
+	// tenants: section.
+	tenantsFile atomic.Pointer[string]
 
 	poke chan struct{}
 }
@@ -125,6 +128,7 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 	}
 	c := &Catalog{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
 	c.tenants.Store(&o.Tenants)
+	c.tenantsFile.Store(&o.TenantsFile)
 	t, err := config.Assemble(nil)
 	if err != nil {
 		return nil, err
@@ -179,7 +183,10 @@ func (c *Catalog) TenantsFile() string {
 	if c.file != "" {
 		return c.file
 	}
-	return c.opts.TenantsFile
+	if f := c.tenantsFile.Load(); f != nil {
+		return *f
+	}
+	return ""
 }
 
 // Object returns one object with its secrets shown as Set.
@@ -374,17 +381,33 @@ func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) 
 // fileTenants reports whether the file holds the tenants' settings: then
 // the store's tenants, if it has any, are not in force.
 func (c *Catalog) fileTenants() bool {
-	return c.opts.TenantsFile != "" || *c.tenants.Load() != nil
+	return c.TenantsFile() != "" || *c.tenants.Load() != nil
 }
 
 // SetTenants puts a reloaded file's tenants in force: the topology in
-// force is given them, and told of as a change.
+// force is given them, and told of as a change. A file without a tenants:
+// section (nil) leaves the tenants to the store from then on.
 func (c *Catalog) SetTenants(tenants map[string]*courier.Tenant) {
 	c.write.Lock()
 	defer c.write.Unlock()
+	wasFile := c.fileTenants()
 	c.tenants.Store(&tenants)
-	if tenants == nil && c.opts.TenantsFile == "" {
-		return // the store holds them
+	if tenants == nil {
+		if !wasFile {
+			return // the store holds them, as it did
+		}
+		none := ""
+		c.tenantsFile.Store(&none)
+		t, err := c.assemble(nil, nil)
+		if err != nil {
+			c.opts.Logger.Error("the store's tenants do not hold together; the topology in force keeps none", "err", err)
+			next := *c.topology.Load()
+			next.Tenants = nil
+			t = &next
+		}
+		c.topology.Store(t)
+		c.opts.OnChange(t)
+		return
 	}
 	next := *c.topology.Load()
 	next.Tenants = tenants

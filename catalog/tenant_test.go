@@ -161,3 +161,26 @@ func TestTenantsInTheFileRefuseWrites(t *testing.T) {
 		t.Fatal("a tenant was written beside the file's")
 	}
 }
+
+// While the file holds the tenants the store's are not in force; a reload
+// of a file without a tenants: section hands them to the store.
+func TestReloadHandsTheTenantsToTheStore(t *testing.T) {
+	st := sqlitetest.Open(t)
+	put(t, open(t, st), courier.KindTenant, "beta", `{"weight": 4}`)
+	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, TenantsFile: "courier.yaml",
+		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top := c.Topology(); top.Tenants["acme"] == nil || top.Tenants["beta"] != nil {
+		t.Fatalf("with the file's tenants in force: %v", top.Tenants)
+	}
+	c.SetTenants(nil)
+	if top := c.Topology(); top.Tenants["acme"] != nil || top.Tenants["beta"] == nil || top.Tenants["beta"].Weight != 4 {
+		t.Fatalf("after a reload without tenants: %v; want the store's beta", top.Tenants)
+	}
+	if c.TenantsFile() != "" {
+		t.Errorf("the tenants are still said to be in %s", c.TenantsFile())
+	}
+	put(t, c, courier.KindTenant, "gamma", `{}`)
+}
