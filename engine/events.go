@@ -30,8 +30,8 @@ const maxQueuedEvents = 100_000
 
 // Event records an operational event and, as the alerts' rate limit
 // allows, sends its notices to the alerts' notify endpoints, and to the
-// alert targets of the tenant whose endpoint or route it is about. It returns at
-// once: the event waits for the next batch of events, which is written
+// alert targets of the tenant whose endpoint or route it is about. It
+// returns at once: the event waits for the next batch of events, which is written
 // in one store transaction as soon as the one being written ends (at once
 // when none is), in the order the events came. An event another node
 // recorded already (the same transition, the same id) is not recorded or
@@ -77,6 +77,15 @@ func (e *Engine) recordEvents(batch []courier.Event) {
 			notify = append(notify, name)
 		}
 	}
+	// The tenants' alert targets are checked here too, so that the
+	// decisions below only read what was checked.
+	for _, ev := range batch {
+		if ta := t.TenantAlerts(ev); ta != nil {
+			for _, name := range ta.Notify {
+				usable(name)
+			}
+		}
+	}
 	// The server's notify endpoints hear of every event, a tenant's alert
 	// targets of its own endpoints' and routes' (Topology.TenantAlerts),
 	// each as its own rate limit allows.
@@ -89,7 +98,7 @@ func (e *Engine) recordEvents(batch []courier.Event) {
 		}
 		if ta := t.TenantAlerts(ev); ta.Allow(ev, recent) {
 			for _, name := range ta.Notify {
-				if !slices.Contains(to, name) && usable(name) {
+				if !slices.Contains(to, name) && checked[name] {
 					to = append(to, name)
 				}
 			}
