@@ -18,6 +18,11 @@ const (
 	// KindKey is an API key kept in the store beside the topology, with
 	// its versions and audit, though it is not part of the topology.
 	KindKey TopologyKind = "key"
+	// KindTenant is a tenant's settings (weight, quotas, retention, alert
+	// targets) kept in the store beside the topology, under the tenant's
+	// name: what a tenants: entry of the file holds (docs/design.md §20).
+	// Like keys, tenants are not among TopologyKinds.
+	KindTenant TopologyKind = "tenant"
 )
 
 // TopologyKinds lists the kinds a topology is made of, in the order it is
@@ -38,7 +43,7 @@ func (k TopologyKind) Section() string {
 // Valid reports whether k is one of the kinds.
 func (k TopologyKind) Valid() bool {
 	switch k {
-	case KindEndpoint, KindRoute, KindPolicy, KindSubscription, KindKey:
+	case KindEndpoint, KindRoute, KindPolicy, KindSubscription, KindKey, KindTenant:
 		return true
 	}
 	return false

@@ -198,6 +198,25 @@ func (a *Alerts) Allow(ev Event, recent []Event) bool {
 	if a == nil || len(a.Notify) == 0 {
 		return false
 	}
+	return notifiedWithin(ev, recent) < perHour(a.MaxPerHour)
+}
+
+// Allow decides whether ev sends notices to a tenant's alert targets, by
+// the rule of the server's (Alerts.Allow) with the tenant's max_per_hour.
+// An event counts as sent when it went to anyone: each group's notices are
+// the first events of the hour up to its own limit, so the events that
+// went anywhere number at least those that went to this group, and at
+// most its limit once it is reached.
+func (ta *TenantAlerts) Allow(ev Event, recent []Event) bool {
+	if ta == nil || len(ta.Notify) == 0 {
+		return false
+	}
+	return notifiedWithin(ev, recent) < perHour(ta.MaxPerHour)
+}
+
+// notifiedWithin counts the events of ev's subject that sent notices in
+// the hour before ev.
+func notifiedWithin(ev Event, recent []Event) int {
 	from := ev.At.Add(-time.Hour)
 	sent := 0
 	for _, r := range recent {
@@ -206,14 +225,29 @@ func (a *Alerts) Allow(ev Event, recent []Event) bool {
 			sent++
 		}
 	}
-	return sent < a.perHour()
+	return sent
 }
 
-func (a *Alerts) perHour() int {
-	if a.MaxPerHour > 0 {
-		return a.MaxPerHour
+func perHour(n int) int {
+	if n > 0 {
+		return n
 	}
 	return DefaultAlertsPerHour
+}
+
+// TenantAlerts returns the alert targets of the tenant whose endpoint or
+// route ev is about, nil when it has none (an event of a receive location
+// is the server's alone).
+func (t *Topology) TenantAlerts(ev Event) *TenantAlerts {
+	switch ev.Kind.SubjectKind() {
+	case "endpoint", "route":
+	default:
+		return nil
+	}
+	if tn := t.Tenants[TenantOf(ev.Subject)]; tn != nil && len(tn.Alerts.Notify) > 0 {
+		return &tn.Alerts
+	}
+	return nil
 }
 
 // EventBody is the payload of an event's notice.

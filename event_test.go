@@ -104,6 +104,53 @@ func TestAllowRateLimit(t *testing.T) {
 	}
 }
 
+// The server's notify endpoints and a tenant's alert targets each send
+// the first events of the hour up to their own max_per_hour, counted over
+// the events that sent notices to anyone.
+func TestTenantAlertsRateLimit(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ server, tenant int }{{2, 4}, {4, 2}, {3, 3}, {0, 1}} {
+		a := &Alerts{Notify: []string{"ops"}, MaxPerHour: tc.server}
+		ta := &TenantAlerts{Notify: []string{"acme/pager"}, MaxPerHour: tc.tenant}
+		var recorded []Event
+		toServer, toTenant := 0, 0
+		for i := range 10 {
+			ev := newEvent(EventEndpointSuspended, "acme/crm", start.Add(time.Duration(i)*time.Second), EventDetails{})
+			s, tn := a.Allow(ev, recorded), ta.Allow(ev, recorded)
+			if s {
+				toServer++
+			}
+			if tn {
+				toTenant++
+			}
+			ev.Notified = s || tn
+			recorded = append(recorded, ev)
+		}
+		if toServer != perHour(tc.server) || toTenant != tc.tenant {
+			t.Errorf("max_per_hour %d and the tenant's %d: %d sent to the server's and %d to the tenant's", tc.server, tc.tenant, toServer, toTenant)
+		}
+	}
+	top := &Topology{Tenants: map[string]*Tenant{
+		"acme": {Name: "acme", Alerts: TenantAlerts{Notify: []string{"acme/pager"}}},
+		"beta": {Name: "beta"},
+	}}
+	for _, tc := range []struct {
+		ev   Event
+		want bool
+	}{
+		{newEvent(EventEndpointOff, "acme/crm", start, EventDetails{}), true},
+		{newEvent(EventRouteLagging, "acme/orders", start, EventDetails{}), true},
+		{newEvent(EventEndpointOff, "beta/crm", start, EventDetails{}), false},
+		{newEvent(EventEndpointOff, "crm", start, EventDetails{}), false},
+		{newEvent(EventReceiverStopped, "acme/inbox", start, EventDetails{}), false},
+	} {
+		if got := top.TenantAlerts(tc.ev) != nil; got != tc.want {
+			t.Errorf("%s of %s: tenant alerts %v, want %v", tc.ev.Kind, tc.ev.Subject, got, tc.want)
+		}
+	}
+}
+
 func TestLagging(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)

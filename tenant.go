@@ -55,6 +55,20 @@ type Tenant struct {
 	// Retention keeps the tenant's finished messages this long (zero: the
 	// server's retention).
 	Retention time.Duration
+	// Alerts are the tenant's own alert targets: the events of its
+	// endpoints and routes are also told to them.
+	Alerts TenantAlerts
+}
+
+// TenantAlerts are the endpoints that hear of the operational events whose
+// subject is a tenant's (an endpoint's health, a route's lag), beside the
+// server's alerts.notify, and how many events of one subject may send them
+// notices within an hour (zero: DefaultAlertsPerHour).
+type TenantAlerts struct {
+	// Notify are qualified names of the tenant's endpoints, or of the
+	// system tenant's.
+	Notify     []string
+	MaxPerHour int
 }
 
 // Quotas bound a tenant's use; a zero field does not bound it.
@@ -135,8 +149,14 @@ func (t *Topology) Tenant(name string) *Tenant {
 
 // Tenant returns the tenant of an action's subject: a message's or
 // delivery's for the actions on messages, an object's (an endpoint, a
-// subscription replayed, a topology object) for the others.
+// subscription replayed, a topology object) for the others; the system's
+// for a change of a tenant's settings.
 func (a Action) Tenant() string {
+	if a.Object == KindTenant {
+		// A tenant's settings are the system's to change, and their log
+		// outlives the tenant's delete.
+		return SystemTenant
+	}
 	if a.OnMessage() {
 		return TenantOfID(a.Subject)
 	}

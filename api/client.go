@@ -357,6 +357,29 @@ func (c *Client) Tenants(ctx context.Context) (*TenantList, error) {
 	return request[TenantList](ctx, c, http.MethodGet, "/v1/tenants", nil)
 }
 
+// Tenant returns one tenant's settings and use.
+func (c *Client) Tenant(ctx context.Context, name string) (*TenantView, error) {
+	return request[TenantView](ctx, c, http.MethodGet, "/v1/tenants/"+url.PathEscape(name), nil)
+}
+
+// PutTenant creates (true) or replaces a tenant's settings, with a key of
+// the system tenant; ifMatch as for PutObject (0: create only).
+func (c *Client) PutTenant(ctx context.Context, name string, spec TenantSpec, ifMatch int64) (*TopologyObject, bool, error) {
+	out := new(TopologyObject)
+	status, err := c.doWith(ctx, http.MethodPut, "/v1/tenants/"+url.PathEscape(name), conditional(ifMatch), spec, out)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, status == http.StatusCreated, nil
+}
+
+// DeleteTenant deletes a tenant with everything it owns, with a key of the
+// system tenant, and returns the operation that erases its messages: the
+// system tenant's (InTenant(courier.SystemTenant).Operation follows it).
+func (c *Client) DeleteTenant(ctx context.Context, name string) (*Operation, error) {
+	return request[Operation](ctx, c, http.MethodDelete, "/v1/tenants/"+url.PathEscape(name), nil)
+}
+
 // Endpoints returns every configured endpoint with its health.
 func (c *Client) Endpoints(ctx context.Context) ([]Endpoint, error) {
 	out, err := request[EndpointList](ctx, c, http.MethodGet, "/v1/endpoints", nil)

@@ -237,6 +237,8 @@ func NewServer(o Options) *Server {
 		{"GET /v1/stats", accessOperate, nil, s.handleStats},
 		{"GET /v1/tenants", accessRead, nil, s.handleTenants},
 		{"GET /v1/tenants/{tenant}", accessRead, nil, s.handleTenant},
+		{"PUT /v1/tenants/{tenant}", accessAdmin, nil, s.handlePutTenant},
+		{"DELETE /v1/tenants/{tenant}", accessAdmin, nil, s.handleDeleteTenant},
 		{"GET /v1/routes", accessOperate, nil, s.handleRoutes},
 		{"GET /metrics", accessOperate, anyQuery, s.handleMetrics(o.Metrics)},
 		{"GET /healthz", accessPublic, anyQuery, s.handleHealthz},

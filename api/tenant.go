@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/google/uuid"
 )
 
 // Tenants in the API (docs/design.md §20).
@@ -235,7 +237,7 @@ func (sc scope) showAttempt(a *Attempt) {
 }
 
 func (sc scope) showOperation(op *Operation) {
-	op.Route = sc.showName(op.Route)
+	op.ID, op.Route = sc.showID(op.ID), sc.showName(op.Route)
 	if r := op.Replay; r != nil {
 		r.Subscription, r.Route, r.Types = sc.showName(r.Subscription), sc.showName(r.Route), sc.showNames(r.Types)
 	}
@@ -343,8 +345,11 @@ type TenantView struct {
 	Weight    int        `json:"weight"`
 	Quotas    QuotasView `json:"quotas"`
 	Retention string     `json:"retention,omitempty"`
-	Use       TenantUse  `json:"use"`
-	Endpoints int        `json:"endpoints"`
+	// Alerts are the tenant's own alert targets, its endpoints by its own
+	// names; absent when it has none.
+	Alerts    *TenantAlertsView `json:"alerts,omitempty"`
+	Use       TenantUse         `json:"use"`
+	Endpoints int               `json:"endpoints"`
 	// Throttled says that the tenant is held back now, by its quotas (a
 	// refusal in the last minute) or by its fair share of scarce capacity
 	// on this node; ThrottledBy says by what.
@@ -359,6 +364,24 @@ type QuotasView struct {
 	MaxQueued    int    `json:"max_queued,omitempty"`
 	MaxBytes     int64  `json:"max_bytes,omitempty"`
 	MaxEndpoints int    `json:"max_endpoints,omitempty"`
+}
+
+// TenantAlertsView is a tenant's alert targets, as tenants.NAME.alerts
+// gives them.
+type TenantAlertsView struct {
+	Notify     []string `json:"notify,omitempty"`
+	MaxPerHour int      `json:"max_per_hour,omitempty"`
+}
+
+// TenantSpec is a tenant's settings as PUT /v1/tenants/{tenant} takes
+// them: the fields of the configuration file's tenants.NAME, checked by
+// the same rules.
+type TenantSpec struct {
+	Weight int `json:"weight"` // at least 1
+
+	Quotas    *QuotasView       `json:"quotas,omitempty"`
+	Retention string            `json:"retention,omitempty"`
+	Alerts    *TenantAlertsView `json:"alerts,omitempty"`
 }
 
 // TenantUse is what a tenant holds now: its messages not yet finished
@@ -439,6 +462,9 @@ func (s *Server) tenantViews(r *http.Request) ([]TenantView, error) {
 		if tn.Retention > 0 {
 			v.Retention = tn.Retention.String()
 		}
+		if a := tn.Alerts; len(a.Notify) > 0 || a.MaxPerHour > 0 {
+			v.Alerts = &TenantAlertsView{Notify: scope{tenant: name}.showNames(a.Notify), MaxPerHour: a.MaxPerHour}
+		}
 		v.Throttled, v.ThrottledBy = s.throttled(name)
 		out = append(out, v)
 	}
@@ -495,4 +521,102 @@ func (s *Server) throttled(tenant string) (bool, string) {
 func (sc scope) showObject(o TopologyObject) TopologyObject {
 	o.Name, o.UpdatedBy = sc.showName(o.Name), sc.showName(o.UpdatedBy)
 	return o
+}
+
+// Changing tenants. A tenant's settings bound what it may put into courier
+// and what it is given, so they are the system's to change: a key of the
+// system tenant (or any caller of a server without keys) writes and
+// deletes tenants. Another tenant's key is answered 404 for a tenant not
+// its own, as for one that does not exist, and 403 for its own, whose
+// existence it knows (GET /v1/tenants/{tenant} shows it).
+
+// mayChangeTenant says whether the request may change tenant's settings.
+func mayChangeTenant(r *http.Request, tenant string) error {
+	sc := keyScope(keyOf(r))
+	switch {
+	case sc.system:
+		return nil
+	case tenant != sc.tenant:
+		return courier.Errorf(courier.CodeNotFound, "no such tenant: %q", tenant)
+	}
+	return courier.Errorf(courier.CodePermissionDenied, "a tenant's settings are changed by a key of tenant %s", courier.SystemTenant)
+}
+
+// handlePutTenant creates or replaces a tenant's settings.
+func (s *Server) handlePutTenant(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("tenant")
+	if err := mayChangeTenant(r, name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, ifMatch, ok := s.changeOf(w, r)
+	if !ok {
+		return
+	}
+	body, err := readBody(r, w, maxSpecBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, created, err := c.Put(r.Context(), actor(r), courier.KindTenant, name, body, ifMatch)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", tenantsPrefix+url.PathEscape(name))
+	}
+	setETag(w, o.Version)
+	writeJSON(w, status, toObject(o))
+}
+
+// handleDeleteTenant deletes a tenant: its settings and every object it
+// owns as one change of the topology, so that from the answer on nothing
+// of it can be ingested or called; then it starts the bulk operation that
+// erases its messages, and answers 202 with the operation. The operation
+// is the system tenant's, whose keys follow it at
+// /v1/tenants/system/operations/{id}: the tenant's own paths are gone.
+func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("tenant")
+	if err := mayChangeTenant(r, name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.catalog()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	changes, err := c.DeleteTenant(r.Context(), actor(r), name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.opts.Logger.Info("tenant deleted", "tenant", name, "by", actor(r), "objects", len(changes))
+	u, err := uuid.NewV7()
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("new operation id: %w", err))
+		return
+	}
+	system := scope{tenant: courier.SystemTenant, system: true}
+	op := courier.BulkOp{ID: system.id(u.String()), Kind: courier.ActionEraseTenant,
+		Filter: courier.MessageFilter{Tenant: name}, Who: actor(r), CreatedAt: s.opts.Clock.Now()}
+	if s.opts.Bulk != nil {
+		// This node erases at once; without a runner the operation waits
+		// for a node that has one (every server's engine resumes it).
+		op, err = s.opts.Bulk.Begin(r.Context(), op)
+	} else {
+		op, err = s.opts.Store.StartBulk(r.Context(), op)
+	}
+	if err != nil {
+		s.opts.Logger.Error("tenant deleted, but the erasing of its messages did not start", "tenant", name, "err", err)
+		s.writeError(w, r, err)
+		return
+	}
+	v := toOperation(op)
+	system.showOperation(&v)
+	w.Header().Set("Location", system.path("/v1/operations/"+url.PathEscape(v.ID)))
+	writeJSON(w, http.StatusAccepted, v)
 }

@@ -243,6 +243,8 @@ func acmeWorld(t *testing.T, ts *testServer) string {
 	ep := read("/v1/endpoints/crm")
 	fmt.Fprintf(&b, "endpoint: %v %v; ", ep["state"], ep["target"])
 	fmt.Fprintf(&b, "routes: %v; ", read("/v1/routes")["routes"])
+	tn := read("/v1/tenants/acme")
+	fmt.Fprintf(&b, "tenant: %v %v %v; ", tn["weight"], tn["quotas"], tn["alerts"])
 	top := read("/v1/topology")
 	delete(top, "version") // the store's, which every tenant's change moves on
 	fmt.Fprintf(&b, "topology: %v", top)
@@ -390,24 +392,173 @@ func TestTenantsListed(t *testing.T) {
 }
 
 // newTenantCatalogServer serves the API over a topology held in the
-// store, as courier serve does with a file that has tenants and no
-// topology: the tenants from the file, their objects written through the
-// API.
-func newTenantCatalogServer(t *testing.T) *testServer {
+// store, as courier serve does with a file that has neither tenants nor
+// topology: the tenants acme and beta are written by the system's key
+// (PUT /v1/tenants), their objects through the API. With fileTenants, the
+// configuration file courier.yaml holds the tenants instead.
+func newTenantCatalogServer(t *testing.T, fileTenants ...bool) *testServer {
 	t.Helper()
 	store := sqlitetest.Open(t)
 	var srv *api.Server
-	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Tenants: tenantTopology().Tenants,
-		OnChange: func(tp *courier.Topology) {
-			if srv != nil {
-				srv.SetTopology(tp)
-			}
-		}})
+	o := catalog.Options{Store: store, OnChange: func(tp *courier.Topology) {
+		if srv != nil {
+			srv.SetTopology(tp)
+		}
+	}}
+	if len(fileTenants) > 0 && fileTenants[0] {
+		o.Tenants, o.TenantsFile = tenantTopology().Tenants, "courier.yaml"
+	}
+	cat, err := catalog.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: tenantKeys(t)})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
 	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}
 	t.Cleanup(ts.Close)
+	if o.TenantsFile == "" {
+		for _, tenant := range []string{"acme", "beta"} {
+			if status, body, _ := ts.callAs(t, "system/admin", "PUT", "/v1/tenants/"+tenant, `{"weight": 1}`); status != http.StatusCreated {
+				t.Fatalf("the system creates tenant %s: %d %s", tenant, status, body)
+			}
+		}
+	}
 	return ts
+}
+
+// A system key creates, changes and deletes tenants; deleting one removes
+// everything it owns in one change of the topology, recorded with who did
+// it, and starts the operation that erases its messages. A tenant's key
+// may change no tenant: its own is 403, another's 404.
+func TestTenantLifecycle(t *testing.T) {
+	ts := newTenantCatalogServer(t)
+	ctx := context.Background()
+	status, body, h := ts.callAs(t, "system/admin", "PUT", "/v1/tenants/gamma", `{"weight": 2, "quotas": {"max_queued": 5}}`)
+	if status != http.StatusCreated || h.Get("Location") != "/v1/tenants/gamma" || h.Get("ETag") == "" {
+		t.Fatalf("create gamma: %d %s %v", status, body, h)
+	}
+	if o := decode[api.TopologyObject](t, body); o.Kind != courier.KindTenant || o.Name != "gamma" || o.Version == 0 {
+		t.Errorf("the created tenant: %+v", o)
+	}
+	status, body, _ = ts.callAs(t, "system/admin", "PUT", "/v1/tenants/gamma", `{"weight": 0}`)
+	wantError(t, status, body, http.StatusUnprocessableEntity, courier.CodeInvalidArgument, "tenants.gamma.weight: must be at least 1")
+
+	// Alert targets: acme's own endpoint, by its plain name.
+	if status, body, _ := ts.callAs(t, "acme/admin", "PUT", "/v1/endpoints/pager", `{"transport": "http", "url": "http://acme-only.invalid/pager"}`); status != http.StatusCreated {
+		t.Fatalf("acme's pager: %d %s", status, body)
+	}
+	status, body, _ = ts.callAs(t, "system/admin", "PUT", "/v1/tenants/acme", `{"weight": 3, "alerts": {"notify": ["nope"]}}`)
+	wantError(t, status, body, http.StatusUnprocessableEntity, courier.CodeInvalidArgument, `tenants.acme.alerts.notify[0]: endpoint "nope" is not defined`)
+	if status, body, _ := ts.callAs(t, "system/admin", "PUT", "/v1/tenants/acme", `{"weight": 3, "alerts": {"notify": ["pager"], "max_per_hour": 2}}`); status != http.StatusOK {
+		t.Fatalf("replace acme: %d %s", status, body)
+	}
+	status, body, _ = ts.callAs(t, "acme/admin", "GET", "/v1/tenants/acme", "")
+	if v := decode[api.TenantView](t, body); status != http.StatusOK || v.Weight != 3 || v.Alerts == nil || strings.Join(v.Alerts.Notify, ",") != "pager" || v.Alerts.MaxPerHour != 2 {
+		t.Fatalf("acme as its key reads it: %d %s", status, body)
+	}
+
+	// Who may: a tenant's key changes no tenant.
+	for _, tc := range []struct {
+		key, method, path string
+		want              int
+	}{
+		{"acme/admin", "PUT", "/v1/tenants/acme", http.StatusForbidden},
+		{"acme/admin", "DELETE", "/v1/tenants/acme", http.StatusForbidden},
+		{"acme/admin", "PUT", "/v1/tenants/beta", http.StatusNotFound},
+		{"acme/admin", "DELETE", "/v1/tenants/beta", http.StatusNotFound},
+		{"acme/admin", "PUT", "/v1/tenants/system", http.StatusNotFound},
+		{"beta/sender", "DELETE", "/v1/tenants/beta", http.StatusForbidden},
+		{"system/admin", "DELETE", "/v1/tenants/default", http.StatusConflict},
+		{"system/admin", "DELETE", "/v1/tenants/system", http.StatusConflict},
+		{"system/admin", "DELETE", "/v1/tenants/nobody", http.StatusNotFound},
+	} {
+		if status, body, _ := ts.callAs(t, tc.key, tc.method, tc.path, `{"weight": 9}`); status != tc.want {
+			t.Errorf("%s %s with %s: %d %s; want %d", tc.method, tc.path, tc.key, status, body, tc.want)
+		}
+	}
+
+	// acme's topology and a message of it; the store's keys have an
+	// admin key of the system's first.
+	if status, body, _ := ts.callAs(t, "system/admin", "PUT", "/v1/keys/root", `{"tenant": "system", "role": "admin", "hash": "`+api.HashSecret("root-secret")+`"}`); status != http.StatusCreated {
+		t.Fatalf("the system's stored key: %d %s", status, body)
+	}
+	for _, obj := range []struct{ path, spec string }{
+		{"/v1/endpoints/crm", `{"transport": "http", "url": "http://acme-only.invalid/hook"}`},
+		{"/v1/routes/orders", `{"endpoints": ["crm"]}`},
+		{"/v1/policies/invoice", `{"max_attempts": 3}`},
+		{"/v1/subscriptions/crm-sub", `{"types": ["order.*"], "route": "orders"}`},
+		{"/v1/keys/ci", `{"role": "sender", "hash": "` + api.HashSecret("ci-secret") + `"}`},
+	} {
+		if status, body, _ := ts.callAs(t, "acme/admin", "PUT", obj.path, obj.spec); status != http.StatusCreated {
+			t.Fatalf("acme puts %s: %d %s", obj.path, status, body)
+		}
+	}
+	if status, body, _ := ts.callAs(t, "beta/admin", "PUT", "/v1/endpoints/crm", `{"transport": "http", "url": "http://beta.invalid/hook"}`); status != http.StatusCreated {
+		t.Fatalf("beta's endpoint: %d %s", status, body)
+	}
+	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {}}`); status != http.StatusCreated {
+		t.Fatalf("acme's ingest: %d %s", status, body)
+	}
+
+	status, body, h = ts.callAs(t, "system/admin", "DELETE", "/v1/tenants/acme", "")
+	if status != http.StatusAccepted {
+		t.Fatalf("delete acme: %d %s", status, body)
+	}
+	op := decode[api.Operation](t, body)
+	if op.Kind != courier.ActionEraseTenant || op.Tenant != "acme" || op.Who != "system/admin" || h.Get("Location") != "/v1/tenants/system/operations/"+op.ID {
+		t.Fatalf("the erase operation: %s, Location %q", body, h.Get("Location"))
+	}
+	stored, err := ts.store.Bulk(ctx, courier.QualifyID(courier.SystemTenant, op.ID))
+	if err != nil || stored.Kind != courier.ActionEraseTenant || stored.Filter.Tenant != "acme" || stored.Who != "system/admin" {
+		t.Fatalf("the stored operation: %+v, %v; want erase_tenant of acme by system/admin", stored, err)
+	}
+	if status, body, _ := ts.callAs(t, "system/admin", "GET", h.Get("Location"), ""); status != http.StatusOK || decode[api.Operation](t, body).ID != op.ID {
+		t.Errorf("following the operation: %d %s", status, body)
+	}
+	if status, body, _ := ts.callAs(t, "beta/admin", "GET", h.Get("Location"), ""); status != http.StatusNotFound {
+		t.Errorf("beta follows the system's operation: %d %s; want 404", status, body)
+	}
+
+	// From the answer on, nothing of acme is left to ingest to or call.
+	for _, tc := range []struct{ key, method, path, body string }{
+		{"system/admin", "GET", "/v1/tenants/acme", ""},
+		{"system/admin", "GET", "/v1/tenants/acme/routes/orders", ""},
+		{"system/admin", "PUT", "/v1/tenants/acme/messages/inv-2", `{"type": "invoice", "route": "orders", "payload": {}}`},
+		{"acme/admin", "GET", "/v1/endpoints/crm", ""},
+		{"acme/admin", "GET", "/v1/keys/ci", ""},
+	} {
+		if status, body, _ := ts.callAs(t, tc.key, tc.method, tc.path, tc.body); status != http.StatusNotFound {
+			t.Errorf("%s %s with %s after the delete: %d %s; want 404", tc.method, tc.path, tc.key, status, body)
+		}
+	}
+	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-3", `{"type": "invoice", "route": "orders", "payload": {}}`); status < 400 {
+		t.Errorf("acme's ingest after the delete: %d %s", status, body)
+	}
+	if status, body, _ := ts.callAs(t, "beta/admin", "GET", "/v1/endpoints/crm", ""); status != http.StatusOK {
+		t.Errorf("beta's endpoint after acme's delete: %d %s", status, body)
+	}
+	page, err := ts.store.Audit(ctx, courier.AuditFilter{Who: "system/admin", Kind: courier.ActionDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for _, a := range page.Actions {
+		deleted = append(deleted, string(a.Object)+" "+a.Subject)
+		if a.Version != page.Actions[0].Version {
+			t.Errorf("the deletes are of versions %d and %d; want one change", a.Version, page.Actions[0].Version)
+		}
+	}
+	sort.Strings(deleted)
+	want := "endpoint acme/crm,endpoint acme/pager,key acme/ci,policy acme/invoice,route acme/orders,subscription acme/crm-sub,tenant acme"
+	if strings.Join(deleted, ",") != want {
+		t.Errorf("the audit's deletes: %v; want %s", deleted, want)
+	}
+}
+
+// While the configuration file holds the tenants, the API writes none.
+func TestTenantsInTheFileAreNotWritten(t *testing.T) {
+	ts := newTenantCatalogServer(t, true)
+	for _, method := range []string{"PUT", "DELETE"} {
+		status, body, _ := ts.callAs(t, "system/admin", method, "/v1/tenants/acme", `{"weight": 2}`)
+		wantError(t, status, body, http.StatusConflict, courier.CodeConflict, "courier.yaml")
+	}
 }

@@ -24,6 +24,9 @@ type Catalog interface {
 	// File is the configuration file that holds the topology; empty when
 	// the store does.
 	File() string
+	// TenantsFile is the configuration file that holds the tenants'
+	// settings; empty when the store does.
+	TenantsFile() string
 	Version() int64
 	// Object and Objects show objects with their secrets as "set".
 	Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool)
@@ -37,6 +40,9 @@ type Catalog interface {
 	Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error)
 	// RotateSecrets seals every secret under the current key again.
 	RotateSecrets(ctx context.Context, who string) (int, error)
+	// DeleteTenant removes a tenant's settings and every object it owns
+	// as one change, and returns the changes.
+	DeleteTenant(ctx context.Context, who, tenant string) ([]courier.Action, error)
 }
 
 // TopologyObject is one endpoint, route, policy or subscription: its
@@ -69,6 +75,9 @@ type Topology struct {
 	Routes        map[string]json.RawMessage `json:"routes,omitempty"`
 	Policies      map[string]json.RawMessage `json:"policies,omitempty"`
 	Subscriptions map[string]json.RawMessage `json:"subscriptions,omitempty"`
+	// Tenants are tenants' settings, by tenant: in the body of PUT
+	// /v1/topology alone, which a system key may give them in.
+	Tenants map[string]json.RawMessage `json:"tenants,omitempty"`
 }
 
 // Section returns the part of t that holds objects of a kind.
@@ -80,6 +89,8 @@ func (t *Topology) Section(kind courier.TopologyKind) *map[string]json.RawMessag
 		return &t.Routes
 	case courier.KindPolicy:
 		return &t.Policies
+	case courier.KindTenant:
+		return &t.Tenants
 	default:
 		return &t.Subscriptions
 	}
@@ -361,6 +372,24 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 		specs[kind] = objs
 	}
+	var tenantsWarning string
+	if len(in.Tenants) > 0 && c.TenantsFile() != "" {
+		// The file that lists the tenants for a topology's checks is often
+		// the server's: its tenants are the server file's, not written.
+		tenantsWarning = fmt.Sprintf("tenants: not applied: the server's tenants are in its configuration file %s", c.TenantsFile())
+		in.Tenants = nil
+	}
+	if len(in.Tenants) > 0 {
+		// A tenant's settings are the system's to write, by their names.
+		if !sc.system || sc.tenant != courier.DefaultTenant {
+			s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "tenants: a tenant's settings are applied by a key of tenant %s, without naming a tenant", courier.SystemTenant))
+			return
+		}
+		specs[courier.KindTenant] = map[string][]byte{}
+		for name, spec := range in.Tenants {
+			specs[courier.KindTenant][name] = spec
+		}
+	}
 	how := courier.Applying{Prune: flags["prune"], DryRun: flags["dry_run"], PruneTenant: sc.tenant}
 	if sc.system && sc.tenant == courier.DefaultTenant {
 		how.PruneTenant = "" // the whole topology, every tenant's objects written qualified
@@ -383,6 +412,10 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	out.Warnings = s.warnings(w, r, courier.KindEndpoint, written)
 	for i := range out.Warnings {
 		out.Warnings[i] = sc.showText(out.Warnings[i])
+	}
+	if tenantsWarning != "" {
+		out.Warnings = append(out.Warnings, tenantsWarning)
+		w.Header().Add("Warning", "299 courier "+strconv.Quote(tenantsWarning))
 	}
 	if n := len(out.Changes); n > 0 && !out.DryRun {
 		s.opts.Logger.Info("topology applied", "by", actor(r), "changes", n, "version", out.Version)

@@ -53,8 +53,14 @@ type Options struct {
 	Retention time.Duration
 	// Tenants are the configuration file's tenants (its tenants:
 	// section), which every topology of the store's is given: the store
-	// holds the tenants' objects, the file their settings.
+	// holds the tenants' objects, the file their settings. Nil when the
+	// file has no tenants: section; the store then holds the tenants'
+	// settings too (objects of courier.KindTenant).
 	Tenants map[string]*courier.Tenant
+	// TenantsFile is the configuration file that holds the tenants (it
+	// has a tenants: section): writing a tenant is then refused, naming
+	// it.
+	TenantsFile string
 }
 
 // minSyncGap spaces the syncs that notices of other nodes' changes cause:
@@ -85,6 +91,9 @@ type Catalog struct {
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[[]config.Key]
 	tenants  atomic.Pointer[map[string]*courier.Tenant]
+	// tenantsFile is Options.TenantsFile, until a reload's file has no
+	// tenants: section.
+	tenantsFile atomic.Pointer[string]
 
 	poke chan struct{}
 }
@@ -119,6 +128,7 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 	}
 	c := &Catalog{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
 	c.tenants.Store(&o.Tenants)
+	c.tenantsFile.Store(&o.TenantsFile)
 	t, err := config.Assemble(nil)
 	if err != nil {
 		return nil, err
@@ -167,6 +177,18 @@ func (c *Catalog) Version() int64 {
 	return c.version
 }
 
+// TenantsFile is the configuration file that holds the tenants' settings,
+// or empty when the store holds them.
+func (c *Catalog) TenantsFile() string {
+	if c.file != "" {
+		return c.file
+	}
+	if f := c.tenantsFile.Load(); f != nil {
+		return *f
+	}
+	return ""
+}
+
 // Object returns one object with its secrets shown as Set.
 func (c *Catalog) Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool) {
 	c.mu.RLock()
@@ -187,13 +209,13 @@ func (c *Catalog) Keys() []config.Key {
 }
 
 // Objects returns the objects of a kind by name, their secrets shown as
-// Set; every object of the topology (keys are not part of it) when kind
-// is empty.
+// Set; every object of the topology (keys and tenants are not part of
+// it) when kind is empty.
 func (c *Catalog) Objects(kind courier.TopologyKind) []courier.TopologyObject {
 	c.mu.RLock()
 	out := make([]courier.TopologyObject, 0, len(c.entries))
 	for k, e := range c.entries {
-		if kind == k.kind || (kind == "" && k.kind != courier.KindKey) {
+		if kind == k.kind || (kind == "" && k.kind != courier.KindKey && k.kind != courier.KindTenant) {
 			out = append(out, e.shown())
 		}
 	}
@@ -350,18 +372,43 @@ func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) 
 	}
 	c.mu.RUnlock()
 	t, err := config.Assemble(objs)
-	if t != nil {
+	if t != nil && c.fileTenants() {
 		t.Tenants = *c.tenants.Load()
 	}
 	return t, err
 }
 
+// fileTenants reports whether the file holds the tenants' settings: then
+// the store's tenants, if it has any, are not in force.
+func (c *Catalog) fileTenants() bool {
+	return c.TenantsFile() != "" || *c.tenants.Load() != nil
+}
+
 // SetTenants puts a reloaded file's tenants in force: the topology in
-// force is given them, and told of as a change.
+// force is given them, and told of as a change. A file without a tenants:
+// section (nil) leaves the tenants to the store from then on.
 func (c *Catalog) SetTenants(tenants map[string]*courier.Tenant) {
 	c.write.Lock()
 	defer c.write.Unlock()
+	wasFile := c.fileTenants()
 	c.tenants.Store(&tenants)
+	if tenants == nil {
+		if !wasFile {
+			return // the store holds them, as it did
+		}
+		none := ""
+		c.tenantsFile.Store(&none)
+		t, err := c.assemble(nil, nil)
+		if err != nil {
+			c.opts.Logger.Error("the store's tenants do not hold together; the topology in force keeps none", "err", err)
+			next := *c.topology.Load()
+			next.Tenants = nil
+			t = &next
+		}
+		c.topology.Store(t)
+		c.opts.OnChange(t)
+		return
+	}
 	next := *c.topology.Load()
 	next.Tenants = tenants
 	c.topology.Store(&next)

@@ -40,7 +40,11 @@ func (c *Catalog) Put(ctx context.Context, who string, kind courier.TopologyKind
 }
 
 // Delete removes one object, if nothing else uses it. ifMatch as for Put.
+// A tenant is deleted with everything it owns (DeleteTenant).
 func (c *Catalog) Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error {
+	if kind == courier.KindTenant {
+		return courier.Errorf(courier.CodeInvalidArgument, "a tenant is deleted with everything it owns, not alone")
+	}
 	return c.change(ctx, func() (*plan, error) {
 		p := c.newPlan(who)
 		old, exists := c.entry(kind, name)
@@ -66,7 +70,7 @@ func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.Topol
 		p := c.newPlan(who)
 		p.dryRun = how.DryRun
 		var problems config.Errors
-		for _, kind := range courier.TopologyKinds {
+		for _, kind := range append([]courier.TopologyKind{courier.KindTenant}, courier.TopologyKinds...) {
 			names := make([]string, 0, len(specs[kind]))
 			for name := range specs[kind] {
 				names = append(names, name)
@@ -99,6 +103,60 @@ func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.Topol
 		return p, nil
 	}, func(done []courier.Action) { changes = done })
 	return changes, err
+}
+
+// DeleteTenant removes a tenant: its settings and every object it owns
+// (endpoints, routes, policies, subscriptions and keys, by courier.TenantOf
+// of their names), as one version, each delete recorded in the audit log
+// as by who. It returns the changes. The tenants default and system always
+// exist; a tenant the configuration file holds is deleted there. Its
+// messages are not the catalog's: the caller erases them.
+func (c *Catalog) DeleteTenant(ctx context.Context, who, tenant string) ([]courier.Action, error) {
+	switch {
+	case tenant == courier.DefaultTenant || tenant == courier.SystemTenant:
+		return nil, courier.Errorf(courier.CodeConflict, "tenant %s always exists: its settings may be changed, it cannot be deleted", tenant)
+	case c.file != "" || c.fileTenants():
+		return nil, c.tenantsInFile()
+	}
+	var changes []courier.Action
+	err := c.change(ctx, func() (*plan, error) {
+		p := c.newPlan(who)
+		c.mu.RLock()
+		var owned []objectKey
+		for k := range c.entries {
+			if k.kind == courier.KindTenant && k.name == tenant || k.kind != courier.KindTenant && courier.TenantOf(k.name) == tenant {
+				owned = append(owned, k)
+			}
+		}
+		c.mu.RUnlock()
+		if len(owned) == 0 {
+			return nil, courier.Errorf(courier.CodeNotFound, "no such tenant: %q", tenant)
+		}
+		// The settings last, so that the log reads as the tenant emptied.
+		sort.Slice(owned, func(i, j int) bool {
+			a, b := owned[i], owned[j]
+			if (a.kind == courier.KindTenant) != (b.kind == courier.KindTenant) {
+				return b.kind == courier.KindTenant
+			}
+			if a.kind != b.kind {
+				return a.kind < b.kind
+			}
+			return a.name < b.name
+		})
+		for _, k := range owned {
+			p.remove(k.kind, k.name)
+		}
+		return p, nil
+	}, func(done []courier.Action) { changes = done })
+	return changes, err
+}
+
+// tenantsInFile is the refusal of a change of tenants the file holds.
+func (c *Catalog) tenantsInFile() error {
+	if c.TenantsFile() == "" {
+		return courier.Errorf(courier.CodeConflict, "the tenants are given by the configuration file's section tenants: change them there and reload")
+	}
+	return courier.Errorf(courier.CodeConflict, "the tenants are in the configuration file %s: change them there and reload (SIGHUP or POST /v1/reload); to keep them in the store instead, remove the section tenants from the file", c.TenantsFile())
 }
 
 // RotateSecrets seals again, under the current key, every secret sealed
@@ -334,6 +392,9 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 	if err := c.checkKeys(p); err != nil {
 		return nil, err
 	}
+	if err := c.checkTenants(p); err != nil {
+		return nil, err
+	}
 	var added []string // the tenants the plan gives new endpoints
 	for k := range p.fresh {
 		if _, existed := c.entry(k.kind, k.name); k.kind == courier.KindEndpoint && !existed {
@@ -385,6 +446,17 @@ func (c *Catalog) checkClaimChecks(p *plan, t *courier.Topology) error {
 			return courier.Errorf(courier.CodeInvalidArgument, "%s: %s; set it in the configuration of every node", at.Field, config.NeedsPublicURL)
 		case c.opts.Retention > 0 && at.Check.TTL >= c.opts.Retention:
 			return courier.Errorf(courier.CodeInvalidArgument, "%s.ttl: must be shorter than retention (%v): a delivered message, and the payload its link fetches, may be purged before the link expires", at.Field, c.opts.Retention)
+		}
+	}
+	return nil
+}
+
+// checkTenants refuses a plan that writes a tenant's settings while the
+// file holds them.
+func (c *Catalog) checkTenants(p *plan) error {
+	for _, o := range p.objects {
+		if o.Kind == courier.KindTenant && c.fileTenants() {
+			return c.tenantsInFile()
 		}
 	}
 	return nil

@@ -77,8 +77,8 @@ type Config struct {
 	// Topology holds the endpoints, routes, policies and subscriptions; its
 	// Policies always has courier.DefaultPolicyName.
 	Topology *courier.Topology
-	// Specs are the file's topology objects in the store's form, for
-	// courier apply; empty when the topology is in the store.
+	// Specs are the file's topology objects and tenants in the store's
+	// form, for courier apply; empty when the file has neither.
 	Specs Specs
 	// Receivers are the receive locations by name.
 	Receivers map[string]*courier.Receiver

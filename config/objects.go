@@ -31,6 +31,7 @@ type Object struct {
 	Route        *courier.Route        // KindRoute
 	Subscription *courier.Subscription // KindSubscription
 	Key          *Key                  // KindKey
+	Tenant       *courier.Tenant       // KindTenant
 
 	// refs are the names the object uses, for Assemble to check.
 	refs []ref
@@ -49,7 +50,7 @@ type Object struct {
 // its line in spec.
 func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object, error) {
 	if !kind.Valid() {
-		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription or key", check.Clip(string(kind)))}}
+		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription, key or tenant", check.Clip(string(kind)))}}
 	}
 	d := &decoder{literal: true}
 	path := kind.Section() + "." + name
@@ -75,6 +76,8 @@ func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object,
 	case courier.KindKey:
 		k, _ := d.key(p, &obj.refs)
 		obj.Key = &k
+	case courier.KindTenant:
+		obj.Tenant = d.tenantEntry(p, &obj.refs)
 	}
 	if err := d.errs.err(); err != nil {
 		return nil, err
@@ -310,6 +313,16 @@ func assemble(objects []*Object) (*courier.Topology, Errors) {
 				d.errorf(0, "keys."+other+".hash", "is the same as the hash of key %q: each key needs its own secret", o.Name)
 			}
 			d.uniqueHash(hashes, *o.Key, 0, "keys."+o.Name+".hash")
+		case o.Kind == courier.KindTenant && o.Tenant != nil:
+			if t.Tenants[o.Name] != nil {
+				twice(o)
+				continue
+			}
+			if t.Tenants == nil {
+				t.Tenants = map[string]*courier.Tenant{}
+			}
+			t.Tenants[o.Name] = o.Tenant
+			refs = append(refs, o.refs...)
 		default:
 			d.errorf(0, o.Kind.Section()+"."+o.Name, "is not an object made by DecodeObject")
 		}

@@ -62,7 +62,7 @@ subscriptions:
 receivers:
   NAME: {transport: dir}
 tenants:
-  NAME: {weight: 1, quotas: {burst: 1}}
+  NAME: {weight: 1, quotas: {burst: 1}, alerts: {max_per_hour: 1}}
 `
 
 // decoderFields returns every field path the decoder takes (routes.NAME.

@@ -74,7 +74,7 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	c.TopologyInStore = !slices.ContainsFunc(courier.TopologyKinds, func(k courier.TopologyKind) bool { return o.has(k.Section()) })
 	c.KeysInStore = c.TopologyInStore && !o.has("keys")
 	var refs, routeRefs []ref
-	d.tenants(o.value("tenants"), c.Topology)
+	d.tenants(o.value("tenants"), c.Topology, &routeRefs)
 	d.known = c.Topology.Tenants
 	if d.known == nil {
 		d.known = map[string]*courier.Tenant{}
@@ -91,13 +91,14 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	}
 	if !c.TopologyInStore {
 		// With the topology in the store, the routes that keys and receive
-		// locations name are the store's, which may change at run time.
+		// locations name, and the endpoints of the tenants' alerts, are the
+		// store's, which may change at run time.
 		refs = append(refs, routeRefs...)
 	}
 	d.checkRefs(c.Topology, refs)
 	d.checkEndpointCaps(c.Topology)
 	c.Topology.Prepare()
-	if !c.TopologyInStore && len(d.errs) == 0 {
+	if (!c.TopologyInStore || c.Topology.Tenants != nil) && len(d.errs) == 0 {
 		c.Specs = d.specs(o)
 	}
 }

@@ -16,12 +16,12 @@ import (
 // so that two specs of one object compare byte for byte.
 type Specs map[courier.TopologyKind]map[string][]byte
 
-// specs turns the file's topology sections into Specs: what courier apply
-// sends to the store. It runs on a file without problems; what it finds
-// wrong is recorded all the same.
+// specs turns the file's topology sections, and its tenants: section,
+// into Specs: what courier apply sends to the store. It runs on a file
+// without problems; what it finds wrong is recorded all the same.
 func (d *decoder) specs(top *object) Specs {
 	out := Specs{}
-	for _, kind := range courier.TopologyKinds {
+	for _, kind := range append([]courier.TopologyKind{courier.KindTenant}, courier.TopologyKinds...) {
 		section := kind.Section()
 		out[kind] = map[string][]byte{}
 		for _, p := range d.entries(top.value(section), section) {
@@ -35,6 +35,10 @@ func (d *decoder) specs(top *object) Specs {
 			spec, err := json.Marshal(v)
 			if err != nil {
 				d.errorf(p.line, path, "cannot be written as JSON: %v", err)
+				continue
+			}
+			if kind == courier.KindTenant {
+				out[kind][p.key] = spec // a tenant's name is its own
 				continue
 			}
 			tenant, own := d.entryName(p)

@@ -22,40 +22,72 @@ import (
 // and qualify and use qualify through it.
 
 var (
-	tenantFields = []string{"weight", "quotas", "retention"}
-	quotaFields  = []string{"ingest_rate", "burst", "max_queued", "max_bytes", "max_endpoints"}
+	tenantFields       = []string{"weight", "quotas", "retention", "alerts"}
+	quotaFields        = []string{"ingest_rate", "burst", "max_queued", "max_bytes", "max_endpoints"}
+	tenantAlertsFields = []string{"notify", "max_per_hour"}
 )
 
 // tenants reads the tenants: section into t.Tenants, which stays nil for
-// a file without it.
-func (d *decoder) tenants(n *yaml.Node, t *courier.Topology) {
+// a file without it. The endpoints the tenants' alerts name are added to
+// refs.
+func (d *decoder) tenants(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	entries := d.entries(n, "tenants")
 	if entries == nil {
 		return
 	}
 	t.Tenants = map[string]*courier.Tenant{}
 	for _, p := range entries {
-		path := "tenants." + p.key
-		if !courier.ValidTenant(p.key) {
-			d.errorf(p.line, path, "%q is not a valid tenant name: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(p.key), courier.MaxNameLen)
-		}
-		o := d.object(p.value, path, p.line, tenantFields)
-		tn := &courier.Tenant{Name: p.key, Weight: 1}
-		if l := o.integer("weight", &tn.Weight); l > 0 && tn.Weight < 1 {
-			d.errorf(l, o.field("weight"), "must be at least 1")
-		}
-		if q := o.sub("quotas", quotaFields); q != nil {
-			if l := d.quotas(q, &tn.Quotas); l > 0 {
-				if d.capLines == nil {
-					d.capLines = map[string]int{}
-				}
-				d.capLines[p.key] = l
+		t.Tenants[p.key] = d.tenantEntry(p, refs)
+	}
+}
+
+// tenantEntry reads one tenant's settings: an entry of tenants:, or the spec
+// of a tenant held in the store (DecodeObject).
+func (d *decoder) tenantEntry(p pair, refs *[]ref) *courier.Tenant {
+	path := "tenants." + p.key
+	if !courier.ValidTenant(p.key) {
+		d.errorf(p.line, path, "%q is not a valid tenant name: use 1 to %d letters, digits, '.', '_' or '-'", check.Clip(p.key), courier.MaxNameLen)
+	}
+	o := d.object(p.value, path, p.line, tenantFields)
+	tn := &courier.Tenant{Name: p.key, Weight: 1}
+	if l := o.integer("weight", &tn.Weight); l > 0 && tn.Weight < 1 {
+		d.errorf(l, o.field("weight"), "must be at least 1")
+	}
+	if q := o.sub("quotas", quotaFields); q != nil {
+		if l := d.quotas(q, &tn.Quotas); l > 0 {
+			if d.capLines == nil {
+				d.capLines = map[string]int{}
 			}
+			d.capLines[p.key] = l
 		}
-		if l := o.duration("retention", &tn.Retention); l > 0 && tn.Retention <= 0 {
-			d.errorf(l, o.field("retention"), "must be greater than 0")
+	}
+	if l := o.duration("retention", &tn.Retention); l > 0 && tn.Retention <= 0 {
+		d.errorf(l, o.field("retention"), "must be greater than 0")
+	}
+	if a := o.sub("alerts", tenantAlertsFields); a != nil {
+		d.tenantAlerts(a, tn, refs)
+	}
+	return tn
+}
+
+// tenantAlerts reads a tenant's alert targets: its own endpoints, written
+// plain, or the system tenant's, written qualified; they must take notices
+// (smtp or http), as the server's alerts.notify must.
+func (d *decoder) tenantAlerts(a *object, tn *courier.Tenant, refs *[]ref) {
+	d.tenant = tn.Name
+	defer d.leave()
+	if items, ok := a.list("notify"); ok {
+		for _, it := range items {
+			name := d.qualify(it.value)
+			if slices.Contains(tn.Alerts.Notify, name) {
+				d.errorf(it.line, it.field, "endpoint %q is listed twice", check.Clip(it.value))
+				continue
+			}
+			tn.Alerts.Notify = append(tn.Alerts.Notify, d.use(refs, ref{line: it.line, field: it.field, kind: "endpoint", name: it.value, notice: true}))
 		}
-		t.Tenants[p.key] = tn
+	}
+	if l := a.integer("max_per_hour", &tn.Alerts.MaxPerHour); l > 0 && tn.Alerts.MaxPerHour < 1 {
+		d.errorf(l, a.field("max_per_hour"), "must be at least 1")
 	}
 }
 

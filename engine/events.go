@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +29,9 @@ const maxEventBatch = 200
 const maxQueuedEvents = 100_000
 
 // Event records an operational event and, as the alerts' rate limit
-// allows, sends its notices to the alerts' notify endpoints. It returns at
-// once: the event waits for the next batch of events, which is written
+// allows, sends its notices to the alerts' notify endpoints, and to the
+// alert targets of the tenant whose endpoint or route it is about. It
+// returns at once: the event waits for the next batch of events, which is written
 // in one store transaction as soon as the one being written ends (at once
 // when none is), in the order the events came. An event another node
 // recorded already (the same transition, the same id) is not recorded or
@@ -50,46 +52,86 @@ func (e *Engine) recordEvents(batch []courier.Event) {
 	defer cancel()
 	a := e.opts.Alerts
 	t := e.topology.Load()
-	var notify []string
-	for _, name := range a.Notify {
+	// usable says whether a notify endpoint can take notices, told once a
+	// batch when it cannot.
+	checked := map[string]bool{}
+	usable := func(name string) bool {
+		ok, seen := checked[name]
+		if seen {
+			return ok
+		}
 		switch ep := t.Endpoints[name]; {
 		case ep == nil:
-			for _, ev := range batch {
-				e.logger.Warn("alerts: a notify endpoint is not defined; its notice is not sent", "endpoint", name, "event", ev.Kind, "subject", ev.Subject)
-			}
+			e.logger.Warn("alerts: a notify endpoint is not defined; its notices are not sent", "endpoint", name)
 		case ep.Transport != courier.TransportHTTP && ep.Transport != courier.TransportSMTP:
-			e.logger.Warn("alerts: a notify endpoint is neither http nor smtp; its notice is not sent", "endpoint", name, "transport", ep.Transport)
+			e.logger.Warn("alerts: a notify endpoint is neither http nor smtp; its notices are not sent", "endpoint", name, "transport", ep.Transport)
 		default:
+			ok = true
+		}
+		checked[name] = ok
+		return ok
+	}
+	var notify []string
+	for _, name := range a.Notify {
+		if usable(name) {
 			notify = append(notify, name)
 		}
 	}
+	// The tenants' alert targets are checked here too, so that the
+	// decisions below only read what was checked.
+	for _, ev := range batch {
+		if ta := t.TenantAlerts(ev); ta != nil {
+			for _, name := range ta.Notify {
+				usable(name)
+			}
+		}
+	}
+	// The server's notify endpoints hear of every event, a tenant's alert
+	// targets of its own endpoints' and routes' (Topology.TenantAlerts),
+	// each as its own rate limit allows.
+	sentTo := map[string]bool{}
+	var mu sync.Mutex
 	recorded, err := e.store.RecordEvents(ctx, batch, time.Hour, func(ev courier.Event, recent []courier.Event) (courier.Event, []*courier.Message) {
-		ev.Notified = len(notify) > 0 && a.Allow(ev, recent)
+		var to []string
+		if len(notify) > 0 && a.Allow(ev, recent) {
+			to = append(to, notify...)
+		}
+		if ta := t.TenantAlerts(ev); ta.Allow(ev, recent) {
+			for _, name := range ta.Notify {
+				if !slices.Contains(to, name) && checked[name] {
+					to = append(to, name)
+				}
+			}
+		}
+		ev.Notified = len(to) > 0
 		if !ev.Notified {
 			return ev, nil
 		}
-		return ev, a.Notices(ev, notify)
+		mu.Lock()
+		for _, name := range to {
+			sentTo[name] = true
+		}
+		mu.Unlock()
+		return ev, a.Notices(ev, to)
 	})
 	if err != nil {
 		for _, ev := range batch {
 			e.logger.Warn("could not record an operational event", "event", ev.Kind, "subject", ev.Subject, "err", err)
 		}
 	}
-	sent := false
 	for _, rec := range recorded {
 		switch {
 		case rec.Notified:
-			sent = true
-			e.logger.Info("operational event; notices sent", "event", rec.Kind, "subject", rec.Subject, "notify", notify)
-		case len(notify) > 0:
-			e.logger.Info("operational event; its notices are held back by alerts.max_per_hour", "event", rec.Kind, "subject", rec.Subject)
+			e.logger.Info("operational event; notices sent", "event", rec.Kind, "subject", rec.Subject)
+		case len(notify) > 0 || t.TenantAlerts(rec) != nil:
+			e.logger.Info("operational event; its notices are held back by max_per_hour", "event", rec.Kind, "subject", rec.Subject)
 		default:
 			e.logger.Info("operational event", "event", rec.Kind, "subject", rec.Subject)
 		}
 	}
-	if sent {
+	if len(sentTo) > 0 {
 		now := e.clock.Now()
-		for _, name := range notify {
+		for name := range sentTo {
 			e.lanes.due(courier.NoticeRoute(name), now, now)
 		}
 		e.nudge()

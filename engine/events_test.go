@@ -265,3 +265,68 @@ func testOneNoticeForTwoNodes(t *testing.T) {
 		t.Fatalf("third notice %+v; want endpoint.off", got[2])
 	}
 }
+
+// A tenant's alert targets hear of the events of its own endpoints, and
+// another tenant's do not; the server's alerts.notify is not needed.
+func TestTenantAlertTargets(t *testing.T) {
+	h := newHarness(t, func(h *harness) {
+		for _, tenant := range []string{"acme", "beta"} {
+			pager := tenant + "/pager"
+			h.top.Endpoints[pager] = h.httpEndpoint(pager, "/"+tenant+"-pager")
+		}
+		h.top.Tenants = map[string]*courier.Tenant{
+			"acme": {Name: "acme", Weight: 1, Alerts: courier.TenantAlerts{Notify: []string{"acme/pager"}, MaxPerHour: 1}},
+			"beta": {Name: "beta", Weight: 1, Alerts: courier.TenantAlerts{Notify: []string{"beta/pager"}}},
+		}
+		h.direct("acme/crm")
+	})
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		var before courier.EndpointHealth
+		after, err := h.store.UpdateHealth(ctx, "acme/crm", func(eh courier.EndpointHealth) courier.EndpointHealth {
+			before = eh
+			if on {
+				return eh.SwitchedOn(time.Now())
+			}
+			return eh.SwitchedOff(time.Now())
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.engine.HealthSwitched("acme/crm", before, after, "ops-key")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := h.sink.Wait(wctx, "/acme-pager", 1); err != nil {
+		t.Fatalf("acme's pager got no notice: %v", err)
+	}
+	var b courier.EventBody
+	if err := json.Unmarshal(h.sink.Arrivals("/acme-pager")[0].Body, &b); err != nil || b.Event != courier.EventEndpointOff || b.Subject != "acme/crm" {
+		t.Fatalf("acme's notice: %+v (%v); want endpoint.off of acme/crm", b, err)
+	}
+	// Both events are recorded, the second held back by acme's
+	// max_per_hour of 1; no notice was ever made for beta's pager.
+	var evs []courier.Event
+	for deadline := time.Now().Add(20 * time.Second); len(evs) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		evs = h.events(courier.EventFilter{Subject: "acme/crm"})
+	}
+	if len(evs) != 2 || !evs[1].Notified || evs[0].Notified {
+		t.Fatalf("events of acme/crm: %+v; want the off notified and the recovery held back", evs)
+	}
+	for _, route := range []string{courier.NoticeRoute("beta/pager"), courier.NoticeRoute("acme/pager")} {
+		page, err := h.store.Messages(ctx, courier.MessageFilter{Route: route})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if route == courier.NoticeRoute("acme/pager") {
+			want = 1
+		}
+		if len(page.Messages) != want {
+			t.Errorf("%d notices on %s, want %d", len(page.Messages), route, want)
+		}
+	}
+	if n := h.sink.Count("/beta-pager"); n != 0 {
+		t.Fatalf("beta's pager got %d notices of acme's endpoint", n)
+	}
+}

@@ -93,6 +93,7 @@ func TestOnPostgres(t *testing.T) {
 		{"AutoConcurrencyClimbsToTheCeiling", TestAutoConcurrencyClimbsToTheCeiling},
 		{"SuspensionAndRecoverySendOneNoticeEach", TestSuspensionAndRecoverySendOneNoticeEach},
 		{"OneNoticeForTwoNodes", testOneNoticeForTwoNodes},
+		{"TenantAlertTargets", TestTenantAlertTargets},
 		{"RedriveAfterRecovery", TestRedriveAfterRecovery},
 		{"RedriveStopsWhenSuspendedAgain", TestRedriveStopsWhenSuspendedAgain},
 		{"RedriveOnTwoNodes", testRedriveOnTwoNodes},

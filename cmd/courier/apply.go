@@ -19,8 +19,8 @@ func newApplyCmd(g *globals) *cobra.Command {
 	var file string
 	var dryRun, prune bool
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Make the topology held in the store hold a file's endpoints, routes, policies and subscriptions",
+		Use:   "apply [-f] FILE",
+		Short: "Make the topology held in the store hold a file's endpoints, routes, policies, subscriptions and tenants",
 		Long: `Reads the sections endpoints, routes, policies and subscriptions of a
 configuration file and makes the server's topology hold them: what is new is
 created, what differs is replaced, what is the same is left alone, all as one
@@ -37,16 +37,31 @@ server's warning printed. ${NAME} in a value is replaced by this shell's
 environment variable NAME. A secret written as "set" (as 'courier get'
 prints it) keeps the secret the server has stored.
 
+A tenants: section gives tenants their settings (a key of the system
+tenant applies them, without --tenant). With --tenant NAME the file is one
+tenant's topology, its names plain: the server qualifies them with the
+tenant, and --prune deletes only that tenant's objects.
+
 With --prune, the objects the file does not hold are deleted, in every
-section: a section the file leaves out counts as empty. With --dry-run,
-nothing is written: the changes are printed as they would be made.`,
+section: a section the file leaves out counts as empty. Tenants are never
+pruned (courier tenants delete deletes one). With --dry-run, nothing is
+written: the changes are printed as they would be made.`,
 		Example: `  courier apply -f topology.yaml --dry-run
   courier apply -f topology.yaml
-  courier get topology > topology.yaml; vi topology.yaml; courier apply -f topology.yaml --prune`,
-		Args: cobra.NoArgs,
+  courier get topology > topology.yaml; vi topology.yaml; courier apply -f topology.yaml --prune
+  courier apply --tenant acme acme.yaml --prune`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.check(); err != nil {
 				return err
+			}
+			switch {
+			case len(args) == 1 && file != "":
+				return fmt.Errorf("give the file once: as -f FILE or as the argument")
+			case len(args) == 1:
+				file = args[0]
+			case file == "":
+				return fmt.Errorf("give the file to apply: courier apply FILE")
 			}
 			// The server checks what depends on its own settings (a claim
 			// check needs its public_url), not this shell's environment.
@@ -56,8 +71,8 @@ nothing is written: the changes are printed as they would be made.`,
 				fmt.Fprintln(g.stderr, "nothing was applied")
 				return exitError(1)
 			}
-			if cfg.TopologyInStore {
-				return fmt.Errorf("%s has none of the sections endpoints, routes, policies and subscriptions: there is nothing to apply", file)
+			if cfg.TopologyInStore && cfg.Topology.Tenants == nil {
+				return fmt.Errorf("%s has none of the sections endpoints, routes, policies, subscriptions and tenants: there is nothing to apply", file)
 			}
 			var t api.Topology
 			for kind, objs := range cfg.Specs {
@@ -81,10 +96,9 @@ nothing is written: the changes are printed as they would be made.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&file, "filename", "f", "", "the configuration file to apply (required)")
+	fl.StringVarP(&file, "filename", "f", "", "the configuration file to apply (or give it as the argument)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print what would change, and change nothing")
 	fl.BoolVar(&prune, "prune", false, "also delete the objects the file does not hold")
-	cmd.MarkFlagRequired("filename")
 	return cmd
 }
 

@@ -439,6 +439,9 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 	if !cfg.KeysInStore {
 		o.KeysFile = cfg.File
 	}
+	if cfg.Topology.Tenants != nil {
+		o.TenantsFile = cfg.File
+	}
 	cat, err := catalog.Open(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("read the topology from the store: %w", err)
