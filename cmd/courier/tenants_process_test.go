@@ -82,6 +82,12 @@ routes:
 	run([]string{"tenant/gamma created"}, "apply", tenantsFile)
 	run([]string{"Weight:", "3", "of 5"}, "tenants", "show", "gamma")
 
+	// acme has messages waiting when it is deleted, beta one of its own.
+	for _, id := range []string{"a-1", "a-2", "a-3"} {
+		binaryPrints(t, `{"n": 1}`, []string{"--server", p.url, "--tenant", "acme", "send", "--id", id, "--type", "invoice",
+			"--route", "orders", "--deliver-after", "1h"})
+	}
+
 	// Deleting asks, or needs --yes; default and system stay.
 	fails([]string{"give --yes"}, "tenants", "delete", "acme")
 	fails([]string{"cannot be deleted"}, "tenants", "delete", "default", "--yes")
@@ -90,7 +96,14 @@ routes:
 	if m == nil {
 		t.Fatalf("tenants delete names no operation:\n%s", out)
 	}
-	run([]string{"erasing tenant acme", "operation " + m[1]}, "tenants", "erasing", m[1])
+	run([]string{"erasing tenant acme", "3 messages erased", "done", "operation " + m[1]}, "tenants", "erasing", m[1], "--wait")
+	// A tenant made again under the name finds nothing of the one deleted.
+	run([]string{"tenant acme created"}, "tenants", "create", "acme")
+	if out := run(nil, "--tenant", "acme", "messages", "list"); strings.Contains(out, "a-1") {
+		t.Errorf("the messages of a deleted tenant outlived it:\n%s", out)
+	}
+	run([]string{"tenant acme deleted"}, "tenants", "delete", "acme", "--yes", "--wait")
+	run([]string{"invoice", "queued"}, "--tenant", "beta", "messages", "list") // beta's own message is untouched
 	if out := run(nil, "tenants", "list"); strings.Contains(out, "acme") || !strings.Contains(out, "beta") {
 		t.Errorf("tenants list after acme's delete:\n%s", out)
 	}
