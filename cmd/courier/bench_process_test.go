@@ -225,7 +225,7 @@ func TestBenchFair(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	for _, store := range []string{"sqlite", "postgres"} {
-		args := []string{"bench", "fair", "--output", "json", "--routes", "20", "--backlog", "2000", "--window", "500", "--duration", "1s"}
+		args := []string{"bench", "fair", "--output", "json", "--routes", "20", "--backlog", "6000", "--window", "500", "--duration", "1s"}
 		if store == "postgres" {
 			args = append(args, "--postgres", dsn)
 		}
