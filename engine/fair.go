@@ -168,11 +168,16 @@ func (ls *lanes) beginRound() (sharing bool, wanting int) {
 	return ls.wantingTenants > 1, ls.wantingTenants
 }
 
-// serve gives a tenant its turn in the round; ls.mu is held.
+// serve gives a tenant its turn in the round, up to n lanes; a limited
+// turn takes no more lanes than its deficit can grant a message each,
+// so that the rest need not be given back. ls.mu is held.
 func (ls *lanes) serve(tl *tenantLanes, n int, limited bool) turn {
 	if tl.served != ls.round {
 		tl.served = ls.round
 		ls.servedNow = append(ls.servedNow, tl)
+	}
+	if limited {
+		n = min(n, max(tl.deficit, 1))
 	}
 	return turn{tenant: tl, routes: tl.pop(ls, n), limited: limited, deficit: tl.deficit}
 }
@@ -264,20 +269,27 @@ func (ls *lanes) charge(tn turn, n int) (spent bool) {
 }
 
 // used notes that the route's tenant was granted capacity of the
-// endpoints while other tenants wanted capacity too.
+// endpoints while other tenants wanted capacity too. Only the endpoints
+// of another tenant (the system's) are noted: the tenant's own are no
+// one else's to share, so a round with many tenants keeps nothing for
+// each of theirs.
 func (ls *lanes) used(route string, endpoints []string, now time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.users == nil {
 		ls.users = map[string]map[string]time.Time{}
 	}
+	tenant := courier.TenantOf(route)
 	for _, name := range endpoints {
+		if courier.TenantOf(name) == tenant {
+			continue
+		}
 		u := ls.users[name]
 		if u == nil {
 			u = map[string]time.Time{}
 			ls.users[name] = u
 		}
-		u[courier.TenantOf(route)] = now
+		u[tenant] = now
 		maps.DeleteFunc(u, func(_ string, at time.Time) bool { return now.Sub(at) >= shareWindow })
 	}
 }
