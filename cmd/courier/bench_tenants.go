@@ -228,7 +228,7 @@ func (b benchTenants) drain(ctx context.Context, rcv benchReceiver, tenants, end
 		concurrency = b.workers
 	}
 	top, routes := b.topology(rcv.Addr(), "/in/", tenants, endpoints, concurrency)
-	if err := queueSpread(ctx, store, 0, b.messages, spread(tenants, endpoints), b.payload()); err != nil {
+	if err := queueSpread(ctx, store, 0, b.messages, spread(tenants, endpoints), false, b.payload()); err != nil {
 		return d, err
 	}
 	eng, stop := newBenchEngine(store, limits[0], top, b.workers, "bench-tenants")
@@ -273,7 +273,7 @@ func (b benchTenants) memory(ctx context.Context, rcv benchReceiver) (*tenantsMe
 	store := stores[0]
 	top, routes := b.topology(rcv.Addr(), slowPath, b.tenants, b.endpoints, 16)
 	start := time.Now()
-	if err := queueSpread(ctx, store, 0, b.queued, spread(b.tenants, b.endpoints), b.payload()); err != nil {
+	if err := queueSpread(ctx, store, 0, b.queued, spread(b.tenants, b.endpoints), false, b.payload()); err != nil {
 		return nil, err
 	}
 	m.QueueSeconds = time.Since(start).Seconds()
