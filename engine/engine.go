@@ -549,6 +549,14 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	sharing, wanting := e.lanes.beginRound()
 	part := max(share, left/max(1, wanting))
 	quantum := func(tenant string) int { return max(t.Tenant(tenant).Weight, 1) * part }
+	if sharing && e.opts.Limits != nil {
+		// Each tenant's turn is a few routes, and would ask the store for
+		// their endpoints' slots on its own: the round asks once for the
+		// endpoints of the lanes its turns are about to reach.
+		if err := e.slots.refresh(ctx, e.opts.Owner, rd.endpointsAhead(e.lanes.upcoming(left)), t.Endpoints, now); err != nil {
+			return false, time.Time{}, err
+		}
+	}
 	for left > 0 {
 		tn := e.lanes.takeTurn(now, left, quantum)
 		names := tn.routes

@@ -237,6 +237,32 @@ func (ls *lanes) takeTurn(now time.Time, n int, quantum func(tenant string) int)
 	}
 }
 
+// upcoming lists about the next n ready lanes' routes in the order the
+// turns will reach them, one tenant's share at a time from the one whose
+// turn it is, without taking them: a round asks the store once for what
+// their endpoints need, rather than once per turn. ls.mu is not held.
+func (ls *lanes) upcoming(n int) []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k := len(ls.ring)
+	if k == 0 || n <= 0 {
+		return nil
+	}
+	per := max(1, n/max(1, ls.wantingTenants))
+	var out []string
+	for i := 0; i < k && len(out) < n; i++ {
+		tl := ls.ring[(ls.cur+i)%k]
+		taken := 0
+		for j := tl.head; j < len(tl.ready) && taken < per && len(out) < n; j++ {
+			if l := tl.ready[j]; l.state == laneReady {
+				out = append(out, l.route)
+				taken++
+			}
+		}
+	}
+	return out
+}
+
 // skipRounds adds to every waiting tenant the quanta of as many rounds as
 // the first to have credit again needs; ls.mu is held.
 func (ls *lanes) skipRounds(quantum func(string) int) {

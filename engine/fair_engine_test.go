@@ -1,12 +1,19 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
 // sharedEndpoint builds tenants' routes on one endpoint of the system
@@ -199,5 +206,69 @@ func TestOrderWithinATenantUnderFairShare(t *testing.T) {
 	if acmeLeft < len(ids["customer-0"])/2 {
 		t.Fatalf("only %d of customer-0's %d messages came after acme's urgent one: it waited behind its tenant's backlog",
 			acmeLeft, len(ids["customer-0"]))
+	}
+}
+
+// countingLimits counts the store round trips that ask for slots.
+type countingLimits struct {
+	courier.SharedLimits
+	acquires atomic.Int64
+}
+
+func (c *countingLimits) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration, now time.Time) (map[string]int, error) {
+	c.acquires.Add(1)
+	return c.SharedLimits.AcquireSlots(ctx, owner, want, ttl, now)
+}
+
+// On a store that nodes share, many tenants with endpoints of their own
+// each take a turn of the node's claims; a round asks the store for the
+// slots of the endpoints its turns are about to reach once, not once per
+// turn, so that the cost of a round does not grow with the tenants.
+func TestFairAsksForSlotsOncePerRound(t *testing.T) {
+	store := pgtest.Open(t)
+	t.Cleanup(func() { store.Close() })
+	sk, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sk.Close)
+	const tenants = 60
+	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
+	var routes []string
+	var msgs []*courier.Message
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		ep := courier.NewEndpoint(courier.Qualify(tenant, "ep"), courier.TransportHTTP)
+		ep.Settings = &httptransport.Settings{URL: sk.URL() + "/in", Method: http.MethodPost}
+		top.Endpoints[ep.Name] = ep
+		r := courier.Qualify(tenant, "orders")
+		top.Routes[r] = &courier.Route{Name: r, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
+		routes = append(routes, r)
+		m := &courier.Message{ID: courier.QualifyID(tenant, "m-1"), Type: "t", Route: r, Payload: []byte(`{}`), ContentType: "application/json"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		msgs = append(msgs, m)
+	}
+	top.Prepare()
+	if _, err := store.Ingest(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	limits := &countingLimits{SharedLimits: store}
+	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	t.Cleanup(tr.Close)
+	eng := engine.New(engine.Options{Store: store, Topology: top, Limits: limits, Workers: 256, Owner: "node",
+		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}})
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	eng.Due(routes)
+	for deadline := time.Now().Add(30 * time.Second); len(sk.Arrivals("/in")) < tenants; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages arrived", len(sk.Arrivals("/in")), tenants)
+		}
+	}
+	if got := limits.acquires.Load(); got > tenants/4 {
+		t.Errorf("the store was asked for slots %d times for %d tenants' endpoints, want a few times, not once per tenant", got, tenants)
 	}
 }
