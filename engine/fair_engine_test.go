@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,5 +271,81 @@ func TestFairAsksForSlotsOncePerRound(t *testing.T) {
 	}
 	if got := limits.acquires.Load(); got > tenants/4 {
 		t.Errorf("the store was asked for slots %d times for %d tenants' endpoints, want a few times, not once per tenant", got, tenants)
+	}
+}
+
+// claimLog notes the routes of every claim.
+type claimLog struct {
+	courier.Store
+	mu     sync.Mutex
+	claims [][]string
+}
+
+func (c *claimLog) ClaimDue(ctx context.Context, cl courier.Claim) ([]*courier.Message, error) {
+	var routes []string
+	for _, q := range cl.Routes {
+		routes = append(routes, q.Route)
+	}
+	c.mu.Lock()
+	c.claims = append(c.claims, routes)
+	c.mu.Unlock()
+	return c.Store.ClaimDue(ctx, cl)
+}
+
+// With more tenants waiting than the node has workers, a tenant's turn is
+// still worth a few messages (minQuantum): a claim takes several routes of
+// each tenant it serves, together, rather than one route each of as many
+// tenants.
+func TestFairTurnKeepsATenantsRoutesTogether(t *testing.T) {
+	const tenants, routes = 40, 4
+	watch := &claimLog{}
+	h := newHarness(t, func(h *harness) {
+		h.workers = 32 // fewer than the tenants waiting
+		for i := range tenants {
+			tenant := fmt.Sprintf("t%02d", i)
+			ep := h.httpEndpoint(courier.Qualify(tenant, "ep"), "/in")
+			h.top.Endpoints[ep.Name] = ep
+			for r := range routes {
+				h.route(courier.Qualify(tenant, fmt.Sprintf("r-%d", r)), ep.Name)
+			}
+		}
+		h.sink.Script("/in", sink.Delay(2*time.Millisecond, 204), sink.Repeat)
+		h.wrap = func(s courier.Store) courier.Store { watch.Store = s; return watch }
+	})
+	var msgs []*courier.Message
+	var ids []string
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		for r := range routes {
+			for k := range 4 {
+				id := courier.QualifyID(tenant, fmt.Sprintf("m-%d-%d", r, k))
+				msgs = append(msgs, h.message(id, "t", courier.Qualify(tenant, fmt.Sprintf("r-%d", r)), "", 0))
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.ingestAll(msgs)
+	h.waitDelivered(ids, time.Minute)
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	together, apart := 0, 0
+	for _, claim := range watch.claims {
+		perTenant := map[string]int{}
+		for _, r := range claim {
+			perTenant[courier.TenantOf(r)]++
+		}
+		if len(perTenant) < 2 {
+			continue // one tenant alone takes its routes as they come
+		}
+		for _, n := range perTenant {
+			if n > 1 {
+				together++
+			} else {
+				apart++
+			}
+		}
+	}
+	if together <= apart {
+		t.Errorf("in the claims with several tenants, %d tenants had several routes claimed together and %d one; want most together", together, apart)
 	}
 }
