@@ -554,7 +554,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 		// Each tenant's turn is a few routes, and would ask the store for
 		// their endpoints' slots on its own: the round asks once for the
 		// endpoints of the lanes its turns are about to reach.
-		if err := e.slots.refresh(ctx, e.opts.Owner, rd.endpointsAhead(e.lanes.upcoming(left)), t.Endpoints, now); err != nil {
+		if err := e.slots.refresh(ctx, e.opts.Owner, rd.endpointsAhead(e.lanes.upcoming(left, part)), t.Endpoints, now); err != nil {
 			return false, time.Time{}, err
 		}
 	}

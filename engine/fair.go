@@ -238,17 +238,18 @@ func (ls *lanes) takeTurn(now time.Time, n int, quantum func(tenant string) int)
 }
 
 // upcoming lists about the next n ready lanes' routes in the order the
-// turns will reach them, one tenant's share at a time from the one whose
-// turn it is, without taking them: a round asks the store once for what
-// their endpoints need, rather than once per turn. ls.mu is not held.
-func (ls *lanes) upcoming(n int) []string {
+// turns will reach them, up to per lanes of a tenant at a time (a turn's
+// worth) from the one whose turn it is, without taking them: a round asks
+// the store once for what their endpoints need, rather than once per
+// turn. ls.mu is not held.
+func (ls *lanes) upcoming(n, per int) []string {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	k := len(ls.ring)
 	if k == 0 || n <= 0 {
 		return nil
 	}
-	per := max(1, n/max(1, ls.wantingTenants))
+	per = max(1, per)
 	var out []string
 	for i := 0; i < k && len(out) < n; i++ {
 		tl := ls.ring[(ls.cur+i)%k]

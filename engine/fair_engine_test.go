@@ -222,9 +222,10 @@ func (c *countingLimits) AcquireSlots(ctx context.Context, owner string, want []
 }
 
 // On a store that nodes share, many tenants with endpoints of their own
-// each take a turn of the node's claims; a round asks the store for the
-// slots of the endpoints its turns are about to reach once, not once per
-// turn, so that the cost of a round does not grow with the tenants.
+// each take a turn of the node's claims, of several routes; a round asks
+// the store for the slots of the endpoints its turns are about to reach
+// once, not once per turn, so that the cost of a round does not grow with
+// the tenants.
 func TestFairAsksForSlotsOncePerRound(t *testing.T) {
 	store := pgtest.Open(t)
 	t.Cleanup(func() { store.Close() })
@@ -233,22 +234,24 @@ func TestFairAsksForSlotsOncePerRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sk.Close)
-	const tenants = 60
+	const tenants, perTenant = 60, 3
 	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
 	var routes []string
 	var msgs []*courier.Message
 	for i := range tenants {
 		tenant := fmt.Sprintf("t%02d", i)
-		ep := courier.NewEndpoint(courier.Qualify(tenant, "ep"), courier.TransportHTTP)
-		ep.Settings = &httptransport.Settings{URL: sk.URL() + "/in", Method: http.MethodPost}
-		top.Endpoints[ep.Name] = ep
-		r := courier.Qualify(tenant, "orders")
-		top.Routes[r] = &courier.Route{Name: r, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
-		routes = append(routes, r)
-		m := &courier.Message{ID: courier.QualifyID(tenant, "m-1"), Type: "t", Route: r, Payload: []byte(`{}`), ContentType: "application/json"}
-		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-		msgs = append(msgs, m)
+		for j := range perTenant {
+			ep := courier.NewEndpoint(courier.Qualify(tenant, fmt.Sprintf("ep-%d", j)), courier.TransportHTTP)
+			ep.Settings = &httptransport.Settings{URL: sk.URL() + "/in", Method: http.MethodPost}
+			top.Endpoints[ep.Name] = ep
+			r := courier.Qualify(tenant, fmt.Sprintf("orders-%d", j))
+			top.Routes[r] = &courier.Route{Name: r, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
+			routes = append(routes, r)
+			m := &courier.Message{ID: courier.QualifyID(tenant, fmt.Sprintf("m-%d", j)), Type: "t", Route: r, Payload: []byte(`{}`), ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+			msgs = append(msgs, m)
+		}
 	}
 	top.Prepare()
 	if _, err := store.Ingest(context.Background(), msgs); err != nil {
@@ -264,9 +267,9 @@ func TestFairAsksForSlotsOncePerRound(t *testing.T) {
 	}
 	t.Cleanup(func() { eng.Stop(context.Background()) })
 	eng.Due(routes)
-	for deadline := time.Now().Add(30 * time.Second); len(sk.Arrivals("/in")) < tenants; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(sk.Arrivals("/in")) < len(msgs); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages arrived", len(sk.Arrivals("/in")), tenants)
+			t.Fatalf("%d of %d messages arrived", len(sk.Arrivals("/in")), len(msgs))
 		}
 	}
 	if got := limits.acquires.Load(); got > tenants/4 {
