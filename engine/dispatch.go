@@ -343,6 +343,29 @@ func (e *Engine) sendingEndpoints(ctx context.Context, rd *round, routes []*cour
 	return out
 }
 
+// endpointsAhead lists the endpoints of routes that send now, as far as
+// the round knows without reserving anything (a probe is reserved when
+// its route's turn comes).
+func (rd *round) endpointsAhead(routes []string) []*courier.Endpoint {
+	var out []*courier.Endpoint
+	seen := map[string]bool{}
+	for _, name := range routes {
+		r := rd.t.Route(name)
+		if r == nil {
+			continue
+		}
+		for _, name := range r.Endpoints {
+			if ep := rd.t.Endpoints[name]; ep != nil && !seen[name] {
+				seen[name] = true
+				if ok, _ := rd.sendable(name); ok {
+					out = append(out, ep)
+				}
+			}
+		}
+	}
+	return out
+}
+
 func timeoutOf(ep *courier.Endpoint) time.Duration {
 	if ep.Timeout > 0 {
 		return ep.Timeout

@@ -557,10 +557,19 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	// The tenants that want capacity take turns (fair.go). A turn is worth
 	// the tenant's weight times an equal part of the round's capacity, and
 	// a tenant with few routes may take its turn's worth through them: one
-	// route may claim a tenant's whole part.
+	// route may claim a tenant's whole part. The part is at least
+	// minQuantum.
 	sharing, wanting := e.lanes.beginRound()
-	part := max(share, left/max(1, wanting))
+	part := max(share, left/max(1, wanting), minQuantum)
 	quantum := func(tenant string) int { return max(t.Tenant(tenant).Weight, 1) * part }
+	if sharing && e.opts.Limits != nil {
+		// Each tenant's turn is a few routes, and would ask the store for
+		// their endpoints' slots on its own: the round asks once for the
+		// endpoints of the lanes its turns are about to reach.
+		if err := e.slots.refresh(ctx, e.opts.Owner, rd.endpointsAhead(e.lanes.upcoming(left, part)), t.Endpoints, now); err != nil {
+			return false, time.Time{}, err
+		}
+	}
 	for left > 0 {
 		tn := e.lanes.takeTurn(now, left, quantum)
 		names := tn.routes
@@ -680,6 +689,16 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	// Capacity left, or asked for and not used: other lanes may be ready.
 	return more || (left > 0 || len(msgs) < asked) && e.lanes.pending(), rd.wakeAt, nil
 }
+
+// minQuantum is the least a tenant's turn is worth, in messages, times
+// its weight. With more tenants waiting than a round has capacity, an
+// equal part would be one message each, and a round would claim one
+// route of each of many tenants: its claims and outcomes then fall on
+// as many places of the store's queue index (on SQLite, a page written
+// per message, four times the commit's work). A turn of a few messages
+// keeps a tenant's claims together; the shares over rounds are the same,
+// and a tenant that starts to want capacity still waits one turn at most.
+const minQuantum = 16
 
 // lookupRecheck is how long a lookup route whose attempts fill its
 // template's max_concurrency waits before it is looked at again, unless an

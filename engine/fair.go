@@ -39,6 +39,13 @@ type fair struct {
 	// users is, per endpoint, when each tenant was last granted its
 	// capacity: who shares it now, for the tenants it holds back.
 	users map[string]map[string]time.Time
+	// servedNow lists the tenants served in the round under way, so that
+	// its end costs what it served and not every tenant's name.
+	servedNow []*tenantLanes
+	waiting   []*tenantLanes // endRound's, kept for the next
+	// looked counts the tenants turns looked at: a turn looks at a few,
+	// not at every tenant.
+	looked uint64
 }
 
 // tenantLanes is a tenant's ready lanes and its turns.
@@ -49,9 +56,12 @@ type tenantLanes struct {
 	wanting int    // its lanes that want capacity: ready, claiming or held
 	deficit int    // what it may still be granted in its turn; below zero, what it took beyond
 	served  uint64 // the round in which it last had a turn
-	// throttledAt is when fair share last held it back, and why.
+	// throttledAt is when fair share last held it back, and why: reason,
+	// or, when the node's claims were busy, busyWith, the tenants that
+	// round served (the reason is made of them when asked for).
 	throttledAt time.Time
 	reason      string
+	busyWith    []string
 }
 
 // turn is lanes of one tenant taken for a claim round. limited: other
@@ -107,11 +117,13 @@ func (tl *tenantLanes) pushFront(back []*lane) {
 }
 
 // live reports whether the tenant has a ready lane, dropping stale entries
-// (made ready twice, or forgotten) from the front; ls.mu is held.
+// (made ready twice, or forgotten: forget leaves a lane idle) from the
+// front; ls.mu is held.
 func (tl *tenantLanes) live(ls *lanes) bool {
+	ls.looked++
 	for tl.head < len(tl.ready) {
 		l := tl.ready[tl.head]
-		if l.state == laneReady && ls.byName[l.route] == l {
+		if l.state == laneReady {
 			return true
 		}
 		tl.ready[tl.head] = nil
@@ -129,7 +141,7 @@ func (tl *tenantLanes) pop(ls *lanes, n int) []string {
 		l := tl.ready[tl.head]
 		tl.ready[tl.head] = nil
 		tl.head++
-		if l.state != laneReady || ls.byName[l.route] != l {
+		if l.state != laneReady {
 			continue
 		}
 		ls.set(l, laneClaiming, false)
@@ -151,7 +163,23 @@ func (ls *lanes) beginRound() (sharing bool, wanting int) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.round++
+	clear(ls.servedNow)
+	ls.servedNow = ls.servedNow[:0]
 	return ls.wantingTenants > 1, ls.wantingTenants
+}
+
+// serve gives a tenant its turn in the round, up to n lanes; a limited
+// turn takes no more lanes than its deficit can grant a message each,
+// so that the rest need not be given back. ls.mu is held.
+func (ls *lanes) serve(tl *tenantLanes, n int, limited bool) turn {
+	if tl.served != ls.round {
+		tl.served = ls.round
+		ls.servedNow = append(ls.servedNow, tl)
+	}
+	if limited {
+		n = min(n, max(tl.deficit, 1))
+	}
+	return turn{tenant: tl, routes: tl.pop(ls, n), limited: limited, deficit: tl.deficit}
 }
 
 // takeTurn returns the lanes of the next turn, up to n, first making ready
@@ -163,30 +191,23 @@ func (ls *lanes) takeTurn(now time.Time, n int, quantum func(tenant string) int)
 	for ls.timed.Len() > 0 && !ls.timed[0].at.After(now) {
 		ls.setReady(ls.timed[0])
 	}
-	var alone *tenantLanes
-	waiting := 0
-	for _, tl := range ls.ring {
-		if tl.live(ls) {
-			alone, waiting = tl, waiting+1
-		}
-	}
-	switch {
-	case waiting == 0:
-		return turn{}
-	case ls.wantingTenants < 2 || quantum == nil:
-		if quantum == nil {
-			for i := range ls.ring {
-				if tl := ls.ring[(ls.cur+i)%len(ls.ring)]; tl.live(ls) {
-					alone = tl
-					break
-				}
+	// The turn looks at the tenants from the one whose turn it is, and
+	// only as far as the first that may take it: never at all of them
+	// while one is ready.
+	k := len(ls.ring)
+	if ls.wantingTenants < 2 || quantum == nil {
+		for i := range k {
+			if tl := ls.ring[(ls.cur+i)%k]; tl.live(ls) {
+				return ls.serve(tl, n, false)
 			}
 		}
-		alone.served = ls.round
-		return turn{tenant: alone, routes: alone.pop(ls, n)}
+		return turn{}
 	}
-	k := len(ls.ring)
+	anyLive := false
 	for j, visits := ls.cur, 0; ; visits++ {
+		if visits == k && !anyLive {
+			return turn{}
+		}
 		if visits == 2*k {
 			// Twice round with no credit anywhere: the rounds of quanta
 			// that would pass before one has some, at once.
@@ -194,8 +215,10 @@ func (ls *lanes) takeTurn(now time.Time, n int, quantum func(tenant string) int)
 			visits = 0
 		}
 		tl, next := ls.ring[j], (j+1)%k
+		live := tl.live(ls)
+		anyLive = anyLive || live
 		switch {
-		case !tl.live(ls):
+		case !live:
 			// Nothing ready: the turn passes it by, unless its lanes
 			// wait for capacity to free (claimed in this round, or held):
 			// then it keeps its turn for when they are ready again.
@@ -208,11 +231,37 @@ func (ls *lanes) takeTurn(now time.Time, n int, quantum func(tenant string) int)
 				ls.cur = next
 			}
 		default:
-			tl.served = ls.round
-			return turn{tenant: tl, routes: tl.pop(ls, n), limited: true, deficit: tl.deficit}
+			return ls.serve(tl, n, true)
 		}
 		j = next
 	}
+}
+
+// upcoming lists about the next n ready lanes' routes in the order the
+// turns will reach them, up to per lanes of a tenant at a time (a turn's
+// worth) from the one whose turn it is, without taking them: a round asks
+// the store once for what their endpoints need, rather than once per
+// turn. ls.mu is not held.
+func (ls *lanes) upcoming(n, per int) []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	k := len(ls.ring)
+	if k == 0 || n <= 0 {
+		return nil
+	}
+	per = max(1, per)
+	var out []string
+	for i := 0; i < k && len(out) < n; i++ {
+		tl := ls.ring[(ls.cur+i)%k]
+		taken := 0
+		for j := tl.head; j < len(tl.ready) && taken < per && len(out) < n; j++ {
+			if l := tl.ready[j]; l.state == laneReady {
+				out = append(out, l.route)
+				taken++
+			}
+		}
+	}
+	return out
 }
 
 // skipRounds adds to every waiting tenant the quanta of as many rounds as
@@ -247,20 +296,27 @@ func (ls *lanes) charge(tn turn, n int) (spent bool) {
 }
 
 // used notes that the route's tenant was granted capacity of the
-// endpoints while other tenants wanted capacity too.
+// endpoints while other tenants wanted capacity too. Only the endpoints
+// of another tenant (the system's) are noted: the tenant's own are no
+// one else's to share, so a round with many tenants keeps nothing for
+// each of theirs.
 func (ls *lanes) used(route string, endpoints []string, now time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.users == nil {
 		ls.users = map[string]map[string]time.Time{}
 	}
+	tenant := courier.TenantOf(route)
 	for _, name := range endpoints {
+		if courier.TenantOf(name) == tenant {
+			continue
+		}
 		u := ls.users[name]
 		if u == nil {
 			u = map[string]time.Time{}
 			ls.users[name] = u
 		}
-		u[courier.TenantOf(route)] = now
+		u[tenant] = now
 		maps.DeleteFunc(u, func(_ string, at time.Time) bool { return now.Sub(at) >= shareWindow })
 	}
 }
@@ -279,7 +335,7 @@ func (ls *lanes) heldBack(route string, endpoints []string, now time.Time) {
 	for _, name := range endpoints {
 		if others := ls.sharers(name, tenant, now); len(others) > 0 {
 			tl := ls.tenantOf(tenant)
-			tl.throttledAt = now
+			tl.throttledAt, tl.busyWith = now, nil
 			tl.reason = "endpoint " + name + " is full; its capacity is shared by weight with " + strings.Join(others, ", ")
 			return
 		}
@@ -300,34 +356,44 @@ func (ls *lanes) sharers(endpoint, tenant string, now time.Time) []string {
 }
 
 // endRound notes, when the round's claims ran out with lanes of several
-// tenants still ready, that those tenants wait for their turn.
+// tenants still ready, that those tenants wait for their turn. It costs a
+// look at each tenant and what the round served, never a reason per
+// tenant: the reason is made when asked for (shares).
 func (ls *lanes) endRound(capacityLeft bool, now time.Time) {
 	if capacityLeft {
 		return
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	var served, waiting []string
+	waiting := ls.waiting[:0]
 	for _, tl := range ls.ring {
-		if tl.served == ls.round {
-			served = append(served, tl.name)
-		}
 		if tl.live(ls) {
-			waiting = append(waiting, tl.name)
+			waiting = append(waiting, tl)
 		}
 	}
-	if len(served) < 2 && len(waiting) < 2 {
+	defer func() { clear(waiting); ls.waiting = waiting[:0] }()
+	if len(ls.servedNow) < 2 && len(waiting) < 2 {
 		return
 	}
-	for _, name := range waiting {
-		others := slices.DeleteFunc(slices.Clone(served), func(s string) bool { return s == name })
-		if len(others) == 0 {
+	served := make([]string, len(ls.servedNow))
+	for i, tl := range ls.servedNow {
+		served[i] = tl.name
+	}
+	for _, tl := range waiting {
+		// Held back by the others the round served, if it served any.
+		if tl.served == ls.round && len(served) == 1 {
 			continue
 		}
-		tl := ls.tenants[name]
-		tl.throttledAt = now
-		tl.reason = "the node's claims are busy; they are shared by weight with " + strings.Join(others, ", ")
+		tl.throttledAt, tl.reason, tl.busyWith = now, "", served
 	}
+}
+
+// busyReason tells a tenant that the node's claims were busy serving
+// others; served are the tenants served then, itself maybe among them.
+func busyReason(tenant string, served []string) string {
+	others := slices.DeleteFunc(slices.Clone(served), func(s string) bool { return s == tenant })
+	slices.Sort(others)
+	return "the node's claims are busy; they are shared by weight with " + strings.Join(others, ", ")
 }
 
 // TenantShare is how a tenant fares in the sharing of scarce capacity on
@@ -354,6 +420,9 @@ func (ls *lanes) shares(now time.Time) []TenantShare {
 		s := TenantShare{Tenant: name, WaitingRoutes: tl.wanting}
 		if s.WaitingRoutes > 0 && !tl.throttledAt.IsZero() && now.Sub(tl.throttledAt) < shareWindow {
 			s.Throttled, s.Reason = true, tl.reason
+			if tl.busyWith != nil {
+				s.Reason = busyReason(name, tl.busyWith)
+			}
 		}
 		out = append(out, s)
 	}

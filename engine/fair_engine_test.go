@@ -1,12 +1,20 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/engine"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
 // sharedEndpoint builds tenants' routes on one endpoint of the system
@@ -199,5 +207,148 @@ func TestOrderWithinATenantUnderFairShare(t *testing.T) {
 	if acmeLeft < len(ids["customer-0"])/2 {
 		t.Fatalf("only %d of customer-0's %d messages came after acme's urgent one: it waited behind its tenant's backlog",
 			acmeLeft, len(ids["customer-0"]))
+	}
+}
+
+// countingLimits counts the store round trips that ask for slots.
+type countingLimits struct {
+	courier.SharedLimits
+	acquires atomic.Int64
+}
+
+func (c *countingLimits) AcquireSlots(ctx context.Context, owner string, want []courier.SlotRequest, ttl time.Duration, now time.Time) (map[string]int, error) {
+	c.acquires.Add(1)
+	return c.SharedLimits.AcquireSlots(ctx, owner, want, ttl, now)
+}
+
+// On a store that nodes share, many tenants with endpoints of their own
+// each take a turn of the node's claims, of several routes; a round asks
+// the store for the slots of the endpoints its turns are about to reach
+// once, not once per turn, so that the cost of a round does not grow with
+// the tenants.
+func TestFairAsksForSlotsOncePerRound(t *testing.T) {
+	store := pgtest.Open(t)
+	t.Cleanup(func() { store.Close() })
+	sk, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sk.Close)
+	const tenants, perTenant = 60, 3
+	top := &courier.Topology{Endpoints: map[string]*courier.Endpoint{}, Routes: map[string]*courier.Route{},
+		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()}}
+	var routes []string
+	var msgs []*courier.Message
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		for j := range perTenant {
+			ep := courier.NewEndpoint(courier.Qualify(tenant, fmt.Sprintf("ep-%d", j)), courier.TransportHTTP)
+			ep.Settings = &httptransport.Settings{URL: sk.URL() + "/in", Method: http.MethodPost}
+			top.Endpoints[ep.Name] = ep
+			r := courier.Qualify(tenant, fmt.Sprintf("orders-%d", j))
+			top.Routes[r] = &courier.Route{Name: r, Endpoints: []string{ep.Name}, Strategy: courier.StrategySingle}
+			routes = append(routes, r)
+			m := &courier.Message{ID: courier.QualifyID(tenant, fmt.Sprintf("m-%d", j)), Type: "t", Route: r, Payload: []byte(`{}`), ContentType: "application/json"}
+			courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+			msgs = append(msgs, m)
+		}
+	}
+	top.Prepare()
+	if _, err := store.Ingest(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	limits := &countingLimits{SharedLimits: store}
+	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	t.Cleanup(tr.Close)
+	eng := engine.New(engine.Options{Store: store, Topology: top, Limits: limits, Workers: 256, Owner: "node",
+		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}})
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	eng.Due(routes)
+	for deadline := time.Now().Add(30 * time.Second); len(sk.Arrivals("/in")) < len(msgs); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages arrived", len(sk.Arrivals("/in")), len(msgs))
+		}
+	}
+	if got := limits.acquires.Load(); got > tenants/4 {
+		t.Errorf("the store was asked for slots %d times for %d tenants' endpoints, want a few times, not once per tenant", got, tenants)
+	}
+}
+
+// claimLog notes the routes of every claim.
+type claimLog struct {
+	courier.Store
+	mu     sync.Mutex
+	claims [][]string
+}
+
+func (c *claimLog) ClaimDue(ctx context.Context, cl courier.Claim) ([]*courier.Message, error) {
+	var routes []string
+	for _, q := range cl.Routes {
+		routes = append(routes, q.Route)
+	}
+	c.mu.Lock()
+	c.claims = append(c.claims, routes)
+	c.mu.Unlock()
+	return c.Store.ClaimDue(ctx, cl)
+}
+
+// With more tenants waiting than the node has workers, a tenant's turn is
+// still worth a few messages (minQuantum): a claim takes several routes of
+// each tenant it serves, together, rather than one route each of as many
+// tenants.
+func TestFairTurnKeepsATenantsRoutesTogether(t *testing.T) {
+	const tenants, routes = 40, 4
+	watch := &claimLog{}
+	h := newHarness(t, func(h *harness) {
+		h.workers = 32 // fewer than the tenants waiting
+		for i := range tenants {
+			tenant := fmt.Sprintf("t%02d", i)
+			ep := h.httpEndpoint(courier.Qualify(tenant, "ep"), "/in")
+			h.top.Endpoints[ep.Name] = ep
+			for r := range routes {
+				h.route(courier.Qualify(tenant, fmt.Sprintf("r-%d", r)), ep.Name)
+			}
+		}
+		h.sink.Script("/in", sink.Delay(2*time.Millisecond, 204), sink.Repeat)
+		h.wrap = func(s courier.Store) courier.Store { watch.Store = s; return watch }
+	})
+	var msgs []*courier.Message
+	var ids []string
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		for r := range routes {
+			for k := range 4 {
+				id := courier.QualifyID(tenant, fmt.Sprintf("m-%d-%d", r, k))
+				msgs = append(msgs, h.message(id, "t", courier.Qualify(tenant, fmt.Sprintf("r-%d", r)), "", 0))
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.ingestAll(msgs)
+	h.waitDelivered(ids, time.Minute)
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	together, apart := 0, 0
+	for _, claim := range watch.claims {
+		perTenant := map[string]int{}
+		for _, r := range claim {
+			perTenant[courier.TenantOf(r)]++
+		}
+		if len(perTenant) < 2 {
+			continue // one tenant alone takes its routes as they come
+		}
+		for _, n := range perTenant {
+			if n > 1 {
+				together++
+			} else {
+				apart++
+			}
+		}
+	}
+	if together <= apart {
+		t.Errorf("in the claims with several tenants, %d tenants had several routes claimed together and %d one; want most together", together, apart)
 	}
 }

@@ -157,3 +157,57 @@ func TestFairSharesShowThrottled(t *testing.T) {
 		t.Fatalf("a waits no more, yet %+v", got[0])
 	}
 }
+
+// With many tenants waiting, a turn looks at the tenants from the one
+// whose turn it is to the first that takes it, not at every tenant, takes
+// no more of its lanes than its deficit grants, and
+// the end of a round busy for all of them makes no reason per tenant: a
+// claim round costs what it serves, whatever the number of tenants.
+func TestFairCostDoesNotGrowWithTenants(t *testing.T) {
+	const tenants = 1000
+	ls := newLanes()
+	for i := range tenants {
+		ls.due(fmt.Sprintf("t%04d/r-1", i), t0, t0)
+		ls.due(fmt.Sprintf("t%04d/r-2", i), t0, t0)
+	}
+	quantum := func(string) int { return 1 }
+	ls.beginRound()
+	ls.looked = 0
+	served := map[string]bool{}
+	for range tenants {
+		// Worth one message: one lane of the tenant, the other left in
+		// its place rather than taken and given back.
+		tn := ls.takeTurn(t0, 1000, quantum)
+		if len(tn.routes) != 1 || served[tn.tenant.name] {
+			t.Fatalf("turn %d took %v of %q, want one route of a tenant not yet served", len(served), tn.routes, tn.tenant.name)
+		}
+		served[tn.tenant.name] = true
+		ls.charge(tn, 1)
+		ls.claimed(tn.routes[0], false)
+	}
+	if ls.looked > 4*tenants {
+		t.Errorf("%d turns looked at tenants %d times, want a few times per turn", tenants, ls.looked)
+	}
+	allocs := testing.AllocsPerRun(10, func() { ls.endRound(false, t0) })
+	if allocs > 2 {
+		t.Errorf("the end of a round with %d tenants waiting made %.0f allocations, want none per tenant", tenants, allocs)
+	}
+	shares := ls.shares(t0)
+	if s := shares[0]; !s.Throttled || !strings.HasPrefix(s.Reason, "the node's claims are busy; they are shared by weight with t0001, t0002") {
+		t.Errorf("%s waits after a busy round: throttled %v, reason %.80q; want it held back by the others served", s.Tenant, s.Throttled, s.Reason)
+	}
+}
+
+// Only a shared endpoint's use is kept, for the tenants it holds back: a
+// tenant's own endpoints are no other's, and many tenants using theirs
+// keep nothing.
+func TestFairNotesUseOfSharedEndpointsOnly(t *testing.T) {
+	ls := newLanes()
+	for i := range 1000 {
+		ls.used(fmt.Sprintf("t%04d/r-1", i), []string{fmt.Sprintf("t%04d/ep", i)}, t0)
+	}
+	ls.used("a/r-1", []string{"system/ep"}, t0)
+	if len(ls.users) != 1 || !ls.users["system/ep"]["a"].Equal(t0) {
+		t.Fatalf("kept the use of %d endpoints (%v of system/ep), want only system/ep's, by a", len(ls.users), ls.users["system/ep"])
+	}
+}

@@ -11,9 +11,11 @@ import (
 // SetTenantQuotas keeps the caps that Ingest checks.
 func (s *Store) SetTenantQuotas(quotas map[string]courier.Quotas) { s.quotas.Set(quotas) }
 
-// countUsageSQL adds to tenant ?1's use (migration 0019) ?2 messages of
-// ?3 bytes (fewer, when negative).
-const countUsageSQL = `INSERT INTO tenant_usage (tenant, queued, bytes) VALUES (?1, ?2, ?3)
+// countUsageSQL adds to each tenant of ?1, a JSON array of [tenant,
+// messages, bytes], its messages and bytes (fewer, when negative), in
+// its use (migration 0019).
+const countUsageSQL = `INSERT INTO tenant_usage (tenant, queued, bytes)
+	SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?1) WHERE true
 	ON CONFLICT (tenant) DO UPDATE SET queued = queued + excluded.queued, bytes = bytes + excluded.bytes`
 
 // TenantUsage returns the tenants' use as migration 0019 keeps it.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -524,13 +525,24 @@ func (s *Store) countTypes(tx *sql.Tx) error {
 // countUsage adds what the transaction's writes changed of the tenants'
 // use (migration 0019).
 func (s *Store) countUsage(tx *sql.Tx) error {
-	for _, u := range s.cur.usage {
-		if u.Queued == 0 && u.Bytes == 0 {
-			continue
+	// One statement for every tenant the transaction touched: a group of
+	// outcomes over many tenants' messages is one more statement, not one
+	// per tenant.
+	rows := make([][3]any, 0, len(s.cur.usage.Rows()))
+	for _, u := range s.cur.usage.Rows() {
+		if u.Queued != 0 || u.Bytes != 0 {
+			rows = append(rows, [3]any{u.Tenant, u.Queued, u.Bytes})
 		}
-		if _, err := s.stmt(tx, s.usageStmt).Exec(u.Tenant, u.Queued, u.Bytes); err != nil {
-			return classify("count the use of tenant "+u.Tenant, err)
-		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return fmt.Errorf("count the use of tenants: %w", err)
+	}
+	if _, err := s.stmt(tx, s.usageStmt).Exec(string(list)); err != nil {
+		return classify("count the use of tenants", err)
 	}
 	return nil
 }
@@ -550,7 +562,8 @@ func (s *Store) runTx(ops []*op) error {
 		s.cur.bound = map[*sql.Stmt]*sql.Stmt{}
 	}
 	clear(s.cur.bound)
-	s.cur.tx, s.cur.types, s.cur.usage = tx, s.cur.types[:0], s.cur.usage[:0]
+	s.cur.tx, s.cur.types = tx, s.cur.types[:0]
+	s.cur.usage.Reset()
 	defer func() { s.cur.tx = nil }()
 	for _, o := range ops {
 		if err := o.fn(tx); err != nil {

@@ -27,7 +27,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure courier on this machine",
 	}
-	cmd.AddCommand(newBenchIngestCmd(g), newBenchDeliverCmd(g), newBenchFairCmd(g), newBenchSinkCmd(g), newBenchSwitchCmd(g))
+	cmd.AddCommand(newBenchIngestCmd(g), newBenchDeliverCmd(g), newBenchFairCmd(g), newBenchTenantsCmd(g), newBenchSinkCmd(g), newBenchSwitchCmd(g))
 	return cmd
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,7 +26,6 @@ import (
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/tracing"
-	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 )
@@ -319,8 +317,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		}
 		top = cat.Topology()
 	}
-	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
-	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	tr := loopbackTransport()
 	defer tr.Close()
 	var engines []*engine.Engine
 	for i, st := range stores {

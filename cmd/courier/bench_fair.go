@@ -164,14 +164,26 @@ func (b benchFair) routeNames() []string {
 // queue stores n messages of a tenant, round robin over its first routes,
 // each telling the receiver its tenant and when it was queued.
 func queue(ctx context.Context, store courier.Store, tenant string, first, n, routes int, payload []byte) error {
+	return queueSpread(ctx, store, first, n, func(k int) (string, int) { return tenant, k % routes }, true, payload)
+}
+
+// queueSpread stores messages first to first+n-1 in batches of 10,000,
+// message k for tenant's route r (fairRoute) as at(k) tells, each
+// telling the receiver when it was queued and, if tagged, its tenant
+// (which the receiver then counts apart).
+func queueSpread(ctx context.Context, store courier.Store, first, n int, at func(k int) (tenant string, r int), tagged bool, payload []byte) error {
 	for done := 0; done < n; done += 10000 {
 		now := time.Now()
 		sent := strconv.FormatInt(now.UnixNano(), 10)
 		msgs := make([]*courier.Message, min(10000, n-done))
 		for i := range msgs {
 			k := first + done + i
-			m := &courier.Message{ID: courier.QualifyID(tenant, fmt.Sprintf("f-%d", k)), Type: "bench", Route: fairRoute(tenant, k%routes),
-				Payload: payload, ContentType: "application/json", Headers: map[string]string{"X-Bench-Tenant": tenant, "X-Bench-Sent": sent}}
+			tenant, r := at(k)
+			m := &courier.Message{ID: courier.QualifyID(tenant, fmt.Sprintf("f-%d", k)), Type: "bench", Route: fairRoute(tenant, r),
+				Payload: payload, ContentType: "application/json", Headers: map[string]string{"X-Bench-Sent": sent}}
+			if tagged {
+				m.Headers["X-Bench-Tenant"] = tenant
+			}
 			courier.Accept(m, courier.DefaultPolicy(), false, now)
 			msgs[i] = m
 		}
@@ -201,16 +213,30 @@ func (b benchFair) start(ctx context.Context, rcv benchReceiver, withB bool) (st
 			return nil, nil, nil, err
 		}
 	}
-	// The receiver is on loopback, which the SSRF guard blocks unless allowed.
-	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	eng = engine.New(engine.Options{Store: store, Topology: b.topology(rcv.Addr()), Workers: b.workers, Owner: "bench-fair",
-		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}, Limits: limits[0]})
+	eng, stopEngine := newBenchEngine(store, limits[0], b.topology(rcv.Addr()), b.workers, "bench-fair")
 	stop = func() {
-		eng.Stop(context.Background())
-		tr.Close()
+		stopEngine()
 		cleanup()
 	}
 	return store, eng, stop, nil
+}
+
+// newBenchEngine makes an engine on store that sends over HTTP to the
+// receiver on loopback; stop stops it and closes its transport.
+func newBenchEngine(store courier.Store, limits courier.SharedLimits, top *courier.Topology, workers int, owner string) (eng *engine.Engine, stop func()) {
+	tr := loopbackTransport()
+	eng = engine.New(engine.Options{Store: store, Topology: top, Workers: workers, Owner: owner,
+		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}, Limits: limits})
+	return eng, func() {
+		eng.Stop(context.Background())
+		tr.Close()
+	}
+}
+
+// loopbackTransport is the HTTP transport of the benchmarks: their
+// receiver is on loopback, which the SSRF guard blocks unless allowed.
+func loopbackTransport() *httptransport.Transport {
+	return httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 }
 
 // shared measures a and b waiting together while c sends.

@@ -63,7 +63,7 @@ func newBenchSinkCmd(g *globals) *cobra.Command {
 		Use:   "sink",
 		Short: "Run the receiver of bench deliver (it starts one by itself)",
 		Long: `Run the receiver that bench deliver sends to: it answers 204 to every POST
-(and never answers on /hole), and notes the time from the X-Bench-Sent header
+(and never answers on /hole, and under ` + slowPath + ` only after ` + slowDelay.String() + `), and notes the time from the X-Bench-Sent header
 to arrival. GET ` + sinkStatsPath + ` tells its count and CPU time as JSON (with
 ?latency=1 also the latency percentiles); POST ` + sinkResetPath + `?target=N counts
 from zero again and notes when the Nth message arrives. Messages with an
@@ -113,8 +113,16 @@ closes. bench deliver starts one by itself; run it by hand only to watch it.`,
 	return cmd
 }
 
+// slowPath is where the receiver is slow: it answers each POST there
+// after slowDelay.
+const (
+	slowPath  = "/slow/"
+	slowDelay = time.Second
+)
+
 // benchSink answers 204 and notes, per arrival, the time since the message
-// was sent (from the X-Bench-Sent header). On /hole it never answers.
+// was sent (from the X-Bench-Sent header). On /hole it never answers, and
+// under slowPath it answers after slowDelay.
 type benchSink struct {
 	count   atomic.Int64
 	target  atomic.Int64 // 0: none
@@ -136,6 +144,13 @@ func (rc *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/hole" {
 		<-r.Context().Done() // the sender's timeout ends it
 		return
+	}
+	if strings.HasPrefix(r.URL.Path, slowPath) {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(slowDelay):
+		}
 	}
 	io.Copy(io.Discard, r.Body)
 	tenant := r.Header.Get("X-Bench-Tenant")

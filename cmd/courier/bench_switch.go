@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
-	httptransport "github.com/courier-gw/courier/transport/http"
 	"github.com/spf13/cobra"
 )
 
@@ -117,7 +115,7 @@ func (b benchSwitch) run(ctx context.Context, g *globals) (*switchResult, error)
 	}
 	defer rcv.Close()
 	top := benchTopology{b: benchDeliver{endpoints: b.endpoints, concurrency: 4}, rcvAddr: rcv.Addr()}.file()
-	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	tr := loopbackTransport()
 	defer tr.Close()
 	eng := engine.New(engine.Options{Store: store, Topology: top, Limits: limits[0],
 		Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr}, Owner: "bench-switch"})

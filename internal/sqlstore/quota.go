@@ -90,14 +90,14 @@ func Fits(quotas map[string]courier.Quotas, msgs []*courier.Message, use map[str
 			after.Add(m.ID, StoredSize(m), "", m.State)
 		}
 	}
-	for _, a := range after {
+	for _, a := range after.Rows() {
 		u := use[a.Tenant]
 		u.Tenant, u.Queued, u.Bytes = a.Tenant, u.Queued+a.Queued, u.Bytes+a.Bytes
 		if courier.CheckQuotas(a.Tenant, quotas[a.Tenant], u, a.Queued, a.Bytes) != nil {
 			return false
 		}
 	}
-	for _, a := range after {
+	for _, a := range after.Rows() {
 		u := use[a.Tenant]
 		u.Tenant, u.Queued, u.Bytes = a.Tenant, u.Queued+a.Queued, u.Bytes+a.Bytes
 		use[a.Tenant] = u
@@ -115,8 +115,13 @@ func StoredSize(m *courier.Message) int {
 }
 
 // UsageCounts gathers what one transaction changes of the tenants' use:
-// one row to write per tenant, not per message (as TypeCounts).
-type UsageCounts []courier.TenantUsage
+// one row to write per tenant, not per message (as TypeCounts). A message
+// finds its tenant's row by an index, so that a transaction touching many
+// tenants' messages costs what it counts, not that times the tenants.
+type UsageCounts struct {
+	rows  []courier.TenantUsage
+	index map[string]int // of rows, by tenant
+}
 
 // Add counts a message, by its stored id and size, that went from state
 // from (empty: none, a new row) to state to: made live, or finished.
@@ -132,22 +137,35 @@ func (c *UsageCounts) Add(id string, size int, from, to courier.State) {
 		return
 	}
 	t := courier.TenantOfID(id)
-	for i := range *c {
-		if u := &(*c)[i]; u.Tenant == t {
-			u.Queued += delta
-			u.Bytes += delta * int64(size)
-			return
+	i, ok := c.index[t]
+	if !ok {
+		if c.index == nil {
+			c.index = map[string]int{}
 		}
+		i = len(c.rows)
+		c.index[t] = i
+		c.rows = append(c.rows, courier.TenantUsage{Tenant: t})
 	}
-	*c = append(*c, courier.TenantUsage{Tenant: t, Queued: delta, Bytes: delta * int64(size)})
+	u := &c.rows[i]
+	u.Queued += delta
+	u.Bytes += delta * int64(size)
 }
 
 // Of returns what c counted of tenant.
-func (c UsageCounts) Of(tenant string) courier.TenantUsage {
-	for _, u := range c {
-		if u.Tenant == tenant {
-			return u
-		}
+func (c *UsageCounts) Of(tenant string) courier.TenantUsage {
+	if i, ok := c.index[tenant]; ok {
+		return c.rows[i]
 	}
 	return courier.TenantUsage{Tenant: tenant}
+}
+
+// Rows returns what c counted, a row per tenant, in the order first
+// counted.
+func (c *UsageCounts) Rows() []courier.TenantUsage { return c.rows }
+
+// Reset forgets what c counted, keeping its room for the next
+// transaction.
+func (c *UsageCounts) Reset() {
+	c.rows = c.rows[:0]
+	clear(c.index)
 }
