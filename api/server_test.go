@@ -14,12 +14,11 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
-	"github.com/courier-gw/courier/sqlite"
 )
 
 type testServer struct {
 	*httptest.Server
-	store    *sqlite.Store
+	store    courier.Store
 	ingested atomic.Int64
 }
 

@@ -13,6 +13,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/catalog"
+	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
@@ -81,7 +82,11 @@ func tenantKeys(t *testing.T) []api.Key {
 // or a count holds none, and acting on one changes nothing. The table is
 // the OpenAPI description's, so that a new operation cannot skip the check.
 func TestTenantIsolation(t *testing.T) {
-	ts := newTenantCatalogServer(t)
+	t.Run("sqlite", func(t *testing.T) { testTenantIsolation(t, newTenantCatalogServer(t)) })
+	t.Run("postgres", func(t *testing.T) { testTenantIsolation(t, newTenantCatalogServerOn(t, pgtest.Open(t))) })
+}
+
+func testTenantIsolation(t *testing.T, ts *testServer) {
 	// Each tenant's topology, through the API with its own admin key: the
 	// same names in both, and acme's alone.
 	for _, tenant := range []string{"acme", "beta"} {
@@ -398,7 +403,12 @@ func TestTenantsListed(t *testing.T) {
 // configuration file courier.yaml holds the tenants instead.
 func newTenantCatalogServer(t *testing.T, fileTenants ...bool) *testServer {
 	t.Helper()
-	store := sqlitetest.Open(t)
+	return newTenantCatalogServerOn(t, sqlitetest.Open(t), fileTenants...)
+}
+
+// newTenantCatalogServerOn is newTenantCatalogServer on the store given.
+func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...bool) *testServer {
+	t.Helper()
 	var srv *api.Server
 	o := catalog.Options{Store: store, OnChange: func(tp *courier.Topology) {
 		if srv != nil {
