@@ -77,8 +77,8 @@ func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Actions = actions
-	if s.opts.Catalog != nil {
-		if o, ok := s.opts.Catalog.Object(courier.KindEndpoint, name); ok {
+	if s.opts.Objects != nil {
+		if o, ok := s.opts.Objects.Object(courier.KindEndpoint, name); ok {
 			v.Spec, v.Version, v.UpdatedAt, v.UpdatedBy = o.Spec, o.Version, timePtr(o.UpdatedAt), o.UpdatedBy
 			setETag(w, o.Version)
 		}

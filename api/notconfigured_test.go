@@ -25,9 +25,9 @@ func TestNotConfiguredIs501(t *testing.T) {
 		{"POST", "/v1/subscriptions/acme-orders/replay", `{"since":"` + since + `"}`, "replays"},
 		{"GET", "/v1/lookup?route=nemhandel&recipient=0088:1&type=invoice", ``, "registry"},
 		{"POST", "/v1/reload", ``, "configuration file"},
-		{"GET", "/v1/topology", ``, "catalog"},
-		{"GET", "/v1/policies", ``, "catalog"},
-		{"PUT", "/v1/routes/acme", `{}`, "catalog"},
+		{"GET", "/v1/topology", ``, "topology objects"},
+		{"GET", "/v1/policies", ``, "topology objects"},
+		{"PUT", "/v1/routes/acme", `{}`, "topology objects"},
 	} {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			status, body, hdr := ts.call(t, tt.method, tt.path, tt.body)

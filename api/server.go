@@ -68,10 +68,10 @@ type Options struct {
 	Receivers courier.Receivers
 	// Resolver, if set, answers GET /v1/lookup (courier lookup).
 	Resolver courier.Resolver
-	// Catalog, if set, shows the topology's objects and, when the store
+	// Objects, if set, shows the topology's objects and, when the store
 	// holds them, changes them (docs/design.md §15); without it those paths
 	// answer 503.
-	Catalog Catalog
+	Objects Objects
 	// HealthSwitchedFunc, if set, is told of every endpoint switch, with
 	// the health before and after and who switched, before the switch is
 	// answered (the engine's HealthSwitched: from then on its node starts

@@ -584,7 +584,7 @@ func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.catalog()
+	c, err := s.objects()
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -12,9 +12,9 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
@@ -410,7 +410,7 @@ func newTenantCatalogServer(t *testing.T, fileTenants ...bool) *testServer {
 func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...bool) *testServer {
 	t.Helper()
 	var srv *api.Server
-	o := catalog.Options{Store: store, OnChange: func(tp *courier.Topology) {
+	o := topology.Options{Store: store, OnChange: func(tp *courier.Topology) {
 		if srv != nil {
 			srv.SetTopology(tp)
 		}
@@ -418,11 +418,11 @@ func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...
 	if len(fileTenants) > 0 && fileTenants[0] {
 		o.Tenants, o.TenantsFile = tenantTopology().Tenants, "courier.yaml"
 	}
-	cat, err := catalog.Open(context.Background(), o)
+	cat, err := topology.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
 	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}
 	t.Cleanup(ts.Close)
 	if o.TenantsFile == "" {

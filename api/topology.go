@@ -17,10 +17,10 @@ import (
 	json "github.com/goccy/go-json"
 )
 
-// Catalog holds the topology's objects (catalog.Catalog is one): in the
+// Objects holds the topology's objects (topology.Keeper is one): in the
 // store, changed through the API, or in the configuration file, which
 // refuses changes.
-type Catalog interface {
+type Objects interface {
 	// File is the configuration file that holds the topology; empty when
 	// the store does.
 	File() string
@@ -166,16 +166,16 @@ func rawOrNil(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-// catalog returns the server's catalog, or says there is none.
-func (s *Server) catalog() (Catalog, error) {
-	if s.opts.Catalog == nil {
-		return nil, courier.Errorf(courier.CodeNotConfigured, "this server keeps no topology catalog")
+// objects returns the topology's objects, or says the server keeps none.
+func (s *Server) objects() (Objects, error) {
+	if s.opts.Objects == nil {
+		return nil, courier.Errorf(courier.CodeNotConfigured, "this server keeps no topology objects")
 	}
-	return s.opts.Catalog, nil
+	return s.opts.Objects, nil
 }
 
 func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
-	c, err := s.catalog()
+	c, err := s.objects()
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -197,7 +197,7 @@ func (s *Server) handleTopology(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleObjects(kind courier.TopologyKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.catalog()
+		c, err := s.objects()
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -226,9 +226,9 @@ func (s *Server) handleObject(kind courier.TopologyKind) http.HandlerFunc {
 	}
 }
 
-// object finds one object of the catalog.
+// object finds one object of the topology.
 func (s *Server) object(kind courier.TopologyKind, name string) (courier.TopologyObject, error) {
-	c, err := s.catalog()
+	c, err := s.objects()
 	if err != nil {
 		return courier.TopologyObject{}, err
 	}
@@ -242,10 +242,10 @@ func (s *Server) object(kind courier.TopologyKind, name string) (courier.Topolog
 // maxSpecBytes bounds the body of one object's PUT.
 const maxSpecBytes = 1 << 20
 
-// changeOf begins a change of one object: the catalog and the version the
+// changeOf begins a change of one object: the objects and the version the
 // request says the object must have; false once an error is answered.
-func (s *Server) changeOf(w http.ResponseWriter, r *http.Request) (Catalog, int64, bool) {
-	c, err := s.catalog()
+func (s *Server) changeOf(w http.ResponseWriter, r *http.Request) (Objects, int64, bool) {
+	c, err := s.objects()
 	var ifMatch int64
 	if err == nil {
 		ifMatch, err = precondition(r)
@@ -330,7 +330,7 @@ func setETag(w http.ResponseWriter, version int64) {
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
-	c, err := s.catalog()
+	c, err := s.objects()
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -463,7 +463,7 @@ func (s *Server) warnings(w http.ResponseWriter, r *http.Request, kind courier.T
 }
 
 func (s *Server) handleRotateSecrets(w http.ResponseWriter, r *http.Request) {
-	c, err := s.catalog()
+	c, err := s.objects()
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -11,27 +11,27 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 )
 
 // newCatalogServer serves the API with the topology in a store-held
 // catalog, as `courier serve` does when the file has no topology.
-func newCatalogServer(t *testing.T, keyed bool) (*testServer, *catalog.Catalog) {
+func newCatalogServer(t *testing.T, keyed bool) (*testServer, *topology.Keeper) {
 	t.Helper()
 	store := sqlitetest.Open(t)
 	var srv *api.Server
-	var cat *catalog.Catalog
+	var cat *topology.Keeper
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(i)
 	}
-	kr, err := catalog.NewKeyring(key, nil)
+	kr, err := topology.NewKeyring(key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err = catalog.Open(context.Background(), catalog.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
+	cat, err = topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
 		if srv == nil {
 			return
 		}
@@ -51,7 +51,7 @@ func newCatalogServer(t *testing.T, keyed bool) (*testServer, *catalog.Catalog) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := api.Options{Store: store, Topology: cat.Topology(), Catalog: cat}
+	o := api.Options{Store: store, Topology: cat.Topology(), Objects: cat}
 	if keyed {
 		o.Keys = testKeys(t)
 	}
@@ -212,8 +212,8 @@ func TestTopologyInTheFileRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.FromFile(cfg.File, cfg.Specs, cfg.Topology)
-	ts := newTestServer(t, func(o *api.Options) { o.Catalog = cat; o.Topology = cfg.Topology })
+	cat := topology.FromFile(cfg.File, cfg.Specs, cfg.Topology)
+	ts := newTestServer(t, func(o *api.Options) { o.Objects = cat; o.Topology = cfg.Topology })
 	status, body, _ := ts.call(t, "PUT", "/v1/endpoints/x", `{"transport":"file","dir":"/tmp/x"}`)
 	wantError(t, status, body, 409, courier.CodeConflict, "courier.yaml")
 	status, body, _ = ts.call(t, "GET", "/v1/topology", "")

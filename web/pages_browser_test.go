@@ -14,10 +14,10 @@ import (
 	"github.com/chromedp/chromedp"
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/testenv"
+	"github.com/courier-gw/courier/topology"
 )
 
 // pageBrowser is a real browser on the dashboard, with the reads the tests
@@ -165,15 +165,15 @@ func (b *pageBrowser) wantText(page, sel string, want ...string) string {
 // allPagesDashboard is a dashboard over a store that holds the topology,
 // with bulk operations: endpoints acme and globex, routes of the same
 // names, and a subscription crm-orders to order.* on globex.
-func allPagesDashboard(t *testing.T) (*dashboard, *catalog.Catalog) {
+func allPagesDashboard(t *testing.T) (*dashboard, *topology.Keeper) {
 	t.Helper()
 	store := sqlitetest.Open(t)
-	kr, err := catalog.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
+	kr, err := topology.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var srv atomic.Pointer[api.Server]
-	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
+	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
 		if s := srv.Load(); s != nil {
 			s.SetTopology(tp)
 		}
@@ -181,7 +181,7 @@ func allPagesDashboard(t *testing.T) (*dashboard, *catalog.Catalog) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: keys(t),
+	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys(t),
 		Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	srv.Store(a)
 	d := mount(t, a)

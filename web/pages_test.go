@@ -304,7 +304,7 @@ func TestReceiversShown(t *testing.T) {
 	late := &lateReceivers{}
 	d := newDashboard(t, true, func(o *api.Options) { o.Receivers = late })
 	inbox := t.TempDir()
-	svc := receivertest.StartPickup(t, d.store, topology, &courier.Receiver{Name: "vans-inbox", Transport: courier.ReceiveDir,
+	svc := receivertest.StartPickup(t, d.store, testTopology, &courier.Receiver{Name: "vans-inbox", Transport: courier.ReceiveDir,
 		Type: "invoice", Route: "acme", Batch: 10, Dir: courier.DirSource{Path: inbox, Pattern: "*.xml", Settle: time.Second}})
 	late.Receivers = svc
 	b := d.browser(t)

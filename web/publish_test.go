@@ -20,7 +20,7 @@ func TestPublishedPages(t *testing.T) {
 			"globex-orders": {Name: "globex-orders", Types: []string{"order.created"}, Route: "globex", Headers: map[string]string{"X-Tenant": "acme"}},
 		}
 	})
-	top := topology()
+	top := testTopology()
 	top.Subscriptions = map[string]*courier.Subscription{
 		"acme-orders":   {Name: "acme-orders", Types: []string{"order.*"}, Route: "acme"},
 		"globex-orders": {Name: "globex-orders", Types: []string{"order.created"}, Route: "globex", Headers: map[string]string{"X-Tenant": "acme"}},

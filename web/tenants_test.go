@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 )
 
 // tenantSecrets are the keys of the tenants' dashboard: the system's admin
@@ -48,7 +48,7 @@ func tenantsDashboard(t *testing.T) *dashboard {
 	}
 	store := sqlitetest.Open(t)
 	var srv atomic.Pointer[api.Server]
-	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Tenants: tenants, OnChange: func(tp *courier.Topology) {
+	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Tenants: tenants, OnChange: func(tp *courier.Topology) {
 		if s := srv.Load(); s != nil {
 			s.SetTopology(tp)
 		}
@@ -57,7 +57,7 @@ func tenantsDashboard(t *testing.T) *dashboard {
 		t.Fatal(err)
 	}
 	store.SetTenantQuotas(cat.Topology().TenantQuotas())
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: keys,
+	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys,
 		Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	srv.Store(a)
 	d := mount(t, a)

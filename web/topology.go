@@ -27,8 +27,8 @@ type topologyMode struct {
 	// File is the configuration file that holds the topology; empty when
 	// the store holds it.
 	File string
-	// Missing says why no topology can be shown (a server without a
-	// catalog); empty normally.
+	// Missing says why no topology can be shown (a server that keeps no
+	// topology objects); empty normally.
 	Missing string
 	// Admin reports whether the session's key may change the topology.
 	Admin bool
@@ -40,8 +40,8 @@ func (m topologyMode) Editable() bool { return m.File == "" && m.Missing == "" &
 // Shown reports whether the topology can be shown at all.
 func (m topologyMode) Shown() bool { return m.Missing == "" }
 
-// topology reads the topology and where it lives. A server without a
-// topology catalog is not an error: there is nothing to show or change.
+// topology reads the topology and where it lives. A server that keeps no
+// topology objects is not an error: there is nothing to show or change.
 func (h *Handler) topology(ctx context.Context, c *api.Client, s *session) (*api.Topology, topologyMode, error) {
 	m := topologyMode{Admin: s.role == courier.RoleAdmin}
 	t, err := c.Topology(ctx)

@@ -17,9 +17,9 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 	"github.com/courier-gw/courier/web"
 )
 
@@ -30,15 +30,15 @@ const acmeSecret = "whsec_c2VjcmV0LXNpZ25pbmcta2V5"
 // newTopologyDashboard is the API and the dashboard on a real loopback
 // server over a store that holds the topology (docs/design.md §15), with keys, and
 // an endpoint acme (with a signing secret) used by a route acme.
-func newTopologyDashboard(t *testing.T) (*dashboard, *catalog.Catalog) {
+func newTopologyDashboard(t *testing.T) (*dashboard, *topology.Keeper) {
 	t.Helper()
 	store := sqlitetest.Open(t)
-	kr, err := catalog.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
+	kr, err := topology.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var srv atomic.Pointer[api.Server]
-	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
+	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
 		if s := srv.Load(); s != nil {
 			s.SetTopology(tp)
 		}
@@ -46,7 +46,7 @@ func newTopologyDashboard(t *testing.T) (*dashboard, *catalog.Catalog) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: keys(t)})
+	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys(t)})
 	srv.Store(a)
 	d := mount(t, a)
 	d.store = store
@@ -68,7 +68,7 @@ func mount(t *testing.T, a *api.Server) *dashboard {
 	return d
 }
 
-func mustPut(t *testing.T, cat *catalog.Catalog, kind courier.TopologyKind, name, spec string) courier.TopologyObject {
+func mustPut(t *testing.T, cat *topology.Keeper, kind courier.TopologyKind, name, spec string) courier.TopologyObject {
 	t.Helper()
 	o, _, err := cat.Put(context.Background(), "setup", kind, name, []byte(spec), -1)
 	if err != nil {
@@ -79,7 +79,7 @@ func mustPut(t *testing.T, cat *catalog.Catalog, kind courier.TopologyKind, name
 
 // spec returns an object's fields as the catalog shows them (secrets as
 // "set"), decoded; nil when there is no such object.
-func spec(t *testing.T, cat *catalog.Catalog, kind courier.TopologyKind, name string) map[string]any {
+func spec(t *testing.T, cat *topology.Keeper, kind courier.TopologyKind, name string) map[string]any {
 	t.Helper()
 	o, ok := cat.Object(kind, name)
 	if !ok {
@@ -337,7 +337,7 @@ func TestTopologyReadOnlyForOperators(t *testing.T) {
 // When the configuration file holds the topology, the pages show it read
 // only, name the file and say how to change it.
 func TestTopologyFileMode(t *testing.T) {
-	tp := topology()
+	tp := testTopology()
 	specs := config.Specs{
 		courier.KindEndpoint: {"acme": []byte(`{"transport":"http","url":"https://acme.example/in"}`),
 			"globex": []byte(`{"transport":"http","url":"https://globex.example/in"}`)},
@@ -345,8 +345,8 @@ func TestTopologyFileMode(t *testing.T) {
 		courier.KindPolicy:       {},
 		courier.KindSubscription: {},
 	}
-	cat := catalog.FromFile("courier.yaml", specs, tp)
-	a := api.NewServer(api.Options{Store: sqlitetest.Open(t), Topology: tp, Catalog: cat, Keys: keys(t)})
+	cat := topology.FromFile("courier.yaml", specs, tp)
+	a := api.NewServer(api.Options{Store: sqlitetest.Open(t), Topology: tp, Objects: cat, Keys: keys(t)})
 	d := mount(t, a)
 	b := d.browser(t)
 	b.login("root")
@@ -386,5 +386,5 @@ func TestTopologyWithoutCatalog(t *testing.T) {
 	if strings.Contains(a.body, "/ui/topology/") {
 		t.Error("the endpoints page links to settings there are none of")
 	}
-	want(t, "topology page", b.get("/ui/topology"), 200, "keeps no topology catalog")
+	want(t, "topology page", b.get("/ui/topology"), 200, "keeps no topology objects")
 }

@@ -43,7 +43,7 @@ type dashboard struct {
 	store *sqlite.Store
 }
 
-func topology() *courier.Topology {
+func testTopology() *courier.Topology {
 	acme := courier.NewEndpoint("acme", courier.TransportHTTP)
 	httptransport.Of(acme).URL = "https://acme.example/in"
 	globex := courier.NewEndpoint("globex", courier.TransportHTTP)
@@ -68,7 +68,7 @@ func newDashboard(t *testing.T, withKeys bool, mutate ...func(*api.Options)) *da
 func newDashboardWith(t *testing.T, withKeys bool, webOpts func(*web.Options), mutate ...func(*api.Options)) *dashboard {
 	t.Helper()
 	store := sqlitetest.Open(t)
-	o := api.Options{Store: store, Topology: topology(), Bulk: engine.NewBulk(store, nil, nil, nil, nil)}
+	o := api.Options{Store: store, Topology: testTopology(), Bulk: engine.NewBulk(store, nil, nil, nil, nil)}
 	if withKeys {
 		o.Keys = keys(t)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestWorkflowPage(t *testing.T) {
-	top := topology()
+	top := testTopology()
 	top.Routes["book"] = &courier.Route{Name: "book", Workflow: &courier.Workflow{Steps: []courier.WorkflowStep{
 		{Endpoint: "reserve", Compensate: "release"},
 		{Endpoint: "charge", Compensate: "refund"},

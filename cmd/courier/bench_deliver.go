@@ -19,12 +19,12 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/cpustat"
 	"github.com/courier-gw/courier/internal/otlpsink"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/topology"
 	"github.com/courier-gw/courier/tracing"
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -304,16 +304,16 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	// With the topology in the store, the engines and the API start with
 	// the store's (empty) one and take in each change as a server does.
 	top := bt.file()
-	var cat *catalog.Catalog
+	var cat *topology.Keeper
 	var onTopology atomic.Pointer[func(*courier.Topology)]
 	if b.topologyIn == topologyInStore {
-		cat, err = catalog.Open(ctx, catalog.Options{Store: store, OnChange: func(t *courier.Topology) {
+		cat, err = topology.Open(ctx, topology.Options{Store: store, OnChange: func(t *courier.Topology) {
 			if f := onTopology.Load(); f != nil {
 				(*f)(t)
 			}
 		}})
 		if err != nil {
-			return nil, fmt.Errorf("open the topology catalog: %w", err)
+			return nil, fmt.Errorf("open the topology in the store: %w", err)
 		}
 		top = cat.Topology()
 	}
@@ -328,7 +328,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	eng := &nodes{engines}
 	apiOpts := api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled}
 	if cat != nil {
-		apiOpts.Catalog = cat
+		apiOpts.Objects = cat
 	}
 	handler := api.NewServer(apiOpts)
 	setTopology := func(t *courier.Topology) {

@@ -21,7 +21,6 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/blobs3"
@@ -30,6 +29,7 @@ import (
 	"github.com/courier-gw/courier/metrics"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/sqlite"
+	"github.com/courier-gw/courier/topology"
 	"github.com/courier-gw/courier/tracing"
 	"github.com/courier-gw/courier/transport"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -186,7 +186,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// then every change, whichever node made it, reaches the parts below
 	// through onTopology.
 	var onTopology atomic.Pointer[func(*courier.Topology)]
-	cat, err := openCatalog(ctx, cfg, st, logger, func(t *courier.Topology) {
+	cat, err := openTopology(ctx, cfg, st, logger, func(t *courier.Topology) {
 		if f := onTopology.Load(); f != nil {
 			(*f)(t)
 		}
@@ -232,7 +232,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
 	handler = api.NewServer(api.Options{
-		Store: store, Topology: cat.Topology(), Logger: logger, Catalog: cat,
+		Store: store, Topology: cat.Topology(), Logger: logger, Objects: cat,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
@@ -424,17 +424,17 @@ type openedStore struct {
 	listenTopology func(ctx context.Context, changed func(version int64))
 }
 
-// openCatalog reads the topology: the file's, or the store's, which is
+// openTopology reads the topology: the file's, or the store's, which is
 // then watched for the changes of other nodes.
-func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger *slog.Logger, onChange func(*courier.Topology)) (*catalog.Catalog, error) {
+func openTopology(ctx context.Context, cfg *config.Config, st openedStore, logger *slog.Logger, onChange func(*courier.Topology)) (*topology.Keeper, error) {
 	if !cfg.TopologyInStore {
-		return catalog.FromFile(cfg.File, cfg.Specs, cfg.Topology), nil
+		return topology.FromFile(cfg.File, cfg.Specs, cfg.Topology), nil
 	}
-	keys, err := catalog.NewKeyring(cfg.SecretsKey, cfg.SecretsOldKey)
+	keys, err := topology.NewKeyring(cfg.SecretsKey, cfg.SecretsOldKey)
 	if err != nil {
 		return nil, err
 	}
-	o := catalog.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention,
+	o := topology.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention,
 		Tenants: cfg.Topology.Tenants}
 	if !cfg.KeysInStore {
 		o.KeysFile = cfg.File
@@ -442,7 +442,7 @@ func openCatalog(ctx context.Context, cfg *config.Config, st openedStore, logger
 	if cfg.Topology.Tenants != nil {
 		o.TenantsFile = cfg.File
 	}
-	cat, err := catalog.Open(ctx, o)
+	cat, err := topology.Open(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("read the topology from the store: %w", err)
 	}
@@ -550,7 +550,7 @@ func isLoopback(listen string) bool {
 
 // apiKeys turns the keys in force into the API's: the file's, or the
 // store's when it holds them.
-func apiKeys(cfg *config.Config, cat *catalog.Catalog) ([]api.Key, error) {
+func apiKeys(cfg *config.Config, cat *topology.Keeper) ([]api.Key, error) {
 	configured := slices.Collect(maps.Values(cfg.Keys))
 	if cfg.KeysInStore {
 		configured = cat.Keys()
@@ -638,7 +638,7 @@ func (c *certificate) set(cert *tls.Certificate, _ error) {
 	c.mu.Unlock()
 }
 
-func printBanner(g *globals, cfg *config.Config, cat *catalog.Catalog, url string) {
+func printBanner(g *globals, cfg *config.Config, cat *topology.Keeper, url string) {
 	w := g.stdout
 	fmt.Fprintf(w, "courier %s listening on %s\n", versionString(), url)
 	if cfg.Store.Driver == config.DriverPostgres {

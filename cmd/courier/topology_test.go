@@ -12,8 +12,8 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 )
 
 // The secrets of the topology tests' API keys: an admin, who may change
@@ -32,12 +32,12 @@ func secretsKey(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 // the keys root (admin) and ops (operator). It returns the server's URL.
 func topologyServer(t *testing.T, store courier.Store, key, oldKey []byte) string {
 	t.Helper()
-	kr, err := catalog.NewKeyring(key, oldKey)
+	kr, err := topology.NewKeyring(key, oldKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var srv *api.Server
-	cat, err := catalog.Open(context.Background(), catalog.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
+	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
 		if srv != nil {
 			srv.SetTopology(tp)
 		}
@@ -56,7 +56,7 @@ func topologyServer(t *testing.T, store courier.Store, key, oldKey []byte) strin
 		}
 		keys = append(keys, api.Key{Name: name, Role: k.role, Hash: h})
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Catalog: cat, Keys: keys})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return ts.URL

@@ -1,21 +1,21 @@
-package catalog_test
+package topology_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
+	"github.com/courier-gw/courier/topology"
 )
 
 func TestStartStopStress(t *testing.T) {
-	kr, err := catalog.NewKeyring(newKey(t), nil)
+	kr, err := topology.NewKeyring(newKey(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: sqlitetest.Open(t), Keyring: kr, PollInterval: time.Millisecond,
+	c, err := topology.Open(context.Background(), topology.Options{Store: sqlitetest.Open(t), Keyring: kr, PollInterval: time.Millisecond,
 		ListenFunc: func(ctx context.Context, changed func(int64)) {
 			changed(0)
 			<-ctx.Done()

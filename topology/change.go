@@ -1,4 +1,4 @@
-package catalog
+package topology
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ const maxRetries = 20
 // negative, is the version the object must have (0: it must not exist),
 // else the change is refused with CodeFailedPrecondition. A spec that
 // equals the stored one changes nothing and records nothing.
-func (c *Catalog) Put(ctx context.Context, who string, kind courier.TopologyKind, name string, spec []byte, ifMatch int64) (courier.TopologyObject, bool, error) {
+func (c *Keeper) Put(ctx context.Context, who string, kind courier.TopologyKind, name string, spec []byte, ifMatch int64) (courier.TopologyObject, bool, error) {
 	var created bool
 	var out courier.TopologyObject
 	err := c.change(ctx, func() (*plan, error) {
@@ -41,7 +41,7 @@ func (c *Catalog) Put(ctx context.Context, who string, kind courier.TopologyKind
 
 // Delete removes one object, if nothing else uses it. ifMatch as for Put.
 // A tenant is deleted with everything it owns (DeleteTenant).
-func (c *Catalog) Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error {
+func (c *Keeper) Delete(ctx context.Context, who string, kind courier.TopologyKind, name string, ifMatch int64) error {
 	if kind == courier.KindTenant {
 		return courier.Errorf(courier.CodeInvalidArgument, "a tenant is deleted with everything it owns, not alone")
 	}
@@ -64,7 +64,7 @@ func (c *Catalog) Delete(ctx context.Context, who string, kind courier.TopologyK
 // the specs lack are deleted (of how.PruneTenant alone, when named), all
 // as one version or, if anything is wrong, none. It returns the changes
 // (with how.DryRun, the changes it would make).
-func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error) {
+func (c *Keeper) Apply(ctx context.Context, who string, specs map[courier.TopologyKind]map[string][]byte, how courier.Applying) ([]courier.Action, error) {
 	var changes []courier.Action
 	err := c.change(ctx, func() (*plan, error) {
 		p := c.newPlan(who)
@@ -110,8 +110,8 @@ func (c *Catalog) Apply(ctx context.Context, who string, specs map[courier.Topol
 // of their names), as one version, each delete recorded in the audit log
 // as by who. It returns the changes. The tenants default and system always
 // exist; a tenant the configuration file holds is deleted there. Its
-// messages are not the catalog's: the caller erases them.
-func (c *Catalog) DeleteTenant(ctx context.Context, who, tenant string) ([]courier.Action, error) {
+// messages are not the keeper's: the caller erases them.
+func (c *Keeper) DeleteTenant(ctx context.Context, who, tenant string) ([]courier.Action, error) {
 	switch {
 	case tenant == courier.DefaultTenant || tenant == courier.SystemTenant:
 		return nil, courier.Errorf(courier.CodeConflict, "tenant %s always exists: its settings may be changed, it cannot be deleted", tenant)
@@ -152,7 +152,7 @@ func (c *Catalog) DeleteTenant(ctx context.Context, who, tenant string) ([]couri
 }
 
 // tenantsInFile is the refusal of a change of tenants the file holds.
-func (c *Catalog) tenantsInFile() error {
+func (c *Keeper) tenantsInFile() error {
 	if c.TenantsFile() == "" {
 		return courier.Errorf(courier.CodeConflict, "the tenants are given by the configuration file's section tenants: change them there and reload")
 	}
@@ -161,7 +161,7 @@ func (c *Catalog) tenantsInFile() error {
 
 // RotateSecrets seals again, under the current key, every secret sealed
 // under another, and reports how many objects it wrote.
-func (c *Catalog) RotateSecrets(ctx context.Context, who string) (int, error) {
+func (c *Keeper) RotateSecrets(ctx context.Context, who string) (int, error) {
 	if c.opts.Keyring == nil || c.opts.Keyring.current == nil {
 		return 0, courier.Errorf(courier.CodeInvalidArgument, "this server has no secrets_key to rotate to")
 	}
@@ -195,7 +195,7 @@ func (c *Catalog) RotateSecrets(ctx context.Context, who string) (int, error) {
 }
 
 // entry returns this node's entry of an object.
-func (c *Catalog) entry(kind courier.TopologyKind, name string) (*entry, bool) {
+func (c *Keeper) entry(kind courier.TopologyKind, name string) (*entry, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.entries[objectKey{kind, name}]
@@ -221,7 +221,7 @@ func checkMatch(kind courier.TopologyKind, name string, old *entry, exists bool,
 // set, is given the changes once they are in force here (with a dry run,
 // the changes that would be made). A spec's problems (config.Errors) are
 // the request's: CodeInvalidArgument.
-func (c *Catalog) change(ctx context.Context, decide func() (*plan, error), done func([]courier.Action)) error {
+func (c *Keeper) change(ctx context.Context, decide func() (*plan, error), done func([]courier.Action)) error {
 	if c.file != "" {
 		return courier.Errorf(courier.CodeConflict,
 			"the topology is in the configuration file %s: change it there and reload (SIGHUP or POST /v1/reload); to keep it in the store instead, remove the sections endpoints, routes, policies and subscriptions from the file", c.file)
@@ -254,7 +254,7 @@ func (c *Catalog) change(ctx context.Context, decide func() (*plan, error), done
 
 // plan is a change decided on this node's topology at one version.
 type plan struct {
-	c       *Catalog
+	c       *Keeper
 	who     string
 	now     time.Time
 	base    int64
@@ -269,7 +269,7 @@ type plan struct {
 	dryRun bool
 }
 
-func (c *Catalog) newPlan(who string) *plan {
+func (c *Keeper) newPlan(who string) *plan {
 	return &plan{c: c, who: who, now: c.opts.Clock.Now(), base: c.Version(), fresh: map[objectKey]*entry{}, gone: map[objectKey]bool{}, own: map[objectKey]bool{}}
 }
 
@@ -359,7 +359,7 @@ func (p *plan) action(kind courier.ActionKind, k objectKey) courier.Action {
 }
 
 // seal returns a spec with its secrets sealed for the store.
-func (c *Catalog) seal(kind courier.TopologyKind, name string, plain any) ([]byte, error) {
+func (c *Keeper) seal(kind courier.TopologyKind, name string, plain any) ([]byte, error) {
 	// A copy, through JSON, so that the open spec stays as it is.
 	b, err := json.Marshal(plain)
 	if err != nil {
@@ -378,7 +378,7 @@ func (c *Catalog) seal(kind courier.TopologyKind, name string, plain any) ([]byt
 
 // carry checks what a plan makes of the topology and writes it, and
 // returns the changes made. Holding c.write.
-func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) {
+func (c *Keeper) carry(ctx context.Context, p *plan) ([]courier.Action, error) {
 	if len(p.objects) == 0 {
 		return nil, nil
 	}
@@ -432,7 +432,7 @@ func (c *Catalog) carry(ctx context.Context, p *plan) ([]courier.Action, error) 
 // route with a claim check on a node without public_url, on which the
 // URLs of its notices are built, or with a ttl not shorter than retention,
 // past which the payload its links fetch may be purged.
-func (c *Catalog) checkClaimChecks(p *plan, t *courier.Topology) error {
+func (c *Keeper) checkClaimChecks(p *plan, t *courier.Topology) error {
 	for _, at := range config.ClaimChecks(t) {
 		section, rest, _ := strings.Cut(at.Field, ".")
 		name, _, _ := strings.Cut(rest, ".")
@@ -453,7 +453,7 @@ func (c *Catalog) checkClaimChecks(p *plan, t *courier.Topology) error {
 
 // checkTenants refuses a plan that writes a tenant's settings while the
 // file holds them.
-func (c *Catalog) checkTenants(p *plan) error {
+func (c *Keeper) checkTenants(p *plan) error {
 	for _, o := range p.objects {
 		if o.Kind == courier.KindTenant && c.fileTenants() {
 			return c.tenantsInFile()
@@ -462,7 +462,7 @@ func (c *Catalog) checkTenants(p *plan) error {
 	return nil
 }
 
-func (c *Catalog) checkKeys(p *plan) error {
+func (c *Keeper) checkKeys(p *plan) error {
 	touched := false
 	for _, o := range p.objects {
 		touched = touched || o.Kind == courier.KindKey

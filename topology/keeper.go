@@ -1,9 +1,9 @@
-// Package catalog keeps the topology that lives in the store (docs/design.md §15):
+// Package topology keeps the topology that lives in the store (docs/design.md §15):
 // every node's copy of it, in step with the store within a second, and the
 // changes made through the API, checked by the configuration file's rules,
 // written as one version each and recorded in the audit log. Secrets are
 // sealed before they reach the store and never shown again.
-package catalog
+package topology
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 	"github.com/courier-gw/courier/internal/startstop"
 )
 
-// Options configure a Catalog.
+// Options configure a Keeper.
 type Options struct {
 	Store   courier.Store
 	Keyring *Keyring // nil: no secrets can be stored
@@ -68,10 +68,10 @@ type Options struct {
 // once rather than the topology being assembled for each.
 const minSyncGap = 100 * time.Millisecond
 
-// Catalog is this node's copy of the topology held in the store, and the
+// Keeper is this node's copy of the topology held in the store, and the
 // way to change it. In file mode (FromFile) it only shows the file's
 // objects and refuses changes.
-type Catalog struct {
+type Keeper struct {
 	startstop.Base // watches the store between Start and Stop
 
 	opts Options
@@ -113,7 +113,7 @@ type entry struct {
 // Open reads the topology from the store and assembles it. An object that
 // no longer passes the checks (written by another version of courier) is
 // an error: the node would not deliver as the others do.
-func Open(ctx context.Context, o Options) (*Catalog, error) {
+func Open(ctx context.Context, o Options) (*Keeper, error) {
 	if o.Clock == nil {
 		o.Clock = courier.SystemClock{}
 	}
@@ -126,7 +126,7 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 	if o.OnChange == nil {
 		o.OnChange = func(*courier.Topology) {}
 	}
-	c := &Catalog{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
+	c := &Keeper{opts: o, entries: map[objectKey]*entry{}, slot: map[objectKey]int{}, poke: make(chan struct{}, 1)}
 	c.tenants.Store(&o.Tenants)
 	c.tenantsFile.Store(&o.TenantsFile)
 	t, err := config.Assemble(nil)
@@ -141,16 +141,16 @@ func Open(ctx context.Context, o Options) (*Catalog, error) {
 	return c, nil
 }
 
-// FromFile returns a catalog that shows the objects of a configuration
+// FromFile returns a keeper that shows the objects of a configuration
 // file and refuses every change, naming the file.
-func FromFile(file string, specs config.Specs, t *courier.Topology) *Catalog {
-	c := &Catalog{file: file}
+func FromFile(file string, specs config.Specs, t *courier.Topology) *Keeper {
+	c := &Keeper{file: file}
 	c.Reload(specs, t)
 	return c
 }
 
 // Reload shows what a reloaded file holds, in file mode.
-func (c *Catalog) Reload(specs config.Specs, t *courier.Topology) {
+func (c *Keeper) Reload(specs config.Specs, t *courier.Topology) {
 	entries := map[objectKey]*entry{}
 	for kind, objs := range specs {
 		for name, spec := range objs {
@@ -165,13 +165,13 @@ func (c *Catalog) Reload(specs config.Specs, t *courier.Topology) {
 
 // File is the configuration file that holds the topology, or empty when
 // the store holds it.
-func (c *Catalog) File() string { return c.file }
+func (c *Keeper) File() string { return c.file }
 
 // Topology returns the topology in force on this node.
-func (c *Catalog) Topology() *courier.Topology { return c.topology.Load() }
+func (c *Keeper) Topology() *courier.Topology { return c.topology.Load() }
 
 // Version returns the version of the topology this node has taken in.
-func (c *Catalog) Version() int64 {
+func (c *Keeper) Version() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.version
@@ -179,7 +179,7 @@ func (c *Catalog) Version() int64 {
 
 // TenantsFile is the configuration file that holds the tenants' settings,
 // or empty when the store holds them.
-func (c *Catalog) TenantsFile() string {
+func (c *Keeper) TenantsFile() string {
 	if c.file != "" {
 		return c.file
 	}
@@ -190,7 +190,7 @@ func (c *Catalog) TenantsFile() string {
 }
 
 // Object returns one object with its secrets shown as Set.
-func (c *Catalog) Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool) {
+func (c *Keeper) Object(kind courier.TopologyKind, name string) (courier.TopologyObject, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[objectKey{kind, name}]
 	c.mu.RUnlock()
@@ -201,7 +201,7 @@ func (c *Catalog) Object(kind courier.TopologyKind, name string) (courier.Topolo
 }
 
 // Keys returns the API keys the store holds, by name.
-func (c *Catalog) Keys() []config.Key {
+func (c *Keeper) Keys() []config.Key {
 	if k := c.keys.Load(); k != nil {
 		return *k
 	}
@@ -211,7 +211,7 @@ func (c *Catalog) Keys() []config.Key {
 // Objects returns the objects of a kind by name, their secrets shown as
 // Set; every object of the topology (keys and tenants are not part of
 // it) when kind is empty.
-func (c *Catalog) Objects(kind courier.TopologyKind) []courier.TopologyObject {
+func (c *Keeper) Objects(kind courier.TopologyKind) []courier.TopologyObject {
 	c.mu.RLock()
 	out := make([]courier.TopologyObject, 0, len(c.entries))
 	for k, e := range c.entries {
@@ -266,14 +266,14 @@ func decodeSpec(spec []byte) (any, error) {
 }
 
 // Sync takes in the changes other nodes made since this node last looked.
-func (c *Catalog) Sync(ctx context.Context) error {
+func (c *Keeper) Sync(ctx context.Context) error {
 	if c.file != "" {
 		return nil
 	}
 	return c.sync(ctx, false)
 }
 
-func (c *Catalog) sync(ctx context.Context, first bool) error {
+func (c *Keeper) sync(ctx context.Context, first bool) error {
 	c.write.Lock()
 	defer c.write.Unlock()
 	return c.syncLocked(ctx, first)
@@ -281,7 +281,7 @@ func (c *Catalog) sync(ctx context.Context, first bool) error {
 
 // syncLocked reads what changed since this node's version and puts the
 // topology it makes in force. Holding c.write.
-func (c *Catalog) syncLocked(ctx context.Context, first bool) error {
+func (c *Keeper) syncLocked(ctx context.Context, first bool) error {
 	objs, v, err := c.opts.Store.TopologyChanges(ctx, c.version)
 	if err != nil {
 		return fmt.Errorf("read the topology's changes: %w", err)
@@ -326,7 +326,7 @@ func (c *Catalog) syncLocked(ctx context.Context, first bool) error {
 }
 
 // open decodes a stored object: its secrets opened, its spec checked.
-func (c *Catalog) open(o courier.TopologyObject) (*entry, error) {
+func (c *Keeper) open(o courier.TopologyObject) (*entry, error) {
 	v, err := decodeSpec(o.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: the stored spec is not JSON: %w", o.Kind, o.Name, err)
@@ -354,7 +354,7 @@ func (c *Catalog) open(o courier.TopologyObject) (*entry, error) {
 
 // assemble makes the topology of this node's objects with some replaced
 // and some removed.
-func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) (*courier.Topology, error) {
+func (c *Keeper) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) (*courier.Topology, error) {
 	c.mu.RLock()
 	objs := make([]*config.Object, len(c.decoded), len(c.decoded)+len(fresh))
 	copy(objs, c.decoded)
@@ -380,14 +380,14 @@ func (c *Catalog) assemble(fresh map[objectKey]*entry, gone map[objectKey]bool) 
 
 // fileTenants reports whether the file holds the tenants' settings: then
 // the store's tenants, if it has any, are not in force.
-func (c *Catalog) fileTenants() bool {
+func (c *Keeper) fileTenants() bool {
 	return c.TenantsFile() != "" || *c.tenants.Load() != nil
 }
 
 // SetTenants puts a reloaded file's tenants in force: the topology in
 // force is given them, and told of as a change. A file without a tenants:
 // section (nil) leaves the tenants to the store from then on.
-func (c *Catalog) SetTenants(tenants map[string]*courier.Tenant) {
+func (c *Keeper) SetTenants(tenants map[string]*courier.Tenant) {
 	c.write.Lock()
 	defer c.write.Unlock()
 	wasFile := c.fileTenants()
@@ -418,7 +418,7 @@ func (c *Catalog) SetTenants(tenants map[string]*courier.Tenant) {
 // commit puts a version in force on this node. The version is reported
 // last, once the parts that use the topology have it: whoever waits for
 // the version (a client polling GET /v1/topology) finds the change in force.
-func (c *Catalog) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]bool, t *courier.Topology) {
+func (c *Keeper) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]bool, t *courier.Topology) {
 	keysChanged := false
 	c.mu.Lock()
 	for k := range gone {
@@ -471,7 +471,7 @@ func keysOf(entries map[objectKey]*entry) []config.Key {
 }
 
 // Start watches the store for other nodes' changes until Stop.
-func (c *Catalog) Start(ctx context.Context) error {
+func (c *Keeper) Start(ctx context.Context) error {
 	if c.file != "" {
 		return nil
 	}
@@ -500,7 +500,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Catalog) watch(ctx context.Context) {
+func (c *Keeper) watch(ctx context.Context) {
 	tick := time.NewTicker(c.opts.PollInterval)
 	defer tick.Stop()
 	for {

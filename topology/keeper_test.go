@@ -1,4 +1,4 @@
-package catalog_test
+package topology_test
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/postgres"
+	"github.com/courier-gw/courier/topology"
 )
 
 // stores runs a test on both stores.
@@ -36,7 +36,7 @@ func newKey(t *testing.T) []byte {
 	return k
 }
 
-func open(t *testing.T, st courier.Store, keys ...[]byte) *catalog.Catalog {
+func open(t *testing.T, st courier.Store, keys ...[]byte) *topology.Keeper {
 	t.Helper()
 	var cur, old []byte
 	if len(keys) > 0 {
@@ -45,18 +45,18 @@ func open(t *testing.T, st courier.Store, keys ...[]byte) *catalog.Catalog {
 	if len(keys) > 1 {
 		old = keys[1]
 	}
-	kr, err := catalog.NewKeyring(cur, old)
+	kr, err := topology.NewKeyring(cur, old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, Keyring: kr})
+	c, err := topology.Open(context.Background(), topology.Options{Store: st, Keyring: kr})
 	if err != nil {
-		t.Fatalf("open the catalog: %v", err)
+		t.Fatalf("open the keeper: %v", err)
 	}
 	return c
 }
 
-func put(t *testing.T, c *catalog.Catalog, kind courier.TopologyKind, name, spec string) (courier.TopologyObject, bool) {
+func put(t *testing.T, c *topology.Keeper, kind courier.TopologyKind, name, spec string) (courier.TopologyObject, bool) {
 	t.Helper()
 	o, created, err := c.Put(context.Background(), "admin", kind, name, []byte(spec), -1)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestPutReplaceDelete(t *testing.T) {
 			t.Fatalf("after the deletes: %d routes, %d endpoints, %d subscriptions", len(tp.Routes), len(tp.Endpoints), len(tp.Subscriptions))
 		}
 
-		// A fresh catalog reads what the store holds, deletes included.
+		// A fresh keeper reads what the store holds, deletes included.
 		again := open(t, st)
 		if again.Version() != c.Version() || len(again.Objects("")) != 1 {
 			t.Fatalf("reopened: version %d (want %d), %d objects", again.Version(), c.Version(), len(again.Objects("")))
@@ -232,9 +232,9 @@ func TestSecretsSealed(t *testing.T) {
 		wantCode(t, err, courier.CodeInvalidArgument, "endpoints.fresh.secret")
 
 		// Another node without the key cannot read them; one without any key cannot write them.
-		kr, _ := catalog.NewKeyring(newKey(t), nil)
-		if _, err := catalog.Open(ctx, catalog.Options{Store: st, Keyring: kr}); err == nil || !strings.Contains(err.Error(), "key") {
-			t.Fatalf("a catalog with another key opened: %v", err)
+		kr, _ := topology.NewKeyring(newKey(t), nil)
+		if _, err := topology.Open(ctx, topology.Options{Store: st, Keyring: kr}); err == nil || !strings.Contains(err.Error(), "key") {
+			t.Fatalf("a keeper with another key opened: %v", err)
 		}
 		bare := open(t, sqlitetest.Open(t))
 		_, _, err = bare.Put(ctx, "admin", courier.KindEndpoint, "hook", []byte(`{"transport": "http", "url": "http://127.0.0.1:9/in", "secret": "whsec_c2VjcmV0"}`), -1)
@@ -398,7 +398,7 @@ func TestNodesShareTheTopology(t *testing.T) {
 	changed := make(chan *courier.Topology, 100)
 	stA, stB := openPG(), openPG()
 	a := open(t, stA)
-	b, err := catalog.Open(ctx, catalog.Options{Store: stB, ListenFunc: stB.ListenTopology, PollInterval: time.Hour,
+	b, err := topology.Open(ctx, topology.Options{Store: stB, ListenFunc: stB.ListenTopology, PollInterval: time.Hour,
 		OnChange: func(t *courier.Topology) { changed <- t }})
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestNodesShareTheTopology(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 40)
 	for i := range 20 {
-		for node, c := range map[string]*catalog.Catalog{"a": a, "b": b} {
+		for node, c := range map[string]*topology.Keeper{"a": a, "b": b} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -439,7 +439,7 @@ func TestNodesShareTheTopology(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	for _, c := range []*catalog.Catalog{a, b} {
+	for _, c := range []*topology.Keeper{a, b} {
 		if err := c.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +456,7 @@ func TestNodesShareTheTopology(t *testing.T) {
 	var mu sync.Mutex
 	for i := range 8 {
 		wg.Add(1)
-		c := []*catalog.Catalog{a, b}[i%2]
+		c := []*topology.Keeper{a, b}[i%2]
 		go func() {
 			defer wg.Done()
 			_, _, err := c.Put(ctx, "x", courier.KindEndpoint, "e", []byte(fmt.Sprintf(`{"transport": "file", "dir": "/tmp/race%d"}`, i)), o.Version)
@@ -520,7 +520,7 @@ func TestKeys(t *testing.T) {
 		}
 
 		// With the keys in the file, the store's are not written.
-		kf, err := catalog.Open(ctx, catalog.Options{Store: st, KeysFile: "courier.yaml"})
+		kf, err := topology.Open(ctx, topology.Options{Store: st, KeysFile: "courier.yaml"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -540,7 +540,7 @@ func TestClaimCheckNeedsPublicURL(t *testing.T) {
 	// Other changes still go through.
 	put(t, c, courier.KindEndpoint, "plain", `{"transport": "http", "url": "http://127.0.0.1:9/in"}`)
 
-	withURL, err := catalog.Open(context.Background(), catalog.Options{Store: st, PublicURL: "https://courier.example.org", Retention: 72 * time.Hour})
+	withURL, err := topology.Open(context.Background(), topology.Options{Store: st, PublicURL: "https://courier.example.org", Retention: 72 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +561,7 @@ func TestTenantsFromTheFile(t *testing.T) {
 	st := sqlitetest.Open(t)
 	acme := map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 2}}
 	var changes []*courier.Topology
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, Tenants: acme,
+	c, err := topology.Open(context.Background(), topology.Options{Store: st, Tenants: acme,
 		OnChange: func(t *courier.Topology) { changes = append(changes, t) }})
 	if err != nil {
 		t.Fatal(err)
@@ -587,7 +587,7 @@ func TestTenantsFromTheFile(t *testing.T) {
 // one that rewrites an endpoint it has.
 func TestTenantEndpointCap(t *testing.T) {
 	st := sqlitetest.Open(t)
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: st,
+	c, err := topology.Open(context.Background(), topology.Options{Store: st,
 		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1, Quotas: courier.Quotas{MaxEndpoints: 1}}}})
 	if err != nil {
 		t.Fatal(err)

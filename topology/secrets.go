@@ -1,4 +1,4 @@
-package catalog
+package topology
 
 import (
 	"crypto/aes"

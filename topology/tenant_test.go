@@ -1,4 +1,4 @@
-package catalog_test
+package topology_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/catalog"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/topology"
 )
 
 // Without a tenants: section in the file the store holds the tenants'
@@ -145,10 +145,10 @@ func TestDeleteTenant(t *testing.T) {
 }
 
 // With a tenants: section in the file the file holds the tenants: writing
-// or deleting one through the catalog is refused, naming the file.
+// or deleting one through the keeper is refused, naming the file.
 func TestTenantsInTheFileRefuseWrites(t *testing.T) {
 	st := sqlitetest.Open(t)
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, TenantsFile: "/etc/courier.yaml",
+	c, err := topology.Open(context.Background(), topology.Options{Store: st, TenantsFile: "/etc/courier.yaml",
 		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestTenantsInTheFileRefuseWrites(t *testing.T) {
 func TestReloadHandsTheTenantsToTheStore(t *testing.T) {
 	st := sqlitetest.Open(t)
 	put(t, open(t, st), courier.KindTenant, "beta", `{"weight": 4}`)
-	c, err := catalog.Open(context.Background(), catalog.Options{Store: st, TenantsFile: "courier.yaml",
+	c, err := topology.Open(context.Background(), topology.Options{Store: st, TenantsFile: "courier.yaml",
 		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1}}})
 	if err != nil {
 		t.Fatal(err)
