@@ -375,7 +375,7 @@ func TestTopologyFileMode(t *testing.T) {
 	want(t, "a save in file mode", a2, http.StatusConflict, "the topology is in the configuration file courier.yaml")
 }
 
-// Without a topology catalog (an API server made without one), the
+// Without topology objects (an API server made without them), the
 // endpoints page works as before and offers nothing to edit.
 func TestTopologyWithoutCatalog(t *testing.T) {
 	d := newDashboard(t, true)
