@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/sqlite"
 )
 
 // TestKillDuringDelivery: SIGKILL while 20,000 messages are being delivered
@@ -63,4 +65,89 @@ routes:
 	t.Logf("%d arrivals before SIGKILL, %d messages in flight at the kill, %d duplicates after restart", arrivedBeforeKill, len(inflight), dups)
 	fmt.Printf("kill during delivery: %d of %d delivered before SIGKILL; %d in flight at the kill; %d delivered twice\n",
 		arrivedBeforeKill, total, len(inflight), dups)
+}
+
+// TestKillDuringDrainCountsAbandoned: SIGKILL during a drain on SQLite.
+// After a restart every acknowledged message is delivered, those in
+// flight at the kill (as the store holds them) arrive at most once more,
+// and each of those, and no other, has one abandoned attempt: the count
+// that finds a message that kills the process survives the kill.
+func TestKillDuringDrainCountsAbandoned(t *testing.T) {
+	skipIfShort(t)
+	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
+	sk.Script("/in", sink.Delay(20*time.Millisecond, 204), sink.Repeat)
+
+	dir := t.TempDir()
+	p := startNode(t, dir, fmt.Sprintf(`endpoints:
+  slow: {transport: http, url: "%s/in", max_concurrency: 32, timeout: 5s}
+routes:
+  slow: {endpoints: [slow]}
+`, sk.URL()))
+
+	const total = 3000
+	ingest(t, []*process{p}, "order", messageIDs(total), func(int) string { return "slow" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sk.Wait(ctx, "/in", total/3); err != nil {
+		t.Fatalf("deliveries before the kill: %d, %v", sk.Count("/in"), err)
+	}
+	p.kill(t)
+	before := countByID(sk.All())
+
+	inflight := map[string]bool{}
+	for _, m := range inflightInSQLite(t, storePath(dir)) {
+		inflight[m.ID] = true
+	}
+	if len(inflight) == 0 {
+		t.Fatal("nothing in flight at the kill")
+	}
+
+	q := startServerWith(t, p.config)
+	if err := sk.Wait(ctx, "/in", total); err != nil {
+		t.Fatalf("after restart: %d arrivals, %v", sk.Count("/in"), err)
+	}
+	seen := arrivalsByID(t, sk, total, 30*time.Second)
+	if len(seen) != total {
+		t.Fatalf("%d of %d messages arrived", len(seen), total)
+	}
+	for id, n := range seen {
+		switch {
+		case !inflight[id] && n != 1:
+			t.Errorf("%s arrived %d times but was not in flight at the kill", id, n)
+		case inflight[id] && n-before[id] > 1:
+			t.Errorf("%s, in flight at the kill, arrived %d times after the restart", id, n-before[id])
+		}
+	}
+	if err := q.terminate(t, 30*time.Second); err != nil {
+		t.Fatalf("stop after the drain: %v", err)
+	}
+
+	store, err := sqlite.Open(storePath(dir), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, id := range messageIDs(total) {
+		m, err := store.Message(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State != courier.StateDelivered {
+			t.Errorf("%s is %s after the drain", id, m.State)
+		}
+		attempts, err := store.Attempts(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		abandoned := 0
+		for _, a := range attempts {
+			if a.Outcome == courier.OutcomeAbandoned {
+				abandoned++
+			}
+		}
+		if want := map[bool]int{true: 1}[inflight[id]]; abandoned != want {
+			t.Errorf("%s (in flight at the kill: %v) has %d abandoned attempts of %d, want %d", id, inflight[id], abandoned, len(attempts), want)
+		}
+	}
+	t.Logf("%d messages in flight at the kill", len(inflight))
 }
