@@ -392,7 +392,7 @@ func (c *Keeper) carry(ctx context.Context, p *plan) ([]courier.Action, error) {
 	if err := c.checkKeys(p); err != nil {
 		return nil, err
 	}
-	if err := c.checkTenants(p); err != nil {
+	if err := c.checkTenants(p, t); err != nil {
 		return nil, err
 	}
 	var added []string // the tenants the plan gives new endpoints
@@ -452,11 +452,24 @@ func (c *Keeper) checkClaimChecks(p *plan, t *courier.Topology) error {
 }
 
 // checkTenants refuses a plan that writes a tenant's settings while the
-// file holds them.
-func (c *Keeper) checkTenants(p *plan) error {
+// file holds them, or that writes an object of a tenant the topology t it
+// would make does not have: no tenant's key could see or change it, and
+// no tenant's quotas or share would hold it.
+func (c *Keeper) checkTenants(p *plan, t *courier.Topology) error {
 	for _, o := range p.objects {
 		if o.Kind == courier.KindTenant && c.fileTenants() {
 			return c.tenantsInFile()
+		}
+	}
+	for k := range p.fresh {
+		if k.kind == courier.KindTenant {
+			continue
+		}
+		switch tenant := courier.TenantOf(k.name); {
+		case tenant == courier.DefaultTenant || tenant == courier.SystemTenant || t.Tenants[tenant] != nil:
+		default:
+			return courier.Errorf(courier.CodeInvalidArgument, "%s %s: tenant %q does not exist; create it first (courier tenants create %s)",
+				k.kind, k.name, tenant, tenant)
 		}
 	}
 	return nil

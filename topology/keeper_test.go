@@ -588,7 +588,7 @@ func TestTenantsFromTheFile(t *testing.T) {
 func TestTenantEndpointCap(t *testing.T) {
 	st := sqlitetest.Open(t)
 	c, err := topology.Open(context.Background(), topology.Options{Store: st,
-		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1, Quotas: courier.Quotas{MaxEndpoints: 1}}}})
+		Tenants: map[string]*courier.Tenant{"acme": {Name: "acme", Weight: 1, Quotas: courier.Quotas{MaxEndpoints: 1}}, "beta": {Name: "beta", Weight: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

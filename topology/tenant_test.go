@@ -74,6 +74,30 @@ func TestTenantsInTheStore(t *testing.T) {
 // Deleting a tenant removes its settings and every object it owns, of
 // every kind, as one version with an audit entry each; default and system
 // cannot be deleted, and another tenant's objects stay.
+// An object of a tenant that does not exist is refused: no tenant's key
+// could see it, no tenant's quotas would hold it. Written with its tenant
+// in one change, it is taken.
+func TestObjectOfAnUnknownTenantRefused(t *testing.T) {
+	ctx := context.Background()
+	c := open(t, sqlitetest.Open(t))
+	_, _, err := c.Put(ctx, "admin", courier.KindEndpoint, "ghost/crm", []byte(`{"transport": "http", "url": "https://crm.ghost.example/in"}`), -1)
+	wantCode(t, err, courier.CodeInvalidArgument, "endpoint ghost/crm", `tenant "ghost" does not exist`)
+	if c.Topology().Endpoints["ghost/crm"] != nil || c.Version() != 0 {
+		t.Fatalf("the refused endpoint was taken (version %d)", c.Version())
+	}
+	put(t, c, courier.KindEndpoint, "system/ap", `{"transport": "http", "url": "https://ap.example/in"}`)
+	specs := map[courier.TopologyKind]map[string][]byte{
+		courier.KindTenant:   {"ghost": []byte(`{}`)},
+		courier.KindEndpoint: {"ghost/crm": []byte(`{"transport": "http", "url": "https://crm.ghost.example/in"}`)},
+	}
+	if _, err := c.Apply(ctx, "admin", specs, courier.Applying{}); err != nil {
+		t.Fatalf("a tenant and its endpoint in one change: %v", err)
+	}
+	if c.Topology().Endpoints["ghost/crm"] == nil {
+		t.Fatal("the endpoint written with its tenant is not in the topology")
+	}
+}
+
 func TestDeleteTenant(t *testing.T) {
 	stores(t, func(t *testing.T, st courier.Store) {
 		ctx := context.Background()
