@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -259,4 +261,32 @@ func percentiles(l []time.Duration) (p50, p99, maxMs float64) {
 	slices.Sort(l)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return ms(l[len(l)/2]), ms(l[int(0.99*float64(len(l)-1))]), ms(l[len(l)-1])
+}
+
+// benchRun is the RunE of a benchmark: the global flags are checked and
+// then the benchmark's own (invalid says what is wrong with them), the
+// runtime is tuned as serve tunes it, an interrupt ends the run the way an
+// error does (the receiver process stopped, the temporary store removed),
+// and the result is printed as JSON, or by show.
+func benchRun[R any](g *globals, invalid func() error, run func(context.Context) (R, error), show func(R)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if err := g.check(); err != nil {
+			return err
+		}
+		if err := invalid(); err != nil {
+			return err
+		}
+		tuneRuntime()
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err := run(ctx)
+		if err != nil {
+			return err
+		}
+		if g.output == "json" {
+			return g.printJSON(res)
+		}
+		show(res)
+		return nil
+	}
 }

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -77,31 +74,19 @@ routes (Engine.Due), as the API does after an ingest.`,
 		Example: `  courier bench fair
   courier bench fair --postgres postgres://localhost/courier`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: benchRun(g, func() error {
 			if b.routes < 1 || b.backlog < 1 || b.window < 1 || b.concurrency < 1 || b.rate < 0 || b.workers < 1 {
 				return fmt.Errorf("--routes, --backlog, --window, --concurrency and --workers must be at least 1, --rate at least 0")
 			}
-			tuneRuntime()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := b.run(ctx, g)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(res)
-			}
+			return nil
+		}, func(ctx context.Context) (*fairResult, error) { return b.run(ctx, g) }, func(res *fairResult) {
 			fmt.Fprintf(g.stdout, "fair shares: a (%d routes) and b (1 route), %d queued each, on %s (max_concurrency %d)\n",
 				b.routes, b.backlog, fairEndpoint, b.concurrency)
 			fmt.Fprintf(g.stdout, "  first %d deliveries: b %.1f%%, a %.1f%%\n", res.Window, 100*res.BShare, 100*res.AShare)
 			fmt.Fprintf(g.stdout, "  c at %d msgs/s meanwhile: %d delivered, ingest to delivered p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 				b.rate, res.CDelivered, res.CP50ms, res.CP99ms, res.CMaxMs)
 			fmt.Fprintf(g.stdout, "  a alone: %d messages drained in %.2fs, %.0f msgs/s\n", res.AloneMessages, res.AloneSeconds, res.AlonePerSec)
-			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&b.routes, "routes", 100, "tenant a's routes")

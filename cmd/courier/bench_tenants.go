@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -106,23 +104,12 @@ does after an ingest.`,
   courier bench tenants --tenants 1000 --endpoints 10 --messages 100000 --queued 1000000
   courier bench tenants --postgres postgres://localhost/courier`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: benchRun(g, func() error {
 			if b.tenants < 1 || b.endpoints < 1 || b.messages < 1 || b.queued < 0 || b.size < 2 || b.workers < 1 || b.hold <= 0 {
 				return fmt.Errorf("--tenants, --endpoints, --messages and --workers must be at least 1, --queued at least 0, --size at least 2, --hold positive")
 			}
-			tuneRuntime()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := b.run(ctx, g)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(res)
-			}
+			return nil
+		}, func(ctx context.Context) (*tenantsResult, error) { return b.run(ctx, g) }, func(res *tenantsResult) {
 			fmt.Fprintf(g.stdout, "tenants: %d messages of %d bytes\n", res.Messages, res.PayloadBytes)
 			for _, d := range []struct {
 				what string
@@ -138,8 +125,7 @@ does after an ingest.`,
 				fmt.Fprintf(g.stdout, "  RSS %.0f MB before the engine, %.0f MB at the end, peak %.0f MB (whole run %.0f MB); heap in use %.0f MB; load %.2f\n",
 					m.RSSBeforeMB, m.RSSMB, m.PeakRSSMB, m.PeakRunMB, m.HeapMB, m.Load)
 			}
-			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&b.tenants, "tenants", 1000, "tenants")
