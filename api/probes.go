@@ -19,5 +19,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Unavailable("the store", err))
 		return
 	}
+	if s.opts.ReadyFunc != nil {
+		if err := s.opts.ReadyFunc(); err != nil {
+			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "%s", err))
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

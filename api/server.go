@@ -36,6 +36,9 @@ type Options struct {
 	// (an endpoint switched on). Messages scheduled for later go to
 	// ScheduledFunc.
 	DueFunc func(routes []string)
+	// ReadyFunc, if set, tells why this node should take no traffic
+	// although its store answers (the engine's Ready); nil error: ready.
+	ReadyFunc func() error
 	// ScheduledFunc, if set, is called with the route of a message stored
 	// to come due later (deliver_after) and that time, so that the engine
 	// claims it then rather than when its poll next finds it.

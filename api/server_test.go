@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,6 +112,35 @@ func TestRoutingErrors(t *testing.T) {
 	wantError(t, status, body, 405, courier.CodeInvalidArgument, "DELETE")
 	if !strings.Contains(hdr.Get("Allow"), "GET") {
 		t.Errorf("Allow %q", hdr.Get("Allow"))
+	}
+}
+
+// A node that should take no traffic although its store answers (on
+// PostgreSQL: it lost its presence, and delivers nothing) is not ready,
+// and says why; it is still alive.
+func TestNotReadyWhileTheNodeSaysSo(t *testing.T) {
+	var why atomic.Pointer[error]
+	ts := newTestServer(t, func(o *api.Options) {
+		o.ReadyFunc = func() error {
+			if err := why.Load(); err != nil {
+				return *err
+			}
+			return nil
+		}
+	})
+	if status, _, _ := ts.call(t, "GET", "/readyz", ""); status != 200 {
+		t.Fatalf("readyz of a ready node: %d", status)
+	}
+	err := errors.New("this node is not present in the store")
+	why.Store(&err)
+	status, body, _ := ts.call(t, "GET", "/readyz", "")
+	wantError(t, status, body, 503, courier.CodeUnavailable, "not present")
+	if status, _, _ := ts.call(t, "GET", "/healthz", ""); status != 200 {
+		t.Errorf("healthz is liveness and stays 200, got %d", status)
+	}
+	why.Store(nil)
+	if status, _, _ := ts.call(t, "GET", "/readyz", ""); status != 200 {
+		t.Fatalf("readyz once the node is back: %d", status)
 	}
 }
 

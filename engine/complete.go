@@ -160,36 +160,49 @@ func (e *Engine) logChange(ctx context.Context, c courier.Change, applied bool) 
 func (e *Engine) rescue(ctx context.Context, before time.Time) error {
 	for {
 		msgs, err := e.store.ExpiredLeases(ctx, before, maxBatch)
-		if err != nil || len(msgs) == 0 {
-			return err
-		}
-		t := e.topology.Load()
-		now := e.clock.Now()
-		changes := make([]courier.Change, len(msgs))
-		for i, m := range msgs {
-			next, notices := t.AfterAbandon(m, now)
-			changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
-				Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
-					StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
-					Error: "the lease of " + m.LeaseOwner + " lapsed before it reported an outcome"}}
-		}
-		applied, err := e.store.Apply(ctx, changes)
 		if err != nil {
 			return err
 		}
-		n := 0
-		for i, ok := range applied {
-			if ok {
-				n++
-				e.logChange(ctx, changes[i], true)
-			}
+		if err := e.rescueLeases(ctx, msgs, "lapsed before it reported an outcome"); err != nil {
+			return err
 		}
-		e.logger.Warn("took up messages whose worker stopped", "count", n)
-		e.noteChanges(changes, applied)
 		if len(msgs) < maxBatch {
 			return nil
 		}
 	}
+}
+
+// rescueLeases records an abandoned attempt of each leased message, whose
+// worker is gone (why says how it is known), and makes it due again, or
+// suspends it as poison.
+func (e *Engine) rescueLeases(ctx context.Context, msgs []*courier.Message, why string) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	t := e.topology.Load()
+	now := e.clock.Now()
+	changes := make([]courier.Change, len(msgs))
+	for i, m := range msgs {
+		next, notices := t.AfterAbandon(m, now)
+		changes[i] = courier.Change{Message: next, From: courier.StateInflight, Token: m.TotalAttempts, Notices: notices,
+			Attempt: &courier.Attempt{MessageID: m.ID, Subscription: m.Subscription, N: m.TotalAttempts, Endpoint: m.Endpoint, Route: m.Route,
+				StartedAt: m.UpdatedAt, Duration: now.Sub(m.UpdatedAt), Outcome: courier.OutcomeAbandoned,
+				Error: "the lease of " + m.LeaseOwner + " " + why}}
+	}
+	applied, err := e.store.Apply(ctx, changes)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for i, ok := range applied {
+		if ok {
+			n++
+			e.logChange(ctx, changes[i], true)
+		}
+	}
+	e.logger.Warn("took up messages whose worker stopped", "count", n)
+	e.noteChanges(changes, applied)
+	return nil
 }
 
 // fireTimers applies the due time-driven events: escalations, fallbacks

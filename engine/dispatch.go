@@ -475,10 +475,11 @@ func (e *Engine) putBack(t *courier.Topology, m *courier.Message) {
 // attempt delivers one message and hands the outcome to the completer.
 func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.Endpoint, reserved, probe bool) {
 	defer e.attempts.Done()
-	if ep != nil && !reserved {
-		// Claims are sized to free slots; this happens only when routes
-		// sharing an endpoint together claimed more than it takes.
-		e.slots.wait(ep)
+	if ep != nil && !reserved && !e.slots.wait(ep) {
+		// The slots this node held are forgotten: it lost its presence.
+		e.lanes.release(ep.Name)
+		e.finished(outcome{t: t, msg: m})
+		return
 	}
 	paced := ep == nil || e.waitPace(ep)
 	if paced && ep != nil && !e.mayStart(ep, probe) {
@@ -518,9 +519,11 @@ func (e *Engine) attempt(t *courier.Topology, m *courier.Message, ep *courier.En
 // completer: its endpoint's activity and the observer hear of it, and the
 // worker it held is free. After a stop cut the work off, it is dropped.
 func (e *Engine) finished(o outcome) {
-	if e.life.Err() != nil {
-		// Cut off by a stop that ran out of time: what the attempt got is
-		// no verdict of the receiver's. Its lease lapses, as at a crash.
+	if _, ours := e.ours(o.msg); e.life.Err() != nil || !ours {
+		// Cut off by a stop that ran out of time, or by the loss of this
+		// node's presence: what the attempt got is no verdict of the
+		// receiver's. Its lease lapses, or the others take it over, as at
+		// a crash.
 		e.inflight.Add(-1)
 		return
 	}
@@ -548,6 +551,13 @@ func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Messa
 	// still finish a request already sent; finished drops what it gets).
 	actx, cancel := context.WithTimeout(ctx, timeoutOf(ep)+5*time.Second)
 	defer cancel()
+	// A node that lost its presence cuts its attempts short: the others may
+	// take their messages over.
+	p, ok := e.ours(m)
+	if !ok {
+		return courier.Result{Class: courier.ClassTransport, Error: "this node is not present in the store"}
+	}
+	defer context.AfterFunc(p.ctx, cancel)()
 	sent, res := e.claimed(actx, m, ep)
 	if res != nil {
 		return *res

@@ -55,6 +55,11 @@ type Options struct {
 	// Limits holds max_concurrency, min_interval and rate for every node of
 	// a store that several share; nil when this node is the only one.
 	Limits courier.SharedLimits
+	// Presence tells, on a store that several nodes share, when a node is
+	// gone, so that its work is taken over at once; nil: its leases and
+	// slots are taken over when they lapse. This node joins it while it
+	// runs, and stops delivering whenever it is not present.
+	Presence courier.Presence
 	// Observer is told of attempts, applied changes and health changes
 	// (default NopObserver).
 	Observer Observer
@@ -76,7 +81,8 @@ type Options struct {
 type Engine struct {
 	store    courier.Store
 	topology atomic.Pointer[courier.Topology]
-	bulk     atomic.Pointer[Bulk] // starts re-drives (Redrive); nil: none
+	present  atomic.Pointer[presentState] // the name it claims under, and whether it may deliver
+	bulk     atomic.Pointer[Bulk]         // starts re-drives (Redrive); nil: none
 	orphans  orphans
 	senders  map[courier.Transport]courier.Sender
 	clock    courier.Clock
@@ -181,6 +187,7 @@ func New(o Options) *Engine {
 	}
 	e.life = context.Background()
 	e.topology.Store(o.Topology)
+	e.present.Store(&presentState{owner: o.Owner, ctx: context.Background()})
 	e.slots.gone = func(endpoint string) bool { return tenantGone(e.topology.Load(), endpoint) }
 	return e
 }
@@ -296,6 +303,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.done = done
 	go e.complete()
 	ctx = run.Ctx
+	if e.opts.Presence != nil {
+		// Nothing is claimed before the node has joined (attend).
+		e.present.Store(&presentState{owner: e.opts.Owner, ctx: lostPresence})
+		e.loops.Add(2)
+		go e.attend(ctx)
+		go e.every(ctx, takeOverInterval, e.takeOver)
+	}
 	e.loops.Add(6)
 	go e.every(ctx, 5*time.Minute, e.suspendOrphans)
 	go e.every(ctx, e.lagInterval(), e.checkLag)
@@ -312,10 +326,13 @@ func (e *Engine) Start(ctx context.Context) error {
 		close(e.outcomes)
 		<-done
 		e.events.wait() // those of the last outcomes too
+		// Leaving last, once the outcomes are written: what is still leased
+		// (attempts cut off) is the others' to take up at once.
+		defer e.leave()
 		if run.Life.Err() != nil {
-			return // cut off: the slots lapse by themselves
+			return // cut off: the slots lapse by themselves, or go with the presence
 		}
-		if err := e.slots.releaseAll(run.Life, e.opts.Owner); err != nil {
+		if err := e.slots.releaseAll(run.Life, e.owner()); err != nil {
 			e.logger.Warn("could not give back the endpoint slots this node held; they lapse by themselves", "err", err)
 		}
 	}()
@@ -533,9 +550,11 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	// back new attempts; past that they do, so that a slow store slows the
 	// claiming instead of piling up outcomes in memory.
 	free := int64(e.opts.Workers) - e.inflight.Load() - max(0, e.pending.Load()-int64(e.opts.Workers))
-	if free <= 0 {
+	present := e.present.Load()
+	if free <= 0 || present.ctx.Err() != nil {
 		return false, time.Time{}, nil
 	}
+	owner := present.owner
 	rd, err := e.newRound(ctx)
 	if err != nil {
 		return false, time.Time{}, err
@@ -566,7 +585,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 		// Each tenant's turn is a few routes, and would ask the store for
 		// their endpoints' slots on its own: the round asks once for the
 		// endpoints of the lanes its turns are about to reach.
-		if err := e.slots.refresh(ctx, e.opts.Owner, rd.endpointsAhead(e.lanes.upcoming(left, part)), t.Endpoints, now); err != nil {
+		if err := e.slots.refresh(ctx, owner, rd.endpointsAhead(e.lanes.upcoming(left, part)), t.Endpoints, now); err != nil {
 			return false, time.Time{}, err
 		}
 	}
@@ -588,7 +607,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 			}
 			e.lanes.hold(name, hold{}) // gone; its messages are suspended no_route
 		}
-		if err := e.slots.refresh(ctx, e.opts.Owner, append(e.sendingEndpoints(ctx, rd, routes), resolved...), t.Endpoints, now); err != nil {
+		if err := e.slots.refresh(ctx, owner, append(e.sendingEndpoints(ctx, rd, routes), resolved...), t.Endpoints, now); err != nil {
 			for _, r := range routes {
 				e.lanes.claimed(r.Name, true) // ready again for the next try
 			}
@@ -652,7 +671,7 @@ func (e *Engine) claimOnce(ctx context.Context) (more bool, wakeAt time.Time, er
 	}
 	span := startBatch(ctx, "claim")
 	msgs, err := e.store.ClaimDue(ctx, courier.Claim{Now: now, LeaseUntil: now.Add(lease + e.opts.LeaseSlack),
-		Owner: e.opts.Owner, Routes: quotas, Max: int(free)})
+		Owner: owner, Routes: quotas, Max: int(free)})
 	endBatch(span, len(msgs), err)
 	if err != nil {
 		for _, q := range quotas {

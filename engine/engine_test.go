@@ -50,6 +50,7 @@ type harness struct {
 	// workers, when a test's build function sets it, bounds the engines'
 	// attempts in flight.
 	workers int
+	nodes   int // engines started
 }
 
 // httpEndpoint is an endpoint on the sink's path.
@@ -88,8 +89,12 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 	if h.wrap != nil {
 		store = h.wrap(store)
 	}
+	// On a shared store each node is present in it, under a name of its
+	// own, as courier serve's nodes are.
+	presence, _ := limits.(courier.Presence)
+	h.nodes++
 	e := engine.New(engine.Options{
-		Store: store, Topology: h.top,
+		Store: store, Topology: h.top, Presence: presence, Owner: fmt.Sprintf("node-%d", h.nodes),
 		Senders: map[courier.Transport]courier.Sender{
 			courier.TransportHTTP: tr,
 			courier.TransportFile: filetransport.New(filetransport.Options{}),

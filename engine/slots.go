@@ -32,6 +32,7 @@ type endpointSlots struct {
 	hungry   map[string]bool      // shared: a claim for the endpoint came back full
 	retryAt  map[string]time.Time // shared: no asking for more before then
 	renewdAt time.Time
+	gen      uint64 // counts forget: waiters of an earlier generation give up
 
 	adaptive map[string]*adaptive // endpoints with max_concurrency: auto
 	prunedAt time.Time
@@ -142,17 +143,39 @@ func (s *endpointSlots) take(e *courier.Endpoint) bool {
 }
 
 // wait reserves a slot on e, waiting for one to be released. Claims are
-// sized to free slots, so this is rare: two routes sharing an endpoint.
-func (s *endpointSlots) wait(e *courier.Endpoint) {
+// sized to free slots, so this is rare: two routes sharing an endpoint. It
+// returns false, reserving nothing, if the slots held were forgotten
+// meanwhile.
+func (s *endpointSlots) wait(e *courier.Endpoint) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waiting[e.Name]++
 	s.used(e.Name)
-	for s.running[e.Name] >= s.limit(e) {
+	gen := s.gen
+	for s.running[e.Name] >= s.limit(e) && s.gen == gen {
 		s.freed.Wait()
 	}
-	s.waiting[e.Name]--
+	if s.waiting[e.Name]--; s.waiting[e.Name] <= 0 {
+		delete(s.waiting, e.Name)
+	}
+	if s.gen != gen {
+		return false
+	}
 	s.running[e.Name]++
+	return true
+}
+
+// forget drops the slots held in a shared store without giving them back:
+// this node lost its presence, and the others take them over. Attempts
+// waiting for a slot give up.
+func (s *endpointSlots) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.held)
+	clear(s.peak)
+	clear(s.hungry)
+	s.gen++
+	s.freed.Broadcast()
 }
 
 // used notes the slots of name in use now towards the window's peak; s.mu

@@ -97,6 +97,7 @@ func TestOnPostgres(t *testing.T) {
 		{"RedriveAfterRecovery", TestRedriveAfterRecovery},
 		{"RedriveStopsWhenSuspendedAgain", TestRedriveStopsWhenSuspendedAgain},
 		{"RedriveOnTwoNodes", testRedriveOnTwoNodes},
+		{"PresenceLostIsTakenOver", testPresenceLostIsTakenOver},
 	} {
 		t.Run(tt.name, tt.fn)
 	}

@@ -219,6 +219,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Senders:          senders,
 		RescueAllOnStart: st.alone,
 		Limits:           st.limits,
+		Presence:         st.presence,
 		Observer:         stats,
 		Resolver:         resolver,
 		Alerts:           alerts(cfg),
@@ -239,6 +240,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
+		ReadyFunc:          eng.Ready,
 		IngestTokens:       st.limits,
 		ThrottledFunc: func(tenant string) (bool, string) {
 			for _, sh := range eng.FairShares() {
@@ -418,7 +420,10 @@ type openedStore struct {
 	store  courier.Store
 	alone  bool                 // only this process uses it: leases found at start are from a run that died
 	limits courier.SharedLimits // politeness limits held across the nodes that share it
-	listen func(ctx context.Context, due func(routes []string))
+	// presence tells when a node that shares it is gone; nil when no
+	// other node can share it.
+	presence courier.Presence
+	listen   func(ctx context.Context, due func(routes []string))
 	// listenTopology tells of topology changes other nodes make; nil when
 	// no other node can make any.
 	listenTopology func(ctx context.Context, changed func(version int64))
@@ -463,7 +468,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (op
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
 		}
-		return openedStore{store: s, limits: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
+		return openedStore{store: s, limits: s, presence: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
 	default:
 		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger, BlobDir: cfg.Store.BlobDir, Blobs: blobs})
 		if err != nil {
