@@ -19,11 +19,20 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Unavailable("the store", err))
 		return
 	}
+	var notes []string
 	if s.opts.ReadyFunc != nil {
-		if err := s.opts.ReadyFunc(); err != nil {
+		var err error
+		if notes, err = s.opts.ReadyFunc(); err != nil {
 			s.writeError(w, r, courier.Errorf(courier.CodeUnavailable, "%s", err))
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, readiness{Status: "ready", Notes: notes})
+}
+
+// readiness is the answer of a ready node: notes say what it works around
+// (its own clock off the database's).
+type readiness struct {
+	Status string   `json:"status"`
+	Notes  []string `json:"notes,omitempty"`
 }

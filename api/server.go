@@ -37,8 +37,10 @@ type Options struct {
 	// ScheduledFunc.
 	DueFunc func(routes []string)
 	// ReadyFunc, if set, tells why this node should take no traffic
-	// although its store answers (the engine's Ready); nil error: ready.
-	ReadyFunc func() error
+	// although its store answers (the engine's Ready, a clock it cannot
+	// vouch for); nil error: ready, with what notes it gives (a clock
+	// that is off, and corrected).
+	ReadyFunc func() (notes []string, err error)
 	// ScheduledFunc, if set, is called with the route of a message stored
 	// to come due later (deliver_after) and that time, so that the engine
 	// claims it then rather than when its poll next finds it.

@@ -121,15 +121,15 @@ func TestRoutingErrors(t *testing.T) {
 func TestNotReadyWhileTheNodeSaysSo(t *testing.T) {
 	var why atomic.Pointer[error]
 	ts := newTestServer(t, func(o *api.Options) {
-		o.ReadyFunc = func() error {
+		o.ReadyFunc = func() ([]string, error) {
 			if err := why.Load(); err != nil {
-				return *err
+				return nil, *err
 			}
-			return nil
+			return []string{"a note"}, nil
 		}
 	})
-	if status, _, _ := ts.call(t, "GET", "/readyz", ""); status != 200 {
-		t.Fatalf("readyz of a ready node: %d", status)
+	if status, body, _ := ts.call(t, "GET", "/readyz", ""); status != 200 || !strings.Contains(string(body), `"notes":["a note"]`) {
+		t.Fatalf("readyz of a ready node: %d %s, want 200 with its note", status, body)
 	}
 	err := errors.New("this node is not present in the store")
 	why.Store(&err)

@@ -38,12 +38,13 @@ func newCluster(t *testing.T, endpointsAndRoutes func(sinkURL string) string) *c
 	return &cluster{t: t, dir: t.TempDir(), dsn: dsn, schema: schema, sink: sk, body: endpointsAndRoutes(sk.URL())}
 }
 
-// start starts one more node.
-func (c *cluster) start() *process {
+// start starts one more node, with more environment variables (NAME=value)
+// if given.
+func (c *cluster) start(env ...string) *process {
 	c.t.Helper()
 	cfg := filepath.Join(c.dir, fmt.Sprintf("node-%d.yaml", len(c.nodes)))
 	writeFile(c.t, cfg, nodeConfig(freeAddr(c.t), fmt.Sprintf("{driver: postgres, dsn: %q}", c.dsn))+c.body)
-	p := startServerWith(c.t, cfg)
+	p := startServerEnv(c.t, cfg, env)
 	c.nodes = append(c.nodes, p)
 	return p
 }

@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	courierBin = filepath.Join(dir, "courier")
-	build := exec.Command("go", "build", "-o", courierBin, ".")
+	// The build for tests: COURIER_CLOCK_SHIFT, when a test sets it, makes
+	// a node whose clock is that far off (clock_shift.go).
+	build := exec.Command("go", "build", "-tags", "courier_clockshift", "-o", courierBin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build courier:", err)
@@ -114,8 +116,18 @@ func startNode(t *testing.T, dir, rest string) *process {
 // flags of serve's) and waits until it listens.
 func startServerWith(t *testing.T, cfg string, flags ...string) *process {
 	t.Helper()
+	return startServerEnv(t, cfg, nil, flags...)
+}
+
+// startServerEnv is startServerWith with more environment variables
+// (NAME=value) for the process.
+func startServerEnv(t *testing.T, cfg string, env []string, flags ...string) *process {
+	t.Helper()
 	p := &process{config: cfg, output: &bytes.Buffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(courierBin, append([]string{"serve", "--config", cfg}, flags...)...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	pr, pw := io.Pipe()
 	p.cmd.Stdout = pw
 	p.cmd.Stderr = pw

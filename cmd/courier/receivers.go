@@ -29,14 +29,14 @@ func openSource(ctx context.Context, r *courier.Receiver) (courier.Source, error
 }
 
 // newReceivers returns the service of the configured receive locations.
-func newReceivers(cfg *config.Config, store courier.Store, topology func() *courier.Topology, logger *slog.Logger, due func(routes []string),
+func newReceivers(cfg *config.Config, store courier.Store, topology func() *courier.Topology, clock courier.Clock, logger *slog.Logger, due func(routes []string),
 	event func(courier.Event)) *receiver.Service {
 	rs := make([]*courier.Receiver, 0, len(cfg.Receivers))
 	for _, r := range cfg.Receivers {
 		rs = append(rs, r)
 	}
 	return receiver.New(receiver.Options{Store: store, TopologyFunc: topology, Receivers: rs, OpenFunc: openSource,
-		MaxPayload: cfg.MaxPayload, DueFunc: due, EventFunc: event, Logger: logger})
+		MaxPayload: cfg.MaxPayload, DueFunc: due, EventFunc: event, Logger: logger, Clock: clock})
 }
 
 func newReceiversCmd(g *globals) *cobra.Command {

@@ -175,6 +175,12 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	}
 	store := st.store
 	defer store.Close()
+	// Every part judges time on one clock: on PostgreSQL the database's,
+	// so that nodes whose own clocks disagree agree on what is due.
+	clock, err := newNodeClock(ctx, st, logger)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -186,7 +192,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// then every change, whichever node made it, reaches the parts below
 	// through onTopology.
 	var onTopology atomic.Pointer[func(*courier.Topology)]
-	cat, err := openTopology(ctx, cfg, st, logger, func(t *courier.Topology) {
+	cat, err := openTopology(ctx, cfg, st, clock, logger, func(t *courier.Topology) {
 		if f := onTopology.Load(); f != nil {
 			(*f)(t)
 		}
@@ -210,12 +216,12 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	resolver := lookup.New(lookup.Options{Logger: logger})
 	var eng *engine.Engine
 	var handler *api.Server
-	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger,
+	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger, Clock: clock,
 		InFlightFunc:         func(endpoint string) int { return eng.InFlight(endpoint) },
 		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) },
 		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) }})
 	eng = engine.New(engine.Options{
-		Store: store, Topology: cat.Topology(), Logger: logger,
+		Store: store, Topology: cat.Topology(), Logger: logger, Clock: clock,
 		Senders:          senders,
 		RescueAllOnStart: st.alone,
 		Limits:           st.limits,
@@ -225,23 +231,28 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		Alerts:           alerts(cfg),
 		PublicURL:        cfg.PublicURL,
 	})
-	receivers := newReceivers(cfg, store, topology.Load, logger, eng.Due, eng.Event)
-	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats))
-	bulk := engine.NewBulk(store, nil, logger, eng.Wake, stats.Acted)
+	receivers := newReceivers(cfg, store, topology.Load, clock, logger, eng.Due, eng.Event)
+	stats.Registry().MustRegister(metrics.NewReceiverCollector(receivers.Statuses), metrics.NewLookupCollector(resolver.Stats), clock.collector())
+	bulk := engine.NewBulk(store, clock, logger, eng.Wake, stats.Acted)
 	eng.Redrive(bulk)
 	// Reloads, by SIGHUP or through the API, are done one at a time by the
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
 	handler = api.NewServer(api.Options{
-		Store: store, Topology: cat.Topology(), Logger: logger, Objects: cat,
+		Store: store, Topology: cat.Topology(), Logger: logger, Objects: cat, Clock: clock,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
 		Observer: stats, StatsFunc: stats.StatsFunc, Metrics: stats.Handler(),
 		Receivers: receivers, Resolver: resolver,
 		HealthSwitchedFunc: eng.HealthSwitched,
-		ReadyFunc:          eng.Ready,
-		IngestTokens:       st.limits,
+		ReadyFunc: func() ([]string, error) {
+			if err := eng.Ready(); err != nil {
+				return nil, err
+			}
+			return clock.ready()
+		},
+		IngestTokens: st.limits,
 		ThrottledFunc: func(tenant string) (bool, string) {
 			for _, sh := range eng.FairShares() {
 				if sh.Tenant == tenant {
@@ -271,7 +282,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// The dashboard under /ui/ (and / redirecting there) works through the
 	// API handler; everything else is the API.
 	routes := http.NewServeMux()
-	ui := web.New(web.Options{API: handler, Auth: handler, PublicURL: cfg.PublicURL, Logger: logger})
+	ui := web.New(web.Options{API: handler, Auth: handler, PublicURL: cfg.PublicURL, Logger: logger, Clock: clock})
 	routes.Handle("/ui/", ui)
 	routes.Handle("GET /{$}", ui)
 	routes.Handle("/", handler)
@@ -305,7 +316,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 		topology.Store(t)
 	}
 	onTopology.Store(&setTopology)
-	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger,
+	retention := engine.NewRetention(store, cfg.Retention, engine.RetentionOptions{Logger: logger, Clock: clock,
 		Tenants: func() map[string]*courier.Tenant { return topology.Load().Tenants }})
 
 	// The parts start in this order and stop in the reverse one, all
@@ -327,6 +338,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			}
 		}}, "", 0},
 		{"the topology's watch", cat, "", 0},
+		{"the clock", &loop{run: clock.run}, "", 0},
 		{"retention", retention, "the purge goes on at the next start", 0},
 		{"metrics", stats, "", 0},
 		{"the API", apiService, "requests still under way were cut off", 0},
@@ -423,7 +435,10 @@ type openedStore struct {
 	// presence tells when a node that shares it is gone; nil when no
 	// other node can share it.
 	presence courier.Presence
-	listen   func(ctx context.Context, due func(routes []string))
+	// clock is the database's clock read from a node's own; nil when the
+	// node's own is the only one.
+	clock  func(base courier.Clock) *postgres.Clock
+	listen func(ctx context.Context, due func(routes []string))
 	// listenTopology tells of topology changes other nodes make; nil when
 	// no other node can make any.
 	listenTopology func(ctx context.Context, changed func(version int64))
@@ -431,7 +446,7 @@ type openedStore struct {
 
 // openTopology reads the topology: the file's, or the store's, which is
 // then watched for the changes of other nodes.
-func openTopology(ctx context.Context, cfg *config.Config, st openedStore, logger *slog.Logger, onChange func(*courier.Topology)) (*topology.Keeper, error) {
+func openTopology(ctx context.Context, cfg *config.Config, st openedStore, clock courier.Clock, logger *slog.Logger, onChange func(*courier.Topology)) (*topology.Keeper, error) {
 	if !cfg.TopologyInStore {
 		return topology.FromFile(cfg.File, cfg.Specs, cfg.Topology), nil
 	}
@@ -439,7 +454,7 @@ func openTopology(ctx context.Context, cfg *config.Config, st openedStore, logge
 	if err != nil {
 		return nil, err
 	}
-	o := topology.Options{Store: st.store, Keyring: keys, Logger: logger, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention,
+	o := topology.Options{Store: st.store, Keyring: keys, Logger: logger, Clock: clock, OnChange: onChange, ListenFunc: st.listenTopology, PublicURL: cfg.PublicURL, Retention: cfg.Retention,
 		Tenants: cfg.Topology.Tenants}
 	if !cfg.KeysInStore {
 		o.KeysFile = cfg.File
@@ -468,7 +483,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (op
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open the postgres store at %s: %w", redactDSN(cfg.Store.DSN), err)
 		}
-		return openedStore{store: s, limits: s, presence: s, listen: s.Listen, listenTopology: s.ListenTopology}, nil
+		return openedStore{store: s, limits: s, presence: s, clock: s.Clock, listen: s.Listen, listenTopology: s.ListenTopology}, nil
 	default:
 		s, err := sqlite.Open(cfg.Store.Path, sqlite.Options{Logger: logger, BlobDir: cfg.Store.BlobDir, Blobs: blobs})
 		if err != nil {
