@@ -165,6 +165,65 @@ func (s *pgServer) query(t *testing.T, sql string) []string {
 	return out
 }
 
+// primaryAndStandby runs a primary and a streaming standby of it, made by
+// pg_basebackup -R, that is synchronous: the primary's commits wait until
+// the standby has them on disk.
+func primaryAndStandby(t *testing.T) (ps *pgServers, primary, standby *pgServer) {
+	t.Helper()
+	ps = newPGServers(t)
+	primary, standby = ps.server("primary"), ps.server("standby")
+	ps.must("initdb", "-D", primary.data, "-U", "postgres", "--auth=trust", "--no-sync")
+	ps.start(primary)
+	ps.must("pg_basebackup", "-D", standby.data, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port),
+		"-U", "postgres", "-R", "-X", "stream", "--no-sync")
+	// The standby's walreceiver is known to the primary by its
+	// cluster_name, which synchronous_standby_names then names. It is set
+	// on the primary only (ALTER SYSTEM, after the copy): the standby,
+	// promoted, has no standby of its own to wait for.
+	ps.startStandby(standby)
+	primary.query(t, `ALTER SYSTEM SET synchronous_standby_names = 'standby'`)
+	primary.query(t, `SELECT pg_reload_conf()::text`)
+	ps.waitSync(primary)
+	return ps, primary, standby
+}
+
+// startStandby starts the standby, as the walreceiver named standby.
+func (ps *pgServers) startStandby(standby *pgServer) {
+	ps.t.Helper()
+	ps.start(standby, "cluster_name=standby")
+}
+
+// waitSync waits until the standby streams from primary as its
+// synchronous standby.
+func (ps *pgServers) waitSync(primary *pgServer) {
+	ps.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		state := primary.query(ps.t, `SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = 'standby'`)
+		if len(state) == 1 && state[0] == "streaming/sync" {
+			return
+		}
+		if time.Now().After(deadline) {
+			ps.t.Fatalf("the standby is not a streaming synchronous standby within a minute: %v%s", state, ps.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startPGNode starts a node on the database of dsn, configured in a file
+// of its own in dir, with the route r to the endpoint ep at the sink.
+func startPGNode(t *testing.T, dir, dsn string, sk *sink.Sink) *process {
+	t.Helper()
+	cfg, err := os.CreateTemp(dir, "node-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Close()
+	writeFile(t, cfg.Name(), nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+
+		fmt.Sprintf("endpoints:\n  ep: {transport: http, url: \"%s/ep\", timeout: 5s}\nroutes:\n  r: {endpoints: [ep]}\n", sk.URL()))
+	return startServerWith(t, cfg.Name())
+}
+
 // failoverAnswer is what a node answered to one PUT of the sender.
 type failoverAnswer struct {
 	id         string
@@ -184,41 +243,12 @@ type failoverAnswer struct {
 // acknowledged with 201, before, during or after, is in the new primary's
 // store and is delivered.
 func TestClusterPostgresFailover(t *testing.T) {
-	ps := newPGServers(t)
-	primary, standby := ps.server("primary"), ps.server("standby")
-	ps.must("initdb", "-D", primary.data, "-U", "postgres", "--auth=trust", "--no-sync")
-	ps.start(primary)
-	ps.must("pg_basebackup", "-D", standby.data, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port),
-		"-U", "postgres", "-R", "-X", "stream", "--no-sync")
-	// The standby's walreceiver is known to the primary by its
-	// cluster_name, which synchronous_standby_names then names: a commit on
-	// the primary is acknowledged once the standby has it on disk.
-	ps.start(standby, "cluster_name=standby")
-	primary.query(t, `ALTER SYSTEM SET synchronous_standby_names = 'standby'`)
-	primary.query(t, `SELECT pg_reload_conf()::text`)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		state := primary.query(t, `SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = 'standby'`)
-		if len(state) == 1 && state[0] == "streaming/sync" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the standby is not a streaming synchronous standby within a minute: %v%s", state, ps.logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-
+	ps, primary, standby := primaryAndStandby(t)
 	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
 		primary.port, standby.port)
 	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
 	dir := t.TempDir()
-	var nodes []*process
-	for i := range 2 {
-		cfg := filepath.Join(dir, fmt.Sprintf("node-%d.yaml", i))
-		writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+
-			fmt.Sprintf("endpoints:\n  ep: {transport: http, url: \"%s/ep\", timeout: 5s}\nroutes:\n  r: {endpoints: [ep]}\n", sk.URL()))
-		nodes = append(nodes, startServerWith(t, cfg))
-	}
+	nodes := []*process{startPGNode(t, dir, dsn, sk), startPGNode(t, dir, dsn, sk)}
 
 	// The sender: four workers each PUT one new message after another, to
 	// the two nodes in turn, recording every answer. A 503 is followed by
@@ -353,7 +383,7 @@ func TestClusterPostgresFailover(t *testing.T) {
 		}
 	}
 	// ... and arrives at the receiver.
-	deadline = time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		seen := countByID(sk.All())
 		var missing []string
@@ -378,4 +408,68 @@ func TestClusterPostgresFailover(t *testing.T) {
 	fmt.Printf("postgres failover: %d messages acknowledged (%d before the kill, %d answered during the outage, %d after the promotion), all in the new primary and delivered; %d ingests answered 503; no server took writes for %v; `pg_ctl promote` took %v; first 201 after it was issued: %s\n",
 		len(acked), before, during, after, refused, promoting.Sub(killed).Round(time.Millisecond),
 		promoted.Sub(promoting).Round(time.Millisecond), strings.Join(gaps, ", "))
+}
+
+// TestClusterPostgresStandbyLost: with the synchronous standby gone, the
+// primary's commits wait for it. When such a wait is cancelled (an
+// operator's pg_cancel_backend; a statement_timeout does not reach a
+// commit), PostgreSQL reports the commit, which is on the primary only, a
+// success with a warning. The node answers 503, not 201. Once the standby
+// is back, the node takes writes again, and the message sent again is
+// acknowledged.
+func TestClusterPostgresStandbyLost(t *testing.T) {
+	ps, primary, standby := primaryAndStandby(t)
+	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", primary.port)
+	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
+	node := startPGNode(t, t.TempDir(), dsn, sk)
+	body := func(id string) string { return `{"type":"order","route":"r","payload":{"id":"` + id + `"}}` }
+	node.create(t, "before", body("before"))
+
+	ps.must("pg_ctl", "stop", "-D", standby.data, "-m", "immediate", "-w")
+	answer := make(chan int, 1)
+	go func() {
+		client := &http.Client{Timeout: 2 * time.Minute}
+		req, _ := http.NewRequest(http.MethodPut, node.url+"/v1/messages/unreplicated", strings.NewReader(body("unreplicated")))
+		resp, err := client.Do(req)
+		if err != nil {
+			answer <- 0
+			return
+		}
+		resp.Body.Close()
+		answer <- resp.StatusCode
+	}()
+	// The ingest's commit waits for the standby: every wait is cancelled
+	// until the ingest is answered.
+	deadline := time.Now().Add(time.Minute)
+	var got int
+	for got == 0 {
+		select {
+		case got = <-answer:
+			if got == 0 {
+				t.Fatalf("no answer to the ingest\n%s", node.log())
+			}
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ingest was not answered within a minute of cancelling its commit's wait\n%s", node.log())
+		}
+		primary.query(t, `SELECT pg_cancel_backend(pid)::text FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+	}
+	if got != http.StatusServiceUnavailable {
+		t.Errorf("ingest whose commit's wait for the standby was cancelled: %d, want 503\n%s", got, node.log())
+	}
+	waitUntil(t, node, time.Minute, "the node's warning of the cancelled wait", func() bool {
+		return strings.Contains(node.log(), "wait for a synchronous standby was cancelled")
+	})
+
+	ps.startStandby(standby)
+	ps.waitSync(primary)
+	node.create(t, "after", body("after"))
+	// Sent again, the message refused before is taken: created, or found
+	// as the primary kept it (and the standby, back, has it now).
+	if got := node.put(t, "unreplicated", body("unreplicated")); got != http.StatusCreated && got != http.StatusOK {
+		t.Errorf("the refused message sent again: %d, want 201 or 200\n%s", got, node.log())
+	}
+	arrivalsByID(t, sk, 3, time.Minute)
 }
