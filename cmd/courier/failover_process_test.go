@@ -308,6 +308,26 @@ func TestClusterPostgresFailover(t *testing.T) {
 		}
 		return n
 	}
+	// await waits for cond as waitUntil does, failing with the answers of
+	// node since then, by status, besides the node's log.
+	await := func(node int, since time.Time, what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				byStatus := map[int]int{}
+				mu.Lock()
+				for _, a := range answers {
+					if a.node == node && !a.sent.Before(since) {
+						byStatus[a.status]++
+					}
+				}
+				mu.Unlock()
+				t.Fatalf("timed out waiting for %s; answers of node %d by status (0: none): %v\n%s", what, node, byStatus, nodes[node].log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	ready := func(p *process) int {
 		resp, err := client.Get(p.url + "/readyz")
 		if err != nil {
@@ -317,7 +337,7 @@ func TestClusterPostgresFailover(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	waitUntil(t, nodes[0], time.Minute, "200 messages taken before the kill", func() bool {
+	await(0, time.Time{}, "200 messages taken before the kill", func() bool {
 		return count(http.StatusCreated, -1, time.Time{}) >= 200
 	})
 	ps.must("pg_ctl", "stop", "-D", primary.data, "-m", "immediate", "-w")
@@ -325,7 +345,7 @@ func TestClusterPostgresFailover(t *testing.T) {
 	// No server takes writes now: both nodes answer 503, to ingest and to
 	// readiness.
 	for i, p := range nodes {
-		waitUntil(t, p, time.Minute, fmt.Sprintf("node %d answering 503 after the kill", i), func() bool {
+		await(i, killed, "503 to ingest and readiness after the kill", func() bool {
 			return count(http.StatusServiceUnavailable, i, killed) >= 10 && ready(p) == http.StatusServiceUnavailable
 		})
 	}
@@ -333,7 +353,7 @@ func TestClusterPostgresFailover(t *testing.T) {
 	ps.must("pg_ctl", "promote", "-D", standby.data, "-w", "-t", "120")
 	promoted := time.Now()
 	for i, p := range nodes {
-		waitUntil(t, p, time.Minute, fmt.Sprintf("node %d taking writes after the promotion", i), func() bool {
+		await(i, promoted, "201 and readiness after the promotion", func() bool {
 			return count(http.StatusCreated, i, promoted) >= 50 && ready(p) == http.StatusOK
 		})
 	}
