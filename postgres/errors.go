@@ -1,11 +1,15 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 
+	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,6 +55,48 @@ func unavailable(err error) bool {
 		// A connection lost under a statement, where the driver does not
 		// report it as closed.
 		errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// PostgreSQL reports a commit whose wait for synchronous replication was
+// cancelled (pg_cancel_backend, or the backend's termination) with a
+// warning and then, unless the backend is ending, a success: the
+// transaction is committed on the primary, but perhaps on no standby, and
+// a failover would lose it. The connections' notice handler marks the
+// connection at that warning; a write that is acknowledged checks the mark
+// after its commit (Store.acknowledged), and fails, unavailable, when it is
+// set: its outcome is unknown, so ingest answers 503, never 201. The mark is
+// cleared when the connection goes back to the pool.
+const unreplicatedMark = "courier.unreplicated"
+
+// markUnreplicated is the connections' handler of notices.
+func markUnreplicated(logger *slog.Logger) pgconn.NoticeHandler {
+	return func(conn *pgconn.PgConn, n *pgconn.Notice) {
+		if !unreplicated(n) {
+			return
+		}
+		logger.Warn("a commit's wait for a synchronous standby was cancelled: it is on the primary only, and not acknowledged",
+			"notice", n.Message, "pid", conn.PID())
+		conn.CustomData()[unreplicatedMark] = true
+	}
+}
+
+// unreplicated reports whether n is the warning of a commit whose wait for
+// synchronous replication was cancelled. It is told by its text, which is
+// PostgreSQL's in English (lc_messages C or en): the warning has no code of
+// its own.
+func unreplicated(n *pgconn.Notice) bool {
+	severity := cmp.Or(n.SeverityUnlocalized, n.Severity)
+	return severity == "WARNING" &&
+		(strings.Contains(n.Message, "synchronous replication") || strings.Contains(n.Detail, "committed locally"))
+}
+
+// replicated fails, unavailable, when conn has the mark of a commit whose
+// wait for synchronous replication was cancelled.
+func replicated(conn *pgx.Conn) error {
+	if conn.PgConn().CustomData()[unreplicatedMark] == nil {
+		return nil
+	}
+	return courier.Unavailable("the store", errors.New("a commit's wait for a synchronous standby was cancelled: it may be on the primary only"))
 }
 
 // one wraps the failure of a read of one row: notFound when there was no

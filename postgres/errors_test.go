@@ -195,3 +195,59 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 		t.Errorf("Ingest with the database gone: %v, want unavailable", err)
 	}
 }
+
+// A commit whose wait for a synchronous standby is cancelled (by a
+// statement_timeout, say) is committed on the primary only, and PostgreSQL
+// reports it a success with a warning. Such a write is not acknowledged:
+// the ingest is unavailable (503), never created (201). The warning is
+// raised here by a trigger, with the text the server gives it, since the
+// shared server of the tests has no standby to wait for; the failover
+// process test of cmd/courier runs servers of its own.
+func TestUnreplicatedCommitIsUnavailable(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	sc := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION `+sc+`.warn_unreplicated() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			RAISE WARNING 'canceling wait for synchronous replication due to user request'
+				USING DETAIL = 'The transaction has already committed locally, but might not have been replicated to the standby.';
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER warn_unreplicated AFTER INSERT ON `+sc+`.messages
+			FOR EACH STATEMENT EXECUTE FUNCTION `+sc+`.warn_unreplicated()`); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id string) *courier.Message {
+		m := &courier.Message{ID: id, Type: "t", Route: "r", Payload: []byte("x"), ContentType: "text/plain"}
+		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+		return m
+	}
+	if res, err := s.Ingest(ctx, []*courier.Message{msg("m1")}); courier.ErrorCode(err) != courier.CodeUnavailable {
+		t.Errorf("ingest answered with the warning of an unreplicated commit: %v, %v; want unavailable", res, err)
+	}
+	// Ordering keys take the path of a transaction of its own.
+	keyed := msg("m2")
+	keyed.OrderingKey = "k"
+	if res, err := s.Ingest(ctx, []*courier.Message{keyed}); courier.ErrorCode(err) != courier.CodeUnavailable {
+		t.Errorf("keyed ingest answered with the warning of an unreplicated commit: %v, %v; want unavailable", res, err)
+	}
+	// Other warnings are no matter, and the store takes writes again on
+	// new connections.
+	if _, err := conn.Exec(ctx, `CREATE OR REPLACE FUNCTION `+sc+`.warn_unreplicated() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE WARNING 'some other warning'; RETURN NULL; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Ingest(ctx, []*courier.Message{msg("m3")}); err != nil || res[0].Status != courier.IngestCreated {
+		t.Errorf("ingest after the warning's connection was dropped: %v, %v; want created", res, err)
+	}
+}

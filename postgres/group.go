@@ -12,6 +12,7 @@ import (
 	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Ingests without ordering keys are committed in groups: a few committers
@@ -144,7 +145,12 @@ func (s *Store) commitGroup(group []*ingestCall) {
 	// The statement serves every call: it runs to its end even when one
 	// caller stops waiting, bounded by a timeout of its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), groupTimeout)
-	results, due, err := ingest(ctx, s.pool, all)
+	var results []courier.IngestResult
+	var due []string
+	err := s.acknowledged(ctx, "ingest", func(conn *pgxpool.Conn) (err error) {
+		results, due, err = ingest(ctx, conn, all)
+		return err
+	})
 	cancel()
 	if err != nil && refused(err) {
 		// One call's messages may be what the database refused: each half
@@ -183,7 +189,12 @@ func refused(err error) bool {
 func (s *Store) commitAlone(c *ingestCall) {
 	var b ingestBatch
 	b.add(c.msgs)
-	results, due, err := ingest(c.ctx, s.pool, b)
+	var results []courier.IngestResult
+	var due []string
+	err := s.acknowledged(c.ctx, "ingest", func(conn *pgxpool.Conn) (err error) {
+		results, due, err = ingest(c.ctx, conn, b)
+		return err
+	})
 	if err == nil {
 		s.dueNow(due...)
 	}
@@ -296,5 +307,5 @@ func (s *Store) inCappedTx(ctx context.Context, tenants []string, fn func(q quer
 	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
 		return classify("ingest", err)
 	}
-	return nil
+	return replicated(conn.Conn())
 }

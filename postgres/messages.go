@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // messageFields are read by scanMessage, in this order.
@@ -212,7 +213,7 @@ func (s *Store) ingestAlone(ctx context.Context, msgs []*courier.Message) ([]cou
 	var due []string
 	tenants, quotas := s.quotas.Of(msgs)
 	keys := orderingKeys(msgs)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	write := func(tx pgx.Tx) error {
 		if len(tenants) > 0 {
 			// Ingests of a capped tenant take turns on every node: the
 			// use read below, in a statement after the lock is held, has
@@ -248,9 +249,10 @@ func (s *Store) ingestAlone(ctx context.Context, msgs []*courier.Message) ([]cou
 			}
 		}
 		return settleIngested(ctx, tx, msgs, results, &due)
-	})
+	}
+	err := s.acknowledged(ctx, "ingest", func(conn *pgxpool.Conn) error { return pgx.BeginFunc(ctx, conn, write) })
 	if err != nil {
-		return nil, classify("ingest", err)
+		return nil, err
 	}
 	s.dueNow(due...)
 	return results, nil

@@ -100,6 +100,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.HealthCheckPeriod = 5 * time.Second
+	// A commit whose wait for a synchronous standby was cancelled is
+	// reported a success, with a warning that marks its connection (see
+	// unreplicatedMark); the mark lasts until the connection is released.
+	cfg.ConnConfig.OnNotice = markUnreplicated(opts.Logger)
+	cfg.AfterRelease = func(conn *pgx.Conn) bool {
+		delete(conn.PgConn().CustomData(), unreplicatedMark)
+		return true
+	}
 	if _, named := cfg.ConnConfig.RuntimeParams["application_name"]; !named || opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(opts.ApplicationName, "courier")
 	}
@@ -228,6 +236,19 @@ func (s *Store) Ping(ctx context.Context) error {
 		return courier.Unavailable("the store", errors.New("the database is a read-only standby"))
 	}
 	return nil
+}
+
+// acknowledged runs write, which the caller acknowledges once it returns,
+// on a connection of the pool, and fails it, unavailable, when a commit of
+// it was reported a success although its wait for a synchronous standby was
+// cancelled (see unreplicatedMark).
+func (s *Store) acknowledged(ctx context.Context, what string, write func(conn *pgxpool.Conn) error) error {
+	return classify(what, s.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		if err := write(conn); err != nil {
+			return err
+		}
+		return replicated(conn.Conn())
+	}))
 }
 
 // Close stops the listener and notifier and closes the connections.
