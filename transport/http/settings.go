@@ -16,9 +16,8 @@ import (
 // Kind is the http transport as the configuration, the API and the server
 // know it (package transport lists it).
 var Kind = courier.TransportKind{
-	Name: courier.TransportHTTP,
-	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls",
-		"auth", "headers"},
+	Name:   courier.TransportHTTP,
+	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers"},
 	Decode: func(f courier.SettingsFields) courier.Settings { return Decode(f, true) },
 	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
 	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
