@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	natstransport "github.com/courier-gw/courier/transport/nats"
 	"net/http"
 	"net/url"
@@ -291,6 +292,37 @@ func TestEndpointsHideTokens(t *testing.T) {
 	want(t, "endpoints", a, 200, "events", "127.0.0.1:4222")
 	if strings.Contains(a.body, "s3cr3t-t0ken") {
 		t.Errorf("the endpoints page shows the NATS token")
+	}
+}
+
+// The endpoints page tells how an endpoint authenticates, when its token
+// expires and its last failure to obtain one; never its secrets.
+func TestEndpointsShowAuth(t *testing.T) {
+	expiry := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
+	failed := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	d := newDashboard(t, true, func(o *api.Options) {
+		crm := courier.NewEndpoint("crm", courier.TransportHTTP)
+		s := httptransport.Of(crm)
+		s.URL = "https://crm.example/hook"
+		s.Auth.OAuth2 = &httptransport.OAuth2{TokenURL: "https://auth.example/token", ClientID: "courier", ClientSecret: "client-s3cret"}
+		s.Headers = []httptransport.Header{{Name: "X-Api-Key", Value: "hdr-s3cret", Secret: true}}
+		o.Topology.Endpoints["crm"] = crm
+		o.AuthFunc = func(e *courier.Endpoint) courier.AuthState {
+			if e.Name != "crm" {
+				return courier.AuthState{}
+			}
+			return courier.AuthState{Kind: "oauth2", TokenExpiry: expiry, LastFailure: failed,
+				LastError: "token endpoint https://auth.example/token answered HTTP 503 Service Unavailable"}
+		}
+	})
+	b := d.browser(t)
+	b.login("ops")
+	a := b.get("/ui/endpoints")
+	want(t, "endpoints", a, 200, "auth: oauth2", "token expires", `class="auth-failure"`, "answered HTTP 503 Service Unavailable")
+	for _, secret := range []string{"client-s3cret", "hdr-s3cret"} {
+		if strings.Contains(a.body, secret) {
+			t.Errorf("the endpoints page shows %q", secret)
+		}
 	}
 }
 
