@@ -131,10 +131,13 @@ func decodeAuth(f courier.SettingsFields, h *Settings) {
 				b.String("password", &h.Auth.Basic.Password)
 			}
 		}
-		if l := a.String("bearer", &h.Auth.Bearer); l > 0 && !courier.ValidHeaderValue("Bearer "+h.Auth.Bearer) {
-			a.ErrorAt(l, a.Field("bearer"), "cannot be sent in an HTTP header (a line break or a control character)")
-		} else if a.Has("bearer") && h.Auth.Bearer == "" {
-			a.Errorf("bearer", "is empty: give the token the receiver expects after \"Bearer \"")
+		if a.Has("bearer") && a.Required("bearer", ": the token the receiver expects after \"Bearer \"") {
+			switch l := a.String("bearer", &h.Auth.Bearer); {
+			case l > 0 && h.Auth.Bearer == "":
+				a.ErrorAt(l, a.Field("bearer"), "is empty: give the token the receiver expects after \"Bearer \"")
+			case l > 0 && !courier.ValidHeaderValue("Bearer "+h.Auth.Bearer):
+				a.ErrorAt(l, a.Field("bearer"), "cannot be sent in an HTTP header (a line break or a control character)")
+			}
 		}
 		if o := a.Sub("oauth2", oauth2Fields); o != nil {
 			h.Auth.OAuth2 = decodeOAuth2(o)
@@ -151,10 +154,14 @@ func decodeOAuth2(f courier.SettingsFields) *OAuth2 {
 		}
 	}
 	if f.Required("client_id", ": the client's id at the authorization server") {
-		f.String("client_id", &o.ClientID)
+		if l := f.String("client_id", &o.ClientID); l > 0 && o.ClientID == "" {
+			f.ErrorAt(l, f.Field("client_id"), "is empty")
+		}
 	}
 	if f.Required("client_secret", ": the client's secret at the authorization server") {
-		f.String("client_secret", &o.ClientSecret)
+		if l := f.String("client_secret", &o.ClientSecret); l > 0 && o.ClientSecret == "" {
+			f.ErrorAt(l, f.Field("client_secret"), "is empty")
+		}
 	}
 	items, _ := f.List("scopes")
 	for _, it := range items {
