@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,8 +231,10 @@ func TestOAuth2TokenServerDownIsClassAuth(t *testing.T) {
 	// too, not the receiver's connect_refused.
 	url := ts.URL
 	ts.Close()
+	clock.Advance(2 * time.Second) // past the hold of the last failure
 	res = send(t, tr, oauth2Endpoint(ar.URL, url), message())
 	wantClass(t, res, courier.ClassAuth)
+	wantError(t, res, "refused")
 }
 
 func TestStaticCredentialsAndHeaders(t *testing.T) {
@@ -294,5 +297,40 @@ func TestRedactedSettingsHoldNoSecret(t *testing.T) {
 	}
 	if s.Headers[0].Value != "k-123" || s.Auth.OAuth2.ClientSecret != "client-s3cret" {
 		t.Fatal("Redacted changed the endpoint's own settings")
+	}
+}
+
+// While the token endpoint is down, the attempts that need a token meanwhile
+// fail with its one failure rather than each asking it again; once the
+// hold is over, it is asked again.
+func TestOAuth2OutageAsksTheTokenEndpointOnce(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	ar := newAuthReceiver(t)
+	clock := clocktest.New(now)
+	tr := newTransport(t, httptransport.Options{Clock: clock})
+	e := oauth2Endpoint(ar.URL, down.URL)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if res := send(t, tr, e, message()); res.Class != courier.ClassAuth {
+				t.Errorf("class %q, want auth", res.Class)
+			}
+		})
+	}
+	wg.Wait()
+	first := asked.Load()
+	if first == 0 || first > 2 { // one fetch: the client tries its credentials in the header, then in the form
+		t.Fatalf("the token endpoint was asked %d times for 8 attempts, want one fetch", first)
+	}
+	clock.Advance(2 * time.Second)
+	send(t, tr, e, message())
+	if asked.Load() == first {
+		t.Fatal("the token endpoint was not asked again after the hold")
 	}
 }

@@ -25,6 +25,12 @@ import (
 // way.
 const maxRefreshAhead = time.Minute
 
+// failureHold is how long a failure to obtain a token answers for the
+// attempts that need one, before the token endpoint is asked again: when
+// it is down, the attempts waiting for it fail at once rather than each
+// asking it in turn.
+const failureHold = time.Second
+
 // Send makes one attempt to deliver d.Message to d.Endpoint (see attempt).
 // An endpoint with OAuth2 client credentials first gets its token, kept
 // from one attempt to the next until it nears its expiry; a token that
@@ -110,6 +116,7 @@ type tokenSource struct {
 	ahead    time.Duration
 	failedAt time.Time
 	failure  string
+	failing  bool // the last fetch failed
 }
 
 // tokenSource returns the token source of e's credentials, made on first
@@ -172,6 +179,9 @@ func (s *tokenSource) get(ctx context.Context, timeout time.Duration) (string, *
 	if s.access != "" && (s.expiry.IsZero() || now.Before(s.expiry.Add(-s.ahead))) {
 		return s.access, nil
 	}
+	if s.failing && now.Sub(s.failedAt) < failureHold {
+		return "", &courier.Result{Class: courier.ClassAuth, Error: "could not obtain an OAuth2 token: " + s.failure}
+	}
 	fctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, s.client), timeout)
 	defer cancel()
 	tok, err := s.cfg.Token(fctx)
@@ -180,10 +190,10 @@ func (s *tokenSource) get(ctx context.Context, timeout time.Duration) (string, *
 	}
 	if err != nil {
 		s.access = ""
-		s.failedAt, s.failure = now, s.problem(err)
+		s.failedAt, s.failure, s.failing = now, s.problem(err), true
 		return "", &courier.Result{Class: courier.ClassAuth, Error: "could not obtain an OAuth2 token: " + s.failure}
 	}
-	s.access, s.expiry, s.ahead = tok.AccessToken, time.Time{}, 0
+	s.access, s.expiry, s.ahead, s.failing = tok.AccessToken, time.Time{}, 0, false
 	if !tok.Expiry.IsZero() {
 		// The library dates the expiry by the wall clock; it is kept by
 		// the transport's, which decides when to renew.
