@@ -21,12 +21,13 @@ const (
 	ClassTransport        ErrorClass = "transport"
 	ClassRejected         ErrorClass = "rejected"
 	ClassLookup           ErrorClass = "lookup"
+	ClassAuth             ErrorClass = "auth"
 )
 
 // ErrorClasses lists every class.
 var ErrorClasses = []ErrorClass{ClassDNS, ClassConnectRefused, ClassConnectTimeout, ClassTLS,
 	ClassTimeout, ClassConnectionClosed, ClassProtocol, ClassHTTP429, ClassHTTP5xx, ClassHTTP4xx,
-	ClassTransport, ClassRejected, ClassLookup}
+	ClassTransport, ClassRejected, ClassLookup, ClassAuth}
 
 // Valid reports whether c is one of the defined classes.
 func (c ErrorClass) Valid() bool { return slices.Contains(ErrorClasses, c) }
@@ -35,3 +36,10 @@ func (c ErrorClass) Valid() bool { return slices.Contains(ErrorClasses, c) }
 // will never take this message, when the endpoint's rules do not say
 // otherwise: http_4xx and rejected.
 func (c ErrorClass) PermanentByDefault() bool { return c == ClassHTTP4xx || c == ClassRejected }
+
+// Blameless reports whether a failure of class c happened before anything
+// reached the receiver, for a reason that is not the receiver's: a
+// recipient that could not be looked up, credentials that could not be
+// obtained from a token endpoint. Such a failure touches no endpoint's
+// health, and is refused in timeout_on and suspend_on.
+func (c ErrorClass) Blameless() bool { return c == ClassLookup || c == ClassAuth }

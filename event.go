@@ -19,12 +19,17 @@ const (
 	EventEndpointSuspended EventKind = "endpoint.suspended" // an endpoint became suspended
 	EventEndpointOff       EventKind = "endpoint.off"       // an operator switched an endpoint off
 	EventEndpointRecovered EventKind = "endpoint.recovered" // a suspended or off endpoint is active again
-	EventRouteLagging      EventKind = "route.lagging"      // a route's oldest due message has waited longer than oldest_due
-	EventReceiverStopped   EventKind = "receiver.stopped"   // a receive location stopped
+	// EventEndpointAuthFailing: an endpoint's credentials could not be
+	// obtained (its token endpoint is down or refuses them); its health is
+	// untouched, as its receiver was not reached.
+	EventEndpointAuthFailing EventKind = "endpoint.auth_failing"
+	EventRouteLagging        EventKind = "route.lagging"    // a route's oldest due message has waited longer than oldest_due
+	EventReceiverStopped     EventKind = "receiver.stopped" // a receive location stopped
 )
 
 // EventKinds lists every event.
-var EventKinds = []EventKind{EventEndpointSuspended, EventEndpointOff, EventEndpointRecovered, EventRouteLagging, EventReceiverStopped}
+var EventKinds = []EventKind{EventEndpointSuspended, EventEndpointOff, EventEndpointRecovered, EventEndpointAuthFailing,
+	EventRouteLagging, EventReceiverStopped}
 
 // SubjectKind is what an event is about: "endpoint", "route" or "receiver".
 func (k EventKind) SubjectKind() string {
@@ -146,6 +151,14 @@ func HealthEvent(endpoint string, before, after EndpointHealth, reason string) (
 		d.SuspendedUntil, d.Suspensions = after.SuspendedUntil.UTC(), after.Suspensions
 	}
 	return newEvent(kind, endpoint, after.UpdatedAt, d), true
+}
+
+// AuthEvent is the event of an endpoint whose credentials could not be
+// obtained at the time, when its attempts on this node had been obtaining
+// them (or none had been made): each node keeps its own tokens, so each
+// tells of its own failure once, until it obtains them again.
+func AuthEvent(endpoint, reason string, at time.Time) Event {
+	return newEvent(EventEndpointAuthFailing, endpoint, at, EventDetails{Reason: reason})
 }
 
 // LagEvent is the event of a route whose oldest due message has been due
@@ -275,6 +288,8 @@ func (ev Event) Text() string {
 		s += " was switched off"
 	case EventEndpointRecovered:
 		s += " is active again"
+	case EventEndpointAuthFailing:
+		s += " cannot obtain its credentials (its health is untouched)"
 	case EventRouteLagging:
 		s += " is lagging"
 	case EventReceiverStopped:

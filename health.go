@@ -52,7 +52,8 @@ func (h EndpointHealth) Sendable(now time.Time) (ok, probe bool) {
 // (docs/design.md §4): success makes it active and resets the counters; a class in
 // suspend_on, or a 429 or 503 with Retry-After, suspends it; classes in
 // timeout_on make it timeout and, after retries_before_suspension more,
-// suspended; other classes leave it as it is. probe says the attempt was the
+// suspended; other classes leave it as it is, and a Blameless one does so
+// even on a probe, as the receiver was not reached. probe says the attempt was the
 // one let through after a suspension: failing, it suspends the endpoint again
 // for the next, longer duration; reaching the receiver with a failure of the
 // message's own, it shows the endpoint is back. Attempts that were already
@@ -66,6 +67,11 @@ func (e *Endpoint) AfterOutcome(h EndpointHealth, r Result, probe bool, now time
 	if probe {
 		h.ProbeUntil = time.Time{}
 	} else if h.State == HealthSuspended && !r.Delivered() {
+		return h
+	}
+	if r.Class.Blameless() {
+		// The receiver was not reached: nothing is known of it. A probe
+		// that failed so lets the next attempt be the probe.
 		return h
 	}
 	retryAfter := r.RetryAfter > 0 && (r.Class == ClassHTTP429 || r.Class == ClassHTTP5xx && r.Status == 503)

@@ -79,6 +79,11 @@ type SettingsFields interface {
 	// Sub returns the mapping in the field, which takes the known fields,
 	// or nil when it is absent.
 	Sub(name string, known []string) SettingsFields
+	// Entries returns the entries of a mapping whose keys are chosen by
+	// the user (an http endpoint's headers), in order: each value is a
+	// single value, or a mapping that takes the known fields, read as Sub.
+	// The field not being a mapping is reported; nil when it is absent.
+	Entries(name string, known []string) []FieldEntry
 	// Field returns the path of the field (endpoints.acme.url).
 	Field(name string) string
 	// Errorf reports a problem of the field, at its line.
@@ -96,6 +101,17 @@ type FieldItem struct {
 	Value string
 	Line  int
 	Field string
+}
+
+// FieldEntry is one entry of a mapping read by SettingsFields.Entries:
+// its key, its line and path (endpoints.crm.headers.X-Api-Key), and its
+// value, which is Value, or Sub when it is a mapping.
+type FieldEntry struct {
+	Key   string
+	Line  int
+	Field string
+	Value string
+	Sub   SettingsFields
 }
 
 // SettingsOf returns e's settings of the transport whose settings are *S,

@@ -403,6 +403,12 @@ func (c *Client) SwitchEndpoint(ctx context.Context, name string, on bool) (*End
 	return request[Endpoint](ctx, c, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/"+verb, nil)
 }
 
+// TestEndpoint sends a test message to an endpoint and returns what its
+// receiver answered.
+func (c *Client) TestEndpoint(ctx context.Context, name string, req EndpointTestRequest) (*EndpointTestResult, error) {
+	return request[EndpointTestResult](ctx, c, http.MethodPost, "/v1/endpoints/"+url.PathEscape(name)+"/test", req)
+}
+
 // SwitchEndpoints switches on or off every endpoint the filter selects.
 func (c *Client) SwitchEndpoints(ctx context.Context, on bool, f EndpointFilter) (*SwitchResult, error) {
 	verb := "off"

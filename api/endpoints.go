@@ -97,6 +97,7 @@ func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *couri
 	}
 	a := s.opts.ActivityFunc(e.Name)
 	v.Queued, v.InFlight, v.LastHour = queued, a.InFlight, a.LastHour
+	v.Auth = s.authView(e)
 	if a.ConcurrencyLimit > 0 {
 		v.ConcurrencyLimit = a.ConcurrencyLimit
 	}

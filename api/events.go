@@ -45,7 +45,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	f := courier.EventFilter{Kind: courier.EventKind(q.Get("event")), Subject: sc.nameIf(q.Get("subject")), Cursor: q.Get("cursor")}
 	if f.Kind != "" && !slices.Contains(courier.EventKinds, f.Kind) {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "event %q is not one of endpoint.suspended, endpoint.off, "+
-			"endpoint.recovered, route.lagging, receiver.stopped", f.Kind))
+			"endpoint.recovered, endpoint.auth_failing, route.lagging, receiver.stopped", f.Kind))
 		return
 	}
 	var err error

@@ -93,6 +93,13 @@ type Options struct {
 	// every connection to an endpoint ("" when it would not): an endpoint
 	// written with such a URL is taken, with a warning (see endpointWarnings).
 	BlockedFunc func(ctx context.Context, e *courier.Endpoint) string
+	// AuthFunc, if set, tells how an endpoint authenticates and what this
+	// node knows of its token (the http transport's AuthState).
+	AuthFunc func(e *courier.Endpoint) courier.AuthState
+	// TestSendFunc, if set, sends the test message of
+	// POST /v1/endpoints/{name}/test with the endpoint's transport;
+	// without it that answers 503.
+	TestSendFunc func(ctx context.Context, d courier.Delivery) courier.Result
 }
 
 // BulkRunner works through bulk operations (engine.Bulk is one): Run starts
@@ -166,6 +173,9 @@ func NewServer(o Options) *Server {
 	if o.ActivityFunc == nil {
 		o.ActivityFunc = func(string) courier.EndpointActivity { return courier.EndpointActivity{} }
 	}
+	if o.AuthFunc == nil {
+		o.AuthFunc = func(*courier.Endpoint) courier.AuthState { return courier.AuthState{} }
+	}
 	if o.Topology == nil {
 		o.Topology = &courier.Topology{}
 	}
@@ -212,6 +222,7 @@ func NewServer(o Options) *Server {
 		{"POST /v1/endpoints/on", accessOperate, nil, s.handleSwitchFilter(true)},
 		{"POST /v1/endpoints/{name}/off", accessOperate, nil, s.handleSwitch(false)},
 		{"POST /v1/endpoints/{name}/on", accessOperate, nil, s.handleSwitch(true)},
+		{"POST /v1/endpoints/{name}/test", accessOperate, nil, s.handleTestEndpoint},
 		{"GET /v1/lookup", accessOperate, lookupParams, s.handleLookup},
 		{"GET /v1/receivers", accessOperate, nil, s.handleReceivers},
 		{"POST /v1/receivers/{name}/stop", accessOperate, nil, s.handleReceiverSwitch(false)},

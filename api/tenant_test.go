@@ -125,6 +125,23 @@ func testTenantIsolation(t *testing.T, ts *testServer) {
 	before := acmeWorld(t, ts)
 
 	callEveryOperation(t, ts)
+	// A test message reaches a tenant's own endpoint only, by whatever
+	// name another tenant gives it.
+	for _, c := range []struct {
+		key, path string
+		want      int
+	}{
+		{"acme/admin", "/v1/endpoints/vault/test", http.StatusOK},
+		{"beta/admin", "/v1/endpoints/vault/test", http.StatusNotFound},
+		{"beta/admin", "/v1/endpoints/acme%2Fvault/test", http.StatusNotFound},
+		{"beta/admin", "/v1/tenants/acme/endpoints/vault/test", http.StatusNotFound},
+		{"system/admin", "/v1/tenants/acme/endpoints/vault/test", http.StatusOK},
+	} {
+		status, body, _ := ts.callAs(t, c.key, "POST", c.path, "")
+		if status != c.want {
+			t.Errorf("POST %s with %s: %d %s; want %d", c.path, c.key, status, body, c.want)
+		}
+	}
 	// beta's statistics count nothing of acme's messages, which acme's own
 	// count; with the system's key, the server's count them all.
 	for _, c := range []struct {
@@ -422,7 +439,12 @@ func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{},
+		// A test message answers with where it went: sent to another
+		// tenant's endpoint, the answer would show its target.
+		TestSendFunc: func(_ context.Context, d courier.Delivery) courier.Result {
+			return courier.Result{Status: 200, Response: "sent to " + d.Endpoint.Target()}
+		}})
 	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}
 	t.Cleanup(ts.Close)
 	if o.TenantsFile == "" {

@@ -18,7 +18,7 @@ import (
 
 // newCatalogServer serves the API with the topology in a store-held
 // catalog, as `courier serve` does when the file has no topology.
-func newCatalogServer(t *testing.T, keyed bool) (*testServer, *topology.Keeper) {
+func newCatalogServer(t *testing.T, keyed bool, mutate ...func(*api.Options)) (*testServer, *topology.Keeper) {
 	t.Helper()
 	store := sqlitetest.Open(t)
 	var srv *api.Server
@@ -54,6 +54,9 @@ func newCatalogServer(t *testing.T, keyed bool) (*testServer, *topology.Keeper) 
 	o := api.Options{Store: store, Topology: cat.Topology(), Objects: cat}
 	if keyed {
 		o.Keys = testKeys(t)
+	}
+	for _, f := range mutate {
+		f(&o)
 	}
 	srv = api.NewServer(o)
 	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}

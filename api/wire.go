@@ -538,6 +538,8 @@ type Endpoint struct {
 	MinInterval      string       `json:"min_interval,omitempty"`
 	Rate             string       `json:"rate,omitempty"`
 	Actions          []ActionView `json:"actions,omitempty"`
+	// Auth is how it authenticates to its receiver; absent for none.
+	Auth *EndpointAuth `json:"auth,omitempty"`
 	// Spec is the endpoint's fields as in the configuration file (secrets
 	// shown as "set"), and Version the topology version that last wrote
 	// it (0 when the file holds the topology): its ETag for If-Match.

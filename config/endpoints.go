@@ -112,6 +112,7 @@ func (d *decoder) endpointRules(o *object, e *courier.Endpoint) {
 	})
 	timeoutOn, timeoutGiven := d.classes(o, "timeout_on")
 	suspendOn, suspendGiven := d.classes(o, "suspend_on")
+	timeoutOn, suspendOn = d.healthClasses(timeoutOn), d.healthClasses(suspendOn)
 	if permanent, ok := d.classes(o, "permanent"); ok {
 		e.PermanentClasses = make([]courier.ErrorClass, 0, len(permanent))
 		for _, c := range permanent {
@@ -217,6 +218,19 @@ func (d *decoder) classes(o *object, name string) ([]item, bool) {
 		}
 	}
 	return good, ok
+}
+
+// healthClasses refuses the classes of failures that never reach the
+// receiver (courier.ErrorClass.Blameless): they say nothing of its health,
+// so they cannot count towards a suspension.
+func (d *decoder) healthClasses(items []item) []item {
+	return slices.DeleteFunc(items, func(it item) bool {
+		if courier.ErrorClass(it.value).Blameless() {
+			d.errorf(it.line, it.field, "%s failures happen before the receiver is reached and never touch its health (docs/design.md §4): leave %s out", it.value, it.value)
+			return true
+		}
+		return false
+	})
 }
 
 func suggestClass(s string) string {
@@ -330,6 +344,31 @@ func (f settingsFields) Networks(name string) []string {
 	var out []string
 	for _, p := range f.o.d.networks(f.o, name) {
 		out = append(out, p.String())
+	}
+	return out
+}
+
+func (f settingsFields) Entries(name string, known []string) []courier.FieldEntry {
+	n := f.o.value(name)
+	if n == nil {
+		return nil
+	}
+	f.o.d.setLine(f.o.field(name), f.o.keyLine(name))
+	var out []courier.FieldEntry
+	for _, p := range f.o.d.entries(n, f.o.field(name)) {
+		e := courier.FieldEntry{Key: p.key, Line: p.line, Field: join(f.o.field(name), p.key)}
+		switch {
+		case p.value == nil:
+		case p.value.Kind == yaml.MappingNode:
+			e.Sub = settingsFields{f.o.d.object(p.value, e.Field, p.line, known)}
+		default:
+			s, ok := f.o.d.scalar(p.value, e.Field)
+			if !ok {
+				continue
+			}
+			e.Value = s
+		}
+		out = append(out, e)
 	}
 	return out
 }

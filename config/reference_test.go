@@ -45,6 +45,7 @@ endpoints:
     suspension: {initial: 1s}
     claim_check: {}
     tls: {cert: a}
+    auth: {basic: {username: a}, oauth2: {token_url: http://a}}
 routes:
   NAME: {endpoints: [NAME], redrive: {on_recovery: true}}
   workflow:

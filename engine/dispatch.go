@@ -529,6 +529,7 @@ func (e *Engine) finished(o outcome) {
 	}
 	if o.endpoint != nil && !tenantGone(e.topology.Load(), o.endpoint.Name) {
 		e.activity.record(o.endpoint.Name, o.result, e.clock.Now())
+		e.noteAuth(o.endpoint.Name, o.result, e.clock.Now())
 		e.opts.Observer.AttemptDone(o.msg, o.endpoint.Name, o.result, o.duration)
 	}
 	e.pending.Add(1)

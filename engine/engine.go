@@ -96,6 +96,7 @@ type Engine struct {
 	slots    *endpointSlots  // attempts running per endpoint
 	pace     pacer           // when paced endpoints may start again
 	activity activity        // outcomes per endpoint over the last hour
+	auth     authWatch       // endpoints failing to obtain credentials on this node
 	rr       sync.Map        // route name → *atomic.Uint64, round-robin positions
 	lanes    *lanes          // which routes have due work
 	sweepNow chan struct{}   // Wake asks for a sweep of the store

@@ -601,3 +601,54 @@ func TestTenantEndpointCap(t *testing.T) {
 		t.Error("the endpoint over the cap was taken")
 	}
 }
+
+// An http endpoint's credentials and secret headers are sealed in the
+// store like its signing secret, shown as "set", and kept when the shown
+// spec is written back.
+func TestAuthSecretsSealed(t *testing.T) {
+	stores(t, func(t *testing.T, st courier.Store) {
+		ctx := context.Background()
+		c := open(t, st, newKey(t))
+		put(t, c, courier.KindEndpoint, "crm", `{"transport": "http", "url": "https://crm.example/in",
+			"auth": {"oauth2": {"token_url": "https://u:token-url-pass@auth.example/token", "client_id": "courier", "client_secret": "client-s3cret"}},
+			"headers": {"X-Api-Key": {"secret": "hdr-s3cret"}, "X-Region": "eu"}}`)
+		put(t, c, courier.KindEndpoint, "basic", `{"transport": "http", "url": "https://b.example/in", "auth": {"basic": {"username": "u", "password": "basic-s3cret"}}}`)
+		put(t, c, courier.KindEndpoint, "bearer", `{"transport": "http", "url": "https://c.example/in", "auth": {"bearer": "bearer-s3cret"}}`)
+		secrets := []string{"token-url-pass", "client-s3cret", "hdr-s3cret", "basic-s3cret", "bearer-s3cret"}
+		objs, _, err := st.TopologyChanges(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := st.Audit(ctx, courier.AuditFilter{Object: courier.KindEndpoint})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var shown []string
+		for _, o := range objs {
+			shown = append(shown, string(o.Spec))
+		}
+		for _, a := range page.Actions {
+			shown = append(shown, a.After)
+		}
+		for _, name := range []string{"crm", "basic", "bearer"} {
+			o, _ := c.Object(courier.KindEndpoint, name)
+			shown = append(shown, string(o.Spec))
+		}
+		for _, text := range shown {
+			for _, s := range secrets {
+				if strings.Contains(text, s) {
+					t.Errorf("the store, the audit or an answer holds %q in the clear: %s", s, text)
+				}
+			}
+		}
+		o, _ := c.Object(courier.KindEndpoint, "crm")
+		put(t, c, courier.KindEndpoint, "crm", strings.Replace(string(o.Spec), `"X-Region":"eu"`, `"X-Region":"us"`, 1))
+		s := httptransport.Of(c.Topology().Endpoints["crm"])
+		if s.Auth.OAuth2.ClientSecret != "client-s3cret" || s.Headers[0].Value != "hdr-s3cret" || !strings.Contains(s.Auth.OAuth2.TokenURL, "token-url-pass") {
+			t.Fatalf("after the shown spec was written back: %+v %+v", s.Auth.OAuth2, s.Headers)
+		}
+		if s.Headers[1].Value != "us" {
+			t.Fatalf("the edit was not taken: %+v", s.Headers)
+		}
+	})
+}

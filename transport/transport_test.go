@@ -64,16 +64,17 @@ func TestEveryKindIsComplete(t *testing.T) {
 // fields are an endpoint with no fields: Decode reports what is required.
 type fields struct{ errs []string }
 
-func (f *fields) Has(string) bool                             { return false }
-func (f *fields) Required(name, hint string) bool             { f.Errorf(name, "required%s", hint); return false }
-func (f *fields) String(string, *string) int                  { return 0 }
-func (f *fields) Bool(string, *bool) int                      { return 0 }
-func (f *fields) List(string) ([]courier.FieldItem, bool)     { return nil, false }
-func (f *fields) Len(string) int                              { return 0 }
-func (f *fields) Networks(string) []string                    { return nil }
-func (f *fields) Sub(string, []string) courier.SettingsFields { return nil }
-func (f *fields) Field(name string) string                    { return "endpoints.e." + name }
-func (f *fields) Malformed() bool                             { return false }
+func (f *fields) Has(string) bool                               { return false }
+func (f *fields) Required(name, hint string) bool               { f.Errorf(name, "required%s", hint); return false }
+func (f *fields) String(string, *string) int                    { return 0 }
+func (f *fields) Bool(string, *bool) int                        { return 0 }
+func (f *fields) List(string) ([]courier.FieldItem, bool)       { return nil, false }
+func (f *fields) Len(string) int                                { return 0 }
+func (f *fields) Networks(string) []string                      { return nil }
+func (f *fields) Sub(string, []string) courier.SettingsFields   { return nil }
+func (f *fields) Entries(string, []string) []courier.FieldEntry { return nil }
+func (f *fields) Field(name string) string                      { return "endpoints.e." + name }
+func (f *fields) Malformed() bool                               { return false }
 func (f *fields) Errorf(name, format string, args ...any) {
 	f.ErrorAt(1, f.Field(name), format, args...)
 }

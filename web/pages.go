@@ -124,6 +124,8 @@ type endpointsData struct {
 	// Queues are, by endpoint, the routes that use it, comma-separated:
 	// its queued count counts their messages, which its link lists.
 	Queues map[string]string
+	// Tested is what the receiver answered to the test message just sent.
+	Tested *api.EndpointTestResult
 }
 
 // endpointsAndReceivers reads the endpoints and, where the session acts on
@@ -159,6 +161,12 @@ func endpointsAndReceivers(ctx context.Context, c *api.Client, receivers bool) (
 }
 
 func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
+	h.endpointsPage(w, r, s, nil)
+}
+
+// endpointsPage shows the endpoints, with the answer to a test message
+// when one was just sent.
+func (h *Handler) endpointsPage(w http.ResponseWriter, r *http.Request, s *session, tested *api.EndpointTestResult) {
 	c := h.client(s)
 	d, err := endpointsAndReceivers(r.Context(), c, s.serverWide())
 	if err != nil {
@@ -174,6 +182,7 @@ func (h *Handler) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	for name := range t.Endpoints {
 		d.Known[name] = true
 	}
+	d.Tested = tested
 	p := h.base(r, s, "Endpoints", "endpoints")
 	p.Data = d
 	h.render(w, http.StatusOK, "endpoints.html", p)
@@ -239,6 +248,16 @@ func (h *Handler) switchReceiver(w http.ResponseWriter, r *http.Request, s *sess
 
 func (h *Handler) switchEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
 	name, verb := r.PathValue("name"), r.PathValue("verb")
+	if verb == "test" {
+		// The answer is shown at once: a test is no change to come back to.
+		res, err := h.client(s).TestEndpoint(r.Context(), name, api.EndpointTestRequest{})
+		if err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
+		h.endpointsPage(w, r, s, res)
+		return
+	}
 	if verb != "on" && verb != "off" {
 		h.notFound(w, r, s)
 		return

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	natstransport "github.com/courier-gw/courier/transport/nats"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,6 +293,49 @@ func TestEndpointsHideTokens(t *testing.T) {
 	want(t, "endpoints", a, 200, "events", "127.0.0.1:4222")
 	if strings.Contains(a.body, "s3cr3t-t0ken") {
 		t.Errorf("the endpoints page shows the NATS token")
+	}
+}
+
+// The endpoints page tells how an endpoint authenticates, when its token
+// expires and its last failure to obtain one; never its secrets.
+func TestEndpointsShowAuth(t *testing.T) {
+	var tested atomic.Pointer[courier.Delivery]
+	expiry := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
+	failed := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	d := newDashboard(t, true, func(o *api.Options) {
+		crm := courier.NewEndpoint("crm", courier.TransportHTTP)
+		s := httptransport.Of(crm)
+		s.URL = "https://crm.example/hook"
+		s.Auth.OAuth2 = &httptransport.OAuth2{TokenURL: "https://auth.example/token", ClientID: "courier", ClientSecret: "client-s3cret"}
+		s.Headers = []httptransport.Header{{Name: "X-Api-Key", Value: "hdr-s3cret", Secret: true}}
+		o.Topology.Endpoints["crm"] = crm
+		o.TestSendFunc = func(_ context.Context, d courier.Delivery) courier.Result {
+			tested.Store(&d)
+			return courier.Result{Status: 202, Response: `{"queued":"job-17"}`}
+		}
+		o.AuthFunc = func(e *courier.Endpoint) courier.AuthState {
+			if e.Name != "crm" {
+				return courier.AuthState{}
+			}
+			return courier.AuthState{Kind: "oauth2", TokenExpiry: expiry, LastFailure: failed,
+				LastError: "token endpoint https://auth.example/token answered HTTP 503 Service Unavailable"}
+		}
+	})
+	b := d.browser(t)
+	b.login("ops")
+	a := b.get("/ui/endpoints")
+	want(t, "endpoints", a, 200, "auth: oauth2", "token expires", `class="auth-failure"`, "answered HTTP 503 Service Unavailable")
+	for _, secret := range []string{"client-s3cret", "hdr-s3cret"} {
+		if strings.Contains(a.body, secret) {
+			t.Errorf("the endpoints page shows %q", secret)
+		}
+	}
+
+	// The Test button sends a test message and shows what was answered.
+	a = b.post("/ui/endpoints/crm/test", url.Values{"csrf": {b.csrf("/ui/endpoints")}})
+	want(t, "tested", a, 200, `id="tested"`, "Test message to crm", "delivered", "HTTP 202", "job-17")
+	if got := tested.Load(); got == nil || got.Endpoint.Name != "crm" {
+		t.Fatalf("the test message went to %+v", got)
 	}
 }
 

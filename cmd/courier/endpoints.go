@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -65,6 +66,15 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 				}
 				field("Min interval", e.MinInterval)
 				field("Rate", e.Rate)
+				if a := e.Auth; a != nil {
+					field("Auth", a.Type)
+					if a.TokenExpiresAt != nil {
+						field("Token expires", until(a.TokenExpiresAt))
+					}
+					if a.LastFailureAt != nil {
+						field("Auth failure", until(a.LastFailureAt)+": "+a.LastFailure)
+					}
+				}
 				for _, a := range e.Actions {
 					field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
 				}
@@ -73,6 +83,7 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 		},
 		newEndpointSwitchCmd(g, false),
 		newEndpointSwitchCmd(g, true),
+		newEndpointTestCmd(g),
 	)
 	return cmd
 }
@@ -136,6 +147,68 @@ filter that selected it. Endpoints that are ` + map[bool]string{true: "active", 
 	fl.StringVar(&transport, "transport", "", "every endpoint of this transport (http, smtp, file, amqp, nats)")
 	fl.StringVar(&f.Host, "host", "", "every endpoint that reaches this host (of its URL or SMTP server; with or without the port)")
 	fl.StringVar(&state, "state", "", "every endpoint in this state (active, timeout, suspended, off)")
+	return cmd
+}
+
+// newEndpointTestCmd is `endpoints test NAME`: one sample message to the
+// endpoint, now, and what its receiver answered.
+func newEndpointTestCmd(g *globals) *cobra.Command {
+	var req api.EndpointTestRequest
+	var payload string
+	cmd := &cobra.Command{
+		Use:   "test NAME",
+		Short: "Send a test message to an endpoint and show what its receiver answered",
+		Long: `Send one sample message to an endpoint now, with its credentials and headers,
+and print what the receiver answered: the status, the start of its body and
+the time taken. It is no delivery: nothing is stored or retried, and the
+endpoint's health is left as it is, so an endpoint switched off can be tried
+before it is switched on. Exits with status 1 when the receiver did not take it.`,
+		Example: `  courier endpoints test crm
+  courier endpoints test crm --type invoice --payload '{"total": 42}'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.check(); err != nil {
+				return err
+			}
+			if payload != "" {
+				req.Payload = json.RawMessage(payload)
+				if !json.Valid(req.Payload) {
+					return fmt.Errorf("--payload is not JSON")
+				}
+			}
+			res, err := g.client().TestEndpoint(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				if err := g.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				field := g.fields(10)
+				field("Endpoint", res.Endpoint)
+				if res.Delivered {
+					field("Result", "delivered")
+				} else {
+					field("Result", "failed ("+string(res.Class)+")")
+					field("Error", res.Error)
+				}
+				if res.Status != 0 {
+					field("Status", fmt.Sprint(res.Status))
+				}
+				field("Response", short(res.Response, 200))
+				field("Took", (time.Duration(res.DurationMS) * time.Millisecond).String())
+				field("Message", res.MessageID)
+			}
+			if !res.Delivered {
+				return fmt.Errorf("the receiver did not take the test message")
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.Type, "type", "", "the message type sent as Courier-Type (default "+api.TestType+")")
+	fl.StringVar(&payload, "payload", "", "the JSON to send (default a small sample)")
 	return cmd
 }
 

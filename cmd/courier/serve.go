@@ -262,6 +262,13 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			return false, ""
 		},
 		BlockedFunc: httpSender.Blocked,
+		AuthFunc:    httpSender.AuthState,
+		TestSendFunc: func(ctx context.Context, d courier.Delivery) courier.Result {
+			if s := senders[d.Endpoint.Transport]; s != nil {
+				return s.Send(ctx, d)
+			}
+			return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(d.Endpoint.Transport) + " transport"}
+		},
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {

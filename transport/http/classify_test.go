@@ -77,7 +77,7 @@ func TestEveryClassIsDefined(t *testing.T) {
 	t.Parallel()
 	for _, c := range []courier.ErrorClass{courier.ClassDNS, courier.ClassConnectRefused, courier.ClassConnectTimeout,
 		courier.ClassTLS, courier.ClassTimeout, courier.ClassConnectionClosed, courier.ClassProtocol,
-		courier.ClassHTTP429, courier.ClassHTTP5xx, courier.ClassHTTP4xx, courier.ClassTransport, courier.ClassRejected} {
+		courier.ClassHTTP429, courier.ClassHTTP5xx, courier.ClassHTTP4xx, courier.ClassTransport, courier.ClassRejected, courier.ClassAuth} {
 		if !c.Valid() {
 			t.Errorf("class %q used by the transport is not defined", c)
 		}

@@ -149,6 +149,9 @@ type Transport struct {
 	recent    *list.List            // pools that may hold connections, most recently used first
 
 	open atomic.Int64 // connections of all pools open or being opened
+
+	tokenMu sync.Mutex
+	tokens  map[tokenKey]*tokenSource // OAuth2 tokens, by credentials (oauth2.go)
 }
 
 var _ courier.Sender = (*Transport)(nil)
@@ -160,12 +163,13 @@ func New(o Options) *Transport {
 		lookups: list.New(), allow: o.AllowNetworks, recent: list.New()}
 }
 
-// Send makes one attempt to deliver d.Message to d.Endpoint. It never
+// attempt makes one attempt to deliver d.Message to d.Endpoint, with token
+// as the OAuth2 access token of an endpoint that has one. It never
 // returns an error: every failure is a Result with a class. The endpoint's
 // timeout bounds the attempt, and so does ctx's deadline; a ctx canceled
 // before the request goes out stops it, but one under way runs to its
 // outcome or its timeout, so that what the receiver did is known.
-func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
+func (t *Transport) attempt(ctx context.Context, d courier.Delivery, token string) courier.Result {
 	m, e := d.Message, d.Endpoint
 	if m == nil || e == nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
@@ -211,6 +215,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 	if tp := tracing.TraceParent(ctx); tp != "" {
 		header = withTraceParent(header, tp)
 	}
+	header = withCredentials(header, settingsOf(e), token)
 	// A step's answer is kept for the later steps of its workflow; other
 	// deliveries read no more than the excerpt and the drain.
 	keep := 0
@@ -267,7 +272,7 @@ func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result
 				method, body = http.MethodGet, bodySource{}
 			}
 			if next.Host != target.Host {
-				header = crossOriginHeader(header)
+				header = withoutSecretHeaders(crossOriginHeader(header), settingsOf(e))
 			}
 			target, uri = next, next.String()
 			req.Reset()

@@ -17,7 +17,7 @@ import (
 // know it (package transport lists it).
 var Kind = courier.TransportKind{
 	Name:   courier.TransportHTTP,
-	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls"},
+	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers"},
 	Decode: func(f courier.SettingsFields) courier.Settings { return Decode(f, true) },
 	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
 	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
@@ -37,6 +37,11 @@ type Settings struct {
 	// present: the one a registry gave for a resolved endpoint (the
 	// NemHandel and PEPPOL trust model). Any other is refused, class tls.
 	PinnedCertificate string
+
+	// Auth are the credentials the endpoint sends, and Headers its own
+	// request headers (auth.go).
+	Auth    Auth
+	Headers []Header
 }
 
 // TLS are the files of an http endpoint's TLS settings: a client
@@ -68,6 +73,7 @@ func (s *Settings) Redacted() courier.Settings {
 	c := *s
 	c.Secrets = courier.RedactSecrets(s.Secrets)
 	c.URL = courier.RedactURL(s.URL)
+	c.Auth, c.Headers = s.Auth.redacted(), redactedHeaders(s.Headers)
 	return &c
 }
 
@@ -115,6 +121,7 @@ func Decode(f courier.SettingsFields, url bool) *Settings {
 	if t := f.Sub("tls", []string{"cert", "key", "ca"}); t != nil {
 		decodeTLS(t, &h.TLS)
 	}
+	decodeAuth(f, h)
 	return h
 }
 
@@ -179,9 +186,13 @@ type Wire struct {
 	TLSCert         string   `json:"tls_cert,omitempty"`
 	TLSKey          string   `json:"tls_key,omitempty"`
 	TLSCA           string   `json:"tls_ca,omitempty"`
+
+	Auth    *AuthWire         `json:"auth,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 func wire(h *Settings) Wire {
 	return Wire{URL: h.URL, Method: h.Method, Secrets: h.Secrets, FollowRedirects: h.FollowRedirects,
-		AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA}
+		AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA,
+		Auth: authWire(h.Auth), Headers: headersWire(h.Headers)}
 }
