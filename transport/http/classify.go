@@ -72,6 +72,9 @@ func classifyDial(e *dialError) (courier.ErrorClass, string) {
 	if errors.As(e.err, &blocked) {
 		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
 	}
+	if pe, ok := isProxyError(e.err); ok {
+		return courier.ClassTransport, pe.Error()
+	}
 	op := netclass.Op{Addr: e.addr, Stage: e.stage, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
 	if class, msg, ok := op.Classify(e.err); ok {
 		return class, msg // always ok while handshaking

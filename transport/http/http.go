@@ -149,6 +149,12 @@ type Transport struct {
 	recent    *list.List            // pools that may hold connections, most recently used first
 
 	open atomic.Int64 // connections of all pools open or being opened
+
+	// What every endpoint shares and a change of configuration or of the
+	// store replaces: the keys that sign v1a (sign_ed25519.go) and the
+	// default outbound proxy (proxy.go).
+	signing atomic.Pointer[[]SigningKey]
+	proxy   atomic.Pointer[proxyURL]
 }
 
 var _ courier.Sender = (*Transport)(nil)

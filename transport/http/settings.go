@@ -16,8 +16,9 @@ import (
 // Kind is the http transport as the configuration, the API and the server
 // know it (package transport lists it).
 var Kind = courier.TransportKind{
-	Name:   courier.TransportHTTP,
-	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls"},
+	Name: courier.TransportHTTP,
+	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls",
+		"signature", "egress"},
 	Decode: func(f courier.SettingsFields) courier.Settings { return Decode(f, true) },
 	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
 	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
@@ -37,6 +38,11 @@ type Settings struct {
 	// present: the one a registry gave for a resolved endpoint (the
 	// NemHandel and PEPPOL trust model). Any other is refused, class tls.
 	PinnedCertificate string
+
+	// How requests are signed and which way they leave
+	// (sign_ed25519.go, proxy.go).
+	Signature string // SignatureV1 or SignatureV1a; empty: v1 when there are secrets
+	Egress    Egress
 }
 
 // TLS are the files of an http endpoint's TLS settings: a client
@@ -68,6 +74,7 @@ func (s *Settings) Redacted() courier.Settings {
 	c := *s
 	c.Secrets = courier.RedactSecrets(s.Secrets)
 	c.URL = courier.RedactURL(s.URL)
+	c.Egress.Proxy = redactProxy(s.Egress.Proxy)
 	return &c
 }
 
@@ -115,6 +122,8 @@ func Decode(f courier.SettingsFields, url bool) *Settings {
 	if t := f.Sub("tls", []string{"cert", "key", "ca"}); t != nil {
 		decodeTLS(t, &h.TLS)
 	}
+	decodeSignature(f, h)
+	decodeEgress(f, h)
 	return h
 }
 
@@ -179,9 +188,12 @@ type Wire struct {
 	TLSCert         string   `json:"tls_cert,omitempty"`
 	TLSKey          string   `json:"tls_key,omitempty"`
 	TLSCA           string   `json:"tls_ca,omitempty"`
+	Signature       string   `json:"signature,omitempty"`
+	Egress          *Egress  `json:"egress,omitempty"`
 }
 
 func wire(h *Settings) Wire {
 	return Wire{URL: h.URL, Method: h.Method, Secrets: h.Secrets, FollowRedirects: h.FollowRedirects,
-		AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA}
+		AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA,
+		Signature: h.Signature, Egress: h.Egress.wire()}
 }
