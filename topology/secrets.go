@@ -120,15 +120,16 @@ func (k *Keyring) isCurrent(sealed string) bool {
 }
 
 // secretField tells what part of a field of a spec is secret: all of a
-// signing secret or a password; the password of a URL (brokers and
-// registries take theirs in the URL); nothing of other fields. Specs are
+// signing secret, a password or a private key; the password of a URL
+// (brokers, registries and proxies take theirs in the URL); nothing of
+// other fields. Specs are
 // walked whole, so the same names in nested settings (a lookup route's
 // endpoint_template) are covered too.
 func secretField(name string) (whole, inURL bool) {
 	switch name {
-	case "secret", "password":
+	case "secret", "password", "private_key":
 		return true, false
-	case "url":
+	case "url", "proxy":
 		return false, true
 	}
 	return false, false

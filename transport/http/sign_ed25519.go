@@ -2,6 +2,9 @@ package http
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -98,4 +101,72 @@ func signBlobV1a(keys []SigningKey, id, ts string, blob *blobSource, timeout tim
 		return "", &payloadError{err: err}
 	}
 	return signV1a(keys, id, ts, body)
+}
+
+// NewSigningKey makes a fresh ed25519 key.
+func NewSigningKey() (SigningKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return SigningKey{}, err
+	}
+	return SigningKey{ID: KeyID(priv.Public().(ed25519.PublicKey)), Private: priv}, nil
+}
+
+// KeyID is the id of the key whose public half is pub: "ed25519-" and the
+// first 8 bytes of its SHA-256, in hex. The same key has the same id
+// wherever it is given (the store, the configuration).
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return "ed25519-" + hex.EncodeToString(sum[:8])
+}
+
+// ParseSigningKey reads a private key as the configuration and the store
+// give it: the base64 of its 32-byte seed (or of the 64-byte private key
+// whose first half the seed is), with or without Standard Webhooks'
+// "whsk_" prefix. The error never quotes the key.
+func ParseSigningKey(s string) (SigningKey, error) {
+	enc := strings.TrimPrefix(strings.TrimSpace(s), "whsk_")
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(enc); err != nil {
+			return SigningKey{}, fmt.Errorf("a signing key is the base64 of a 32-byte ed25519 seed, and this is not base64")
+		}
+	}
+	var priv ed25519.PrivateKey
+	switch len(raw) {
+	case ed25519.SeedSize:
+		priv = ed25519.NewKeyFromSeed(raw)
+	case ed25519.PrivateKeySize:
+		priv = ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])
+	default:
+		return SigningKey{}, fmt.Errorf("a signing key is the base64 of a 32-byte ed25519 seed, not of %d bytes", len(raw))
+	}
+	return SigningKey{ID: KeyID(priv.Public().(ed25519.PublicKey)), Private: priv}, nil
+}
+
+// Seed is the key as ParseSigningKey reads it: the base64 of its seed.
+func (k SigningKey) Seed() string { return base64.StdEncoding.EncodeToString(k.Private.Seed()) }
+
+// Public is the key's public half.
+func (k SigningKey) Public() ed25519.PublicKey { return k.Private.Public().(ed25519.PublicKey) }
+
+// PublicKey is a signing key's public half as GET /v1/signing-keys serves
+// it: a JSON Web Key (RFC 8037, kty OKP, crv Ed25519), with the key also in
+// the Standard Webhooks form (whpk_<base64>) that its libraries take.
+type PublicKey struct {
+	KeyID     string `json:"kid"`
+	Type      string `json:"kty"`
+	Curve     string `json:"crv"`
+	X         string `json:"x"`
+	Use       string `json:"use"`
+	Algorithm string `json:"alg"`
+	// Webhooks is the key as Standard Webhooks verifiers take it.
+	Webhooks string `json:"whpk"`
+}
+
+// PublicKey returns the key's public half as GET /v1/signing-keys serves it.
+func (k SigningKey) PublicKey() PublicKey {
+	pub := k.Public()
+	return PublicKey{KeyID: k.ID, Type: "OKP", Curve: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub),
+		Use: "sig", Algorithm: "EdDSA", Webhooks: "whpk_" + base64.StdEncoding.EncodeToString(pub)}
 }
