@@ -312,8 +312,10 @@ func (s *Server) guard(a access, params []string, h http.HandlerFunc) http.Handl
 // publicPaths answer without a key: probes of load balancers and
 // orchestrators carry none, and the OpenAPI description tells only what
 // the API is (no data, no configuration), which client generators fetch
-// before they have a key.
-var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true}
+// before they have a key; the public signing keys are for receivers,
+// which hold no key of courier's.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true,
+	"/v1/signing-keys": true}
 
 // claimsPrefix begins the paths of claim-check URLs, which answer without a
 // key too: the receivers that fetch them have none, and each URL carries

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/courier-gw/courier"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -89,4 +90,19 @@ func (s *Server) handleRetireSigningKey(w http.ResponseWriter, r *http.Request) 
 	}
 	s.opts.Logger.Info("signing key retired", "key", id, "by", actor(r))
 	writeJSON(w, http.StatusOK, s.signingKeySet())
+}
+
+// SigningKeys returns the public halves of courier's signing keys.
+func (c *Client) SigningKeys(ctx context.Context) (*SigningKeySet, error) {
+	return request[SigningKeySet](ctx, c, http.MethodGet, "/v1/signing-keys", nil)
+}
+
+// RotateSigningKey makes a new signing key.
+func (c *Client) RotateSigningKey(ctx context.Context) (*RotatedKey, error) {
+	return request[RotatedKey](ctx, c, http.MethodPost, "/v1/signing-keys/rotate", nil)
+}
+
+// RetireSigningKey removes a signing key, and returns the keys left.
+func (c *Client) RetireSigningKey(ctx context.Context, id string) (*SigningKeySet, error) {
+	return request[SigningKeySet](ctx, c, http.MethodDelete, "/v1/signing-keys/"+url.PathEscape(id), nil)
 }

@@ -422,7 +422,7 @@ func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, SigningKeys: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{}})
 	ts := &testServer{store: store, Server: httptest.NewServer(validated(t, srv))}
 	t.Cleanup(ts.Close)
 	if o.TenantsFile == "" {
