@@ -16,7 +16,8 @@ import (
 // verifyV1a checks a request's webhook-signature as a Standard Webhooks
 // receiver does for the v1a scheme: ed25519 over "<webhook-id>.<webhook-timestamp>.<body>",
 // any of the space-separated "v1a,<base64>" entries verifying with pub.
-// No Go library of Standard Webhooks verifies v1a, so the test follows the
+// No Go library of Standard Webhooks that courier can depend on verifies
+// v1a (the reference library knows v1 only), so the test follows the
 // specification with crypto/ed25519. It returns how many entries there are.
 func verifyV1a(t *testing.T, h http.Header, body []byte, pub ed25519.PublicKey) (ok bool, entries int) {
 	t.Helper()
