@@ -1,77 +1,22 @@
 package http_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/testkit/testenv"
+	"github.com/courier-gw/courier/internal/testkit/tinyproxy"
 	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
-// proxyOut is the address tinyproxy opens its connections to receivers
-// from (its Bind): a receiver that sees it knows the request came through
-// the proxy, since courier's own connections come from 127.0.0.1.
-const proxyOut = "127.0.0.2"
-
-// startTinyproxy runs a real forward proxy on a free loopback port, with a
-// config file of its own, until the test ends; auth, when given, is the
-// user and password it requires. It returns the proxy's address and its
-// log file.
-func startTinyproxy(t *testing.T, auth ...string) (addr, logFile string) {
-	t.Helper()
-	bin := testenv.Tinyproxy(t)
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	logFile = filepath.Join(dir, "tinyproxy.log")
-	conf := fmt.Sprintf("Port %s\nListen 127.0.0.1\nBind %s\nTimeout 30\nLogLevel Info\nMaxClients 20\nLogFile %q\nPidFile %q\n",
-		port, proxyOut, logFile, filepath.Join(dir, "tinyproxy.pid"))
-	if len(auth) == 2 {
-		conf += fmt.Sprintf("BasicAuth %s %s\n", auth[0], auth[1])
-	}
-	confFile := filepath.Join(dir, "tinyproxy.conf")
-	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-d", "-c", confFile)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tinyproxy: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return addr, logFile
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tinyproxy did not listen on %s: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+const proxyOut = tinyproxy.Out
 
 // proxied is what a receiver saw of the requests it got.
 type proxied struct {
@@ -109,7 +54,7 @@ func withProxy(e *courier.Endpoint, proxy string) *courier.Endpoint {
 // and behind an endpoint's own gets its requests from the proxy, as they
 // would come straight (signed, with courier's headers).
 func TestProxyPlainHTTP(t *testing.T) {
-	proxy, _ := startTinyproxy(t)
+	proxy := tinyproxy.Start(t).Addr
 	var got proxied
 	srv := httptest.NewServer(http.HandlerFunc(got.handler))
 	defer srv.Close()
@@ -148,7 +93,8 @@ func TestProxyPlainHTTP(t *testing.T) {
 // TestProxyHTTPS: an https receiver is reached through a CONNECT tunnel,
 // the TLS session end to end with the receiver.
 func TestProxyHTTPS(t *testing.T) {
-	proxy, logFile := startTinyproxy(t)
+	tp := tinyproxy.Start(t)
+	proxy := tp.Addr
 	var got proxied
 	srv := httptest.NewTLSServer(http.HandlerFunc(got.handler))
 	defer srv.Close()
@@ -161,8 +107,8 @@ func TestProxyHTTPS(t *testing.T) {
 	if remote, _ := got.last(); remote != proxyOut {
 		t.Fatalf("the https request came from %s, want the proxy's %s", remote, proxyOut)
 	}
-	log, _ := os.ReadFile(logFile)
-	if !strings.Contains(string(log), "CONNECT") {
+	log := tp.Log()
+	if !strings.Contains(log, "CONNECT") {
 		t.Fatalf("the proxy's log shows no CONNECT:\n%s", log)
 	}
 }
@@ -171,7 +117,8 @@ func TestProxyHTTPS(t *testing.T) {
 // behind the proxy too, before anything is sent to the proxy; the proxy
 // itself, when an endpoint names it, is judged like any address.
 func TestProxyGuard(t *testing.T) {
-	proxy, logFile := startTinyproxy(t)
+	tp := tinyproxy.Start(t)
+	proxy := tp.Addr
 	// A receiver on 127.0.0.3, which the guard blocks: only 127.0.0.1
 	// (the proxy's and the allowed receiver's address) is allowed.
 	ln, err := net.Listen("tcp", "127.0.0.3:0")
@@ -202,8 +149,8 @@ func TestProxyGuard(t *testing.T) {
 	if n := got.count(); n != 0 {
 		t.Fatalf("the blocked receiver got %d requests", n)
 	}
-	log, _ := os.ReadFile(logFile)
-	if strings.Contains(string(log), "127.0.0.3") {
+	log := tp.Log()
+	if strings.Contains(log, "127.0.0.3") {
 		t.Fatalf("the proxy was asked for the blocked target:\n%s", log)
 	}
 
@@ -220,7 +167,7 @@ func TestProxyGuard(t *testing.T) {
 // TestProxyCredentials: a proxy that asks for credentials gets those of its
 // URL; wrong ones are refused, and no message shows the password.
 func TestProxyCredentials(t *testing.T) {
-	proxy, _ := startTinyproxy(t, "courier", "pr0xy-pass")
+	proxy := tinyproxy.Start(t, "courier", "pr0xy-pass").Addr
 	var got proxied
 	srv := httptest.NewServer(http.HandlerFunc(got.handler))
 	defer srv.Close()
