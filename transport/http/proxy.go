@@ -165,7 +165,7 @@ func (d *dialer) tunnel(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	conn, err := nd.DialContext(ctx, "tcp", d.proxy.addr)
 	if err != nil {
-		return nil, err
+		return nil, &proxyDialError{proxy: d.proxy.addr, err: err}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
@@ -239,6 +239,16 @@ func (d *dialer) judge(ctx context.Context, addr string) (string, error) {
 	}
 	return "", first
 }
+
+// proxyDialError is a failed connect to the proxy itself: classified as a
+// connect to the receiver would be, and said to be the proxy's.
+type proxyDialError struct {
+	proxy string
+	err   error
+}
+
+func (e *proxyDialError) Error() string { return "the proxy " + e.proxy + ": " + e.err.Error() }
+func (e *proxyDialError) Unwrap() error { return e.err }
 
 // isProxyError reports a proxy's refusal, for classify.
 func isProxyError(err error) (*proxyError, bool) {

@@ -191,3 +191,23 @@ func TestProxyCredentials(t *testing.T) {
 		t.Fatalf("redacted proxy URL %q", shown)
 	}
 }
+
+// TestProxyDown: a proxy that is not there fails the attempt as a receiver
+// that is not there would, and the error names the proxy.
+func TestProxyDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	var got proxied
+	srv := httptest.NewServer(http.HandlerFunc(got.handler))
+	defer srv.Close()
+	tr := newTransport(t, httptransport.Options{})
+	res := send(t, tr, withProxy(endpoint("down", srv.URL), "http://courier:pr0xy-pass@"+gone), message())
+	wantClass(t, res, courier.ClassConnectRefused)
+	if !strings.Contains(res.Error, "proxy "+gone) || strings.Contains(res.Error, "pr0xy-pass") {
+		t.Fatalf("error %q does not name the proxy (or shows its password)", res.Error)
+	}
+}
