@@ -23,6 +23,11 @@ const (
 	// name: what a tenants: entry of the file holds (docs/design.md §20).
 	// Like keys, tenants are not among TopologyKinds.
 	KindTenant TopologyKind = "tenant"
+	// KindSigningKey is one of courier's ed25519 keys that sign the v1a
+	// requests of http endpoints, kept in the store beside the topology
+	// under its key id, its private half sealed like every secret. Like
+	// keys, signing keys are not among TopologyKinds.
+	KindSigningKey TopologyKind = "signing_key"
 )
 
 // TopologyKinds lists the kinds a topology is made of, in the order it is
@@ -43,7 +48,7 @@ func (k TopologyKind) Section() string {
 // Valid reports whether k is one of the kinds.
 func (k TopologyKind) Valid() bool {
 	switch k {
-	case KindEndpoint, KindRoute, KindPolicy, KindSubscription, KindKey, KindTenant:
+	case KindEndpoint, KindRoute, KindPolicy, KindSubscription, KindKey, KindTenant, KindSigningKey:
 		return true
 	}
 	return false

@@ -77,6 +77,10 @@ type Options struct {
 	// holds them, changes them (docs/design.md §15); without it those paths
 	// answer 503.
 	Objects Objects
+	// SigningKeys, if set, are courier's signing keys: their public halves
+	// served at GET /v1/signing-keys, made and retired by the server's
+	// admin keys.
+	SigningKeys SigningKeys
 	// HealthSwitchedFunc, if set, is told of every endpoint switch, with
 	// the health before and after and who switched, before the switch is
 	// answered (the engine's HealthSwitched: from then on its node starts
@@ -263,6 +267,9 @@ func NewServer(o Options) *Server {
 		{"GET /v1/claims/{id}/{subscription}", accessPublic, claimParams, s.handleClaim},
 		{"HEAD /v1/claims/{id}", accessPublic, claimParams, s.handleClaim},
 		{"HEAD /v1/claims/{id}/{subscription}", accessPublic, claimParams, s.handleClaim},
+		{"GET /v1/signing-keys", accessPublic, nil, s.handleSigningKeys},
+		{"POST /v1/signing-keys/rotate", accessAdmin, nil, s.handleRotateSigningKey},
+		{"DELETE /v1/signing-keys/{id}", accessAdmin, nil, s.handleRetireSigningKey},
 		{"GET /v1/openapi.json", accessPublic, nil, s.handleOpenAPIJSON},
 		{"GET /v1/openapi.yaml", accessPublic, nil, s.handleOpenAPIYAML},
 	} {
@@ -321,8 +328,10 @@ func (s *Server) guard(a access, params []string, h http.HandlerFunc) http.Handl
 // publicPaths answer without a key: probes of load balancers and
 // orchestrators carry none, and the OpenAPI description tells only what
 // the API is (no data, no configuration), which client generators fetch
-// before they have a key.
-var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true}
+// before they have a key; the public signing keys are for receivers,
+// which hold no key of courier's.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/v1/openapi.json": true, "/v1/openapi.yaml": true,
+	"/v1/signing-keys": true}
 
 // claimsPrefix begins the paths of claim-check URLs, which answer without a
 // key too: the receivers that fetch them have none, and each URL carries

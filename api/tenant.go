@@ -326,6 +326,8 @@ var defaultTenantOnly = map[string]bool{
 	"GET /metrics":                     true,
 	"POST /v1/reload":                  true,
 	"POST /v1/topology/rotate-secrets": true,
+	"POST /v1/signing-keys/rotate":     true,
+	"DELETE /v1/signing-keys/{id}":     true,
 }
 
 func (s *Server) defaultTenantOnly(h http.Handler) http.Handler {

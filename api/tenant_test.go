@@ -439,7 +439,7 @@ func newTenantCatalogServerOn(t *testing.T, store courier.Store, fileTenants ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{},
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, SigningKeys: cat, Keys: tenantKeys(t), Clock: courier.SystemClock{},
 		// A test message answers with where it went: sent to another
 		// tenant's endpoint, the answer would show its target.
 		TestSendFunc: func(_ context.Context, d courier.Delivery) courier.Result {

@@ -12,6 +12,7 @@ package config
 
 import (
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net/netip"
 	"os"
 	"time"
@@ -64,6 +65,10 @@ type Config struct {
 	// encrypted. Each is SecretsKeySize bytes, or nil when not set.
 	SecretsKey    []byte
 	SecretsOldKey []byte
+	// SigningKeys are the ed25519 keys that sign the requests of http
+	// endpoints whose signature is v1a, oldest first, when the topology is
+	// in the file; with the topology in the store, the store holds them.
+	SigningKeys []httptransport.SigningKey
 
 	// TopologyInStore says that the file has none of the sections
 	// endpoints, routes, policies and subscriptions (or that there is no
@@ -197,6 +202,9 @@ type Key struct {
 // or link-local addresses unless a network here (or on the endpoint) allows it.
 type Outbound struct {
 	AllowNetworks []netip.Prefix
+	// Proxy is the http:// URL of the forward proxy of the http endpoints
+	// that name none of their own (egress.proxy); empty: none.
+	Proxy string
 }
 
 // Load reads and checks the configuration file at path, expanding ${NAME}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"strings"
 	"time"
 
@@ -93,6 +94,8 @@ var envOverrides = []envOverride{
 	{"COURIER_TLS_KEY", "tls.key", text(func(c *Config) *string { return &c.TLS.Key })},
 	{"COURIER_SECRETS_KEY", "secrets_key", parsed(parseSecretsKey, func(c *Config) *[]byte { return &c.SecretsKey })},
 	{"COURIER_SECRETS_OLD_KEY", "secrets_old_key", parsed(parseSecretsKey, func(c *Config) *[]byte { return &c.SecretsOldKey })},
+	{"COURIER_SIGNING_KEYS", "signing_keys", parsed(parseSigningKeys, func(c *Config) *[]httptransport.SigningKey { return &c.SigningKeys })},
+	{"COURIER_OUTBOUND_PROXY", "outbound.proxy", parsed(parseProxy, func(c *Config) *string { return &c.Outbound.Proxy })},
 }
 
 // text sets a field to the variable's value as it is.

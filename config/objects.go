@@ -32,6 +32,7 @@ type Object struct {
 	Subscription *courier.Subscription // KindSubscription
 	Key          *Key                  // KindKey
 	Tenant       *courier.Tenant       // KindTenant
+	SigningKey   *SigningKey           // KindSigningKey
 
 	// refs are the names the object uses, for Assemble to check.
 	refs []ref
@@ -50,7 +51,7 @@ type Object struct {
 // its line in spec.
 func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object, error) {
 	if !kind.Valid() {
-		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription, key or tenant", check.Clip(string(kind)))}}
+		return nil, Errors{{Field: name, Message: fmt.Sprintf("%q is not a kind of topology object: use endpoint, route, policy, subscription, key, tenant or signing_key", check.Clip(string(kind)))}}
 	}
 	d := &decoder{literal: true}
 	path := kind.Section() + "." + name
@@ -78,6 +79,8 @@ func DecodeObject(kind courier.TopologyKind, name string, spec []byte) (*Object,
 		obj.Key = &k
 	case courier.KindTenant:
 		obj.Tenant = d.tenantEntry(p, &obj.refs)
+	case courier.KindSigningKey:
+		obj.SigningKey = d.signingKey(p)
 	}
 	if err := d.errs.err(); err != nil {
 		return nil, err
@@ -323,6 +326,8 @@ func assemble(objects []*Object) (*courier.Topology, Errors) {
 			}
 			t.Tenants[o.Name] = o.Tenant
 			refs = append(refs, o.refs...)
+		case o.Kind == courier.KindSigningKey && o.SigningKey != nil:
+			// No part of the topology: the transport takes them as they are.
 		default:
 			d.errorf(0, o.Kind.Section()+"."+o.Name, "is not an object made by DecodeObject")
 		}

@@ -370,7 +370,7 @@ func TestDecodeObjectErrors(t *testing.T) {
 		{"empty", courier.KindEndpoint, "a", "",
 			[]string{`line 1: endpoints.a: is not JSON: unexpected end of JSON input`}, "-"},
 		{"kind", courier.TopologyKind("widget"), "a", `{}`,
-			[]string{`a: "widget" is not a kind of topology object: use endpoint, route, policy, subscription, key or tenant`}, "-"},
+			[]string{`a: "widget" is not a kind of topology object: use endpoint, route, policy, subscription, key, tenant or signing_key`}, "-"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

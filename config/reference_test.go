@@ -37,6 +37,7 @@ tracing: {endpoint: http://a}
 keys:
   NAME: {role: admin}
 outbound: {allow_networks: []}
+signing_keys: a
 alerts: {notify: []}
 endpoints:
   NAME:
@@ -46,13 +47,14 @@ endpoints:
     claim_check: {}
     tls: {cert: a}
     auth: {basic: {username: a}, oauth2: {token_url: http://a}}
+    egress: {proxy: http://a}
 routes:
   NAME: {endpoints: [NAME], redrive: {on_recovery: true}}
   workflow:
     workflow: [{endpoint: NAME}]
   lookup:
     lookup: {url: "http://a/{recipient}"}
-    endpoint_template: {suspension: {initial: 1s}, claim_check: {}, tls: {cert: a}}
+    endpoint_template: {suspension: {initial: 1s}, claim_check: {}, tls: {cert: a}, egress: {proxy: http://a}}
 policies:
   NAME:
     backoff: {initial: 1s}
@@ -233,8 +235,11 @@ func TestEveryMappingIsRead(t *testing.T) {
 	if len(names) < 100 {
 		t.Fatalf("found %d field names in the decoder's source; the search is broken", len(names))
 	}
+	// The fields of a signing key's spec, which the store alone holds
+	// (courier signing-keys makes them), are no part of the file.
+	storeOnly := []string{"private_key", "created"}
 	for _, n := range names {
-		if !slices.Contains(walked, n) {
+		if !slices.Contains(walked, n) && !slices.Contains(storeOnly, n) {
 			t.Errorf("the decoder knows the field %q, but everyMapping has no mapping where it is read: add one", n)
 		}
 	}

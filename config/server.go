@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	httptransport "github.com/courier-gw/courier/transport/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -17,7 +18,7 @@ import (
 )
 
 var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
-	"log", "tracing", "public_url", "secrets_key", "secrets_old_key", "keys", "outbound", "endpoints", "routes", "policies",
+	"log", "tracing", "public_url", "secrets_key", "secrets_old_key", "signing_keys", "keys", "outbound", "endpoints", "routes", "policies",
 	"subscriptions", "receivers", "alerts", "tenants"}
 
 // config reads the top-level mapping into c. The server fields are only
@@ -71,6 +72,11 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 		return err
 	})
 
+	o.parsed("signing_keys", func(s string) (err error) {
+		c.SigningKeys, err = parseSigningKeys(s)
+		return err
+	})
+
 	c.TopologyInStore = !slices.ContainsFunc(courier.TopologyKinds, func(k courier.TopologyKind) bool { return o.has(k.Section()) })
 	c.KeysInStore = c.TopologyInStore && !o.has("keys")
 	var refs, routeRefs []ref
@@ -86,8 +92,12 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	d.keys(o.value("keys"), c, &routeRefs)
 	d.receivers(o.value("receivers"), c, &routeRefs)
 	d.alerts(o, c, &routeRefs)
-	if out := o.sub("outbound", []string{"allow_networks"}); out != nil {
+	if out := o.sub("outbound", []string{"allow_networks", "proxy"}); out != nil {
 		c.Outbound.AllowNetworks = d.networks(out, "allow_networks")
+		out.parsed("proxy", func(s string) error {
+			c.Outbound.Proxy = s
+			return httptransport.CheckProxy(s)
+		})
 	}
 	if !c.TopologyInStore {
 		// With the topology in the store, the routes that keys and receive
@@ -241,6 +251,9 @@ func (c *Config) checkServer() Errors {
 	}
 	if err := check.HostPort(c.Listen, true); err != nil {
 		bad([]string{"listen"}, "%v", err)
+	}
+	if len(c.SigningKeys) > 0 && c.TopologyInStore {
+		bad([]string{"signing_keys"}, "the topology is in the store, which holds the signing keys too: make and rotate them with `courier signing-keys rotate`")
 	}
 	switch {
 	case c.TLS.Cert != "" && c.TLS.Key == "":

@@ -22,6 +22,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/internal/startstop"
+	httptransport "github.com/courier-gw/courier/transport/http"
 )
 
 // Options configure a Keeper.
@@ -90,6 +91,7 @@ type Keeper struct {
 	slot     map[objectKey]int
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[[]config.Key]
+	signing  atomic.Pointer[[]httptransport.SigningKey] // signing.go
 	tenants  atomic.Pointer[map[string]*courier.Tenant]
 	// tenantsFile is Options.TenantsFile, until a reload's file has no
 	// tenants: section.
@@ -215,7 +217,7 @@ func (c *Keeper) Objects(kind courier.TopologyKind) []courier.TopologyObject {
 	c.mu.RLock()
 	out := make([]courier.TopologyObject, 0, len(c.entries))
 	for k, e := range c.entries {
-		if kind == k.kind || (kind == "" && k.kind != courier.KindKey && k.kind != courier.KindTenant) {
+		if kind == k.kind || (kind == "" && slices.Contains(courier.TopologyKinds, k.kind)) {
 			out = append(out, e.shown())
 		}
 	}
@@ -419,7 +421,7 @@ func (c *Keeper) SetTenants(tenants map[string]*courier.Tenant) {
 // last, once the parts that use the topology have it: whoever waits for
 // the version (a client polling GET /v1/topology) finds the change in force.
 func (c *Keeper) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]bool, t *courier.Topology) {
-	keysChanged := false
+	keysChanged, signingChanged := false, false
 	c.mu.Lock()
 	for k := range gone {
 		delete(c.entries, k)
@@ -435,6 +437,7 @@ func (c *Keeper) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]
 			delete(c.slot, k)
 		}
 		keysChanged = keysChanged || k.kind == courier.KindKey
+		signingChanged = signingChanged || k.kind == courier.KindSigningKey
 	}
 	for k, e := range fresh {
 		c.entries[k] = e
@@ -445,10 +448,15 @@ func (c *Keeper) commit(v int64, fresh map[objectKey]*entry, gone map[objectKey]
 			c.decoded = append(c.decoded, e.decoded)
 		}
 		keysChanged = keysChanged || k.kind == courier.KindKey
+		signingChanged = signingChanged || k.kind == courier.KindSigningKey
 	}
 	if keysChanged || c.keys.Load() == nil {
 		keys := keysOf(c.entries)
 		c.keys.Store(&keys)
+	}
+	if signingChanged || c.signing.Load() == nil {
+		signing := signingOf(c.entries)
+		c.signing.Store(&signing)
 	}
 	c.mu.Unlock()
 	c.topology.Store(t)

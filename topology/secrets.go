@@ -120,16 +120,17 @@ func (k *Keyring) isCurrent(sealed string) bool {
 }
 
 // secretField tells what part of a field of a spec is secret: all of a
-// signing secret, a password, an OAuth2 client secret, a bearer token or
-// the value of a secret header ({secret: ...}); the password of a URL (brokers,
-// registries and token endpoints take theirs in the URL); nothing of other fields. Specs are
+// signing secret, a password, an OAuth2 client secret, a bearer token,
+// the value of a secret header ({secret: ...}) or a private key; the
+// password of a URL (brokers, registries, token endpoints and proxies take
+// theirs in the URL); nothing of other fields. Specs are
 // walked whole, so the same names in nested settings (a lookup route's
 // endpoint_template) are covered too.
 func secretField(name string) (whole, inURL bool) {
 	switch name {
-	case "secret", "password", "client_secret", "bearer":
+	case "secret", "password", "client_secret", "bearer", "private_key":
 		return true, false
-	case "url", "token_url":
+	case "url", "token_url", "proxy":
 		return false, true
 	}
 	return false, false

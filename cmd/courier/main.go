@@ -94,6 +94,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newLookupCmd(g),
 		newConfigCmd(g),
 		newKeysCmd(g),
+		newSigningKeysCmd(g),
 		newApplyCmd(g),
 		newGetCmd(g),
 		newDeleteCmd(g),

@@ -200,6 +200,10 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if !cfg.TopologyInStore {
+		cat.SetFileSigningKeys(cfg.SigningKeys)
+	}
+	httpSender.SetSigningKeys(cat.SigningKeys())
 	if err := checkListen(cfg, len(cat.Keys())); err != nil {
 		return err
 	}
@@ -239,7 +243,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	// loop below; an API reload waits for its outcome.
 	reloads := make(chan chan error)
 	handler = api.NewServer(api.Options{
-		Store: store, Topology: cat.Topology(), Logger: logger, Objects: cat, Clock: clock,
+		Store: store, Topology: cat.Topology(), Logger: logger, Objects: cat, SigningKeys: cat, Clock: clock,
 		MaxPayload: cfg.MaxPayload, MaxBatchBytes: cfg.MaxBatchBytes,
 		DueFunc: eng.Due, ScheduledFunc: eng.Scheduled, Bulk: bulk, ActivityFunc: eng.Activity,
 		Keys:     keys,
@@ -317,6 +321,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 				logger.Error("the store's API keys cannot be used; keeping the ones in force", "err", err)
 			}
 		}
+		httpSender.SetSigningKeys(cat.SigningKeys())
 		store.SetTenantQuotas(t.TenantQuotas())
 		handler.SetTopology(t)
 		eng.SetTopology(t)
@@ -392,8 +397,10 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			certs.set(fresh.get(nil))
 		}
 		handler.SetKeys(keys)
+		httpSender.SetProxy(next.Outbound.Proxy)
 		if !next.TopologyInStore {
 			cat.Reload(next.Specs, next.Topology)
+			cat.SetFileSigningKeys(next.SigningKeys)
 			setTopology(next.Topology)
 		} else {
 			cat.SetTenants(next.Topology.Tenants)
@@ -542,7 +549,9 @@ func newSenders(cfg *config.Config, logger *slog.Logger) (map[courier.Transport]
 		senders[k.Name] = s
 		all = append(all, s)
 	}
-	return senders, senders[courier.TransportHTTP].(*httptransport.Transport), func() {
+	httpSender := senders[courier.TransportHTTP].(*httptransport.Transport)
+	httpSender.SetProxy(cfg.Outbound.Proxy)
+	return senders, httpSender, func() {
 		for _, s := range all {
 			s.Close()
 		}

@@ -56,7 +56,7 @@ func topologyServer(t *testing.T, store courier.Store, key, oldKey []byte) strin
 		}
 		keys = append(keys, api.Key{Name: name, Role: k.role, Hash: h})
 	}
-	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys})
+	srv = api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, SigningKeys: cat, Keys: keys})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return ts.URL

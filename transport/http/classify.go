@@ -72,6 +72,16 @@ func classifyDial(e *dialError) (courier.ErrorClass, string) {
 	if errors.As(e.err, &blocked) {
 		return courier.ClassRejected, "blocked by the SSRF guard: " + blocked.Error()
 	}
+	if pe, ok := isProxyError(e.err); ok {
+		return courier.ClassTransport, pe.Error()
+	}
+	var pd *proxyDialError
+	if errors.As(e.err, &pd) {
+		// The proxy is where the attempt goes first: its failure counts as
+		// the receiver's would, and says whose it is.
+		class, msg := classifyDial(&dialError{stage: e.stage, addr: pd.proxy, err: pd.err, timedOut: e.timedOut, limit: e.limit})
+		return class, "the proxy " + pd.proxy + ": " + msg
+	}
 	op := netclass.Op{Addr: e.addr, Stage: e.stage, Limit: e.limit.Round(time.Millisecond), TimedOut: e.timedOut}
 	if class, msg, ok := op.Classify(e.err); ok {
 		return class, msg // always ok while handshaking

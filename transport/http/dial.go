@@ -19,6 +19,8 @@ type dialer struct {
 	tls            *tls.Config
 	t              *Transport // counts the connections against MaxConns
 	pool           *client    // the pool the connections are for
+	guard          guard      // judges the receiver's addresses behind a proxy
+	proxy          *proxyURL  // nil: straight to the receiver
 }
 
 // errConnectTimeout is the cause of a dial's context when the connect
@@ -51,7 +53,13 @@ func (d *dialer) open(addr string, left time.Duration, withTLS bool) (net.Conn, 
 		d.pool.uncount()
 		return &dialError{stage: stage, addr: addr, err: err, timedOut: context.Cause(ctx) == errConnectTimeout, limit: limit}
 	}
-	conn, err := d.net.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if d.proxy != nil {
+		conn, err = d.tunnel(ctx, addr)
+	} else {
+		conn, err = d.net.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fail(netclass.Connecting, err)
 	}

@@ -125,18 +125,31 @@ func Blocked(ctx context.Context, resolver *net.Resolver, e *courier.Endpoint, a
 		return ""
 	}
 	g := guard{allow: append(slices.Clone(allow), parseNetworks(settingsOf(e).AllowNetworks)...)}
+	if p := parseProxy(settingsOf(e).Egress.Proxy, true); p != nil {
+		// The endpoint's own proxy is judged as the receiver is.
+		if host, port, err := net.SplitHostPort(p.addr); err == nil {
+			if why := blockedHost(ctx, resolver, g, host, port); why != "" {
+				return "its proxy " + why
+			}
+		}
+	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
+	return blockedHost(ctx, resolver, g, u.Hostname(), port)
+}
+
+// blockedHost says why g refuses every address of host, or "".
+func blockedHost(ctx context.Context, resolver *net.Resolver, g guard, host, port string) string {
 	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
 	} else {
 		if resolver == nil {
 			resolver = net.DefaultResolver
 		}
-		if addrs, err = resolver.LookupNetIP(ctx, "ip", u.Hostname()); err != nil {
+		if addrs, err = resolver.LookupNetIP(ctx, "ip", host); err != nil {
 			return ""
 		}
 	}
@@ -150,9 +163,9 @@ func Blocked(ctx context.Context, resolver *net.Resolver, e *courier.Endpoint, a
 	if why == nil {
 		return ""
 	}
-	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+	if _, err := netip.ParseAddr(host); err != nil {
 		// A name: say what it resolves to.
-		return fmt.Sprintf("%s resolves to %s, %s", u.Hostname(), strings.TrimSuffix(why.addr, ":"+port), why.advice())
+		return fmt.Sprintf("%s resolves to %s, %s", host, strings.TrimSuffix(why.addr, ":"+port), why.advice())
 	}
 	return why.Error()
 }

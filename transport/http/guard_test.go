@@ -109,7 +109,8 @@ func TestSSRFGuardRefusesBeforeDialing(t *testing.T) {
 }
 
 // Blocked tells, before any delivery, what the guard would refuse: an
-// address in a blocked network that no allowlist lets through.
+// address in a blocked network that no allowlist lets through, of the
+// receiver or of the endpoint's own proxy.
 func TestBlocked(t *testing.T) {
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	endpoint := func(url string, allow ...string) *courier.Endpoint {
@@ -135,8 +136,16 @@ func TestBlocked(t *testing.T) {
 		{"name of loopback allowed", endpoint("http://localhost:9000/in"), []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, ""},
 		{"name that does not resolve", endpoint("https://nothing.invalid/in"), nil, ""},
 		{"not http", courier.NewEndpoint("f", courier.TransportFile), nil, ""},
+		{"its own proxy on a private address", withProxy(endpoint("https://93.184.215.14/in"), "http://u:hunter2@10.0.0.8:3128"), nil,
+			"its proxy 10.0.0.8:3128 is a private address"},
+		{"its own proxy allowed", withProxy(endpoint("https://93.184.215.14/in", "10.0.0.0/8"), "http://10.0.0.8:3128"), nil, ""},
+		{"behind its proxy, the receiver still judged", withProxy(endpoint("http://127.0.0.1:9000/in", "10.0.0.0/8"), "http://10.0.0.8:3128"), nil,
+			"127.0.0.1:9000 is a loopback address"},
 	}
 	for _, tc := range tests {
+		if got := httptransport.Blocked(context.Background(), nil, tc.e, tc.allow); strings.Contains(got, "hunter2") {
+			t.Errorf("%s: Blocked shows the proxy's password: %q", tc.name, got)
+		}
 		got := httptransport.Blocked(context.Background(), nil, tc.e, tc.allow)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: Blocked(%s) = %q, want %q", tc.name, httptransport.Of(tc.e).URL, got, tc.want)

@@ -81,13 +81,19 @@ func (t *Transport) header(d courier.Delivery, body bodySource, steps stepRespon
 	ts := strconv.FormatInt(now.Unix(), 10)
 	// Written in lower case as the Standard Webhooks spec and §8 spell them.
 	h = append(h, headerField{name: "webhook-id", value: id}, headerField{name: "webhook-timestamp", value: ts})
-	if secrets := settingsOf(d.Endpoint).Secrets; len(secrets) > 0 {
+	if s := settingsOf(d.Endpoint); len(s.Secrets) > 0 || s.Signature == SignatureV1a {
 		var sig string
 		var err error
-		if body.blob != nil {
-			sig, err = signBlob(secrets, id, ts, body.blob, sendopts.Timeout(d.Endpoint, t.opts.DefaultTimeout))
-		} else {
-			sig, err = sign(secrets, id, ts, body.inline)
+		timeout := sendopts.Timeout(d.Endpoint, t.opts.DefaultTimeout)
+		switch {
+		case s.Signature == SignatureV1a && body.blob != nil:
+			sig, err = signBlobV1a(t.signingKeys(), id, ts, body.blob, timeout)
+		case s.Signature == SignatureV1a:
+			sig, err = signV1a(t.signingKeys(), id, ts, body.inline)
+		case body.blob != nil:
+			sig, err = signBlob(s.Secrets, id, ts, body.blob, timeout)
+		default:
+			sig, err = sign(s.Secrets, id, ts, body.inline)
 		}
 		if err != nil {
 			if perr, ok := asPayloadError(err); ok {

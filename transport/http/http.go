@@ -152,6 +152,11 @@ type Transport struct {
 
 	tokenMu sync.Mutex
 	tokens  map[tokenKey]*tokenSource // OAuth2 tokens, by credentials (oauth2.go)
+	// What every endpoint shares and a change of configuration or of the
+	// store replaces: the keys that sign v1a (sign_ed25519.go) and the
+	// default outbound proxy (proxy.go).
+	signing atomic.Pointer[[]SigningKey]
+	proxy   atomic.Pointer[proxyURL]
 }
 
 var _ courier.Sender = (*Transport)(nil)

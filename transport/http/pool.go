@@ -38,16 +38,17 @@ type settings struct {
 	allow    []string
 	timeout  time.Duration
 	global   uint64
+	proxy    *proxyURL // the proxy the key was worked out with (proxyFor)
 }
 
 func (t *Transport) settingsOf(e *courier.Endpoint, timeout time.Duration) settings {
 	return settings{url: settingsOf(e).URL, pin: settingsOf(e).PinnedCertificate, tls: settingsOf(e).TLS, allow: settingsOf(e).AllowNetworks,
-		timeout: timeout, global: t.allowGen}
+		timeout: timeout, global: t.allowGen, proxy: t.proxyFor(settingsOf(e))}
 }
 
 func (a settings) same(b settings) bool {
 	return a.url == b.url && a.pin == b.pin && a.tls == b.tls && a.timeout == b.timeout && a.global == b.global &&
-		slices.Equal(a.allow, b.allow)
+		slices.Equal(a.allow, b.allow) && a.proxy.key() == b.proxy.key()
 }
 
 // bound is what an attempt takes from an endpoint's binding: a copy, made
@@ -125,6 +126,9 @@ type clientKey struct {
 	// that gives another for the same URL must not find the connections
 	// it verified.
 	pin string
+	// proxy is the proxy the connections go through (proxyURL.key): with
+	// its credentials, so that a changed password gets new connections.
+	proxy string
 }
 
 // clientFor returns e's binding as an attempt uses it, e's URL being u:
@@ -137,6 +141,8 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		tls:            settingsOf(e).TLS,
 		pin:            settingsOf(e).PinnedCertificate,
 	}
+	proxy := t.proxyFor(settingsOf(e))
+	key.proxy = proxy.key()
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -161,10 +167,10 @@ func (t *Transport) clientFor(e *courier.Endpoint, u *url.URL, timeout time.Dura
 		if err != nil {
 			return bound{}, err
 		}
-		c = t.newClient(key, allow, tlsConfig)
+		c = t.newClient(key, allow, tlsConfig, proxy)
 		t.pools[key] = c
 		t.log.Debug("http transport: new connection pool", "endpoint", e.Name, "origin", key.origin,
-			"connect_timeout", key.connectTimeout, "allow_networks", key.allow)
+			"connect_timeout", key.connectTimeout, "allow_networks", key.allow, "proxy", redactProxy(proxy.rawURL()))
 	}
 	if b != nil {
 		t.drop(e.Name, b)
@@ -198,22 +204,25 @@ func (t *Transport) drop(name string, b *binding) {
 	}
 }
 
-func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tls.Config) *client {
+func (t *Transport) newClient(key clientKey, allow []netip.Prefix, tlsConfig *tls.Config, proxy *proxyURL) *client {
 	c := &client{key: key, total: &t.open}
 	d := &dialer{
 		net: net.Dialer{Resolver: t.opts.Resolver, KeepAlive: 30 * time.Second,
 			Control: guard{allow: allow}.check},
 		connectTimeout: key.connectTimeout,
 		tls:            tlsConfig,
+		guard:          guard{allow: allow},
+		proxy:          proxy,
 		t:              t,
 		pool:           c,
 	}
 	// fasthttp rather than net/http's client: an attempt costs a fraction
 	// of the CPU (no goroutines of its own per connection, pooled requests
 	// and responses), which on a busy node is most of the delivery's cost.
-	// Deliveries go straight to the receiver over HTTP/1.1: no environment
-	// proxy (it would bypass the endpoint's network rules and blur the
-	// error classes), no HTTP/2, no compression.
+	// Deliveries go over HTTP/1.1, straight to the receiver or through the
+	// endpoint's proxy (dialer.tunnel): never an environment proxy (it
+	// would bypass the endpoint's network rules and blur the error
+	// classes); no HTTP/2, no compression.
 	c.fast = &fasthttp.Client{
 		// The header of §8 names the User-Agent; names go as written and
 		// paths as configured.

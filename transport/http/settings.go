@@ -16,8 +16,9 @@ import (
 // Kind is the http transport as the configuration, the API and the server
 // know it (package transport lists it).
 var Kind = courier.TransportKind{
-	Name:   courier.TransportHTTP,
-	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers"},
+	Name: courier.TransportHTTP,
+	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers",
+		"signature", "egress"},
 	Decode: func(f courier.SettingsFields) courier.Settings { return Decode(f, true) },
 	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
 	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
@@ -42,6 +43,10 @@ type Settings struct {
 	// request headers (auth.go).
 	Auth    Auth
 	Headers []Header
+	// How requests are signed and which way they leave
+	// (sign_ed25519.go, proxy.go).
+	Signature string // SignatureV1 or SignatureV1a; empty: v1 when there are secrets
+	Egress    Egress
 }
 
 // TLS are the files of an http endpoint's TLS settings: a client
@@ -74,6 +79,7 @@ func (s *Settings) Redacted() courier.Settings {
 	c.Secrets = courier.RedactSecrets(s.Secrets)
 	c.URL = courier.RedactURL(s.URL)
 	c.Auth, c.Headers = s.Auth.redacted(), redactedHeaders(s.Headers)
+	c.Egress.Proxy = redactProxy(s.Egress.Proxy)
 	return &c
 }
 
@@ -122,6 +128,8 @@ func Decode(f courier.SettingsFields, url bool) *Settings {
 		decodeTLS(t, &h.TLS)
 	}
 	decodeAuth(f, h)
+	decodeSignature(f, h)
+	decodeEgress(f, h)
 	return h
 }
 
@@ -187,12 +195,15 @@ type Wire struct {
 	TLSKey          string   `json:"tls_key,omitempty"`
 	TLSCA           string   `json:"tls_ca,omitempty"`
 
-	Auth    *AuthWire         `json:"auth,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Auth      *AuthWire         `json:"auth,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Signature string            `json:"signature,omitempty"`
+	Egress    *Egress           `json:"egress,omitempty"`
 }
 
 func wire(h *Settings) Wire {
 	return Wire{URL: h.URL, Method: h.Method, Secrets: h.Secrets, FollowRedirects: h.FollowRedirects,
 		AllowNetworks: h.AllowNetworks, TLSCert: h.TLS.Cert, TLSKey: h.TLS.Key, TLSCA: h.TLS.CA,
-		Auth: authWire(h.Auth), Headers: headersWire(h.Headers)}
+		Auth: authWire(h.Auth), Headers: headersWire(h.Headers),
+		Signature: h.Signature, Egress: h.Egress.wire()}
 }

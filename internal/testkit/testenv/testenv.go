@@ -80,3 +80,11 @@ func Chromium(t testing.TB) string {
 	t.Skip(msg)
 	return ""
 }
+
+// Tinyproxy returns the path of the tinyproxy binary that COURIER_TEST_TINYPROXY
+// names, for the tests of outbound proxies. Without it the test skips,
+// saying how to run it, or fails when the variable CI is set.
+func Tinyproxy(t testing.TB) string {
+	t.Helper()
+	return Service(t, "COURIER_TEST_TINYPROXY", "/usr/bin/tinyproxy (Debian: apt-get install tinyproxy)")
+}
