@@ -75,6 +75,14 @@ func (e *Engine) applyOutcomes(batch []outcome) {
 	applied := e.applyRetrying(changes)
 	endBatch(span, len(changes), nil)
 	e.pending.Add(-int64(len(batch)))
+	if applied != nil {
+		written := e.clock.Now()
+		for i, o := range batch {
+			if applied[i] && o.deferUntil.IsZero() {
+				e.opts.Observer.OutcomeWritten(written.Sub(o.started.Add(o.duration)))
+			}
+		}
+	}
 	for i, o := range batch {
 		if applied != nil {
 			ctx := o.ctx

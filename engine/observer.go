@@ -20,6 +20,10 @@ type Observer interface {
 	// HealthChanged is called after the outcomes of attempts updated an
 	// endpoint's health, with the health before and after.
 	HealthChanged(endpoint string, before, after courier.EndpointHealth)
+	// OutcomeWritten is called for each attempt whose outcome was written,
+	// with how long after the receiver's answer (the attempt's end) it was
+	// committed: what a crash in between would have sent again.
+	OutcomeWritten(wait time.Duration)
 }
 
 // NopObserver observes nothing; it is the engine's default.
@@ -33,6 +37,9 @@ func (NopObserver) Applied(courier.Change) {}
 
 // HealthChanged does nothing.
 func (NopObserver) HealthChanged(string, courier.EndpointHealth, courier.EndpointHealth) {}
+
+// OutcomeWritten does nothing.
+func (NopObserver) OutcomeWritten(time.Duration) {}
 
 // InFlight returns the attempts running on an endpoint on this node. It is
 // cheaper than Activity, for scrapes.

@@ -20,12 +20,19 @@ type recorder struct {
 	attempts []courier.Result
 	applied  []courier.Change
 	health   []courier.EndpointHealth
+	waits    []time.Duration
 }
 
 func (r *recorder) AttemptDone(m *courier.Message, endpoint string, res courier.Result, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.attempts = append(r.attempts, res)
+}
+
+func (r *recorder) OutcomeWritten(wait time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waits = append(r.waits, wait)
 }
 
 func (r *recorder) Applied(c courier.Change) {
@@ -41,7 +48,8 @@ func (r *recorder) HealthChanged(endpoint string, before, after courier.Endpoint
 }
 
 // TestObserver: the observer hears of each attempt, each applied change
-// (a delivery, a suspension) and the health updates of the endpoints.
+// (a delivery, a suspension), the health updates of the endpoints, and how
+// long after each attempt its outcome was written.
 func TestObserver(t *testing.T) {
 	store, limits, _ := openStore(t)
 	sk, err := sink.Start("127.0.0.1:0")
@@ -131,5 +139,13 @@ func TestObserver(t *testing.T) {
 	}
 	if len(rec.health) == 0 {
 		t.Error("no health update observed")
+	}
+	if len(rec.waits) != 3 {
+		t.Errorf("%d outcomes written observed, want 3", len(rec.waits))
+	}
+	for _, w := range rec.waits {
+		if w < 0 {
+			t.Errorf("an outcome written %v after its attempt ended, before it", w)
+		}
 	}
 }

@@ -81,6 +81,9 @@ type Metrics struct {
 	latency   *vec[string, prometheus.Observer]
 	actions   *vec[courier.ActionKind, prometheus.Counter]
 	suspends  *vec[string, prometheus.Counter]
+	// outcomeWait is how long after the receivers' answers the outcomes
+	// were written.
+	outcomeWait prometheus.Histogram
 
 	// all is what this node has seen of every tenant's messages; tenants
 	// holds a *tally per tenant that had any.
@@ -203,7 +206,10 @@ func New(o Options) *Metrics {
 	m.actions = newVec(func(k courier.ActionKind) prometheus.Counter { return actions.WithLabelValues(string(k)) })
 	m.suspends = newVec(func(ep string) prometheus.Counter { return suspends.WithLabelValues(ep) })
 
-	m.registry.MustRegister(ingested, delivered, suspended, discarded, attempts, duration, latency, actions, suspends,
+	m.outcomeWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "courier_outcome_wait_seconds",
+		Help:    "How long after the receiver's answer the outcome of an attempt was written: what a crash of this node in between would send again.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
+	m.registry.MustRegister(ingested, delivered, suspended, discarded, attempts, duration, latency, actions, suspends, m.outcomeWait,
 		stateCollector{m}, tenantCollector{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -343,6 +349,10 @@ func (m *Metrics) Applied(c courier.Change) {
 // HealthChanged keeps the endpoint's state for the next scrape and counts
 // its suspensions. The engine tells it of the outcomes of attempts, the API
 // of an operator's switch.
+// OutcomeWritten observes how long after the receiver's answer an outcome
+// was written.
+func (m *Metrics) OutcomeWritten(wait time.Duration) { m.outcomeWait.Observe(wait.Seconds()) }
+
 func (m *Metrics) HealthChanged(endpoint string, before, after courier.EndpointHealth) {
 	if after.State == courier.HealthSuspended && (before.State != courier.HealthSuspended || after.Suspensions != before.Suspensions) {
 		m.suspends.get(endpoint).Inc()

@@ -85,6 +85,8 @@ func TestScrape(t *testing.T) {
 	m.HealthChanged("acme", courier.EndpointHealth{State: courier.HealthActive},
 		courier.EndpointHealth{State: courier.HealthSuspended, Suspensions: 1})
 	m.Acted(courier.ActionResubmit, 5)
+	m.OutcomeWritten(20 * time.Millisecond)
+	m.OutcomeWritten(30 * time.Millisecond)
 
 	fams = scrape(t, m)
 	for _, tt := range []struct {
@@ -101,6 +103,7 @@ func TestScrape(t *testing.T) {
 		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "abandoned"}, 1},
 		{"courier_attempt_duration_seconds", []string{"endpoint", "acme"}, 3},
 		{"courier_delivery_latency_seconds", []string{"route", "acme"}, 2},
+		{"courier_outcome_wait_seconds", nil, 2},
 		{"courier_queue_messages", []string{"state", "queued"}, 3},
 		{"courier_queue_messages", []string{"state", "suspended"}, 0},
 		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "suspended"}, 1},

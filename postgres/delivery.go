@@ -356,12 +356,33 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 				return err
 			}
 		}
+		// A key that one change left on its route, as an outcome does, is
+		// settled with the others of the batch in two statements; a key
+		// that more than one change touches, or that changes route or
+		// leaves the suspended, is reordered on its own.
+		changed := map[string]int{}
 		for i, c := range changes {
-			if p, ok := priors[c.Message.Key()]; ok && applied[i] {
-				if err := courier.Reorder(keyTx{ctx, tx}, c.Message, p); err != nil {
-					return err
-				}
+			if _, ok := priors[c.Message.Key()]; ok && applied[i] {
+				changed[c.Message.OrderingKey]++
 			}
+		}
+		var settle []keySettle
+		for i, c := range changes {
+			p, ok := priors[c.Message.Key()]
+			if !ok || !applied[i] {
+				continue
+			}
+			m := c.Message
+			if changed[m.OrderingKey] == 1 && p.State != courier.StateSuspended && p.Route == m.Route {
+				settle = append(settle, keySettle{route: p.Route, key: m.OrderingKey, now: m.UpdatedAt})
+				continue
+			}
+			if err := courier.Reorder(keyTx{ctx, tx}, m, p); err != nil {
+				return err
+			}
+		}
+		if err := settleKeys(ctx, tx, settle); err != nil {
+			return err
 		}
 		var notices []*courier.Message
 		for i, c := range changes {

@@ -98,3 +98,84 @@ func readPriors(ctx context.Context, tx pgx.Tx, changes []courier.Change) (map[s
 	}
 	return out, nil
 }
+
+// settleKeysSQL reads the groups of keys ($1 routes, $2 keys, pairwise),
+// each with the deliver_after of its oldest waiting member: what
+// courier.SettleKey reads of each, for a whole batch in one statement.
+const settleKeysSQL = `SELECT k.route, k.key, g.active, g.suspended, g.waiting,
+	(SELECT deliver_after FROM messages WHERE seq = g.waiting)
+FROM unnest($1::text[], $2::text[]) AS k(route, key)
+CROSS JOIN LATERAL (SELECT
+	EXISTS (SELECT 1 FROM messages WHERE route = k.route AND ordering_key = k.key AND ` + keyActive + `) AS active,
+	(SELECT min(seq) FROM messages WHERE route = k.route AND ordering_key = k.key AND ` + keySuspended + `) AS suspended,
+	(SELECT min(seq) FROM messages WHERE route = k.route AND ordering_key = k.key AND ` + keyWaiting + `) AS waiting) g`
+
+// promoteSQL lets waiting members go ($1 seqs, $2 their next attempts, $3
+// the starts of their rounds), as keyTx.Promote does one.
+const promoteSQL = `UPDATE messages m SET next_attempt_at = u.at, round_started_at = u.now, timer_at = u.now, updated_at = u.now
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS u(seq, at, now)
+WHERE m.seq = u.seq AND m.state = 'queued' AND m.next_attempt_at IS NULL`
+
+// keySettle is a key whose group a change left, to be settled at now.
+type keySettle struct {
+	route, key string
+	now        time.Time
+}
+
+// settleKeys settles many keys' groups as courier.SettleKey does each, in
+// two statements whatever their number: the groups read at once, the next
+// members decided in Go, and those let go written at once. Each key must
+// appear once, and nothing else of the transaction may change its group
+// meanwhile.
+func settleKeys(ctx context.Context, tx pgx.Tx, keys []keySettle) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	routes, names := make([]string, len(keys)), make([]string, len(keys))
+	at := make(map[[2]string]time.Time, len(keys))
+	for i, k := range keys {
+		routes[i], names[i] = k.route, k.key
+		at[[2]string{k.route, k.key}] = k.now
+	}
+	rows, err := tx.Query(ctx, settleKeysSQL, routes, names)
+	if err != nil {
+		return classify("read ordering keys", err)
+	}
+	var seqs []int64
+	var nexts, nows []time.Time
+	var route, key string
+	var active bool
+	var suspended, waiting *int64
+	var after *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&route, &key, &active, &suspended, &waiting, &after}, func() error {
+		g := courier.KeyGroup{Active: active}
+		if suspended != nil {
+			g.OldestSuspended = *suspended
+		}
+		if waiting != nil {
+			g.OldestWaiting = *waiting
+		}
+		seq := g.Next()
+		if seq == 0 {
+			return nil
+		}
+		now := at[[2]string{route, key}]
+		m := &courier.Message{}
+		if after != nil {
+			m.DeliverAfter = *after
+		}
+		p := courier.Promoted(m, now)
+		seqs, nexts, nows = append(seqs, seq), append(nexts, p.NextAttemptAt), append(nows, p.RoundStartedAt)
+		return nil
+	})
+	if err != nil {
+		return classify("read ordering keys", err)
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, promoteSQL, seqs, nexts, nows); err != nil {
+		return classify("let messages of their keys go", err)
+	}
+	return nil
+}

@@ -75,6 +75,11 @@ type deliverResult struct {
 	P50ms         float64 `json:"ingest_to_delivered_p50_ms"`
 	P99ms         float64 `json:"ingest_to_delivered_p99_ms"`
 	MaxMs         float64 `json:"ingest_to_delivered_max_ms"`
+	// From a receiver's answer to its outcome written (what a crash in
+	// between would send again), over every attempt of the run.
+	OutcomeP50ms float64 `json:"answer_to_outcome_written_p50_ms"`
+	OutcomeP99ms float64 `json:"answer_to_outcome_written_p99_ms"`
+	OutcomeMaxMs float64 `json:"answer_to_outcome_written_max_ms"`
 	// CPU per delivered message during the drain, in µs: courier's own
 	// (this process's, the receiver apart when it runs in its own), and
 	// the receiver's.
@@ -197,6 +202,7 @@ bookkeeping).`,
 					res.IngestPerSec, res.DeliverPerSec, res.Delivered, res.Seconds)
 			}
 			fmt.Fprintf(g.stdout, "  ingest to delivered: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50ms, res.P99ms, res.MaxMs)
+			fmt.Fprintf(g.stdout, "  answer to outcome written: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.OutcomeP50ms, res.OutcomeP99ms, res.OutcomeMaxMs)
 			if res.CourierCPUus > 0 {
 				fmt.Fprintf(g.stdout, "  CPU per delivered message: courier %.1f µs", res.CourierCPUus)
 				if !b.inProcess {
@@ -320,11 +326,13 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	tr := loopbackTransport()
 	defer tr.Close()
 	var engines []*engine.Engine
+	waits := &outcomeWaits{}
 	for i, st := range stores {
 		engines = append(engines, engine.New(engine.Options{Store: st, Topology: top, Workers: b.workers,
 			Senders: map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
-			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i]}))
+			Owner:   fmt.Sprintf("bench-node-%d", i), Limits: limits[i], Observer: waits}))
 	}
+
 	eng := &nodes{engines}
 	apiOpts := api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled}
 	if cat != nil {
@@ -350,6 +358,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	payload := `"` + string(bytes.Repeat([]byte("x"), max(b.size-2, 0))) + `"`
 
 	res := &deliverResult{Messages: b.messages, Backlog: b.backlog, Topology: b.topologyIn}
+	defer waits.into(res)
 	if cat != nil {
 		fmt.Fprintf(g.stderr, "creating the topology through the API...\n")
 		stopProfile, err := startCPUProfile(b.topologyProfile)
@@ -816,5 +825,28 @@ func (n *nodes) Due(routes []string) {
 func (n *nodes) Scheduled(route string, at time.Time) {
 	for _, e := range n.engines {
 		e.Scheduled(route, at)
+	}
+}
+
+// outcomeWaits keeps how long after the receivers' answers the outcomes
+// were written.
+type outcomeWaits struct {
+	engine.NopObserver
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (o *outcomeWaits) OutcomeWritten(wait time.Duration) {
+	o.mu.Lock()
+	o.waits = append(o.waits, wait)
+	o.mu.Unlock()
+}
+
+// into puts the waits' percentiles into res.
+func (o *outcomeWaits) into(res *deliverResult) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if res != nil && len(o.waits) > 0 {
+		res.OutcomeP50ms, res.OutcomeP99ms, res.OutcomeMaxMs = percentiles(o.waits)
 	}
 }
