@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -213,7 +214,8 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger,
 		InFlightFunc:         func(endpoint string) int { return eng.InFlight(endpoint) },
 		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) },
-		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) }})
+		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) },
+		IngestInFlightFunc:   func() (int64, int64) { return handler.InFlight() }})
 	eng = engine.New(engine.Options{
 		Store: store, Topology: cat.Topology(), Logger: logger,
 		Senders:          senders,
@@ -249,6 +251,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			return false, ""
 		},
 		BlockedFunc: httpSender.Blocked,
+		Admission:   ingestAdmission(cfg.IngestInFlight),
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -709,6 +712,28 @@ func tuneRuntime() {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 2)
 	}
+}
+
+// ingestAdmission is the bound on ingest in flight of the configuration,
+// with what it leaves out derived from the soft memory limit in force
+// (tuneRuntime's, or GOMEMLIMIT's). A batch holds a few times its body in
+// memory while it is decoded and stored (the body, the messages, the
+// store's statements): a sixth of the limit leaves room for that and for
+// the rest of the process. Measured in docs/measuring.md (a flood of
+// batches and single PUTs).
+func ingestAdmission(c config.IngestInFlight) api.Admission {
+	a := api.Admission{MaxBytes: c.MaxBytes, MaxMessages: int64(c.MaxMessages), SenderShare: c.SenderShare}
+	if a.MaxBytes == 0 {
+		limit := debug.SetMemoryLimit(-1)
+		if limit == math.MaxInt64 { // GOMEMLIMIT=off: bound as by default
+			limit = defaultMemoryLimit
+		}
+		a.MaxBytes = limit / 6
+	}
+	if a.MaxMessages == 0 {
+		a.MaxMessages = a.MaxBytes / 1024
+	}
+	return a
 }
 
 // alerts is the alerts section with the server's public_url, for the links
