@@ -398,6 +398,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	var msgs []*courier.Message
 	var index []int // index[i] is the position of msgs[i] in the batch
 	for i, raw := range req.Messages {
+		// The item is decoded into its message: what it was is let go of
+		// at once, so that a batch never holds its items twice.
+		req.Messages[i] = nil
 		ms, err := s.decodeMessage(r.Context(), raw, "", now, holds)
 		if err == nil && k != nil {
 			if err = own(k, ms); err != nil {

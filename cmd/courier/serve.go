@@ -717,10 +717,12 @@ func tuneRuntime() {
 // ingestAdmission is the bound on ingest in flight of the configuration,
 // with what it leaves out derived from the soft memory limit in force
 // (tuneRuntime's, or GOMEMLIMIT's). A batch holds a few times its body in
-// memory while it is decoded and stored (the body, the messages, the
-// store's statements): a sixth of the limit leaves room for that and for
-// the rest of the process. Measured in docs/measuring.md (a flood of
-// batches and single PUTs).
+// memory while it is decoded and stored (its items, the messages, the
+// store's statements: about five times its body), and a single-writer
+// store commits one request at a time, so that more in flight only waits
+// in memory: a twelfth of the limit, 16 MiB by default, is about one
+// large batch and the single messages beside it. Measured in
+// docs/measuring.md (a flood of batches and single PUTs).
 func ingestAdmission(c config.IngestInFlight) api.Admission {
 	a := api.Admission{MaxBytes: c.MaxBytes, MaxMessages: int64(c.MaxMessages), SenderShare: c.SenderShare}
 	if a.MaxBytes == 0 {
@@ -728,7 +730,7 @@ func ingestAdmission(c config.IngestInFlight) api.Admission {
 		if limit == math.MaxInt64 { // GOMEMLIMIT=off: bound as by default
 			limit = defaultMemoryLimit
 		}
-		a.MaxBytes = limit / 6
+		a.MaxBytes = limit / 12
 	}
 	if a.MaxMessages == 0 {
 		a.MaxMessages = a.MaxBytes / 1024
