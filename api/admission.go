@@ -58,6 +58,22 @@ type admission struct {
 	senders map[string]*held
 	// gauges mirror bytes and items for InFlight, read without the lock.
 	gBytes, gItems atomic.Int64
+	// now is the server's clock; left is when a request last left, in
+	// Unix nanoseconds, for busy.
+	now  func() time.Time
+	left atomic.Int64
+}
+
+// busyGrace is how recently an admitted request must have finished for
+// the store to count as busy with ingest rather than stuck (busy).
+const busyGrace = 10 * time.Second
+
+// busy reports whether ingest is in flight and the store finishes it: a
+// request left within busyGrace. /readyz then holds through a slow ping,
+// as the store is slow with the work admitted, not broken.
+func (a *admission) busy() bool {
+	b, n := a.gBytes.Load(), a.gItems.Load()
+	return (b > 0 || n > 0) && a.now().Sub(time.Unix(0, a.left.Load())) < busyGrace
 }
 
 type held struct{ bytes, items int64 }
@@ -165,6 +181,7 @@ func (t *ticket) leave() {
 		}
 	}
 	t.bytes, t.items = 0, 0
+	a.left.Store(a.now().UnixNano())
 	a.gBytes.Store(a.bytes)
 	a.gItems.Store(a.items)
 }

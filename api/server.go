@@ -173,7 +173,7 @@ func NewServer(o Options) *Server {
 		o.IngestTokens = &courier.TokenBuckets{}
 	}
 	s := &Server{mux: http.NewServeMux()}
-	s.admission.limits = o.Admission
+	s.admission.limits, s.admission.now = o.Admission, o.Clock.Now
 	s.topology.Store(o.Topology)
 	s.SetKeys(o.Keys)
 	o.Topology, o.Keys = nil, nil

@@ -94,8 +94,14 @@ func TestIngestFlood(t *testing.T) {
 		secrets[name] = "secret-of-" + name
 		fmt.Fprintf(&keys, "  %s: {role: sender, hash: %q}\n", name, api.HashSecret(secrets[name]))
 	}
+	// COURIER_TEST_FLOOD_MAX_BYTES sets ingest_in_flight.max_bytes (and
+	// max_messages, at a million): 1TiB measures the flood unbounded.
+	bound := ""
+	if v := os.Getenv("COURIER_TEST_FLOOD_MAX_BYTES"); v != "" {
+		bound = fmt.Sprintf("ingest_in_flight: {max_bytes: %s, max_messages: 1000000}\n", v)
+	}
 	dir := t.TempDir()
-	p := startNode(t, dir, fmt.Sprintf(`keys:
+	p := startNode(t, dir, bound+fmt.Sprintf(`keys:
 %s  ops: {role: operator, hash: %q}
 endpoints:
   inbox: {transport: http, url: %q, max_concurrency: 16}
