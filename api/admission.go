@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,31 +210,61 @@ func bodySize(r *http.Request, limit int64) int64 {
 	return r.ContentLength
 }
 
-// admitRequest enters an ingest request into Admission before its body is read,
-// or answers the refusal and returns false. A refusal closes the
-// connection after it, when the body is still to come: the server would
-// otherwise read and discard what is left of it before answering, which
-// is what the refusal is there to spare, and waits for a sender that is
-// slow to send it.
-func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request, bytes, items int64) (*ticket, bool) {
-	t, reason, err := s.admission.enter(senderOf(r), bytes, items)
+// admitRequest enters an ingest request into Admission before its body
+// is read, counted as bodySize with limit, or answers the refusal and
+// returns false.
+func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request, limit, items int64) (*ticket, bool) {
+	t, reason, err := s.admission.enter(senderOf(r), bodySize(r, limit), items)
 	if err == nil {
 		return t, true
 	}
-	s.refuseAdmission(w, r, reason, err)
+	s.refuseAdmission(w, r, reason, err, limit)
 	return nil, false
 }
 
-// refuseAdmission answers a refusal by Admission and counts it.
-func (s *Server) refuseAdmission(w http.ResponseWriter, r *http.Request, reason string, err error) {
+// refuseAdmission answers a refusal by Admission and counts it. The answer
+// goes out at once, before the body is read; the body still to come (at
+// most limit bytes) is then read and thrown away, a buffer at a time, so
+// that a sender that writes its whole body before it reads the answer
+// gets the answer rather than a connection reset, and its connection
+// stays usable. A sender that waits for 100 Continue sends no body: its
+// connection closes after the answer. Without full duplex (HTTP/2) the
+// stream ends with the answer.
+func (s *Server) refuseAdmission(w http.ResponseWriter, r *http.Request, reason string, err error, limit int64) {
 	if o, ok := s.opts.Observer.(AdmissionObserver); ok {
 		o.IngestRefused(reason)
 	}
-	if r.ContentLength != 0 && r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
+	if r.ContentLength == 0 || r.ProtoMajor != 1 || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		s.writeError(w, r, err)
+		return
 	}
-	s.writeError(w, r, err)
+	rc := http.NewResponseController(w)
+	if rc.EnableFullDuplex() != nil {
+		w.Header().Set("Connection", "close")
+		s.writeError(w, r, err)
+		return
+	}
+	// With its length, the answer is whole before the body is read.
+	answer := &heldAnswer{ResponseWriter: w}
+	s.writeError(answer, r, err)
+	w.Header().Set("Content-Length", strconv.Itoa(answer.body.Len()))
+	w.WriteHeader(answer.status)
+	w.Write(answer.body.Bytes())
+	if rc.Flush() == nil {
+		io.CopyN(io.Discard, r.Body, limit+1) // more than limit: the server closes the connection
+	}
 }
+
+// heldAnswer holds an answer's status and body, to be sent with its
+// length; its header is the response's.
+type heldAnswer struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (a *heldAnswer) WriteHeader(status int)      { a.status = status }
+func (a *heldAnswer) Write(b []byte) (int, error) { return a.body.Write(b) }
 
 // senderOf names the sender whose share Admission counts: the request's
 // key, "" without keys.

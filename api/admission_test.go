@@ -131,15 +131,18 @@ func TestAdmissionBytes(t *testing.T) {
 	status, body, hdr := readAnswer(t, refused)
 	wantError(t, status, body, http.StatusServiceUnavailable, courier.CodeUnavailable, "in flight")
 	wantRetryAfter(t, hdr)
-	if got := obs.count(api.RefusedBytes); got != 1 {
-		t.Errorf("refusals for bytes counted: %d, want 1", got)
-	}
+
+	// A sender that writes its whole body before it reads gets the answer.
+	big := `{"messages":[` + strings.Repeat(" ", 40<<10) + `]}`
+	status, body, hdr = call(t, ts, "shop", "POST", "/v1/messages/batch", big)
+	wantError(t, status, body, http.StatusServiceUnavailable, courier.CodeUnavailable, "in flight")
+	wantRetryAfter(t, hdr)
 
 	status, body, hdr = call(t, ts, "erp", "PUT", "/v1/messages/erp-1", invoiceBody)
 	wantError(t, status, body, http.StatusTooManyRequests, courier.CodeRateLimited, "share")
 	wantRetryAfter(t, hdr)
-	if got := obs.count(api.RefusedSenderBytes); got != 1 {
-		t.Errorf("refusals for a sender's bytes counted: %d, want 1", got)
+	if obs.count(api.RefusedBytes) != 2 || obs.count(api.RefusedSenderBytes) != 1 {
+		t.Errorf("refusals counted: %v, want two for bytes and one for a sender's bytes", obs.n)
 	}
 
 	for _, c := range []struct{ key, method, path, body string }{

@@ -46,7 +46,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	if raw {
 		limit = min(s.opts.MaxPayload, courier.InlineMax)
 	}
-	t, ok := s.admitRequest(w, r, bodySize(r, limit), 1)
+	t, ok := s.admitRequest(w, r, limit, 1)
 	if !ok {
 		return
 	}
@@ -348,7 +348,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	if end != nil {
 		defer end()
 	}
-	t, ok := s.admitRequest(w, r, bodySize(r, s.opts.MaxBatchBytes), 0)
+	t, ok := s.admitRequest(w, r, s.opts.MaxBatchBytes, 0)
 	if !ok {
 		return
 	}
@@ -374,7 +374,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reason, err := t.add(int64(len(req.Messages))); err != nil {
-		s.refuseAdmission(w, r, reason, err)
+		s.refuseAdmission(w, r, reason, err, s.opts.MaxBatchBytes)
 		return
 	}
 	k := keyOf(r)
