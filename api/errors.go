@@ -70,7 +70,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.noteRefusal(scopeOf(r).tenant, err)
 	}
 	status := StatusOf(err)
-	if status >= 500 {
+	if status >= 500 && !errors.As(err, new(limitedError)) { // a refusal by Admission is no failure
 		s.opts.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	}
 	if v := retryAfter(err); v != "" {

@@ -39,6 +39,18 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 	if end != nil {
 		defer end()
 	}
+	// Admission first, so that a refused request takes no tokens. A raw
+	// payload larger than courier.InlineMax is streamed to a blob, through
+	// buffers of no more than that.
+	limit := s.singleLimit()
+	if raw {
+		limit = min(s.opts.MaxPayload, courier.InlineMax)
+	}
+	t, ok := s.admitRequest(w, r, limit, 1)
+	if !ok {
+		return
+	}
+	defer t.leave()
 	k := keyOf(r)
 	now := s.opts.Clock.Now()
 	err := s.limits.take(k, now, 1)
@@ -53,7 +65,7 @@ func (s *Server) ingestOne(w http.ResponseWriter, r *http.Request, pathID string
 		s.ingestRaw(w, r, k, now, pathID)
 		return
 	}
-	body, err := readBody(r, w, s.singleLimit())
+	body, err := readBody(r, w, limit)
 	if courier.ErrorCode(err) == courier.CodePayloadTooLarge {
 		err = courier.Errorf(courier.CodePayloadTooLarge, "%s; a larger payload is sent as the body itself of PUT /v1/messages/{id} with a %s header", courier.ErrorMessage(err), HeaderType)
 	}
@@ -336,6 +348,11 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	if end != nil {
 		defer end()
 	}
+	t, ok := s.admitRequest(w, r, s.opts.MaxBatchBytes, 0)
+	if !ok {
+		return
+	}
+	defer t.leave()
 	body, err := readBody(r, w, s.opts.MaxBatchBytes)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -354,6 +371,10 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Messages) > MaxBatchItems {
 		s.writeError(w, r, courier.Errorf(courier.CodePayloadTooLarge, "a batch holds at most %d messages, not %d", MaxBatchItems, len(req.Messages)))
+		return
+	}
+	if reason, err := t.add(int64(len(req.Messages))); err != nil {
+		s.refuseAdmission(w, r, reason, err, s.opts.MaxBatchBytes)
 		return
 	}
 	k := keyOf(r)
@@ -377,6 +398,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	var msgs []*courier.Message
 	var index []int // index[i] is the position of msgs[i] in the batch
 	for i, raw := range req.Messages {
+		// The item is decoded into its message: what it was is let go of
+		// at once, so that a batch never holds its items twice.
+		req.Messages[i] = nil
 		ms, err := s.decodeMessage(r.Context(), raw, "", now, holds)
 		if err == nil && k != nil {
 			if err = own(k, ms); err != nil {

@@ -15,7 +15,10 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.opts.Store.Ping(ctx); err != nil {
+	// A ping that waits behind admitted ingest the store is working
+	// through is slow, not failed: a flood makes a node refuse what it
+	// cannot finish, not unready.
+	if err := s.opts.Store.Ping(ctx); err != nil && !(ctx.Err() != nil && r.Context().Err() == nil && s.admission.busy()) {
 		s.writeError(w, r, courier.Unavailable("the store", err))
 		return
 	}

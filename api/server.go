@@ -93,6 +93,9 @@ type Options struct {
 	// ThrottledFunc, if set, tells whether fair share holds a tenant back
 	// on this node now, and why (engine.Engine.FairShares).
 	ThrottledFunc func(tenant string) (bool, string)
+	// Admission bounds the ingest requests in flight on this node; its
+	// zero value bounds nothing.
+	Admission Admission
 	// BlockedFunc, if set, says why this node's SSRF guard would refuse
 	// every connection to an endpoint ("" when it would not): an endpoint
 	// written with such a URL is taken, with a warning (see endpointWarnings).
@@ -138,7 +141,9 @@ type Server struct {
 	topology atomic.Pointer[courier.Topology]
 	keys     atomic.Pointer[keyring]
 	limits   limiter
-	mux      *http.ServeMux
+	// admission counts the ingest requests in flight (admission.go).
+	admission admission
+	mux       *http.ServeMux
 	// patterns are the route table's, in its order: what the OpenAPI
 	// description must cover (checked by a test).
 	patterns []string
@@ -187,6 +192,7 @@ func NewServer(o Options) *Server {
 		o.IngestTokens = &courier.TokenBuckets{}
 	}
 	s := &Server{mux: http.NewServeMux()}
+	s.admission.limits, s.admission.now = o.Admission, o.Clock.Now
 	s.topology.Store(o.Topology)
 	s.SetKeys(o.Keys)
 	o.Topology, o.Keys = nil, nil

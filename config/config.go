@@ -48,6 +48,8 @@ type Config struct {
 	MaxPayload int64
 	// MaxBatchBytes is the largest body of a batch ingest request, in bytes.
 	MaxBatchBytes int64
+	// IngestInFlight bounds the ingest requests a node works on at once.
+	IngestInFlight IngestInFlight
 	// Log chooses the log handler.
 	Log Log
 	// Tracing turns on OpenTelemetry tracing; the standard
@@ -97,6 +99,20 @@ type Config struct {
 	// after an override still point at the right place.
 	lines map[string]int
 	envs  map[string]string
+}
+
+// IngestInFlight bounds the ingest requests in flight on a node
+// (ingest_in_flight): past a bound a request is refused 503 before its
+// body is read, and a key past its share of one 429.
+type IngestInFlight struct {
+	// MaxBytes bounds the bytes of the request bodies in flight; 0 derives
+	// it from the soft memory limit when the server starts.
+	MaxBytes int64
+	// MaxMessages bounds the messages in flight; 0 derives it from
+	// MaxBytes.
+	MaxMessages int
+	// SenderShare is the part of each bound one API key may hold.
+	SenderShare float64
 }
 
 // TLS names the certificate and key files of the HTTPS listener.

@@ -86,6 +86,17 @@ func checkDefaultServer(t *testing.T, c *Config) {
 	if got, want := c.Log, (Log{Format: "text", Level: "info"}); got != want {
 		t.Errorf("Log = %+v, want %+v", got, want)
 	}
+	if got, want := c.IngestInFlight, (IngestInFlight{SenderShare: 0.5}); got != want {
+		t.Errorf("IngestInFlight = %+v, want %+v (the bounds derived when the server starts)", got, want)
+	}
+}
+
+func TestParseIngestInFlight(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, "ingest_in_flight:\n  max_bytes: 64MiB\n  max_messages: 50000\n  sender_share: 0.25\n", nil)
+	if got, want := c.IngestInFlight, (IngestInFlight{MaxBytes: 64 << 20, MaxMessages: 50000, SenderShare: 0.25}); got != want {
+		t.Errorf("IngestInFlight = %+v, want %+v", got, want)
+	}
 }
 
 func TestParseExample(t *testing.T) {

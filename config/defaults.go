@@ -13,6 +13,11 @@ import (
 // orchestrators give a process before they kill it (30 s in Kubernetes).
 const DefaultShutdownTimeout = 20 * time.Second
 
+// DefaultSenderShare lets one API key hold half of what a node admits of
+// ingest in flight: a key that floods it leaves the other half to the
+// others.
+const DefaultSenderShare = 0.5
+
 // Default returns the configuration of a courier started without a file: a
 // loopback listener, an embedded SQLite store in ./courier-data, and the
 // topology in the store (the file's Topology has only the built-in default
@@ -25,6 +30,7 @@ func Default() *Config {
 		ShutdownTimeout: DefaultShutdownTimeout,
 		MaxPayload:      courier.DefaultMaxPayload,
 		MaxBatchBytes:   courier.DefaultMaxBatchBytes,
+		IngestInFlight:  IngestInFlight{SenderShare: DefaultSenderShare},
 		Log:             Log{Format: "text", Level: "info"},
 		Tracing:         Tracing{Sample: 1},
 		Keys:            map[string]Key{},

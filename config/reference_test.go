@@ -34,6 +34,7 @@ store: {driver: sqlite, path: a, dsn: a, blob_dir: a, blob_s3: {endpoint: a}}
 retention: 1h
 log: {format: text}
 tracing: {endpoint: http://a}
+ingest_in_flight: {max_bytes: 1MiB, max_messages: 1, sender_share: 0.5}
 keys:
   NAME: {role: admin}
 outbound: {allow_networks: []}

@@ -18,7 +18,7 @@ import (
 )
 
 var topFields = []string{"listen", "tls", "store", "retention", "shutdown_timeout", "max_payload", "max_batch_bytes",
-	"log", "tracing", "public_url", "secrets_key", "secrets_old_key", "signing_keys", "keys", "outbound", "endpoints", "routes", "policies",
+	"ingest_in_flight", "log", "tracing", "public_url", "secrets_key", "secrets_old_key", "signing_keys", "keys", "outbound", "endpoints", "routes", "policies",
 	"subscriptions", "receivers", "alerts", "tenants"}
 
 // config reads the top-level mapping into c. The server fields are only
@@ -54,6 +54,11 @@ func (d *decoder) config(c *Config, root *yaml.Node) {
 	o.duration("shutdown_timeout", &c.ShutdownTimeout)
 	o.size("max_payload", &c.MaxPayload)
 	o.size("max_batch_bytes", &c.MaxBatchBytes)
+	if f := o.sub("ingest_in_flight", []string{"max_bytes", "max_messages", "sender_share"}); f != nil {
+		f.size("max_bytes", &c.IngestInFlight.MaxBytes)
+		f.integer("max_messages", &c.IngestInFlight.MaxMessages)
+		f.number("sender_share", &c.IngestInFlight.SenderShare)
+	}
 	if l := o.sub("log", []string{"format", "level"}); l != nil {
 		l.str("format", &c.Log.Format)
 		l.str("level", &c.Log.Level)
@@ -290,6 +295,15 @@ func (c *Config) checkServer() Errors {
 	}
 	if c.MaxBatchBytes <= 0 {
 		bad([]string{"max_batch_bytes"}, "must be greater than 0")
+	}
+	if c.IngestInFlight.MaxBytes <= 0 && c.setBy("ingest_in_flight.max_bytes") {
+		bad([]string{"ingest_in_flight.max_bytes", "ingest_in_flight"}, "must be greater than 0 (or left out: derived from the memory limit)")
+	}
+	if c.IngestInFlight.MaxMessages < 0 || c.IngestInFlight.MaxMessages == 0 && c.setBy("ingest_in_flight.max_messages") {
+		bad([]string{"ingest_in_flight.max_messages", "ingest_in_flight"}, "must be greater than 0 (or left out: derived from max_bytes)")
+	}
+	if sh := c.IngestInFlight.SenderShare; sh <= 0 || sh > 1 {
+		bad([]string{"ingest_in_flight.sender_share", "ingest_in_flight"}, "must be greater than 0 and at most 1, not %g", sh)
 	}
 	// max_payload may exceed max_batch_bytes: a batch carries small
 	// messages, and a large one comes alone, streamed (PUT with a raw body).

@@ -50,8 +50,12 @@ type Options struct {
 	// ThrottledFunc reports whether a tenant is held back now, by its
 	// quotas or its fair share (the API's Throttled); nil reports none.
 	ThrottledFunc func(tenant string) bool
-	Clock         courier.Clock
-	Logger        *slog.Logger
+	// IngestInFlightFunc returns the bytes and messages of the ingest
+	// requests admitted on this node and not yet answered (the API's
+	// InFlight); nil reports none.
+	IngestInFlightFunc func() (bytes, messages int64)
+	Clock              courier.Clock
+	Logger             *slog.Logger
 	// Interval is how often the live states and endpoint health are read
 	// from the store (default 15s).
 	Interval time.Duration
@@ -84,6 +88,9 @@ type Metrics struct {
 	// outcomeWait is how long after the receivers' answers the outcomes
 	// were written.
 	outcomeWait prometheus.Histogram
+	// ingestRefused counts the ingest requests refused by the API's
+	// admission, by reason.
+	ingestRefused *prometheus.CounterVec
 
 	// all is what this node has seen of every tenant's messages; tenants
 	// holds a *tally per tenant that had any.
@@ -165,6 +172,9 @@ func New(o Options) *Metrics {
 	if o.InFlightFunc == nil {
 		o.InFlightFunc = func(string) int { return 0 }
 	}
+	if o.IngestInFlightFunc == nil {
+		o.IngestInFlightFunc = func() (int64, int64) { return 0, 0 }
+	}
 	m := &Metrics{opts: o, registry: prometheus.NewRegistry(), since: o.Clock.Now(), health: map[string]healthEntry{}}
 	m.types.max = o.MaxTypes
 
@@ -209,10 +219,28 @@ func New(o Options) *Metrics {
 	m.outcomeWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "courier_outcome_wait_seconds",
 		Help:    "How long after the receiver's answer the outcome of an attempt was written: what a crash of this node in between would send again.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
+	m.ingestRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "courier_ingest_refused_total",
+		Help: "Ingest requests refused by admission before their body was read, by reason: bytes and messages (the node's bounds, 503), sender_bytes and sender_messages (an API key's share of them, 429)."},
+		[]string{"reason"})
+	for _, reason := range []string{"bytes", "messages", "sender_bytes", "sender_messages"} {
+		m.ingestRefused.WithLabelValues(reason)
+	}
+	inFlightBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "courier_ingest_in_flight_bytes",
+		Help: "The bytes of the bodies of the ingest requests this node has admitted and not yet answered."},
+		func() float64 { b, _ := o.IngestInFlightFunc(); return float64(b) })
+	inFlightMessages := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "courier_ingest_in_flight_messages",
+		Help: "The messages of the ingest requests this node has admitted and not yet answered."},
+		func() float64 { _, n := o.IngestInFlightFunc(); return float64(n) })
+	m.registry.MustRegister(m.ingestRefused, inFlightBytes, inFlightMessages)
+
 	m.registry.MustRegister(ingested, delivered, suspended, discarded, attempts, duration, latency, actions, suspends, m.outcomeWait,
 		stateCollector{m}, tenantCollector{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// IngestRefused counts an ingest request refused by the API's admission:
+// the API's AdmissionObserver.
+func (m *Metrics) IngestRefused(reason string) { m.ingestRefused.WithLabelValues(reason).Inc() }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

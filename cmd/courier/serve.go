@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -223,7 +224,8 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 	stats := metrics.New(metrics.Options{Source: store, TopologyFunc: topology.Load, Logger: logger, Clock: clock,
 		InFlightFunc:         func(endpoint string) int { return eng.InFlight(endpoint) },
 		ConcurrencyLimitFunc: func(endpoint string) int { return eng.ConcurrencyLimit(endpoint) },
-		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) }})
+		ThrottledFunc:        func(tenant string) bool { return handler.Throttled(tenant) },
+		IngestInFlightFunc:   func() (int64, int64) { return handler.InFlight() }})
 	eng = engine.New(engine.Options{
 		Store: store, Topology: cat.Topology(), Logger: logger, Clock: clock,
 		Senders:          senders,
@@ -273,6 +275,7 @@ func serve(ctx context.Context, g *globals, cfg *config.Config) error {
 			}
 			return courier.Result{Class: courier.ClassTransport, Error: "this version of courier has no " + string(d.Endpoint.Transport) + " transport"}
 		},
+		Admission: ingestAdmission(cfg.IngestInFlight),
 		ReloadFunc: func(reqCtx context.Context) error {
 			done := make(chan error, 1)
 			select {
@@ -745,6 +748,30 @@ func tuneRuntime() {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 2)
 	}
+}
+
+// ingestAdmission is the bound on ingest in flight of the configuration,
+// with what it leaves out derived from the soft memory limit in force
+// (tuneRuntime's, or GOMEMLIMIT's). A batch holds a few times its body in
+// memory while it is decoded and stored (its items, the messages, the
+// store's statements: about five times its body), and a single-writer
+// store commits one request at a time, so that more in flight only waits
+// in memory: a twelfth of the limit, 16 MiB by default, is about one
+// large batch and the single messages beside it. Measured in
+// docs/measuring.md (a flood of batches and single PUTs).
+func ingestAdmission(c config.IngestInFlight) api.Admission {
+	a := api.Admission{MaxBytes: c.MaxBytes, MaxMessages: int64(c.MaxMessages), SenderShare: c.SenderShare}
+	if a.MaxBytes == 0 {
+		limit := debug.SetMemoryLimit(-1)
+		if limit == math.MaxInt64 { // GOMEMLIMIT=off: bound as by default
+			limit = defaultMemoryLimit
+		}
+		a.MaxBytes = limit / 12
+	}
+	if a.MaxMessages == 0 {
+		a.MaxMessages = a.MaxBytes / 1024
+	}
+	return a
 }
 
 // alerts is the alerts section with the server's public_url, for the links
