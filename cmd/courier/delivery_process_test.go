@@ -91,8 +91,15 @@ routes:
 	if err := sk.Wait(ctx, "/in", total/3); err != nil {
 		t.Fatalf("deliveries before the kill: %d, %v", sk.Count("/in"), err)
 	}
+	killedAt := time.Now()
 	p.kill(t)
 	before := countByID(sk.All())
+	first := map[string]time.Time{}
+	for _, a := range sk.All() {
+		if at, ok := first[a.Header.Get("webhook-id")]; !ok || a.Time.Before(at) {
+			first[a.Header.Get("webhook-id")] = a.Time
+		}
+	}
 
 	inflight := map[string]bool{}
 	for _, m := range inflightInSQLite(t, storePath(dir)) {
@@ -110,7 +117,17 @@ routes:
 	if len(seen) != total {
 		t.Fatalf("%d of %d messages arrived", len(seen), total)
 	}
+	twice, late := 0, 0
+	var earliest time.Duration
 	for id, n := range seen {
+		if n > 1 {
+			twice++
+			d := killedAt.Sub(first[id])
+			earliest = max(earliest, d)
+			if d > 150*time.Millisecond {
+				late++
+			}
+		}
 		switch {
 		case !inflight[id] && n != 1:
 			t.Errorf("%s arrived %d times but was not in flight at the kill", id, n)
@@ -149,5 +166,6 @@ routes:
 			t.Errorf("%s (in flight at the kill: %v) has %d abandoned attempts of %d, want %d", id, inflight[id], abandoned, len(attempts), want)
 		}
 	}
-	t.Logf("%d messages in flight at the kill", len(inflight))
+	fmt.Printf("SQLite, killed during a drain (max_concurrency 32): %d in flight at the kill; %d arrived twice, first sent at most %v before the kill, %d of them more than 150 ms before\n",
+		len(inflight), twice, earliest.Round(time.Millisecond), late)
 }
