@@ -135,6 +135,7 @@ routes:
 			t.Errorf("%s, in flight at the kill, arrived %d times after the restart", id, n-before[id])
 		}
 	}
+	waits := histogramBuckets(t, q, "courier_outcome_wait_seconds")
 	if err := q.terminate(t, 30*time.Second); err != nil {
 		t.Fatalf("stop after the drain: %v", err)
 	}
@@ -166,6 +167,6 @@ routes:
 			t.Errorf("%s (in flight at the kill: %v) has %d abandoned attempts of %d, want %d", id, inflight[id], abandoned, len(attempts), want)
 		}
 	}
-	fmt.Printf("SQLite, killed during a drain (max_concurrency 32): %d in flight at the kill; %d arrived twice, first sent at most %v before the kill, %d of them more than 150 ms before\n",
-		len(inflight), twice, earliest.Round(time.Millisecond), late)
+	fmt.Printf("SQLite, killed during a drain (max_concurrency 32): %d in flight at the kill; %d arrived twice, first sent at most %v before the kill, %d of them more than 150 ms before; after the restart, answer to outcome written p50 within %gs, p99 within %gs\n",
+		len(inflight), twice, earliest.Round(time.Millisecond), late, quantileBound(waits, 0.5), quantileBound(waits, 0.99))
 }

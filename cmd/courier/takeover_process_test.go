@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,9 +131,21 @@ func TestClusterTakesOverADeadNodesSlots(t *testing.T) {
 			t.Errorf("%s arrived %d times, but no node that had it under way died", id, n)
 		}
 	}
+	// The wait from the receiver's answer to the outcome written, over
+	// the nodes alive at the end, by the buckets of their histograms.
+	buckets := map[float64]float64{}
+	for _, p := range c.nodes {
+		if dead[p] {
+			continue
+		}
+		for le, n := range histogramBuckets(t, p, "courier_outcome_wait_seconds") {
+			buckets[le] += n
+		}
+	}
 	slices.Sort(gaps)
 	fmt.Printf("cluster of 3, the slots' holder killed %d times: gaps before the next delivery %v (median %v, max %v); %d of %d messages arrived twice (%.1f a kill, max_concurrency 8), first sent at most %v before their kill, %d of them more than 150 ms before\n",
 		kills, gaps, gaps[len(gaps)/2], gaps[len(gaps)-1], twice, total, float64(twice)/float64(kills), before.Round(time.Millisecond), late)
+	fmt.Printf("answer to outcome written on the nodes alive at the end: p50 within %gs, p99 within %gs\n", quantileBound(buckets, 0.5), quantileBound(buckets, 0.99))
 }
 
 // holder returns the live node (not one of dead) that holds most of endpoint's slots, its
@@ -164,4 +180,42 @@ func firstArrivalAfter(arrivals []sink.Arrival, at time.Time) time.Time {
 		}
 	}
 	return first
+}
+
+// histogramBuckets reads the cumulative buckets of a histogram from a
+// node's metrics: upper bound (le) to count.
+func histogramBuckets(t *testing.T, p *process, name string) map[float64]float64 {
+	t.Helper()
+	resp, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[float64]float64{}
+	re := regexp.MustCompile(`(?m)^` + name + `_bucket\{le="([^"]+)"\} (\S+)$`)
+	for _, m := range re.FindAllSubmatch(body, -1) {
+		le, err1 := strconv.ParseFloat(string(m[1]), 64)
+		n, err2 := strconv.ParseFloat(string(m[2]), 64)
+		if err1 == nil && err2 == nil {
+			out[le] = n
+		}
+	}
+	return out
+}
+
+// quantileBound is the upper bound of the first bucket that holds the
+// quantile q of cumulative buckets.
+func quantileBound(buckets map[float64]float64, q float64) float64 {
+	les := slices.Sorted(maps.Keys(buckets))
+	if len(les) == 0 {
+		return 0
+	}
+	total := buckets[les[len(les)-1]]
+	for _, le := range les {
+		if buckets[le] >= q*total {
+			return le
+		}
+	}
+	return les[len(les)-1]
 }
