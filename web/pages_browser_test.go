@@ -337,7 +337,7 @@ func TestEveryPageReads(t *testing.T) {
 	// Endpoints.
 	b.open("/ui/endpoints", "#ep-globex")
 	b.wantHeadings("endpoints", "main table", "Endpoint | Transport | State | Suspended until | In flight | Limit | Queued | Last hour | ")
-	b.wantCells("endpoints", b.row("main table", "globex.example"), "globex https://globex.example/in Edit", "http", "off", "-", "0", "16", "2", "-", "Switch on")
+	b.wantCells("endpoints", b.row("main table", "globex.example"), "globex https://globex.example/in Edit", "http", "off", "-", "0", "16", "2", "-", "Test Switch on")
 
 	// Types.
 	b.open("/ui/types", "#types")
