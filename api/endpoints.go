@@ -52,13 +52,24 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
+// endpointOf returns the endpoint the request's path names, in the
+// caller's tenant, its name, and the topology it is in. Another tenant's
+// endpoint is not found, as one that does not exist is.
+func (s *Server) endpointOf(r *http.Request) (*courier.Endpoint, string, *courier.Topology, error) {
 	sc := scopeOf(r)
 	name := sc.name(r.PathValue("name"))
 	t := s.topology.Load()
-	e := t.Endpoints[name]
-	if e == nil || !sc.owns(name) {
-		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
+	if e := t.Endpoints[name]; e != nil && sc.owns(name) {
+		return e, name, t, nil
+	}
+	return nil, name, t, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name)
+}
+
+func (s *Server) handleEndpoint(w http.ResponseWriter, r *http.Request) {
+	sc := scopeOf(r)
+	e, name, t, err := s.endpointOf(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	health, err := s.healthOf(r.Context())
@@ -112,10 +123,9 @@ func (s *Server) endpointView(ctx context.Context, t *courier.Topology, e *couri
 func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sc := scopeOf(r)
-		name := sc.name(r.PathValue("name"))
-		e := s.topology.Load().Endpoints[name]
-		if e == nil || !sc.owns(name) {
-			s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
+		e, name, _, err := s.endpointOf(r)
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		a := s.action(r)

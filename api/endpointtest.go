@@ -73,10 +73,9 @@ const TestType = "courier.test"
 // before it is switched on.
 func (s *Server) handleTestEndpoint(w http.ResponseWriter, r *http.Request) {
 	sc := scopeOf(r)
-	name := sc.name(r.PathValue("name"))
-	e := s.topology.Load().Endpoints[name]
-	if e == nil || !sc.owns(name) {
-		s.writeError(w, r, courier.Errorf(courier.CodeNotFound, "endpoint %q is not configured", name))
+	e, name, _, err := s.endpointOf(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	var req EndpointTestRequest
