@@ -235,58 +235,31 @@ func TestClusterPostgresRestart(t *testing.T) {
 	acked := map[string]bool{}
 	var unavailable int
 	var firstDown, lastDown time.Time
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 10 * time.Second}
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("w%d-%06d", w, i)
-				req, _ := http.NewRequest(http.MethodPut, c.nodes[(w+i)%2].url+"/v1/messages/"+id,
-					strings.NewReader(`{"type":"order","route":"r","payload":{"id":"`+id+`"}}`))
-				resp, err := client.Do(req)
-				if err != nil {
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				resp.Body.Close()
-				mu.Lock()
-				switch resp.StatusCode {
-				case http.StatusCreated, http.StatusOK:
-					acked[id] = true
-				case http.StatusServiceUnavailable:
-					unavailable++
-					if firstDown.IsZero() {
-						firstDown = time.Now()
-					}
-					lastDown = time.Now()
-				default:
-					t.Errorf("%s: %s", id, resp.Status)
-				}
-				mu.Unlock()
-				if resp.StatusCode == http.StatusServiceUnavailable {
-					time.Sleep(20 * time.Millisecond)
-				}
+	stop := putEach(c.nodes, 8, 10*time.Second, func(a putAnswer) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch a.status {
+		case 0: // no answer while the server restarts
+		case http.StatusCreated, http.StatusOK:
+			acked[a.id] = true
+		case http.StatusServiceUnavailable:
+			unavailable++
+			if firstDown.IsZero() {
+				firstDown = a.done
 			}
-		}()
-	}
+			lastDown = a.done
+		default:
+			t.Errorf("%s: %d %s", a.id, a.status, a.body)
+		}
+	})
 	time.Sleep(2 * time.Second)
 	out, err := exec.Command("sh", "-c", restart).CombinedOutput()
 	if err != nil {
-		close(stop)
-		wg.Wait()
+		stop()
 		t.Fatalf("%s: %v\n%s", restart, err, out)
 	}
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	stop()
 
 	mu.Lock()
 	defer mu.Unlock()

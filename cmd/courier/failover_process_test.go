@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -224,16 +223,6 @@ func startPGNode(t *testing.T, dir, dsn string, sk *sink.Sink) *process {
 	return startServerWith(t, cfg.Name())
 }
 
-// failoverAnswer is what a node answered to one PUT of the sender.
-type failoverAnswer struct {
-	id         string
-	node       int
-	status     int // 0: no answer
-	err        error
-	body       string // of an answer other than 201 or 503
-	sent, done time.Time
-}
-
 // TestClusterPostgresFailover: two nodes take single ingests on a
 // multi-host DSN (target_session_attrs=read-write) of a primary and a
 // synchronous standby that the test runs. The primary is killed (pg_ctl
@@ -254,46 +243,12 @@ func TestClusterPostgresFailover(t *testing.T) {
 	// the two nodes in turn, recording every answer. A 503 is followed by
 	// a short pause, as a client's retry would be.
 	var mu sync.Mutex
-	var answers []failoverAnswer
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 30 * time.Second}
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("w%d-%06d", w, i)
-				a := failoverAnswer{id: id, node: (w + i) % 2, sent: time.Now()}
-				req, _ := http.NewRequest(http.MethodPut, nodes[a.node].url+"/v1/messages/"+id,
-					strings.NewReader(`{"type":"order","route":"r","payload":{"id":"`+id+`"}}`))
-				resp, err := client.Do(req)
-				if err != nil {
-					a.err = err
-				} else {
-					a.status = resp.StatusCode
-					if a.status != http.StatusCreated && a.status != http.StatusServiceUnavailable {
-						body, _ := io.ReadAll(resp.Body)
-						a.body = string(body)
-					}
-					resp.Body.Close()
-				}
-				a.done = time.Now()
-				mu.Lock()
-				answers = append(answers, a)
-				mu.Unlock()
-				if a.status != http.StatusCreated {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	stopSender := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	var answers []putAnswer
+	stopSender := putEach(nodes, 4, 30*time.Second, func(a putAnswer) {
+		mu.Lock()
+		answers = append(answers, a)
+		mu.Unlock()
+	})
 	defer stopSender()
 	// count counts the answers with a status, of node (-1: any), to
 	// requests sent after since.
@@ -328,6 +283,7 @@ func TestClusterPostgresFailover(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	client := &http.Client{Timeout: 30 * time.Second}
 	ready := func(p *process) int {
 		resp, err := client.Get(p.url + "/readyz")
 		if err != nil {

@@ -344,3 +344,58 @@ func inflightInSQLite(t *testing.T, path string) []*courier.Message {
 	defer store.Close()
 	return inflightMessages(t, store)
 }
+
+// putAnswer is what a node answered one PUT of putEach.
+type putAnswer struct {
+	id         string
+	node       int // its index among the nodes given
+	status     int // 0: no answer (err)
+	err        error
+	body       string // of an answer other than 201 or 503
+	sent, done time.Time
+}
+
+// putEach sends new messages of type order to route r, one PUT after
+// another from each of workers goroutines, to the nodes in turn, until
+// the stop it returns is called (which waits for the workers); answer
+// hears of each. After an answer other than 201 a worker pauses a moment,
+// as a client's retry would.
+func putEach(nodes []*process, workers int, timeout time.Duration, answer func(putAnswer)) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: timeout}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%06d", w, i)
+				a := putAnswer{id: id, node: (w + i) % len(nodes), sent: time.Now()}
+				req, _ := http.NewRequest(http.MethodPut, nodes[a.node].url+"/v1/messages/"+id,
+					strings.NewReader(`{"type":"order","route":"r","payload":{"id":"`+id+`"}}`))
+				resp, err := client.Do(req)
+				if err != nil {
+					a.err = err
+				} else {
+					a.status = resp.StatusCode
+					if a.status != http.StatusCreated && a.status != http.StatusServiceUnavailable {
+						body, _ := io.ReadAll(resp.Body)
+						a.body = string(body)
+					}
+					resp.Body.Close()
+				}
+				a.done = time.Now()
+				answer(a)
+				if a.status != http.StatusCreated {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	return sync.OnceFunc(func() { close(quit); wg.Wait() })
+}
