@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
+
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
@@ -29,24 +31,7 @@ type signingServer struct {
 	*testServer
 	cat *topology.Keeper
 	tr  *httptransport.Transport
-	log *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log *syncbuf.Buffer
 }
 
 func newSigningServer(t *testing.T) *signingServer {
@@ -56,7 +41,7 @@ func newSigningServer(t *testing.T) *signingServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tr := httptransport.New(httptransport.Options{Logger: logger,
 		AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})

@@ -9,9 +9,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -23,24 +24,6 @@ import (
 	httptransport "github.com/courier-gw/courier/transport/http"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
-
-// syncBuffer is a log's output, read while the engine writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestTraceFromSenderToReceiver ingests a message with a traceparent
 // through the API and lets the engine deliver it to a real receiver: the
@@ -55,7 +38,7 @@ type traced struct {
 	receiver  *sink.Sink
 	store     courier.Store
 	srv       *httptest.Server
-	logs      *syncBuffer
+	logs      *syncbuf.Buffer
 	flush     func() // stops tracing, so that every span goes out
 }
 
@@ -96,7 +79,7 @@ func startTraced(t *testing.T) *traced {
 		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}
 	top.Prepare()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(tracing.NewHandler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	tr := httptransport.New(httptransport.Options{AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	t.Cleanup(tr.Close)

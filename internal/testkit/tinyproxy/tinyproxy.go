@@ -4,15 +4,15 @@
 package tinyproxy
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
 
 	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
@@ -67,7 +67,7 @@ func Start(t testing.TB, auth ...string) *Proxy {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-d", "-c", confFile)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start tinyproxy: %v", err)
@@ -85,21 +85,4 @@ func Start(t testing.TB, auth ...string) *Proxy {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
