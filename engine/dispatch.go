@@ -558,7 +558,9 @@ func (e *Engine) send(ctx context.Context, t *courier.Topology, m *courier.Messa
 	if !ok {
 		return courier.Result{Class: courier.ClassTransport, Error: "this node is not present in the store"}
 	}
-	defer context.AfterFunc(p.ctx, cancel)()
+	if p.ctx.Done() != nil { // a presence that can be lost
+		defer context.AfterFunc(p.ctx, cancel)()
+	}
 	sent, res := e.claimed(actx, m, ep)
 	if res != nil {
 		return *res

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -17,9 +18,11 @@ import (
 type Clock struct {
 	store *Store
 	base  courier.Clock
+	// offset is the database's clock minus base's, read on every Now
+	// without a lock.
+	offset atomic.Int64
 
 	mu          sync.Mutex
-	offset      time.Duration // database minus base
 	uncertainty time.Duration // half the round trip of the best reading
 	measuredAt  time.Time     // on base; zero: never
 }
@@ -39,10 +42,7 @@ func (s *Store) Clock(base courier.Clock) *Clock {
 
 // Now is base's time corrected by its offset from the database's.
 func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	off := c.offset
-	c.mu.Unlock()
-	return c.base.Now().Add(off)
+	return c.base.Now().Add(time.Duration(c.offset.Load()))
 }
 
 // Offset returns how far the database's clock is ahead of base (negative:
@@ -50,7 +50,7 @@ func (c *Clock) Now() time.Time {
 func (c *Clock) Offset() (offset, uncertainty time.Duration, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.offset, c.uncertainty, c.measuredAt
+	return time.Duration(c.offset.Load()), c.uncertainty, c.measuredAt
 }
 
 // Measure reads the database's clock a few times, each between two
@@ -77,7 +77,8 @@ func (c *Clock) Measure(ctx context.Context) error {
 		}
 	}
 	c.mu.Lock()
-	c.offset, c.uncertainty, c.measuredAt = offset, best/2, c.base.Now()
+	c.offset.Store(int64(offset))
+	c.uncertainty, c.measuredAt = best/2, c.base.Now()
 	c.mu.Unlock()
 	return nil
 }
