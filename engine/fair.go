@@ -46,6 +46,9 @@ type fair struct {
 	// looked counts the tenants turns looked at: a turn looks at a few,
 	// not at every tenant.
 	looked uint64
+	// goneTenants are tenants deleted while a lane of theirs was claimed:
+	// the end of the last such claim drops them.
+	goneTenants map[string]bool
 }
 
 // tenantLanes is a tenant's ready lanes and its turns.

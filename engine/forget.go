@@ -69,11 +69,15 @@ func (e *Engine) forgetTenants(gone map[string]bool) {
 
 // forgetTenants drops the tenants gone from the ring, and from the uses of
 // the endpoints (the system's) they shared, with the uses of their own
-// endpoints. Their lanes were forgotten with their routes; one under a
-// claim keeps its tenant until a later forget.
+// endpoints. Their lanes were forgotten with their routes; a tenant with a
+// lane under a claim is dropped when the last such claim ends (dropGone).
 func (ls *lanes) forgetTenants(gone map[string]bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.forgetTenantsLocked(gone)
+}
+
+func (ls *lanes) forgetTenantsLocked(gone map[string]bool) {
 	for name, u := range ls.users {
 		if gone[courier.TenantOf(name)] {
 			delete(ls.users, name)
@@ -86,9 +90,17 @@ func (ls *lanes) forgetTenants(gone map[string]bool) {
 		kept[courier.TenantOf(l.route)] = true
 	}
 	for name, tl := range ls.tenants {
-		if !gone[name] || kept[name] || tl.wanting > 0 {
+		if !gone[name] {
 			continue
 		}
+		if kept[name] || tl.wanting > 0 {
+			if ls.goneTenants == nil {
+				ls.goneTenants = map[string]bool{}
+			}
+			ls.goneTenants[name] = true
+			continue
+		}
+		delete(ls.goneTenants, name)
 		delete(ls.tenants, name)
 		if i := slices.Index(ls.ring, tl); i >= 0 {
 			ls.ring = slices.Delete(ls.ring, i, i+1)

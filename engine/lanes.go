@@ -60,6 +60,7 @@ type lane struct {
 	index  int       // in the timed heap; -1 when not in it
 	later  time.Time // the earliest known due time after now, while it cannot take a timer of its own
 	again  bool      // claiming: work came due while the claim ran
+	gone   bool      // claiming: its route went meanwhile; the claim's end drops it
 }
 
 // hold says why a lane cannot be claimed now: until a time (a suspension,
@@ -192,6 +193,9 @@ func (ls *lanes) untake(routes []string) {
 	var back []*lane
 	for _, r := range routes {
 		if l := ls.inClaim(r); l != nil {
+			if ls.dropGone(l) {
+				continue
+			}
 			ls.set(l, laneReady, false)
 			back = append(back, l)
 		}
@@ -223,7 +227,7 @@ func (ls *lanes) claimed(route string, full bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l := ls.inClaim(route)
-	if l == nil {
+	if l == nil || ls.dropGone(l) {
 		return
 	}
 	if full || l.again {
@@ -240,7 +244,7 @@ func (ls *lanes) hold(route string, h hold) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l := ls.inClaim(route)
-	if l == nil {
+	if l == nil || ls.dropGone(l) {
 		return
 	}
 	if l.again && h.until.IsZero() && len(h.endpoints) == 0 {
@@ -336,21 +340,45 @@ func (ls *lanes) pending() bool {
 	return false
 }
 
-// forget drops the lanes of routes that are gone, unless a claim is under
-// way for one.
+// forget drops the lanes of routes that are gone. A lane under a claim is
+// marked gone instead, and dropped when its claim ends.
 func (ls *lanes) forget(exists func(route string) bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for name, l := range ls.byName {
-		if exists(name) || l.state == laneClaiming {
-			continue
+		switch {
+		case exists(name):
+			l.gone = false // a route that came back while its claim ran
+		case l.state == laneClaiming:
+			l.gone = true
+		default:
+			ls.drop(l)
 		}
-		if l.index >= 0 {
-			heap.Remove(&ls.timed, l.index)
-		}
-		ls.set(l, laneIdle, false) // its entries in ready and parked are stale now
-		delete(ls.byName, name)
 	}
+}
+
+// drop forgets a lane; ls.mu is held. Its entries in ready and parked are
+// stale from now on.
+func (ls *lanes) drop(l *lane) {
+	if l.index >= 0 {
+		heap.Remove(&ls.timed, l.index)
+	}
+	ls.set(l, laneIdle, false)
+	delete(ls.byName, l.route)
+}
+
+// dropGone drops a lane whose route went while it was claimed, and its
+// tenant when the tenant went too and this was its last lane. It reports
+// whether it dropped the lane; ls.mu is held.
+func (ls *lanes) dropGone(l *lane) bool {
+	if !l.gone {
+		return false
+	}
+	ls.drop(l)
+	if ls.goneTenants[l.tenant.name] {
+		ls.forgetTenantsLocked(map[string]bool{l.tenant.name: true})
+	}
+	return true
 }
 
 // laneHeap orders waiting lanes by their time.

@@ -123,6 +123,59 @@ func TestLanesForget(t *testing.T) {
 	}
 }
 
+// A lane whose route goes while it is claimed is dropped when its claim
+// ends, however it ends, and a tenant deleted meanwhile goes with its last
+// such lane: nothing of it stays in the lanes or the ring.
+func TestLanesForgetWhileClaiming(t *testing.T) {
+	for _, end := range []string{"claimed", "full", "hold", "held", "untake"} {
+		t.Run(end, func(t *testing.T) {
+			ls := newLanes()
+			ls.due("acme/r1", t0, t0)
+			ls.due("acme/r2", t0, t0)
+			ls.due("kept/r", t0, t0)
+			if got := ls.take(t0, 10); len(got) != 3 {
+				t.Fatalf("took %v, want all three", got)
+			}
+			ls.claimed("kept/r", false)
+			ls.forget(func(r string) bool { return r == "kept/r" })
+			ls.forgetTenants(map[string]bool{"acme": true})
+			if ls.tenants["acme"] == nil {
+				t.Fatal("the tenant went while its lanes were claimed")
+			}
+			ls.claimed("acme/r1", false)
+			if ls.tenants["acme"] == nil {
+				t.Fatal("the tenant went while one of its lanes was still claimed")
+			}
+			switch end {
+			case "claimed":
+				ls.claimed("acme/r2", false)
+			case "full":
+				ls.claimed("acme/r2", true)
+			case "hold":
+				ls.hold("acme/r2", hold{until: t0.Add(time.Minute)})
+			case "held":
+				ls.hold("acme/r2", hold{endpoints: []string{"acme/ep"}})
+			case "untake":
+				ls.untake([]string{"acme/r2"})
+			}
+			for name := range ls.byName {
+				if name != "kept/r" {
+					t.Errorf("lane %s kept after its route went", name)
+				}
+			}
+			if ls.tenants["acme"] != nil || slices.ContainsFunc(ls.ring, func(tl *tenantLanes) bool { return tl.name == "acme" }) {
+				t.Error("the deleted tenant is still in the ring")
+			}
+			if ls.wantingTenants != 0 || ls.release("acme/ep") || !ls.nextAt().IsZero() {
+				t.Errorf("stale state: %d tenants wanting, a lane parked or timed", ls.wantingTenants)
+			}
+			if got := ls.take(t0.Add(time.Hour), 10); len(got) != 0 {
+				t.Errorf("took %v, want nothing", got)
+			}
+		})
+	}
+}
+
 // Lanes taken but not claimed for keep their turn: they are the first
 // ready again.
 func TestLanesUntakeKeepsTheTurn(t *testing.T) {
