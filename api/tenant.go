@@ -551,26 +551,10 @@ func (s *Server) handlePutTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, ifMatch, ok := s.changeOf(w, r)
+	o, status, _, ok := s.putObject(w, r, courier.KindTenant, name, tenantsPrefix+url.PathEscape(name))
 	if !ok {
 		return
 	}
-	body, err := readBody(r, w, maxSpecBytes)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	o, created, err := c.Put(r.Context(), actor(r), courier.KindTenant, name, body, ifMatch)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		w.Header().Set("Location", tenantsPrefix+url.PathEscape(name))
-	}
-	setETag(w, o.Version)
 	writeJSON(w, status, toObject(o))
 }
 
