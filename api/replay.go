@@ -14,21 +14,13 @@ import (
 // 202 with the operation at once: it runs in the background, survives a
 // restart, and its progress is at /v1/operations/{id}.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
-	var req ReplayRequest
-	if err := s.decodeSmall(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+	op, ok := readOperation(s, w, r, "replays", func(req *ReplayRequest) (courier.BulkOp, error) {
+		return s.replayOp(r, req)
+	})
+	if !ok {
 		return
 	}
-	op, err := s.replayOp(r, &req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.opts.Bulk == nil {
-		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "replays are not available on this server"))
-		return
-	}
-	op, err = s.opts.Bulk.Begin(r.Context(), op)
+	op, err := s.opts.Bulk.Begin(r.Context(), op)
 	if err == nil {
 		err = s.auditReplay(r, op)
 	}

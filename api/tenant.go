@@ -108,13 +108,16 @@ func (sc scope) name(n string) string {
 }
 
 // names qualifies each of names.
-func (sc scope) names(names []string) []string {
+func (sc scope) names(names []string) []string { return eachName(names, sc.name) }
+
+// eachName returns each of names turned by f; an empty list as it is.
+func eachName(names []string, f func(string) string) []string {
 	if len(names) == 0 {
 		return names
 	}
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = sc.name(n)
+		out[i] = f(n)
 	}
 	return out
 }
@@ -153,16 +156,7 @@ func (sc scope) showName(qualified string) string {
 }
 
 // showNames shows each of names.
-func (sc scope) showNames(names []string) []string {
-	if len(names) == 0 {
-		return names
-	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = sc.showName(n)
-	}
-	return out
-}
+func (sc scope) showNames(names []string) []string { return eachName(names, sc.showName) }
 
 // showID shows a stored id as the tenant knows it.
 func (sc scope) showID(stored string) string {

@@ -18,12 +18,9 @@ var routeFields = []string{"tenant", "endpoints", "strategy", "weights", "ordere
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
-		r := d.route(p, refs)
-		if t.Routes[r.Name] != nil {
+		if r := d.route(p, refs); !addNew(t.Routes, r.Name, r) {
 			d.errorf(p.line, "routes."+p.key, "is route %q again: given twice", r.Name)
-			continue
 		}
-		t.Routes[r.Name] = r
 	}
 }
 
