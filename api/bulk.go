@@ -53,6 +53,19 @@ func readOperation[Req any](s *Server, w http.ResponseWriter, r *http.Request, w
 	return op, true
 }
 
+// operationID is the id of a bulk operation: the one its request gives, so
+// that a repeat of the request finds the operation, or a new UUIDv7.
+func operationID(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new operation id: %w", err)
+	}
+	return u.String(), nil
+}
+
 func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
 	sc := scopeOf(r)
 	f := sc.filter(req.Filter.MessageFilter())
@@ -74,13 +87,9 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 	case req.OperationID != "" && !courier.ValidID(req.OperationID):
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
 	}
-	id := req.OperationID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
-		}
-		id = u.String()
+	id, err := operationID(req.OperationID)
+	if err != nil {
+		return courier.BulkOp{}, err
 	}
 	return courier.BulkOp{ID: sc.id(id), Kind: kind, Filter: f, Route: route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/google/uuid"
 )
 
 // handleReplay starts a replay for a subscription (docs/design.md §14) and answers
@@ -93,13 +92,9 @@ func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, 
 			return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "types: %q is not a type or a prefix of types ending in .*", p)
 		}
 	}
-	id := req.OperationID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
-		}
-		id = u.String()
+	id, err := operationID(req.OperationID)
+	if err != nil {
+		return courier.BulkOp{}, err
 	}
 	replay := &courier.Replay{Subscription: *sub, Since: req.Since.UTC().Truncate(time.Microsecond),
 		Until: until.UTC().Truncate(time.Microsecond), Types: sc.names(req.Types), Again: req.Again}

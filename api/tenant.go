@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/google/uuid"
 )
 
 // Tenants in the API (docs/design.md §20).
@@ -575,13 +573,13 @@ func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.opts.Logger.Info("tenant deleted", "tenant", name, "by", actor(r), "objects", len(changes))
-	u, err := uuid.NewV7()
+	id, err := operationID("")
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("new operation id: %w", err))
+		s.writeError(w, r, err)
 		return
 	}
 	system := scope{tenant: courier.SystemTenant, system: true}
-	op := courier.BulkOp{ID: system.id(u.String()), Kind: courier.ActionEraseTenant,
+	op := courier.BulkOp{ID: system.id(id), Kind: courier.ActionEraseTenant,
 		Filter: courier.MessageFilter{Tenant: name}, Who: actor(r), CreatedAt: s.opts.Clock.Now()}
 	if s.opts.Bulk != nil {
 		// This node erases at once; without a runner the operation waits
