@@ -42,10 +42,26 @@ func (s *Server) decodeSmall(w http.ResponseWriter, r *http.Request, v any) erro
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
+	return decodeStrict(body, v, "valid")
+}
+
+// decodeBody reads a JSON request body of at most limit bytes strictly
+// into v; what says what the body must be ("a valid batch request").
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
+	body, err := readBody(r, w, limit)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v, what)
+}
+
+// decodeStrict decodes body into v, refusing a field v does not have;
+// what says what the body must be, for the error.
+func decodeStrict(body []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return malformed("the body is not valid: %v", jsonError(err))
+		return malformed("the body is not %s: %v", what, jsonError(err))
 	}
 	return nil
 }

@@ -12,18 +12,10 @@ import (
 // if the caller goes away first, it goes on.
 func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req BulkRequest
-		if err := s.decodeSmall(w, r, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		op, err := s.bulkOp(kind, &req, r)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if s.opts.Bulk == nil {
-			s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "bulk operations are not available on this server"))
+		op, ok := readOperation(s, w, r, "bulk operations", func(req *BulkRequest) (courier.BulkOp, error) {
+			return s.bulkOp(kind, req, r)
+		})
+		if !ok {
 			return
 		}
 		done, err := s.opts.Bulk.Run(r.Context(), op)
@@ -41,6 +33,39 @@ func (s *Server) handleBulk(kind courier.ActionKind) http.HandlerFunc {
 }
 
 // bulkOp checks a bulk request and makes the operation of it.
+// readOperation reads the request of a bulk operation (or a replay) and
+// makes the operation from it with build; what names such operations for
+// a server that runs none. It returns false once an error is answered.
+func readOperation[Req any](s *Server, w http.ResponseWriter, r *http.Request, what string, build func(*Req) (courier.BulkOp, error)) (courier.BulkOp, bool) {
+	var req Req
+	var op courier.BulkOp
+	err := s.decodeSmall(w, r, &req)
+	if err == nil {
+		op, err = build(&req)
+	}
+	if err == nil && s.opts.Bulk == nil {
+		err = courier.Errorf(courier.CodeNotConfigured, "%s are not available on this server", what)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return op, false
+	}
+	return op, true
+}
+
+// operationID is the id of a bulk operation: the one its request gives, so
+// that a repeat of the request finds the operation, or a new UUIDv7.
+func operationID(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new operation id: %w", err)
+	}
+	return u.String(), nil
+}
+
 func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Request) (courier.BulkOp, error) {
 	sc := scopeOf(r)
 	f := sc.filter(req.Filter.MessageFilter())
@@ -62,13 +87,9 @@ func (s *Server) bulkOp(kind courier.ActionKind, req *BulkRequest, r *http.Reque
 	case req.OperationID != "" && !courier.ValidID(req.OperationID):
 		return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "operation_id %q is not valid", req.OperationID)
 	}
-	id := req.OperationID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
-		}
-		id = u.String()
+	id, err := operationID(req.OperationID)
+	if err != nil {
+		return courier.BulkOp{}, err
 	}
 	return courier.BulkOp{ID: sc.id(id), Kind: kind, Filter: f, Route: route, Who: actor(r), CreatedAt: s.opts.Clock.Now()}, nil
 }

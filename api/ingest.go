@@ -353,16 +353,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.leave()
-	body, err := readBody(r, w, s.opts.MaxBatchBytes)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var req BatchRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, r, malformed("the body is not a valid batch request: %v", jsonError(err)))
+	if err := decodeBody(w, r, s.opts.MaxBatchBytes, &req, "a valid batch request"); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if req.Messages == nil {
@@ -380,7 +373,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	k := keyOf(r)
 	sc := scopeOf(r)
 	now := s.opts.Clock.Now()
-	err = s.limits.take(k, now, len(req.Messages))
+	err := s.limits.take(k, now, len(req.Messages))
 	if err == nil {
 		err = s.takeTenant(r.Context(), sc.tenant, len(req.Messages), now)
 	}

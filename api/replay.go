@@ -7,28 +7,19 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/google/uuid"
 )
 
 // handleReplay starts a replay for a subscription (docs/design.md §14) and answers
 // 202 with the operation at once: it runs in the background, survives a
 // restart, and its progress is at /v1/operations/{id}.
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
-	var req ReplayRequest
-	if err := s.decodeSmall(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+	op, ok := readOperation(s, w, r, "replays", func(req *ReplayRequest) (courier.BulkOp, error) {
+		return s.replayOp(r, req)
+	})
+	if !ok {
 		return
 	}
-	op, err := s.replayOp(r, &req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.opts.Bulk == nil {
-		s.writeError(w, r, courier.Errorf(courier.CodeNotConfigured, "replays are not available on this server"))
-		return
-	}
-	op, err = s.opts.Bulk.Begin(r.Context(), op)
+	op, err := s.opts.Bulk.Begin(r.Context(), op)
 	if err == nil {
 		err = s.auditReplay(r, op)
 	}
@@ -101,13 +92,9 @@ func (s *Server) replayOp(r *http.Request, req *ReplayRequest) (courier.BulkOp, 
 			return courier.BulkOp{}, courier.Errorf(courier.CodeInvalidArgument, "types: %q is not a type or a prefix of types ending in .*", p)
 		}
 	}
-	id := req.OperationID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return courier.BulkOp{}, fmt.Errorf("new operation id: %w", err)
-		}
-		id = u.String()
+	id, err := operationID(req.OperationID)
+	if err != nil {
+		return courier.BulkOp{}, err
 	}
 	replay := &courier.Replay{Subscription: *sub, Since: req.Since.UTC().Truncate(time.Microsecond),
 		Until: until.UTC().Truncate(time.Microsecond), Types: sc.names(req.Types), Again: req.Again}

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/google/uuid"
 )
 
 // Tenants in the API (docs/design.md §20).
@@ -108,13 +106,16 @@ func (sc scope) name(n string) string {
 }
 
 // names qualifies each of names.
-func (sc scope) names(names []string) []string {
+func (sc scope) names(names []string) []string { return eachName(names, sc.name) }
+
+// eachName returns each of names turned by f; an empty list as it is.
+func eachName(names []string, f func(string) string) []string {
 	if len(names) == 0 {
 		return names
 	}
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = sc.name(n)
+		out[i] = f(n)
 	}
 	return out
 }
@@ -153,16 +154,7 @@ func (sc scope) showName(qualified string) string {
 }
 
 // showNames shows each of names.
-func (sc scope) showNames(names []string) []string {
-	if len(names) == 0 {
-		return names
-	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = sc.showName(n)
-	}
-	return out
-}
+func (sc scope) showNames(names []string) []string { return eachName(names, sc.showName) }
 
 // showID shows a stored id as the tenant knows it.
 func (sc scope) showID(stored string) string {
@@ -551,26 +543,10 @@ func (s *Server) handlePutTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, ifMatch, ok := s.changeOf(w, r)
+	o, status, _, ok := s.putObject(w, r, courier.KindTenant, name, tenantsPrefix+url.PathEscape(name))
 	if !ok {
 		return
 	}
-	body, err := readBody(r, w, maxSpecBytes)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	o, created, err := c.Put(r.Context(), actor(r), courier.KindTenant, name, body, ifMatch)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		w.Header().Set("Location", tenantsPrefix+url.PathEscape(name))
-	}
-	setETag(w, o.Version)
 	writeJSON(w, status, toObject(o))
 }
 
@@ -597,13 +573,13 @@ func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.opts.Logger.Info("tenant deleted", "tenant", name, "by", actor(r), "objects", len(changes))
-	u, err := uuid.NewV7()
+	id, err := operationID("")
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("new operation id: %w", err))
+		s.writeError(w, r, err)
 		return
 	}
 	system := scope{tenant: courier.SystemTenant, system: true}
-	op := courier.BulkOp{ID: system.id(u.String()), Kind: courier.ActionEraseTenant,
+	op := courier.BulkOp{ID: system.id(id), Kind: courier.ActionEraseTenant,
 		Filter: courier.MessageFilter{Tenant: name}, Who: actor(r), CreatedAt: s.opts.Clock.Now()}
 	if s.opts.Bulk != nil {
 		// This node erases at once; without a runner the operation waits

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -257,30 +256,42 @@ func (s *Server) changeOf(w http.ResponseWriter, r *http.Request) (Objects, int6
 	return c, ifMatch, true
 }
 
+// putObject creates or replaces the object kind/name with the request's
+// body at the version the request names, and sets the answer's ETag, and
+// its Location (location) when the object is new. It returns the object,
+// the status to answer and the body; false once an error is answered.
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, kind courier.TopologyKind, name, location string) (courier.TopologyObject, int, []byte, bool) {
+	c, ifMatch, ok := s.changeOf(w, r)
+	if !ok {
+		return courier.TopologyObject{}, 0, nil, false
+	}
+	body, err := readBody(r, w, maxSpecBytes)
+	var o courier.TopologyObject
+	var created bool
+	if err == nil {
+		o, created, err = c.Put(r.Context(), actor(r), kind, name, body, ifMatch)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return courier.TopologyObject{}, 0, nil, false
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", location)
+	}
+	setETag(w, o.Version)
+	return o, status, body, true
+}
+
 func (s *Server) handlePutObject(kind courier.TopologyKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ifMatch, ok := s.changeOf(w, r)
+		sc := scopeOf(r)
+		name := sc.name(r.PathValue("name"))
+		o, status, body, ok := s.putObject(w, r, kind, name, sc.path("/v1/"+kind.Section()+"/"+r.PathValue("name")))
 		if !ok {
 			return
 		}
-		body, err := readBody(r, w, maxSpecBytes)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		sc := scopeOf(r)
-		name := sc.name(r.PathValue("name"))
-		o, created, err := c.Put(r.Context(), actor(r), kind, name, body, ifMatch)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-			w.Header().Set("Location", sc.path("/v1/"+kind.Section()+"/"+r.PathValue("name")))
-		}
-		setETag(w, o.Version)
 		out := sc.showObject(toObject(o))
 		out.Warnings = s.warnings(w, r, kind, map[string][]byte{name: body})
 		writeJSON(w, status, out)
@@ -346,16 +357,9 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			flags[name] = b
 		}
 	}
-	body, err := readBody(r, w, s.opts.MaxBatchBytes)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var in Topology
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		s.writeError(w, r, malformed("the body is not a topology ({\"endpoints\": {...}, \"routes\": {...}, ...}): %v", jsonError(err)))
+	if err := decodeBody(w, r, s.opts.MaxBatchBytes, &in, `a topology ({"endpoints": {...}, "routes": {...}, ...})`); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	sc := scopeOf(r)

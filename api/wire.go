@@ -66,26 +66,8 @@ type Message struct {
 	Route string `json:"route,omitempty"` // empty for a published message: its deliveries have theirs
 	// Subscription names the subscription of a delivery of a published
 	// message, where one delivery is shown (a list, a delivery read).
-	Subscription string         `json:"subscription,omitempty"`
-	State        courier.State  `json:"state"`
-	Reason       courier.Reason `json:"reason,omitempty"`
-	// Held says what keeps a queued message from going at NextAttemptAt:
-	// the endpoints of its route are suspended or switched off
-	// (courier.Held). Nil when nothing holds it.
-	Held *Hold `json:"held,omitempty"`
-	// Attempts counts the attempts of the current round: since ingest, or
-	// since the latest resubmit or resend. AttemptsTotal counts every
-	// attempt it had, across rounds (its history lists them all); it is
-	// given only where one message is shown in full.
-	Attempts      int        `json:"attempts"`
-	AttemptsTotal *int       `json:"attempts_total,omitempty"`
-	ResubmitCount int        `json:"resubmit_count"`
-	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	Endpoint      string     `json:"endpoint,omitempty"`
-	// LastError and LastClass are those of the latest failed attempt;
-	// omitted once the message is delivered (courier.ShownError).
-	LastError   string `json:"last_error,omitempty"`
-	LastClass   string `json:"last_class,omitempty"`
+	Subscription string `json:"subscription,omitempty"`
+	Progress
 	Priority    int    `json:"priority"`
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// Sequence is the message's number among the messages of its ordering
@@ -131,6 +113,39 @@ type Message struct {
 	Deliveries []Delivery `json:"deliveries,omitempty"`
 }
 
+// Progress is where a message, or one delivery of a published message,
+// stands on its way: its fields are those of the message or delivery
+// that shows it.
+type Progress struct {
+	State  courier.State  `json:"state"`
+	Reason courier.Reason `json:"reason,omitempty"`
+	// Held says what keeps a queued message from going at NextAttemptAt:
+	// the endpoints of its route are suspended or switched off
+	// (courier.Held). Nil when nothing holds it.
+	Held *Hold `json:"held,omitempty"`
+	// Attempts counts the attempts of the current round: since ingest, or
+	// since the latest resubmit or resend. AttemptsTotal counts every
+	// attempt it had, across rounds (its history lists them all); it is
+	// given only where one message is shown in full.
+	Attempts      int        `json:"attempts"`
+	AttemptsTotal *int       `json:"attempts_total,omitempty"`
+	ResubmitCount int        `json:"resubmit_count"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Endpoint      string     `json:"endpoint,omitempty"`
+	// LastError and LastClass are those of the latest failed attempt;
+	// omitted once the message is delivered (courier.ShownError).
+	LastError string `json:"last_error,omitempty"`
+	LastClass string `json:"last_class,omitempty"`
+}
+
+// progressOf shows where m, a message or a delivery, stands; Held and
+// AttemptsTotal are left to those who show them.
+func progressOf(m *courier.Message) Progress {
+	lastError, lastClass := courier.ShownError(m)
+	return Progress{State: m.State, Reason: m.Reason, Attempts: m.Attempts, ResubmitCount: m.ResubmitCount,
+		NextAttemptAt: timePtr(m.NextAttemptAt), Endpoint: m.Endpoint, LastError: lastError, LastClass: string(lastClass)}
+}
+
 // Erased says when, by whom and why a message's payload was erased.
 type Erased struct {
 	At     time.Time `json:"at"`
@@ -154,19 +169,10 @@ func (m Message) Key() string { return courier.DeliveryKey(m.ID, m.Subscription)
 // has, and is read, resubmitted and discarded on its own at
 // /v1/messages/{id}/deliveries/{subscription}.
 type Delivery struct {
-	Subscription  string         `json:"subscription"`
-	Route         string         `json:"route"`
-	State         courier.State  `json:"state"`
-	Reason        courier.Reason `json:"reason,omitempty"`
-	Held          *Hold          `json:"held,omitempty"`
-	Attempts      int            `json:"attempts"`
-	AttemptsTotal *int           `json:"attempts_total,omitempty"`
-	ResubmitCount int            `json:"resubmit_count"`
-	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
-	Endpoint      string         `json:"endpoint,omitempty"`
-	LastError     string         `json:"last_error,omitempty"`
-	LastClass     string         `json:"last_class,omitempty"`
-	Ordering      string         `json:"ordering,omitempty"`
+	Subscription string `json:"subscription"`
+	Route        string `json:"route"`
+	Progress
+	Ordering string `json:"ordering,omitempty"`
 	// Sequence and PreviousID are the delivery's, numbered on its route
 	// (Message.Sequence).
 	Sequence   int64      `json:"sequence,omitempty"`
@@ -285,17 +291,14 @@ type ResubmitRequest struct {
 // topology in force.
 func toMessage(m *courier.Message, t *courier.Topology, full bool) Message {
 	v := Message{
-		ID: m.ID, Type: m.Type, Route: m.Route, Subscription: m.Subscription, State: m.State, Reason: m.Reason,
-		Attempts: m.Attempts, ResubmitCount: m.ResubmitCount, NextAttemptAt: timePtr(m.NextAttemptAt),
-		Endpoint: m.Endpoint, Priority: m.Priority, OrderingKey: m.OrderingKey, Sequence: m.Sequence, PreviousID: m.PreviousID,
+		ID: m.ID, Type: m.Type, Route: m.Route, Subscription: m.Subscription, Progress: progressOf(m),
+		Priority: m.Priority, OrderingKey: m.OrderingKey, Sequence: m.Sequence, PreviousID: m.PreviousID,
 		Recipient: m.Recipient, ContentType: m.ContentType,
 		Headers: m.Headers, Size: m.Size, DeliverAfter: timePtr(m.DeliverAfter),
 		ExpiresAt: timePtr(m.ExpiresAt), CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt,
 		FinishedAt: timePtr(m.FinishedAt),
 	}
 	v.Ordering = ordering(m)
-	lastError, lastClass := courier.ShownError(m)
-	v.LastError, v.LastClass = lastError, string(lastClass)
 	if m.Erased != nil {
 		v.Erased = &Erased{At: m.Erased.At, By: m.Erased.By, Reason: m.Erased.Reason}
 	}
@@ -352,10 +355,7 @@ func toPublished(ds []*courier.Message, t *courier.Topology, full bool) Message 
 		if v.State.Terminal() && (v.FinishedAt == nil || d.FinishedAt.After(*v.FinishedAt)) {
 			v.FinishedAt = timePtr(d.FinishedAt)
 		}
-		lastError, lastClass := courier.ShownError(d)
-		v.Deliveries[i] = Delivery{Subscription: d.Subscription, Route: d.Route, State: d.State, Reason: d.Reason,
-			Attempts: d.Attempts, ResubmitCount: d.ResubmitCount, NextAttemptAt: timePtr(d.NextAttemptAt),
-			Endpoint: d.Endpoint, LastError: lastError, LastClass: string(lastClass), Ordering: ordering(d),
+		v.Deliveries[i] = Delivery{Subscription: d.Subscription, Route: d.Route, Progress: progressOf(d), Ordering: ordering(d),
 			Sequence: d.Sequence, PreviousID: d.PreviousID, UpdatedAt: d.UpdatedAt, FinishedAt: timePtr(d.FinishedAt)}
 	}
 	return v

@@ -16,6 +16,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/check"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -79,12 +80,12 @@ func (d *decoder) parseYAML(data []byte) *yaml.Node {
 			d.syntaxError(err, data)
 			return nil
 		}
-		if n := documentContent(&extra); n != nil && !isNull(n) {
+		if n := documentContent(&extra); n != nil && !yamlnode.IsNull(n) {
 			d.errorf(max(n.Line, 1), "", "a configuration is one YAML document; this is a second one (after ---)")
 			return nil
 		}
 	}
-	if root := documentContent(&doc); !isNull(root) {
+	if root := documentContent(&doc); !yamlnode.IsNull(root) {
 		return root
 	}
 	return nil
@@ -106,9 +107,9 @@ func documentContent(doc *yaml.Node) *yaml.Node {
 		if len(doc.Content) == 0 {
 			return nil
 		}
-		return resolve(doc.Content[0])
+		return yamlnode.Resolve(doc.Content[0])
 	}
-	return resolve(doc)
+	return yamlnode.Resolve(doc)
 }
 
 var yamlLineError = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
@@ -161,18 +162,6 @@ func checkText(data []byte) (line int, msg string) {
 	return 0, ""
 }
 
-// resolve follows aliases to the anchored node.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
-}
-
 // nodeLine returns the line of n, or of its parent when n is missing.
 func nodeLine(n, parent *yaml.Node) int {
 	if n != nil && n.Line > 0 {
@@ -221,7 +210,7 @@ func (d *decoder) collectPairs(n *yaml.Node, path string, out *[]pair, seen map[
 	visited[n] = true
 	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		k, v := yamlnode.Resolve(n.Content[i]), yamlnode.Resolve(n.Content[i+1])
 		if k == nil || k.Kind != yaml.ScalarNode {
 			d.errorf(max(n.Content[i].Line, 1), path, "keys must be plain names, not a %s", kindName(k))
 			continue
@@ -237,7 +226,7 @@ func (d *decoder) collectPairs(n *yaml.Node, path string, out *[]pair, seen map[
 			continue
 		}
 		seen[k.Value] = k.Line
-		if isNull(v) {
+		if yamlnode.IsNull(v) {
 			v = nil
 		}
 		*out = append(*out, pair{key: k.Value, line: k.Line, value: v})
@@ -248,7 +237,7 @@ func (d *decoder) collectPairs(n *yaml.Node, path string, out *[]pair, seen map[
 			d.collectPairs(m, path, out, seen, true, visited)
 		case m != nil && m.Kind == yaml.SequenceNode:
 			for _, item := range m.Content {
-				if item = resolve(item); item != nil && item.Kind == yaml.MappingNode {
+				if item = yamlnode.Resolve(item); item != nil && item.Kind == yaml.MappingNode {
 					d.collectPairs(item, path, out, seen, true, visited)
 				} else {
 					d.errorf(max(m.Line, 1), path, "<< merges mappings only")
@@ -497,7 +486,7 @@ func (o *object) list(name string) (items []item, ok bool) {
 	items = []item{}
 	for i, c := range n.Content {
 		path := fmt.Sprintf("%s[%d]", o.field(name), i)
-		if c = resolve(c); isNull(c) {
+		if c = yamlnode.Resolve(c); yamlnode.IsNull(c) {
 			o.d.errorf(nodeLine(c, n), path, "empty entry")
 			continue
 		}
@@ -516,7 +505,7 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 		d.errorf(n.Line, path, "must be a single value, not a %s", kindName(n))
 		return "", false
 	}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return "", true
 	}
 	if d.literal {

@@ -41,12 +41,9 @@ var allEndpointFields = func() []string {
 
 func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 	for _, p := range d.entries(n, "endpoints") {
-		e := d.endpoint(p)
-		if t.Endpoints[e.Name] != nil {
+		if e := d.endpoint(p); !addNew(t.Endpoints, e.Name, e) {
 			d.errorf(p.line, "endpoints."+p.key, "is endpoint %q again: given twice", e.Name)
-			continue
 		}
-		t.Endpoints[e.Name] = e
 	}
 }
 

@@ -253,6 +253,30 @@ func Assemble(objects []*Object) (*courier.Topology, error) {
 	return nil, errs
 }
 
+// assembleOne adds the object o, which is v, to the topology's objects of
+// its kind m, adding the names it uses to refs; one given twice is
+// reported and left out.
+func assembleOne[T any](d *decoder, m map[string]*T, o *Object, v *T, refs *[]ref) {
+	if !addNew(m, o.Name, v) {
+		d.givenTwice(o)
+		return
+	}
+	*refs = append(*refs, o.refs...)
+}
+
+// givenTwice reports an object whose name another object of its kind has.
+func (d *decoder) givenTwice(o *Object) { d.errorf(0, o.Kind.Section()+"."+o.Name, "given twice") }
+
+// addNew adds v to m as name, and reports whether name was new: a name
+// given already keeps the object it has.
+func addNew[T any](m map[string]*T, name string, v *T) bool {
+	if m[name] != nil {
+		return false
+	}
+	m[name] = v
+	return true
+}
+
 // assemble builds the topology of objects in the order given, and returns
 // the problems found.
 func assemble(objects []*Object) (*courier.Topology, Errors) {
@@ -273,37 +297,22 @@ func assemble(objects []*Object) (*courier.Topology, Errors) {
 	var policies []pair
 	hashes := map[string]string{}
 	keys := map[string]bool{}
-	twice := func(o *Object) { d.errorf(0, o.Kind.Section()+"."+o.Name, "given twice") }
 	for _, o := range objects {
 		if o == nil {
 			continue
 		}
 		switch {
 		case o.Kind == courier.KindEndpoint && o.Endpoint != nil:
-			if t.Endpoints[o.Name] != nil {
-				twice(o)
-				continue
-			}
-			t.Endpoints[o.Name] = o.Endpoint
+			assembleOne(d, t.Endpoints, o, o.Endpoint, &refs)
 		case o.Kind == courier.KindRoute && o.Route != nil:
-			if t.Routes[o.Name] != nil {
-				twice(o)
-				continue
-			}
-			t.Routes[o.Name] = o.Route
-			refs = append(refs, o.refs...)
+			assembleOne(d, t.Routes, o, o.Route, &refs)
 		case o.Kind == courier.KindPolicy && o.policy != nil:
 			policies = append(policies, pair{key: o.Name, line: o.policy.Line, value: o.policy})
 		case o.Kind == courier.KindSubscription && o.Subscription != nil:
-			if t.Subscriptions[o.Name] != nil {
-				twice(o)
-				continue
-			}
-			t.Subscriptions[o.Name] = o.Subscription
-			refs = append(refs, o.refs...)
+			assembleOne(d, t.Subscriptions, o, o.Subscription, &refs)
 		case o.Kind == courier.KindKey && o.Key != nil:
 			if keys[o.Name] {
-				twice(o)
+				d.givenTwice(o)
 				continue
 			}
 			keys[o.Name] = true
@@ -317,15 +326,10 @@ func assemble(objects []*Object) (*courier.Topology, Errors) {
 			}
 			d.uniqueHash(hashes, *o.Key, 0, "keys."+o.Name+".hash")
 		case o.Kind == courier.KindTenant && o.Tenant != nil:
-			if t.Tenants[o.Name] != nil {
-				twice(o)
-				continue
-			}
 			if t.Tenants == nil {
 				t.Tenants = map[string]*courier.Tenant{}
 			}
-			t.Tenants[o.Name] = o.Tenant
-			refs = append(refs, o.refs...)
+			assembleOne(d, t.Tenants, o, o.Tenant, &refs)
 		case o.Kind == courier.KindSigningKey && o.SigningKey != nil:
 			// No part of the topology: the transport takes them as they are.
 		default:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/check"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -148,7 +149,7 @@ func (d *decoder) escalate(o *object, refs *[]ref) []courier.Escalation {
 	out := []courier.Escalation{}
 	for i, c := range n.Content {
 		path := fmt.Sprintf("%s[%d]", o.field("escalate"), i)
-		if c = resolve(c); isNull(c) {
+		if c = yamlnode.Resolve(c); yamlnode.IsNull(c) {
 			d.errorf(nodeLine(c, n), path, "empty entry; write {after: ..., notify: ...}")
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/check"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -18,12 +19,9 @@ var routeFields = []string{"tenant", "endpoints", "strategy", "weights", "ordere
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
-		r := d.route(p, refs)
-		if t.Routes[r.Name] != nil {
+		if r := d.route(p, refs); !addNew(t.Routes, r.Name, r) {
 			d.errorf(p.line, "routes."+p.key, "is route %q again: given twice", r.Name)
-			continue
 		}
-		t.Routes[r.Name] = r
 	}
 }
 
@@ -169,7 +167,7 @@ func (d *decoder) workflow(o *object, r *courier.Route, refs *[]ref) {
 	}
 	for i, c := range n.Content {
 		path := fmt.Sprintf("%s[%d]", o.field("workflow"), i)
-		so := d.object(resolve(c), path, nodeLine(c, n), stepFields)
+		so := d.object(yamlnode.Resolve(c), path, nodeLine(c, n), stepFields)
 		var step courier.WorkflowStep
 		if so.required("endpoint", ": the endpoint of this step") {
 			if l := so.str("endpoint", &step.Endpoint); l > 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -58,13 +59,13 @@ const maxSpecDepth = 32
 // the file: a number or a boolean stays one when its text is valid JSON,
 // anything else becomes a string.
 func (d *decoder) plain(n *yaml.Node, path string, depth int) any {
-	n = resolve(n)
+	n = yamlnode.Resolve(n)
 	if depth > maxSpecDepth {
 		d.errorf(max(n.Line, 1), path, "is nested too deeply")
 		return nil
 	}
 	switch {
-	case isNull(n):
+	case yamlnode.IsNull(n):
 		return nil
 	case n.Kind == yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)

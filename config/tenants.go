@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/check"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -142,7 +143,7 @@ func (d *decoder) entryName(p pair) (tenant, own string) {
 		return courier.SplitName(p.key)
 	}
 	tenant = courier.DefaultTenant
-	if v := resolve(p.value); v != nil && v.Kind == yaml.MappingNode {
+	if v := yamlnode.Resolve(p.value); v != nil && v.Kind == yaml.MappingNode {
 		quiet := &decoder{lookupEnv: d.lookupEnv, literal: d.literal}
 		for _, f := range quiet.pairs(v, "") {
 			if f.key == "tenant" && f.value != nil {

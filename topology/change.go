@@ -171,7 +171,7 @@ func (c *Keeper) RotateSecrets(ctx context.Context, who string) (int, error) {
 		c.mu.RLock()
 		defer c.mu.RUnlock()
 		for k, e := range c.entries {
-			v, err := decodeSpec(e.stored.Spec)
+			v, err := DecodeSpec(e.stored.Spec)
 			if err != nil {
 				return nil, err
 			}
@@ -280,7 +280,7 @@ func (p *plan) put(kind courier.TopologyKind, name string, spec []byte) error {
 	if !kind.Valid() {
 		return courier.Errorf(courier.CodeInvalidArgument, "%q is not a kind of topology object", kind)
 	}
-	v, err := decodeSpec(spec)
+	v, err := DecodeSpec(spec)
 	if _, isObject := v.(map[string]any); err != nil || !isObject {
 		return config.Errors{{Field: path, Message: "must be a JSON object of the fields it has in the configuration file"}}
 	}
@@ -288,7 +288,7 @@ func (p *plan) put(kind courier.TopologyKind, name string, spec []byte) error {
 	old, exists := p.c.entry(kind, name)
 	var stored any
 	if exists {
-		stored, _ = decodeSpec(old.plain)
+		stored, _ = DecodeSpec(old.plain)
 	}
 	if err := restore(kind.Section(), name, v, stored); err != nil {
 		return err
@@ -337,7 +337,7 @@ func (p *plan) remove(kind courier.TopologyKind, name string) {
 
 // rotate plans sealing an object's secrets again. Holding c.mu for reading.
 func (p *plan) rotate(k objectKey, e *entry) error {
-	v, err := decodeSpec(e.plain)
+	v, err := DecodeSpec(e.plain)
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (c *Keeper) seal(kind courier.TopologyKind, name string, plain any) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	v, err := decodeSpec(b)
+	v, err := DecodeSpec(b)
 	if err != nil {
 		return nil, err
 	}

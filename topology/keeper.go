@@ -244,7 +244,7 @@ func redacted(plain []byte) []byte {
 	if plain == nil {
 		return nil
 	}
-	v, err := decodeSpec(plain)
+	v, err := DecodeSpec(plain)
 	if err != nil {
 		return nil
 	}
@@ -253,8 +253,9 @@ func redacted(plain []byte) []byte {
 	return out
 }
 
-// decodeSpec reads a spec as generic JSON, numbers kept as written.
-func decodeSpec(spec []byte) (any, error) {
+// DecodeSpec reads a spec as generic JSON, numbers kept as written: one
+// JSON value, nothing after it.
+func DecodeSpec(spec []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(spec))
 	dec.UseNumber()
 	var v any
@@ -329,7 +330,7 @@ func (c *Keeper) syncLocked(ctx context.Context, first bool) error {
 
 // open decodes a stored object: its secrets opened, its spec checked.
 func (c *Keeper) open(o courier.TopologyObject) (*entry, error) {
-	v, err := decodeSpec(o.Spec)
+	v, err := DecodeSpec(o.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: the stored spec is not JSON: %w", o.Kind, o.Name, err)
 	}

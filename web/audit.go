@@ -66,31 +66,17 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, s *session) {
 	p := h.base(r, s, "Audit log", "audit")
 	cursor := q.Get("cursor")
 	if cursor != "" {
-		d.Newest = "/ui/audit"
-		if fq := f.query(); len(fq) > 0 {
-			d.Newest += "?" + fq.Encode()
-		}
+		d.Newest = listLink("/ui/audit", f.query())
 	}
 	page, err := h.client(s).Audit(r.Context(), courier.AuditFilter{Who: f.Who, Kind: courier.ActionKind(f.Action),
 		Object: courier.TopologyKind(f.Object), Subject: f.Subject, Cursor: cursor, Limit: auditPageSize})
-	if err != nil {
-		if courier.ErrorCode(err) == courier.CodeInvalidArgument {
-			p.Error = courier.ErrorMessage(err)
-			p.Data = d
-			h.render(w, http.StatusUnprocessableEntity, "audit.html", p)
-			return
-		}
-		h.fail(w, r, s, err)
+	if h.listFailed(w, r, s, "audit.html", p, d, err) {
 		return
 	}
 	for _, e := range page.Entries {
 		d.Entries = append(d.Entries, auditRowOf(e))
 	}
-	if page.Next != "" {
-		nq := f.query()
-		nq.Set("cursor", page.Next)
-		d.Next = "/ui/audit?" + nq.Encode()
-	}
+	d.Next = nextLink("/ui/audit", f.query(), page.Next)
 	p.Data = d
 	h.render(w, http.StatusOK, "audit.html", p)
 }

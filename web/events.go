@@ -56,31 +56,17 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, s *session) {
 	p := h.base(r, s, "Events", "events")
 	cursor := q.Get("cursor")
 	if cursor != "" {
-		d.Newest = "/ui/events"
-		if fq := f.query(); len(fq) > 0 {
-			d.Newest += "?" + fq.Encode()
-		}
+		d.Newest = listLink("/ui/events", f.query())
 	}
 	page, err := h.client(s).Events(r.Context(), courier.EventFilter{Kind: courier.EventKind(f.Event), Subject: f.Subject,
 		Cursor: cursor, Limit: eventsPageSize})
-	if err != nil {
-		if courier.ErrorCode(err) == courier.CodeInvalidArgument {
-			p.Error = courier.ErrorMessage(err)
-			p.Data = d
-			h.render(w, http.StatusUnprocessableEntity, "events.html", p)
-			return
-		}
-		h.fail(w, r, s, err)
+	if h.listFailed(w, r, s, "events.html", p, d, err) {
 		return
 	}
 	for _, e := range page.Events {
 		d.Events = append(d.Events, eventRow{Event: e, Name: e.Event, Link: courier.Event{Kind: e.Event, Subject: e.Subject}.Link()})
 	}
-	if page.Next != "" {
-		nq := f.query()
-		nq.Set("cursor", page.Next)
-		d.Next = "/ui/events?" + nq.Encode()
-	}
+	d.Next = nextLink("/ui/events", f.query(), page.Next)
 	p.Data = d
 	h.render(w, http.StatusOK, "events.html", p)
 }

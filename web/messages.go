@@ -91,32 +91,18 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	d.Routes = routes
-	unusable := func(err error) {
-		p.Error = courier.ErrorMessage(err)
-		p.Data = d
-		h.render(w, http.StatusUnprocessableEntity, "messages.html", p)
-	}
 	mf, err := f.apiFilter()
 	if err != nil {
-		unusable(err)
+		h.refuseFilter(w, "messages.html", p, d, err)
 		return
 	}
 	mf.Cursor, mf.Limit = q.Get("cursor"), messagesPageSize
 	list, err := c.Messages(r.Context(), mf)
-	switch {
-	case courier.ErrorCode(err) == courier.CodeInvalidArgument:
-		unusable(err)
-		return
-	case err != nil:
-		h.fail(w, r, s, err)
+	if h.listFailed(w, r, s, "messages.html", p, d, err) {
 		return
 	}
 	d.Messages = list.Messages
-	if list.NextCursor != "" {
-		nq := f.query()
-		nq.Set("cursor", list.NextCursor)
-		d.Next = "/ui/messages?" + nq.Encode()
-	}
+	d.Next = nextLink("/ui/messages", f.query(), list.NextCursor)
 	p.Data = d
 	h.render(w, http.StatusOK, "messages.html", p)
 }

@@ -340,32 +340,61 @@ func (h *Handler) suspended(w http.ResponseWriter, r *http.Request, s *session) 
 	d.Routes = routes
 	af, err := f.apiFilter()
 	if err != nil {
-		p.Error = courier.ErrorMessage(err)
-		p.Data = d
-		h.render(w, http.StatusUnprocessableEntity, "suspended.html", p)
+		h.refuseFilter(w, "suspended.html", p, d, err)
 		return
 	}
 	mf := af.MessageFilter()
 	mf.Cursor, mf.Limit = q.Get("cursor"), 100
 	list, err := c.Messages(r.Context(), mf)
-	if err != nil {
-		if courier.ErrorCode(err) == courier.CodeInvalidArgument {
-			p.Error = courier.ErrorMessage(err)
-			p.Data = d
-			h.render(w, http.StatusUnprocessableEntity, "suspended.html", p)
-			return
-		}
-		h.fail(w, r, s, err)
+	if h.listFailed(w, r, s, "suspended.html", p, d, err) {
 		return
 	}
 	d.Messages = list.Messages
-	if list.NextCursor != "" {
-		nq := f.query()
-		nq.Set("cursor", list.NextCursor)
-		d.Next = "/ui/suspended?" + nq.Encode()
-	}
+	d.Next = nextLink("/ui/suspended", f.query(), list.NextCursor)
 	p.Data = d
 	h.render(w, http.StatusOK, "suspended.html", p)
+}
+
+// refuseFilter shows a listing's page name again with data and the
+// problem err found in its filter, status 422, for the operator to
+// correct it.
+func (h *Handler) refuseFilter(w http.ResponseWriter, name string, p page, data any, err error) {
+	p.Error = courier.ErrorMessage(err)
+	p.Data = data
+	h.render(w, http.StatusUnprocessableEntity, name, p)
+}
+
+// listFailed answers a listing the API did not give: a filter the API
+// refuses shows on the page (refuseFilter), any other error on the error
+// page. It reports whether there was an error to answer.
+func (h *Handler) listFailed(w http.ResponseWriter, r *http.Request, s *session, name string, p page, data any, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case courier.ErrorCode(err) == courier.CodeInvalidArgument:
+		h.refuseFilter(w, name, p, data, err)
+	default:
+		h.fail(w, r, s, err)
+	}
+	return true
+}
+
+// listLink links to the listing at path with the filter's parameters q.
+func listLink(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// nextLink links to the listing's page that starts at cursor, with the
+// filter's parameters q; empty on the last page, which has no cursor.
+func nextLink(path string, q url.Values, cursor string) string {
+	if cursor == "" {
+		return ""
+	}
+	q.Set("cursor", cursor)
+	return listLink(path, q)
 }
 
 // routeNames lists the configured routes, for the resubmit forms.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -125,8 +126,8 @@ func specJSON(text string) ([]byte, error) {
 		}
 		top = top.Content[0]
 	}
-	top = follow(top)
-	if isNullNode(top) {
+	top = yamlnode.Resolve(top)
+	if yamlnode.IsNull(top) {
 		return []byte("{}"), nil
 	}
 	if top.Kind != yaml.MappingNode {
@@ -142,18 +143,6 @@ func specJSON(text string) ([]byte, error) {
 		return nil, fmt.Errorf("the fields cannot be written as JSON: %w", err)
 	}
 	return out, nil
-}
-
-// follow resolves aliases.
-func follow(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNullNode(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
 }
 
 func kindName(n *yaml.Node) string {
@@ -178,7 +167,7 @@ type specReader struct {
 // decoder reads it: aliases followed, merge keys (<<) resolved, a scalar
 // kept as its text unless that text is a JSON number or boolean.
 func (r *specReader) value(n *yaml.Node, path string, depth int) (any, error) {
-	n = follow(n)
+	n = yamlnode.Resolve(n)
 	if depth > maxSpecDepth {
 		return nil, fmt.Errorf("line %d: %s is nested too deeply", max(n.Line, 1), orTop(path))
 	}
@@ -186,7 +175,7 @@ func (r *specReader) value(n *yaml.Node, path string, depth int) (any, error) {
 		return nil, errTooMany
 	}
 	switch {
-	case isNullNode(n):
+	case yamlnode.IsNull(n):
 		return nil, nil
 	case n.Kind == yaml.MappingNode:
 		m := map[string]any{}
@@ -231,7 +220,7 @@ func (r *specReader) collect(n *yaml.Node, path string, depth int, m map[string]
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		// Keys merged in again are skipped, but count: mappings that merge
 		// one another over and over must come to an end too.
-		k, v := follow(n.Content[i]), n.Content[i+1]
+		k, v := yamlnode.Resolve(n.Content[i]), n.Content[i+1]
 		if r.budget--; r.budget < 0 {
 			return errTooMany
 		}
@@ -244,7 +233,7 @@ func (r *specReader) collect(n *yaml.Node, path string, depth int, m map[string]
 			return fmt.Errorf("line %d: %s: keys must be plain names", max(n.Content[i].Line, 1), orTop(path))
 		}
 		if k.ShortTag() == "!!merge" {
-			merges = append(merges, follow(v))
+			merges = append(merges, yamlnode.Resolve(v))
 			continue
 		}
 		field := join(path, k.Value)
@@ -268,7 +257,7 @@ func (r *specReader) collect(n *yaml.Node, path string, depth int, m map[string]
 			from = []*yaml.Node{src}
 		case yaml.SequenceNode:
 			for _, c := range src.Content {
-				from = append(from, follow(c))
+				from = append(from, yamlnode.Resolve(c))
 			}
 		default:
 			from = []*yaml.Node{src}
@@ -446,7 +435,7 @@ func lineOf(n *yaml.Node, path string) int {
 	}
 	line := 0
 	for _, seg := range fieldPathRE.FindAllString(path, -1) {
-		n = follow(n)
+		n = yamlnode.Resolve(n)
 		if n == nil {
 			return 0
 		}
@@ -464,7 +453,7 @@ func lineOf(n *yaml.Node, path string) int {
 		}
 		var next *yaml.Node
 		for j := 0; j+1 < len(n.Content); j += 2 {
-			if k := follow(n.Content[j]); k != nil && k.Value == seg {
+			if k := yamlnode.Resolve(n.Content[j]); k != nil && k.Value == seg {
 				next, line = n.Content[j+1], k.Line
 				break
 			}

@@ -12,6 +12,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/config"
+	"github.com/courier-gw/courier/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -192,9 +193,9 @@ func flatSpec(spec []byte) (map[string]string, error) {
 	if len(spec) == 0 {
 		return out, nil
 	}
-	v, err := decodeSpec(spec)
+	v, err := topology.DecodeSpec(spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read its spec: %w", err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

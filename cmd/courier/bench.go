@@ -73,32 +73,24 @@ store (removed afterwards); with --target it measures a running server, whose
 		Example: `  courier bench ingest                      # single PUTs, 64 clients, 1 KiB
   courier bench ingest --batch 1000 --clients 4`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: benchRun(g, func() error {
 			if b.clients < 1 || b.size < 0 || b.batch < 0 || b.batch > api.MaxBatchItems || b.duration <= 0 {
 				return fmt.Errorf("--clients must be at least 1, --batch from 0 to %d, --duration positive", api.MaxBatchItems)
 			}
-			tuneRuntime()
+			return nil
+		}, func(ctx context.Context) (*benchResult, error) {
 			stop, err := startCPUProfile(cpuProfile)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			defer stop()
-			res, err := b.run(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(res)
-			}
+			return b.run(ctx, g)
+		}, func(res *benchResult) {
 			fmt.Fprintf(g.stdout, "%s: %d clients, %d-byte payloads, %.1fs\n", res.Mode, res.Clients, res.Size, res.Seconds)
 			fmt.Fprintf(g.stdout, "  %d messages in %d requests, %d errors\n", res.Messages, res.Requests, res.Errors)
 			fmt.Fprintf(g.stdout, "  %.0f msgs/s; request latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 				res.MsgsPerSec, res.P50ms, res.P99ms, res.MaxMs)
-			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&b.server, "target", "", "a running courier server to measure (default: one in this process)")
@@ -237,19 +229,29 @@ func startBenchServer(route string) (string, func(), error) {
 		Routes:    map[string]*courier.Route{route: {Name: route, Endpoints: []string{"bench"}, Strategy: courier.StrategySingle}},
 		Policies:  map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, base, err := serveLoopback(api.NewServer(api.Options{Store: store, Topology: topology}))
 	if err != nil {
 		store.Close()
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: api.NewServer(api.Options{Store: store, Topology: topology}), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() {
+	return base, func() {
 		srv.Close()
 		store.Close()
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// serveLoopback serves h on a free port of the loopback interface, and
+// returns the server, for its Close, and its base URL.
+func serveLoopback(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String(), nil
 }
 
 // percentiles returns the median, the 99th percentile and the largest of

@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -147,25 +145,9 @@ bookkeeping).`,
   courier bench deliver --messages 50000 --endpoints 10000 --topology store --one-by-one
   courier bench deliver --messages 100000 --floor`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			if err := b.validate(); err != nil {
-				return err
-			}
-			tuneRuntime()
-			// An interrupt ends the run the way an error does: the receiver
-			// process is stopped and the temporary store removed.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			res, err := b.run(ctx, g)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(res)
-			}
+		RunE: benchRun(g, func() error { return b.validate() }, func(ctx context.Context) (*deliverResult, error) {
+			return b.run(ctx, g)
+		}, func(res *deliverResult) {
 			if c := res.Creation; c != nil {
 				fmt.Fprintf(g.stdout, "topology in the store: %d objects created in %.2fs, %.0f objects/s (%s, %d requests)\n",
 					c.Objects, c.Seconds, c.PerSec, c.How, c.Puts)
@@ -224,8 +206,7 @@ bookkeeping).`,
 			if f := res.Floor; f != nil {
 				printFloor(g, res, f)
 			}
-			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&b.messages, "messages", 100000, "messages to deliver (drain)")
@@ -346,14 +327,11 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 		}
 	}
 	onTopology.Store(&setTopology)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, base, err := serveLoopback(handler)
 	if err != nil {
 		return nil, err
 	}
-	go srv.Serve(aln)
 	defer srv.Close()
-	base := "http://" + aln.Addr().String()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	payload := `"` + string(bytes.Repeat([]byte("x"), max(b.size-2, 0))) + `"`
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -64,21 +63,12 @@ phase are printed.`,
 		Example: `  courier bench switch
   courier bench switch --postgres postgres://localhost/courier`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
+		RunE: benchRun(g, func() error {
 			if b.endpoints < 1 || b.clients < 1 || b.rate < 0 {
 				return fmt.Errorf("--endpoints and --clients must be at least 1, --rate at least 0")
 			}
-			tuneRuntime()
-			res, err := b.run(cmd.Context(), g)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(res)
-			}
+			return nil
+		}, func(ctx context.Context) (*switchResult, error) { return b.run(ctx, g) }, func(res *switchResult) {
 			fmt.Fprintf(g.stdout, "%s: %d endpoints, %d clients, %d messages delivered meanwhile\n", res.Store, res.Endpoints, res.Clients, res.Delivered)
 			for _, p := range res.Phases {
 				fmt.Fprintf(g.stdout, "  %-22s %6d switches in %5d requests, %.2fs: %8.0f switches/s", p.Phase, p.Switches, p.Requests, p.Seconds, p.PerSecond)
@@ -90,8 +80,7 @@ phase are printed.`,
 				}
 				fmt.Fprintln(g.stdout)
 			}
-			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntVar(&b.endpoints, "endpoints", 10000, "endpoints to switch (one route each)")
@@ -124,12 +113,10 @@ func (b benchSwitch) run(ctx context.Context, g *globals) (*switchResult, error)
 	eng.Redrive(bulk)
 	handler := api.NewServer(api.Options{Store: store, Topology: top, DueFunc: eng.Due, ScheduledFunc: eng.Scheduled,
 		ActivityFunc: eng.Activity, HealthSwitchedFunc: eng.HealthSwitched, Bulk: bulk})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, base, err := serveLoopback(handler)
 	if err != nil {
 		return nil, err
 	}
-	go srv.Serve(ln)
 	defer srv.Close()
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
@@ -143,7 +130,6 @@ func (b benchSwitch) run(ctx context.Context, g *globals) (*switchResult, error)
 		bulk.Stop(sctx)
 		eng.Stop(sctx)
 	}()
-	base := "http://" + ln.Addr().String()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: b.clients + 1, MaxIdleConnsPerHost: b.clients + 1}}
 
 	// Deliveries go on beside the switching, as on a server at work.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/topology"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
@@ -135,9 +135,9 @@ func writeTopologyYAML(w io.Writer, t *api.Topology, kinds []courier.TopologyKin
 			section.Style = yaml.FlowStyle
 		}
 		for _, name := range slices.Sorted(maps.Keys(objs)) {
-			v, err := decodeSpec(objs[name])
+			v, err := topology.DecodeSpec(objs[name])
 			if err != nil {
-				return fmt.Errorf("%s %q: %w", k, name, err)
+				return fmt.Errorf("%s %q: read its spec: %w", k, name, err)
 			}
 			section.Content = append(section.Content, stringNode(name), yamlValue(v))
 		}
@@ -155,17 +155,6 @@ func writeTopologyYAML(w io.Writer, t *api.Topology, kinds []courier.TopologyKin
 		}
 	}
 	return nil
-}
-
-// decodeSpec reads a spec's JSON with its numbers as they are written.
-func decodeSpec(spec []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(spec))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("read its spec: %w", err)
-	}
-	return v, nil
 }
 
 // yamlValue turns a decoded JSON value into YAML: mapping keys sorted,

@@ -1,6 +1,7 @@
 // Package sendopts has the options that every transport's sender takes
 // alike: a logger, a clock and the timeouts, with their defaults in one
-// place, and the attempt timeout that follows from them for an endpoint.
+// place, and the attempt timeout that follows from them for an endpoint;
+// and the delivery that no sender can send.
 package sendopts
 
 import (
@@ -52,4 +53,13 @@ func Timeout(e *courier.Endpoint, def time.Duration) time.Duration {
 		return e.Timeout
 	}
 	return def
+}
+
+// Unsendable is the result of a delivery that lacks its message or its
+// endpoint, which no transport can send; nil for a delivery with both.
+func Unsendable(d courier.Delivery) *courier.Result {
+	if d.Message == nil || d.Endpoint == nil {
+		return &courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	}
+	return nil
 }

@@ -45,3 +45,25 @@ func TestTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestUnsendable(t *testing.T) {
+	t.Parallel()
+	m, e := &courier.Message{ID: "m"}, courier.NewEndpoint("e", courier.TransportHTTP)
+	for _, tc := range []struct {
+		name string
+		d    courier.Delivery
+		want bool
+	}{
+		{"both", courier.Delivery{Message: m, Endpoint: e}, false},
+		{"no message", courier.Delivery{Endpoint: e}, true},
+		{"no endpoint", courier.Delivery{Message: m}, true},
+	} {
+		got := Unsendable(tc.d)
+		if (got != nil) != tc.want {
+			t.Errorf("%s: Unsendable = %v, want a result: %v", tc.name, got, tc.want)
+		}
+		if got != nil && got.Class != courier.ClassTransport {
+			t.Errorf("%s: class %q, want %q", tc.name, got.Class, courier.ClassTransport)
+		}
+	}
+}

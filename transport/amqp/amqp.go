@@ -239,10 +239,10 @@ func (c *conn) release(ch *channel) {
 // Send publishes d.Message once and waits for the broker's confirm. It
 // never returns an error: every failure is a Result with a class.
 func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
-	m, e := d.Message, d.Endpoint
-	if m == nil || e == nil {
-		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	if fail := sendopts.Unsendable(d); fail != nil {
+		return *fail
 	}
+	e := d.Endpoint
 	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

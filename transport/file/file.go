@@ -78,10 +78,10 @@ func (t *Transport) Close() {}
 // Send writes d.Message's payload to the file its endpoint's name template
 // gives. It never returns an error: every failure is a Result with a class.
 func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
-	m, e := d.Message, d.Endpoint
-	if m == nil || e == nil {
-		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	if fail := sendopts.Unsendable(d); fail != nil {
+		return *fail
 	}
+	m, e := d.Message, d.Endpoint
 	if err := ctx.Err(); err != nil {
 		return courier.Result{Class: courier.ClassTransport, Error: "attempt canceled before the file was written"}
 	}

@@ -175,10 +175,10 @@ func New(o Options) *Transport {
 // before the request goes out stops it, but one under way runs to its
 // outcome or its timeout, so that what the receiver did is known.
 func (t *Transport) attempt(ctx context.Context, d courier.Delivery, token string) courier.Result {
-	m, e := d.Message, d.Endpoint
-	if m == nil || e == nil {
-		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	if fail := sendopts.Unsendable(d); fail != nil {
+		return *fail
 	}
+	e := d.Endpoint
 	timeout := sendopts.Timeout(e, t.opts.DefaultTimeout)
 	// An endpoint sent to before with the same settings has its URL parsed
 	// and its pool found already.

@@ -87,10 +87,10 @@ var errAttemptTimeout = errors.New("endpoint timeout")
 // Send makes one attempt to mail d.Message to d.Endpoint's recipients. It
 // never returns an error: every failure is a Result with a class.
 func (t *Transport) Send(ctx context.Context, d courier.Delivery) courier.Result {
-	m, e := d.Message, d.Endpoint
-	if m == nil || e == nil {
-		return courier.Result{Class: courier.ClassTransport, Error: "delivery without a message or an endpoint"}
+	if fail := sendopts.Unsendable(d); fail != nil {
+		return *fail
 	}
+	m, e := d.Message, d.Endpoint
 	s := settingsOf(e)
 	if len(s.To) == 0 || s.From == "" {
 		return courier.Result{Class: courier.ClassTransport, Error: fmt.Sprintf("endpoint %s has no sender or no recipients", e.Name)}
