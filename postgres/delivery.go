@@ -285,8 +285,20 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 }
 
 // Apply writes decided changes, each guarded by its state and token, in one
-// transaction: one statement for the changes (after the locks of their
-// ordering keys, if they have any), one for their notices.
+// transaction: one statement for the changes, then, for those with
+// ordering keys, the keys' groups settled under the keys' locks, and one
+// statement for their notices.
+//
+// The keys' locks are taken after the changes are written, so that they
+// are held only while the groups are read and settled, not while the
+// changes are: a change needs no lock of its key, since it is guarded by
+// its message's state and token, and no other writer decides anything of
+// a group from a message in flight but by the key's lock, which it takes
+// before it reads. A writer that took a key's lock first, and then wants
+// the row of a message this transaction has just written, deadlocks with
+// it (an operator's act on a message in flight, an erasure): PostgreSQL
+// ends one of the two, whose write is tried again as any that fails for
+// want of the database.
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	if len(changes) == 0 {
@@ -298,15 +310,13 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	}
 	keys := orderingKeys(msgs)
 	var due []string
+	var locked time.Time
 	err := pgx.BeginTxFunc(ctx, s.pool, byIndex, func(tx pgx.Tx) (err error) {
 		var priors map[string]courier.KeyPrior
 		if len(keys) > 0 {
-			// The keys' groups are read and changed under their locks,
-			// taken all first, in order, so that two writers never
-			// deadlock.
-			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return classify("lock ordering keys", err)
-			}
+			// Where the keyed messages stand before their changes: only a
+			// change written under its guard is settled, and only its own
+			// message could have moved it since.
 			if priors, err = readPriors(ctx, tx, changes); err != nil {
 				return err
 			}
@@ -356,6 +366,15 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 				return err
 			}
 		}
+		if len(keys) > 0 {
+			// The keys' groups are read and settled under their locks,
+			// taken all at once, in order, so that two writers never
+			// deadlock on them.
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return classify("lock ordering keys", err)
+			}
+			locked = time.Now()
+		}
 		// A key that one change left on its route, as an outcome does, is
 		// settled with the others of the batch in two statements; a key
 		// that more than one change touches, or that changes route or
@@ -397,6 +416,9 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 		due = append(due, noticesDue...)
 		return err
 	})
+	if s.keysHeld != nil && !locked.IsZero() {
+		s.keysHeld(time.Since(locked))
+	}
 	if err != nil {
 		return nil, classify("apply", err)
 	}

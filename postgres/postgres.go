@@ -50,6 +50,9 @@ type Options struct {
 	// application_name in pg_stat_activity (default: the DSN's
 	// application_name, else courier).
 	ApplicationName string
+	// KeyLocksHeld, when set, is told how long each write of outcomes
+	// held its ordering keys' locks: from the locks taken to the commit.
+	KeyLocksHeld func(time.Duration)
 }
 
 // Store is the PostgreSQL implementation of courier.Store.
@@ -78,6 +81,7 @@ type Store struct {
 	paces    paces           // paced endpoints' next free starts (limits.go)
 	buckets  buckets         // tenants' ingest buckets as last known (limits.go)
 	quotas   sqlstore.Quotas // the tenants' caps that ingest checks
+	keysHeld func(time.Duration)
 }
 
 // Open connects to the database at dsn, applies the migrations it lacks
@@ -143,6 +147,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		notify:          make(chan struct{}, 1),
 		quit:            make(chan struct{}),
 		stopped:         make(chan struct{}),
+		keysHeld:        opts.KeyLocksHeld,
 	}
 	switch {
 	case opts.Blobs != nil:

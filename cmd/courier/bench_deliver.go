@@ -57,7 +57,8 @@ type benchDeliver struct {
 	// topologyProfile is where to write a CPU profile of the topology's
 	// creation.
 	topologyProfile string
-	withFloor       bool // after the drain, measure sending and the store's part each alone
+	withFloor       bool       // after the drain, measure sending and the store's part each alone
+	keyHolds        *durations // with ordering keys on PostgreSQL: how long writes of outcomes held their keys' locks
 }
 
 // deliverResult is what a delivery benchmark measured.
@@ -78,6 +79,12 @@ type deliverResult struct {
 	OutcomeP50ms float64 `json:"answer_to_outcome_written_p50_ms"`
 	OutcomeP99ms float64 `json:"answer_to_outcome_written_p99_ms"`
 	OutcomeMaxMs float64 `json:"answer_to_outcome_written_max_ms"`
+	// On PostgreSQL with ordering keys: how long each write of outcomes
+	// held its keys' locks, from the locks taken to the commit.
+	KeyLocksP50ms  float64 `json:"key_locks_held_p50_ms,omitempty"`
+	KeyLocksP99ms  float64 `json:"key_locks_held_p99_ms,omitempty"`
+	KeyLocksMaxMs  float64 `json:"key_locks_held_max_ms,omitempty"`
+	KeyLockBatches int     `json:"key_lock_batches,omitempty"`
 	// CPU per delivered message during the drain, in µs: courier's own
 	// (this process's, the receiver apart when it runs in its own), and
 	// the receiver's.
@@ -185,6 +192,10 @@ bookkeeping).`,
 			}
 			fmt.Fprintf(g.stdout, "  ingest to delivered: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50ms, res.P99ms, res.MaxMs)
 			fmt.Fprintf(g.stdout, "  answer to outcome written: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.OutcomeP50ms, res.OutcomeP99ms, res.OutcomeMaxMs)
+			if res.KeyLockBatches > 0 {
+				fmt.Fprintf(g.stdout, "  ordering keys' locks held by a write of outcomes: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d writes)\n",
+					res.KeyLocksP50ms, res.KeyLocksP99ms, res.KeyLocksMaxMs, res.KeyLockBatches)
+			}
 			if res.CourierCPUus > 0 {
 				fmt.Fprintf(g.stdout, "  CPU per delivered message: courier %.1f µs", res.CourierCPUus)
 				if !b.inProcess {
@@ -238,6 +249,7 @@ bookkeeping).`,
 
 func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, error) {
 	var spans func() int // with --tracing: the spans received once all is flushed
+	b.keyHolds = &durations{}
 	stores, limits, cleanup, err := b.openStores(ctx)
 	if err != nil {
 		return nil, err
@@ -336,7 +348,7 @@ func (b benchDeliver) run(ctx context.Context, g *globals) (*deliverResult, erro
 	payload := `"` + string(bytes.Repeat([]byte("x"), max(b.size-2, 0))) + `"`
 
 	res := &deliverResult{Messages: b.messages, Backlog: b.backlog, Topology: b.topologyIn}
-	defer waits.into(res)
+	defer waits.into(res, b.keyHolds)
 	if cat != nil {
 		fmt.Fprintf(g.stderr, "creating the topology through the API...\n")
 		stopProfile, err := startCPUProfile(b.topologyProfile)
@@ -762,7 +774,8 @@ func (b benchDeliver) openStores(ctx context.Context) (stores []courier.Store, l
 		}
 	}
 	for i := 0; i < max(b.nodes, 1); i++ {
-		s, err := postgres.Open(ctx, b.postgres, postgres.Options{Schema: schema, ApplicationName: benchApplication})
+		s, err := postgres.Open(ctx, b.postgres, postgres.Options{Schema: schema, ApplicationName: benchApplication,
+			KeyLocksHeld: b.keyHolds.add})
 		if err != nil {
 			cleanup()
 			return nil, nil, nil, err
@@ -806,25 +819,41 @@ func (n *nodes) Scheduled(route string, at time.Time) {
 	}
 }
 
+// durations collects times from many goroutines.
+type durations struct {
+	mu sync.Mutex
+	l  []time.Duration
+}
+
+func (d *durations) add(x time.Duration) {
+	d.mu.Lock()
+	d.l = append(d.l, x)
+	d.mu.Unlock()
+}
+
+// percentiles returns the p50, p99 and max in ms, and how many there were.
+func (d *durations) percentiles() (p50, p99, maxMs float64, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p50, p99, maxMs = percentiles(d.l)
+	return p50, p99, maxMs, len(d.l)
+}
+
 // outcomeWaits keeps how long after the receivers' answers the outcomes
 // were written.
 type outcomeWaits struct {
 	engine.NopObserver
-	mu    sync.Mutex
-	waits []time.Duration
+	durations
 }
 
-func (o *outcomeWaits) OutcomeWritten(wait time.Duration) {
-	o.mu.Lock()
-	o.waits = append(o.waits, wait)
-	o.mu.Unlock()
-}
+func (o *outcomeWaits) OutcomeWritten(wait time.Duration) { o.add(wait) }
 
-// into puts the waits' percentiles into res.
-func (o *outcomeWaits) into(res *deliverResult) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if res != nil && len(o.waits) > 0 {
-		res.OutcomeP50ms, res.OutcomeP99ms, res.OutcomeMaxMs = percentiles(o.waits)
+// into puts the waits' percentiles into res, and those of the keys' locks
+// held.
+func (o *outcomeWaits) into(res *deliverResult, holds *durations) {
+	if res == nil {
+		return
 	}
+	res.OutcomeP50ms, res.OutcomeP99ms, res.OutcomeMaxMs, _ = o.percentiles()
+	res.KeyLocksP50ms, res.KeyLocksP99ms, res.KeyLocksMaxMs, res.KeyLockBatches = holds.percentiles()
 }

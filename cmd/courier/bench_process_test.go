@@ -64,6 +64,16 @@ func TestBenchDeliverOnPostgres(t *testing.T) {
 	if cpustat.LocalDatabase(dsn) && res.DatabaseCPUus <= 0 {
 		t.Errorf("database CPU per message %v µs; want it measured for a database on this machine", res.DatabaseCPUus)
 	}
+	if res.KeyLockBatches != 0 {
+		t.Errorf("without ordering keys, %d writes of outcomes held keys' locks; want none", res.KeyLockBatches)
+	}
+
+	// With ordering keys, how long writes of outcomes held the keys'
+	// locks: every write of keyed outcomes takes them.
+	res = benchDeliverJSON(t, "--messages", "2000", "--ordering-keys", "50", "--postgres", dsn)
+	if res.Delivered != 2000 || res.KeyLockBatches == 0 || res.KeyLocksP50ms <= 0 || res.KeyLocksMaxMs < res.KeyLocksP99ms {
+		t.Errorf("measured %+v; want 2000 delivered in order and the keys' locks held measured", res)
+	}
 }
 
 // With --floor, the drain is followed by sending and the store's part each
