@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -267,55 +266,50 @@ func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*cou
 }
 
 // Erase erases the payload of message id and discards its deliveries that
-// are live, in one transaction; a blob goes right after it.
+// are live (sqlstore.Erase), in one transaction; a blob goes right after
+// it.
 func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*courier.Message, error) {
 	var out []*courier.Message
 	var blob string
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		blob = ""
-		rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages WHERE id = ? ORDER BY subscription`, id)
-		ds, err := collect(nil, rows, err, "read message "+id, scanMessage)
-		switch {
-		case err != nil:
-			return err
-		case len(ds) == 0:
-			return sqlstore.MessageNotFound(id)
-		case ds[0].Erased != nil:
-			out = ds // erased already: the same tombstone
-			return nil
-		}
-		out = make([]*courier.Message, len(ds))
-		for i, d := range ds {
-			next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
-			if discarded {
-				if _, err := s.update(tx, courier.Change{Message: next, From: d.State, Token: d.TotalAttempts}); err != nil {
-					return err
-				}
-			}
-			for _, a := range sqlstore.ErasureActions(d, a, discarded) {
-				if err := insertAction(tx, a); err != nil {
-					return err
-				}
-			}
-			blob, out[i] = cmp.Or(blob, d.Blob), next
-		}
-		if _, err := tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
-			return classify("erase the payload of "+id, err)
-		}
-		_, err = tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
-			micros(a.At), a.Who, nullString(a.Detail), id)
-		return classify("erase the payload of "+id, err)
+		var err error
+		out, blob, err = sqlstore.Erase(eraseTx{s, tx}, id, a)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if blob != "" && s.blobs != nil {
-		// No message refers to it any more: a sweep would take it too.
-		if err := s.blobs.Remove(ctx, blob); err != nil {
-			s.logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
-		}
-	}
+	sqlstore.RemoveErasedBlob(ctx, s.blobs, s.logger, id, blob)
 	return out, nil
+}
+
+// eraseTx is the sqlstore.EraseTx of a write transaction.
+type eraseTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+var _ sqlstore.EraseTx = eraseTx{}
+
+func (e eraseTx) Deliveries(id string) ([]*courier.Message, error) {
+	rows, err := e.tx.Query(`SELECT `+messageColumns+` FROM messages WHERE id = ? ORDER BY subscription`, id)
+	return collect(nil, rows, err, "read message "+id, scanMessage)
+}
+
+func (e eraseTx) Discard(d, next *courier.Message) error {
+	_, err := e.s.update(e.tx, courier.Change{Message: next, From: d.State, Token: d.TotalAttempts})
+	return err
+}
+
+func (e eraseTx) RecordAction(a courier.Action) error { return insertAction(e.tx, a) }
+
+func (e eraseTx) ErasePayload(id string, a courier.Action) error {
+	if _, err := e.tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
+		return classify("erase the payload of "+id, err)
+	}
+	_, err := e.tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
+		micros(a.At), a.Who, nullString(a.Detail), id)
+	return classify("erase the payload of "+id, err)
 }
 
 // Resend puts a finished message or delivery back in the queue, due now.
