@@ -69,22 +69,13 @@ func BenchmarkLimits(b *testing.B) {
 		}
 	})
 	b.Run("book-two-nodes", func(b *testing.B) {
-		dsn, schema := pgtest.Schema(b)
-		var nodes [2]*postgres.Store
-		for i := range nodes {
-			s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
-			nodes[i] = s
-		}
+		pair := nodes(b, 2)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			// A booking the other node overtook is tried again at once.
 			for booked := false; !booked; {
 				var err error
-				if _, booked, err = nodes[i%2].BookStart(ctx, "paced", time.Microsecond, time.Microsecond, time.Now()); err != nil {
+				if _, booked, err = pair[i%2].BookStart(ctx, "paced", time.Microsecond, time.Microsecond, time.Now()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -17,16 +17,8 @@ import (
 // A node hears the routes of the messages another node made due, and not
 // its own.
 func TestListenNamesTheRoutes(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
-	open := func() *postgres.Store {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	ns := nodes(t, 2)
+	a, b := ns[0], ns[1]
 	var mu sync.Mutex
 	heard := map[string]bool{}
 	ready := make(chan struct{}, 1)
@@ -85,15 +77,7 @@ func TestListenNamesTheRoutes(t *testing.T) {
 func TestListenTopology(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	open := func() *postgres.Store {
-		s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	a, b := openSchema(t, dsn, schema), openSchema(t, dsn, schema)
 	heard := make(chan int64, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
