@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -136,14 +137,7 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 		rows, err := s.pool.Query(ctx, query)
 		texts, err := collect(nil, rows, err, "read "+table, func(row scanner) (string, error) {
 			vals, err := rows.Values()
-			texts := make([]string, len(vals))
-			for i, v := range vals {
-				if b, ok := v.([]byte); ok {
-					v = string(b)
-				}
-				texts[i] = fmt.Sprint(v)
-			}
-			return strings.Join(texts, " | "), err
+			return storetest.RowText(vals), err
 		})
 		if err != nil {
 			return nil, err
@@ -163,16 +157,5 @@ func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) 
 			return oid, row.Scan(&oid)
 		})
 	}
-	var left []string
-	for _, ref := range refs {
-		r, err := s.blobs.Open(ctx, ref)
-		switch {
-		case err == nil:
-			r.Close()
-			left = append(left, ref)
-		case courier.ErrorCode(err) != courier.CodeNotFound:
-			return nil, err
-		}
-	}
-	return left, nil
+	return storetest.BlobsOpened(ctx, s.blobs, refs)
 }

@@ -2,10 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
-	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // Rows returns every row of every table, each as the text of its columns,
@@ -44,7 +42,7 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 				rows.Close()
 				return nil, err
 			}
-			out[table] = append(out[table], rowText(vals))
+			out[table] = append(out[table], storetest.RowText(vals))
 		}
 		if err := rows.Close(); err != nil {
 			return nil, err
@@ -53,31 +51,8 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 	return out, nil
 }
 
-// rowText is a row's columns as storetest.Inspector shows them.
-func rowText(vals []any) string {
-	texts := make([]string, len(vals))
-	for i, v := range vals {
-		if b, ok := v.([]byte); ok {
-			v = string(b)
-		}
-		texts[i] = fmt.Sprint(v)
-	}
-	return strings.Join(texts, " | ")
-}
-
 // BlobsLeft returns those of refs the blob area still holds
 // (storetest.Inspector).
 func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) {
-	var left []string
-	for _, ref := range refs {
-		r, err := s.blobs.Open(ctx, ref)
-		switch {
-		case err == nil:
-			r.Close()
-			left = append(left, ref)
-		case courier.ErrorCode(err) != courier.CodeNotFound:
-			return nil, err
-		}
-	}
-	return left, nil
+	return storetest.BlobsOpened(ctx, s.blobs, refs)
 }

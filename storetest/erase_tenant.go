@@ -16,13 +16,43 @@ import (
 // operation left or changed, whatever table holds it.
 type Inspector interface {
 	// Rows returns every row of every table of the store, each as the
-	// text of its columns joined by " | ", by table; a row that refers to a message by its seq alone (a
-	// payload's) with the message's id.
+	// text of its columns (RowText), by table; a row that refers to a
+	// message by its seq alone (a payload's) with the message's id.
 	Rows(ctx context.Context) (map[string][]string, error)
 	// BlobsLeft returns those of refs that the blob area still holds, as
 	// the area itself lists its blobs (for large objects,
 	// pg_largeobject_metadata).
 	BlobsLeft(ctx context.Context, refs []string) ([]string, error)
+}
+
+// RowText is a row's columns (vals) as Inspector.Rows shows them: each as
+// fmt prints it (bytes as text), joined by " | ".
+func RowText(vals []any) string {
+	texts := make([]string, len(vals))
+	for i, v := range vals {
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		texts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(texts, " | ")
+}
+
+// BlobsOpened returns those of refs that blobs still opens: the
+// Inspector.BlobsLeft of a blob area that lists its blobs no other way.
+func BlobsOpened(ctx context.Context, blobs courier.Blobs, refs []string) ([]string, error) {
+	var left []string
+	for _, ref := range refs {
+		r, err := blobs.Open(ctx, ref)
+		switch {
+		case err == nil:
+			r.Close()
+			left = append(left, ref)
+		case courier.ErrorCode(err) != courier.CodeNotFound:
+			return nil, err
+		}
+	}
+	return left, nil
 }
 
 // eraseTenantTests are the tests of the erasure of a tenant.
