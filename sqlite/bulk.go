@@ -101,18 +101,8 @@ func (b bulkTx) EraseBatch(tenant string, cursor *int64, limit int) (int, error)
 		gone = append(gone, behind...)
 	}
 	for _, e := range gone {
-		for _, q := range []struct {
-			sql string
-			arg any
-		}{
-			{`DELETE FROM attempts WHERE message_id = ?`, e.key},
-			{`DELETE FROM actions WHERE subject = ? AND object = ''`, e.key},
-			{`DELETE FROM messages WHERE seq = ?`, e.seq},
-			{`DELETE FROM bodies WHERE seq = ?`, e.seq},
-		} {
-			if _, err := b.tx.Exec(q.sql, q.arg); err != nil {
-				return 0, classify("erase "+e.key, err)
-			}
+		if err := deleteMessage(b.tx, e.seq, e.key); err != nil {
+			return 0, classify("erase "+e.key, err)
 		}
 		b.s.cur.usage.Add(e.id, e.size, e.state, courier.StateDiscarded) // no longer counted when it was live
 	}

@@ -391,6 +391,26 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 	return m, nil
 }
 
+// deleteMessage deletes the message or delivery seq, by its key, with its
+// attempts, its actions (not the changes of a topology object that has its
+// name) and its payload's row (none for a shared one).
+func deleteMessage(tx *sql.Tx, seq int64, key string) error {
+	for _, q := range []struct {
+		sql string
+		arg any
+	}{
+		{`DELETE FROM attempts WHERE message_id = ?`, key},
+		{`DELETE FROM actions WHERE subject = ? AND object = ''`, key},
+		{`DELETE FROM messages WHERE seq = ?`, seq},
+		{`DELETE FROM bodies WHERE seq = ?`, seq},
+	} {
+		if _, err := tx.Exec(q.sql, q.arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Purge deletes up to limit terminal messages and deliveries that finished
 // before the cutoff, with their attempts and actions. The lead of a
 // published message (the row its payload is kept with) goes last, with the
@@ -421,19 +441,8 @@ func (s *Store) Purge(ctx context.Context, p courier.Purge, limit int) (int, err
 			return err
 		}
 		for _, p := range gone {
-			for _, q := range []struct {
-				sql string
-				arg any
-			}{
-				{`DELETE FROM attempts WHERE message_id = ?`, p.key},
-				// Not the changes of a topology object that has its name.
-				{`DELETE FROM actions WHERE subject = ? AND object = ''`, p.key},
-				{`DELETE FROM messages WHERE seq = ?`, p.seq},
-				{`DELETE FROM bodies WHERE seq = ?`, p.seq}, // none for a shared row
-			} {
-				if _, err := tx.Exec(q.sql, q.arg); err != nil {
-					return classify("purge "+p.key, err)
-				}
+			if err := deleteMessage(tx, p.seq, p.key); err != nil {
+				return classify("purge "+p.key, err)
 			}
 		}
 		n = len(gone)
