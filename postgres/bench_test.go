@@ -7,7 +7,6 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
-	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/storetest"
 )
 
@@ -20,23 +19,14 @@ func BenchmarkIngest(b *testing.B) {
 // BenchmarkClaim measures claiming 100 due messages at a time, with a small
 // and a larger backlog queued behind them.
 func BenchmarkClaim(b *testing.B) {
-	storetest.BenchClaim(b, []int{10000, 100000}, func(b *testing.B, n int, now time.Time) courier.Store {
-		return queuedStore(b, n, now)
-	})
+	storetest.BenchClaim(b, []int{10000, 100000}, queued)
 }
 
 // BenchmarkApply measures writing the outcomes of 100 delivered attempts
-// in one call, as the engine's completer does (wall time per outcome).
-// "delivery" gives the store the message as leased, as the engine does, so
-// that it writes a Delivery by its few columns; "whole" does not.
+// in one call, as the engine's completer does (storetest.BenchApply), in
+// wall time per outcome.
 func BenchmarkApply(b *testing.B) {
-	for _, kind := range []string{"delivery", "whole"} {
-		b.Run(kind, func(b *testing.B) {
-			now := time.Now()
-			s := queuedStore(b, b.N*100, now)
-			storetest.BenchApply(b, s, now, kind == "delivery", wallTime, "ns/outcome")
-		})
-	}
+	storetest.BenchApply(b, queued, wallTime, "ns/outcome")
 }
 
 // wallTime is the time since an arbitrary start, for measuring spans of
@@ -45,9 +35,9 @@ func wallTime() time.Duration { return time.Since(benchEpoch) }
 
 var benchEpoch = time.Now()
 
-// queuedStore opens a store in a fresh schema with n messages of 1 KiB
-// queued on the route "bench".
-func queuedStore(b *testing.B, n int, now time.Time) *postgres.Store {
+// queued opens a store in a fresh schema with n messages of 1 KiB queued
+// on the route "bench".
+func queued(b *testing.B, n int, now time.Time) courier.Store {
 	s := pgtest.Open(b)
 	storetest.IngestBench(b, s, n, "m", now, nil)
 	return s
