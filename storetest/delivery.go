@@ -28,6 +28,21 @@ func ids(msgs []*courier.Message) string {
 	return fmt.Sprint(out)
 }
 
+// listedIDs returns the ids of the messages of the first page that s lists
+// for f.
+func listedIDs(t *testing.T, s courier.Store, f courier.MessageFilter) []string {
+	t.Helper()
+	page, err := s.Messages(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range page.Messages {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
 // queuedAt ingests a message on route, due at due, with a priority.
 func queuedAt(t *testing.T, s courier.Store, id, route string, prio int, due time.Time) {
 	t.Helper()
