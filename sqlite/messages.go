@@ -231,8 +231,7 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]*courier.Message, 
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	page, err := sqlstore.ListMessages(sqlstore.Where{Time: micros}, messageColumns, f,
-		func(q string, args ...any) (sqlstore.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) },
+	page, err := sqlstore.ListMessages(sqlstore.Where{Time: micros}, messageColumns, f, s.readRows(ctx),
 		func(row scanner) (*courier.Message, int64, error) { return scanMessageSeq(row, false) })
 	return page, classify("list messages", err)
 }

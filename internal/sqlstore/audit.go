@@ -26,7 +26,7 @@ func AuditQuery(w *Where, columns string, f courier.AuditFilter) (query string, 
 // AuditQuery makes it: w has the placeholders of the store's database,
 // query runs the statement with its arguments, and scan reads a row of the
 // columns into an action, its Seq set.
-func Audit(w Where, columns string, f courier.AuditFilter, query func(q string, args ...any) (Rows, error),
+func Audit(w Where, columns string, f courier.AuditFilter, query QueryFunc,
 	scan func(Scanner) (courier.Action, error)) (courier.AuditPage, error) {
 	q, limit, err := AuditQuery(&w, columns, f)
 	if err != nil {

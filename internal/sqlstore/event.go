@@ -25,7 +25,7 @@ func EventsQuery(w *Where, f courier.EventFilter) (query string, limit int, err 
 // Events reads the page of events that f selects, newest first, as
 // EventsQuery makes it: query runs the statement with its arguments, and
 // scan reads a row into an event.
-func Events(w Where, f courier.EventFilter, query func(q string, args ...any) (Rows, error),
+func Events(w Where, f courier.EventFilter, query QueryFunc,
 	scan func(Scanner) (courier.Event, error)) (courier.EventPage, error) {
 	q, limit, err := EventsQuery(&w, f)
 	if err != nil {

@@ -37,7 +37,7 @@ func pageQuery(w *Where, columns, table, cursor string, limit int) (query string
 // through query, and returns the rows scan reads, up to limit (none: an
 // empty slice), with the cursor of the next page when there were more
 // (seq gives a row's sequence number).
-func readPage[T any](q string, args []any, limit int, query func(q string, args ...any) (Rows, error),
+func readPage[T any](q string, args []any, limit int, query QueryFunc,
 	scan func(Scanner) (T, error), seq func(T) int64) ([]T, string, error) {
 	rows, err := query(q, args...)
 	out, err := Collect([]T{}, rows, err, scan)
@@ -54,7 +54,7 @@ func readPage[T any](q string, args []any, limit int, query func(q string, args 
 // as ListQuery and Page make it: w has the placeholders of the store's
 // database, query runs the statement with its arguments, and scan reads a
 // row of the columns into a message and its ingest sequence number.
-func ListMessages(w Where, columns string, f courier.MessageFilter, query func(q string, args ...any) (Rows, error),
+func ListMessages(w Where, columns string, f courier.MessageFilter, query QueryFunc,
 	scan func(Scanner) (*courier.Message, int64, error)) (courier.MessagePage, error) {
 	q, limit, err := ListQuery(&w, columns, f)
 	if err != nil {
