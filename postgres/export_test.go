@@ -128,23 +128,11 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
-	for _, table := range tables {
-		query := `SELECT * FROM ` + pgx.Identifier{table}.Sanitize()
-		if table == "bodies" {
-			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
-		}
-		rows, err := s.pool.Query(ctx, query)
-		texts, err := collect(nil, rows, err, "read "+table, func(row scanner) (string, error) {
-			vals, err := rows.Values()
-			return storetest.RowText(vals), err
+	return storetest.InspectRows(tables, func(table string) string { return pgx.Identifier{table}.Sanitize() },
+		func(query string) ([][]any, error) {
+			rows, err := s.pool.Query(ctx, query)
+			return collect(nil, rows, err, "read", func(scanner) ([]any, error) { return rows.Values() })
 		})
-		if err != nil {
-			return nil, err
-		}
-		out[table] = texts
-	}
-	return out, nil
 }
 
 // BlobsLeft returns those of refs the blob area still holds: for large

@@ -17,38 +17,26 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
-	for _, table := range tables {
-		query := `SELECT * FROM "` + table + `"`
-		if table == "bodies" {
-			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
-		}
-		rows, err := s.rdb.QueryContext(ctx, query)
-		if err != nil {
-			return nil, err
-		}
-		cols, err := rows.Columns()
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
+	return storetest.InspectRows(tables, func(table string) string { return `"` + table + `"` },
+		func(query string) ([][]any, error) {
+			rows, err := s.rdb.QueryContext(ctx, query)
+			if err != nil {
+				return nil, err
 			}
-			if err := rows.Scan(ptrs...); err != nil {
+			cols, err := rows.Columns()
+			if err != nil {
 				rows.Close()
 				return nil, err
 			}
-			out[table] = append(out[table], storetest.RowText(vals))
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+			return collect(nil, rows, nil, "read", func(row scanner) ([]any, error) {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				return vals, row.Scan(ptrs...)
+			})
+		})
 }
 
 // BlobsLeft returns those of refs the blob area still holds

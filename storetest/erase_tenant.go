@@ -25,6 +25,27 @@ type Inspector interface {
 	BlobsLeft(ctx context.Context, refs []string) ([]string, error)
 }
 
+// InspectRows is the Inspector.Rows of a store whose tables lists its
+// tables, quote quotes a table's name in a statement, and values reads the
+// rows of a statement as the values of their columns.
+func InspectRows(tables []string, quote func(table string) string, values func(query string) ([][]any, error)) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, table := range tables {
+		query := `SELECT * FROM ` + quote(table)
+		if table == "bodies" {
+			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
+		}
+		rows, err := values(query)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", table, err)
+		}
+		for _, vals := range rows {
+			out[table] = append(out[table], RowText(vals))
+		}
+	}
+	return out, nil
+}
+
 // RowText is a row's columns (vals) as Inspector.Rows shows them: each as
 // fmt prints it (bytes as text), joined by " | ".
 func RowText(vals []any) string {
