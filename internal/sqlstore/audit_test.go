@@ -73,14 +73,7 @@ func TestAuditPage(t *testing.T) {
 			if got := fmt.Sprint(seqs); got != tt.wantSeqs {
 				t.Errorf("seqs %s, want %s", got, tt.wantSeqs)
 			}
-			switch {
-			case tt.wantNext == 0 && page.Next != "":
-				t.Errorf("next %q, want none", page.Next)
-			case tt.wantNext != 0:
-				if seq, err := DecodeCursor(page.Next); err != nil || seq != tt.wantNext {
-					t.Errorf("next %q is seq %d (%v), want %d", page.Next, seq, err, tt.wantNext)
-				}
-			}
+			wantNext(t, page.Next, tt.wantNext)
 		})
 	}
 	failed := errors.New("connection lost")

@@ -165,15 +165,22 @@ func TestPage(t *testing.T) {
 			if got := fmt.Sprint(ids); got != tt.wantIDs {
 				t.Errorf("messages %s, want %s", got, tt.wantIDs)
 			}
-			switch {
-			case tt.wantNext == 0 && page.Next != "":
-				t.Errorf("next %q, want none", page.Next)
-			case tt.wantNext != 0:
-				if seq, err := DecodeCursor(page.Next); err != nil || seq != tt.wantNext {
-					t.Errorf("next %q is seq %d (%v), want %d", page.Next, seq, err, tt.wantNext)
-				}
-			}
+			wantNext(t, page.Next, tt.wantNext)
 		})
+	}
+}
+
+// wantNext fails t unless next is the cursor of the page after the row
+// with sequence number want, or none when want is 0.
+func wantNext(t *testing.T, next string, want int64) {
+	t.Helper()
+	switch {
+	case want == 0 && next != "":
+		t.Errorf("next %q, want none", next)
+	case want != 0:
+		if seq, err := DecodeCursor(next); err != nil || seq != want {
+			t.Errorf("next %q is seq %d (%v), want %d", next, seq, err, want)
+		}
 	}
 }
 
