@@ -74,10 +74,7 @@ func TestCloseLetsGoOfHeldBlobs(t *testing.T) {
 func TestDropSchemaTakesLargeObjects(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, dsn, postgres.Options{Schema: schema, MaxConns: 4})
 	w, err := s.Blobs().Create(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +105,7 @@ func TestDropSchemaTakesLargeObjects(t *testing.T) {
 func TestEraseUnlinksLargeObject(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, dsn, postgres.Options{Schema: schema, MaxConns: 4})
 	sp := courier.NewSpool(ctx, s.Blobs(), 0)
 	if _, err := sp.Write(make([]byte, courier.InlineMax+1)); err != nil {
 		t.Fatal(err)

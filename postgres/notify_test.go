@@ -77,7 +77,8 @@ func TestListenNamesTheRoutes(t *testing.T) {
 func TestListenTopology(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	a, b := openSchema(t, dsn, schema), openSchema(t, dsn, schema)
+	opts := postgres.Options{Schema: schema}
+	a, b := openStore(t, dsn, opts), openStore(t, dsn, opts)
 	heard := make(chan int64, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -18,11 +18,12 @@ func TestSharedLimits(t *testing.T) {
 	storetest.RunLimits(t, func(t *testing.T) courier.SharedLimits { return pgtest.Open(t) })
 }
 
-// openSchema opens a store on the schema of dsn, which a test made or
-// another node has open; it is closed when the test ends.
-func openSchema(t testing.TB, dsn, schema string) *postgres.Store {
+// openStore opens a store on the database of dsn with opts (its schema one
+// that a test made, or that another node has open); it is closed when the
+// test ends.
+func openStore(t testing.TB, dsn string, opts postgres.Options) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
+	s, err := postgres.Open(context.Background(), dsn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func nodes(t testing.TB, n int) []*postgres.Store {
 	dsn, schema := pgtest.Schema(t)
 	var out []*postgres.Store
 	for range n {
-		out = append(out, openSchema(t, dsn, schema))
+		out = append(out, openStore(t, dsn, postgres.Options{Schema: schema}))
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -29,7 +30,7 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 		}
 	}
 
-	s := openSchema(t, dsn, schema)
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.UsageAfterUpgrade(t, s)
 	storetest.AuditAfterUpgrade(t, s, made)
 	storetest.OrderAfterUpgrade(t, s, made)
@@ -65,7 +66,7 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 		}
 	}
 
-	s := openSchema(t, dsn, schema)
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.IdsAfterUpgrade(t, s, made)
 	var indexes []string
 	rows, err := conn.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'messages'
@@ -84,7 +85,7 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 func TestUpgradeReadsHealthByChange(t *testing.T) {
 	_, exec, dsn, schema := oldDatabase(t, 18)
 	exec(storetest.UpgradeHealthSQL, time.Now())
-	s := openSchema(t, dsn, schema)
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.HealthAfterUpgrade(t, s)
 }
 
