@@ -39,9 +39,7 @@ func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, 
 // Audit lists the actions that f selects, newest first; the cursor is the
 // seq of the last action of the previous page.
 func (s *Store) Audit(ctx context.Context, f courier.AuditFilter) (courier.AuditPage, error) {
-	page, err := sqlstore.Audit(sqlstore.Where{Numbered: true}, actionColumns, f,
-		func(q string, args ...any) (sqlstore.Rows, error) { return s.pool.Query(ctx, q, args...) },
-		scanAction)
+	page, err := sqlstore.Audit(sqlstore.Where{Numbered: true}, actionColumns, f, s.readRows(ctx), scanAction)
 	return page, classify("read the audit log", err)
 }
 

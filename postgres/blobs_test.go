@@ -74,10 +74,7 @@ func TestCloseLetsGoOfHeldBlobs(t *testing.T) {
 func TestDropSchemaTakesLargeObjects(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, dsn, postgres.Options{Schema: schema, MaxConns: 4})
 	w, err := s.Blobs().Create(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -91,25 +88,14 @@ func TestDropSchemaTakesLargeObjects(t *testing.T) {
 	}
 	w.Close()
 	s.Close()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	count := func() int {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata WHERE oid = $1::oid`, ref).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if count() != 1 {
+	conn, count := largeObjects(t, dsn)
+	if count(ref) != 1 {
 		t.Fatalf("large object %s is not there after its commit", ref)
 	}
 	if _, err := conn.Exec(ctx, postgres.DropSchemaSQL(schema)); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 0 {
+	if n := count(ref); n != 0 {
 		t.Errorf("large object %s left after its schema was dropped", ref)
 	}
 }
@@ -119,11 +105,7 @@ func TestDropSchemaTakesLargeObjects(t *testing.T) {
 func TestEraseUnlinksLargeObject(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, dsn, postgres.Options{Schema: schema, MaxConns: 4})
 	sp := courier.NewSpool(ctx, s.Blobs(), 0)
 	if _, err := sp.Write(make([]byte, courier.InlineMax+1)); err != nil {
 		t.Fatal(err)
@@ -137,25 +119,35 @@ func TestEraseUnlinksLargeObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.Close()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	count := func() int {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata WHERE oid = $1::oid`, m.Blob).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if count() != 1 {
+	_, count := largeObjects(t, dsn)
+	if count(m.Blob) != 1 {
 		t.Fatalf("large object %s is not there after the ingest", m.Blob)
 	}
 	if _, err := s.Erase(ctx, "big", courier.Action{At: time.Now(), Who: "dpo"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 0 {
+	if n := count(m.Blob); n != 0 {
 		t.Errorf("large object %s left after its payload was erased", m.Blob)
+	}
+}
+
+// largeObjects connects to the database of dsn, until the test ends, and
+// returns the connection with a count of the large objects there with the
+// oid ref (1 while it is there).
+func largeObjects(t *testing.T, dsn string) (*pgx.Conn, func(ref string) int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn, func(ref string) int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_largeobject_metadata WHERE oid = $1::oid`, ref).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }

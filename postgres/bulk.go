@@ -29,83 +29,38 @@ func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkO
 	})
 }
 
-// RunBulk does the next batch of an operation. The operation's row is
-// locked for the batch, so nodes that resume the same operation take turns
-// and never do a batch twice. An erasure that finds the tenant without
-// messages sweeps the blobs before its last transaction, which finds it so
-// again and removes the rest (a message that came meanwhile is erased
-// first).
+// RunBulk does the next batch of an operation (sqlstore.RunBulk), under
+// the lock of the operation's row.
 func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time) (courier.BulkOp, error) {
-	out, sweep, err := s.runBulk(ctx, id, limit, now, false)
-	if err != nil || !sweep {
-		return out, err
+	out, err := sqlstore.RunBulk(ctx, s, func(fn func(sqlstore.BulkTx) error) error {
+		return classify("bulk operation", pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(bulkTx{ctx, tx}) }))
+	}, id, limit, now)
+	if err == nil && out.Kind != courier.ActionEraseTenant {
+		s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
 	}
-	if err := sqlstore.SweepBlobs(ctx, s); err != nil {
-		return courier.BulkOp{}, err
-	}
-	out, _, err = s.runBulk(ctx, id, limit, now, true)
 	return out, err
 }
 
-// runBulk does the next batch of an operation in one transaction. For an
-// erasure that finds no message of its tenant left, it reports sweep
-// unless finish is set, when it removes the rest and is done.
-func (s *Store) runBulk(ctx context.Context, id string, limit int, now time.Time, finish bool) (courier.BulkOp, bool, error) {
-	var out courier.BulkOp
-	var sweep bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		sweep = false
-		var maxSeq, cursor int64
-		err := tx.QueryRow(ctx, `SELECT max_seq, cursor FROM bulk_ops WHERE id = $1 FOR UPDATE`, id).Scan(&maxSeq, &cursor)
-		if err != nil {
-			return one("read bulk operation", err, sqlstore.BulkNotFound(id))
-		}
-		op, err := scanBulk(tx.QueryRow(ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1`, id))
-		if err != nil {
-			return classify("read bulk operation", err)
-		}
-		out = op
-		if op.Done {
-			return nil
-		}
-		var n int
-		var finished bool
-		switch {
-		case op.Kind == courier.ActionEraseTenant:
-			n, err = eraseBatch(ctx, tx, op.Filter.Tenant, &cursor, limit)
-			maxSeq = max(maxSeq, cursor) // messages that came after it began are erased too
-			if err == nil && n == 0 {
-				if !finish {
-					sweep = true
-				} else {
-					err = eraseRest(ctx, tx, op.Filter.Tenant)
-					finished = err == nil
-				}
-			}
-		case op.Replay != nil:
-			n, finished, err = replayBatch(ctx, tx, op.Replay, &cursor, maxSeq, limit, now)
-		default:
-			n, finished, err = bulkBatch(ctx, tx, op, &cursor, maxSeq, limit, now)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE bulk_ops SET cursor = $1, max_seq = $2, count = count + $3, done = $4, updated_at = $5 WHERE id = $6`,
-			cursor, maxSeq, n, finished, now, id); err != nil {
-			return classify("record bulk progress", err)
-		}
-		out.Count += n
-		out.Done, out.Position, out.End = finished, cursor, maxSeq
-		out.UpdatedAt = now
-		return nil
-	})
+// bulkTx is the sqlstore.BulkTx of a transaction.
+type bulkTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+var _ sqlstore.BulkTx = bulkTx{}
+
+func (b bulkTx) LockBulk(id string) (courier.BulkOp, error) {
+	op, err := scanBulk(b.tx.QueryRow(b.ctx, `SELECT `+bulkColumns+` FROM bulk_ops WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
-		return courier.BulkOp{}, false, classify("bulk operation", err)
+		return op, one("read bulk operation", err, sqlstore.BulkNotFound(id))
 	}
-	if out.Kind != courier.ActionEraseTenant {
-		s.dueNow("") // resubmitted messages, or the next of a discarded one's key, may be due
-	}
-	return out, sweep, nil
+	return op, nil
+}
+
+func (b bulkTx) RecordProgress(id string, n int, cursor, maxSeq int64, done bool, now time.Time) error {
+	_, err := b.tx.Exec(b.ctx, `UPDATE bulk_ops SET cursor = $1, max_seq = $2, count = count + $3, done = $4, updated_at = $5 WHERE id = $6`,
+		cursor, maxSeq, n, done, now, id)
+	return classify("record bulk progress", err)
 }
 
 // eraseSQL deletes the tenant's messages and deliveries the CTE erased
@@ -125,11 +80,10 @@ const eraseSQL = `, gone AS (
 	), ` + countUsage + `, gone_messages AS (DELETE FROM messages USING gone WHERE messages.seq = gone.seq RETURNING messages.seq)
 	SELECT count(*), coalesce(max(seq), 0) FROM gone_messages`
 
-// eraseBatch deletes up to limit of tenant's messages and deliveries: the
-// next after cursor in ingest order (moved on to the last), and when those
-// run out, any before it (one whose transaction committed after the
-// cursor passed its seq). It reports how many it deleted.
-func eraseBatch(ctx context.Context, tx pgx.Tx, tenant string, cursor *int64, limit int) (int, error) {
+// EraseBatch deletes the tenant's messages with eraseSQL. One before the
+// cursor is one whose transaction committed after the cursor passed its
+// seq.
+func (b bulkTx) EraseBatch(tenant string, cursor *int64, limit int) (int, error) {
 	from := *cursor
 	erase := func(after bool, n int) (int, int64, error) {
 		w := sqlstore.Where{Numbered: true}
@@ -143,7 +97,7 @@ func eraseBatch(ctx context.Context, tx pgx.Tx, tenant string, cursor *int64, li
 		}
 		var deleted int
 		var last int64
-		err := tx.QueryRow(ctx, `WITH erased AS (SELECT seq FROM messages`+w.SQL()+order+` LIMIT `+w.Arg(n)+`)`+eraseSQL,
+		err := b.tx.QueryRow(b.ctx, `WITH erased AS (SELECT seq FROM messages`+w.SQL()+order+` LIMIT `+w.Arg(n)+`)`+eraseSQL,
 			w.Args...).Scan(&deleted, &last)
 		return deleted, last, classify("erase messages of tenant "+tenant, err)
 	}
@@ -164,38 +118,35 @@ func eraseBatch(ctx context.Context, tx pgx.Tx, tenant string, cursor *int64, li
 	return n, nil
 }
 
-// eraseRest removes what an erased tenant without messages keeps besides
-// them (sqlstore.EraseRest, and this store's ingest buckets and the
-// politeness limits of its endpoints), and the bulk operations on its
-// messages.
-func eraseRest(ctx context.Context, tx pgx.Tx, tenant string) error {
+// EraseRest removes, besides what sqlstore.EraseRest names, this store's
+// ingest buckets of the tenant and the politeness limits of its endpoints.
+func (b bulkTx) EraseRest(tenant string) error {
 	byName := append(slices.Clone(sqlstore.ErasedByName), sqlstore.Keyed{Table: "endpoint_pace", Column: "endpoint"},
 		sqlstore.Keyed{Table: "endpoint_holds", Column: "endpoint"})
 	for _, st := range sqlstore.EraseRest(tenant, true, byName, []string{"tenant_usage", "tenant_tokens"}) {
-		if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
+		if _, err := b.tx.Exec(b.ctx, st.SQL, st.Args...); err != nil {
 			return classify("erase the rest of tenant "+tenant, err)
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT `+bulkColumns+` FROM bulk_ops`)
+	rows, err := b.tx.Query(b.ctx, `SELECT `+bulkColumns+` FROM bulk_ops`)
 	ops, err := collect(nil, rows, err, "read bulk operations", scanBulk)
 	if err != nil {
 		return err
 	}
 	if ids := sqlstore.ErasedBulks(ops, tenant); len(ids) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM bulk_ops WHERE id = ANY($1)`, ids); err != nil {
+		if _, err := b.tx.Exec(b.ctx, `DELETE FROM bulk_ops WHERE id = ANY($1)`, ids); err != nil {
 			return classify("erase the bulk operations of tenant "+tenant, err)
 		}
 	}
 	return nil
 }
 
-// bulkBatch resubmits or discards the next batch of the messages op's
-// filter matches, after cursor (moved on to the last one looked at),
-// under the locks of their ordering keys.
-func bulkBatch(ctx context.Context, tx pgx.Tx, op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+// FilterBatch does its batch under the locks of the messages' ordering
+// keys.
+func (b bulkTx) FilterBatch(op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
 	w := sqlstore.Where{Numbered: true}
 	w.BulkBatch(op, *cursor, maxSeq)
-	rows, err := tx.Query(ctx, `SELECT seq, id, subscription, ordering_key FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
+	rows, err := b.tx.Query(b.ctx, `SELECT seq, id, subscription, ordering_key FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
 	var lockKeys []string
 	keys, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
 		var id, sub string
@@ -210,13 +161,13 @@ func bulkBatch(ctx context.Context, tx pgx.Tx, op courier.BulkOp, cursor *int64,
 		return 0, false, err
 	}
 	if len(lockKeys) > 0 {
-		if _, err := tx.Exec(ctx, lockKeysSQL, lockKeys); err != nil {
+		if _, err := b.tx.Exec(b.ctx, lockKeysSQL, lockKeys); err != nil {
 			return 0, false, classify("lock ordering keys", err)
 		}
 	}
 	n, err = sqlstore.BulkBatch(op, keys, now,
-		func(key string, decide sqlstore.Decide) error { _, err := act(ctx, tx, key, decide); return err },
-		func(a courier.Action) error { return insertAction(ctx, tx, a) })
+		func(key string, decide sqlstore.Decide) error { _, err := act(b.ctx, b.tx, key, decide); return err },
+		func(a courier.Action) error { return insertAction(b.ctx, b.tx, a) })
 	return n, len(keys) < limit, err
 }
 

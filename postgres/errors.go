@@ -115,5 +115,10 @@ func collect[T any](out []T, rows pgx.Rows, err error, what string, scan func(sc
 	return out, classify(what, err)
 }
 
+// readRows is the sqlstore.QueryFunc of the store's pool.
+func (s *Store) readRows(ctx context.Context) sqlstore.QueryFunc {
+	return func(q string, args ...any) (sqlstore.Rows, error) { return s.pool.Query(ctx, q, args...) }
+}
+
 // scanner is a row to read, of a query of rows or of one row.
 type scanner = sqlstore.Scanner

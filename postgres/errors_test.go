@@ -174,18 +174,14 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	proxy, proxied := proxyDSN(t, dsn)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, proxied, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, proxied, postgres.Options{Schema: schema})
 	m := &courier.Message{ID: "m", Type: "t", Route: "r", Payload: []byte("x"), ContentType: "text/plain"}
 	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
 	if _, err := s.Ingest(ctx, []*courier.Message{m}); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Close()
-	_, err = s.Message(ctx, "m")
+	_, err := s.Message(ctx, "m")
 	if courier.ErrorCode(err) != courier.CodeUnavailable {
 		t.Errorf("Message with the database gone: %v, want unavailable", err)
 	}
@@ -206,11 +202,7 @@ func TestDatabaseGoneIsUnavailable(t *testing.T) {
 func TestUnreplicatedCommitIsUnavailable(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, dsn, postgres.Options{Schema: schema, MaxConns: 2})
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

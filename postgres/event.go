@@ -145,9 +145,7 @@ func (s *Store) RecordEvents(ctx context.Context, evs []courier.Event, window ti
 // Events lists the events that f selects, newest first; the cursor is the
 // seq of the last event of the previous page.
 func (s *Store) Events(ctx context.Context, f courier.EventFilter) (courier.EventPage, error) {
-	page, err := sqlstore.Events(sqlstore.Where{Numbered: true}, f,
-		func(q string, args ...any) (sqlstore.Rows, error) { return s.pool.Query(ctx, q, args...) },
-		scanEvent)
+	page, err := sqlstore.Events(sqlstore.Where{Numbered: true}, f, s.readRows(ctx), scanEvent)
 	return page, classify("list events", err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -127,30 +128,11 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
-	for _, table := range tables {
-		query := `SELECT * FROM ` + pgx.Identifier{table}.Sanitize()
-		if table == "bodies" {
-			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
-		}
-		rows, err := s.pool.Query(ctx, query)
-		texts, err := collect(nil, rows, err, "read "+table, func(row scanner) (string, error) {
-			vals, err := rows.Values()
-			texts := make([]string, len(vals))
-			for i, v := range vals {
-				if b, ok := v.([]byte); ok {
-					v = string(b)
-				}
-				texts[i] = fmt.Sprint(v)
-			}
-			return strings.Join(texts, " | "), err
+	return storetest.InspectRows(tables, func(table string) string { return pgx.Identifier{table}.Sanitize() },
+		func(query string) ([][]any, error) {
+			rows, err := s.pool.Query(ctx, query)
+			return collect(nil, rows, err, "read", func(scanner) ([]any, error) { return rows.Values() })
 		})
-		if err != nil {
-			return nil, err
-		}
-		out[table] = texts
-	}
-	return out, nil
 }
 
 // BlobsLeft returns those of refs the blob area still holds: for large
@@ -163,16 +145,5 @@ func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) 
 			return oid, row.Scan(&oid)
 		})
 	}
-	var left []string
-	for _, ref := range refs {
-		r, err := s.blobs.Open(ctx, ref)
-		switch {
-		case err == nil:
-			r.Close()
-			left = append(left, ref)
-		case courier.ErrorCode(err) != courier.CodeNotFound:
-			return nil, err
-		}
-	}
-	return left, nil
+	return storetest.BlobsOpened(ctx, s.blobs, refs)
 }

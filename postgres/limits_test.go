@@ -6,9 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/courier-gw/courier/internal/testkit/pgtest"
-	"github.com/courier-gw/courier/postgres"
 )
 
 // Nodes that book the starts of one paced endpoint at once, each from what
@@ -17,17 +14,11 @@ import (
 // written, and is decided again.
 func TestBookStartAcrossNodes(t *testing.T) {
 	ctx := context.Background()
-	dsn, schema := pgtest.Schema(t)
 	const interval, lead = 2 * time.Millisecond, time.Millisecond
 	var mu sync.Mutex
 	var starts []time.Time
 	var wg sync.WaitGroup
-	for range 3 {
-		s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+	for _, s := range nodes(t, 3) {
 		for range 3 {
 			wg.Go(func() {
 				for booked := 0; booked < 10; {

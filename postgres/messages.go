@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -474,30 +473,27 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]*courier.Message, 
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	page, err := sqlstore.ListMessages(sqlstore.Where{Numbered: true}, messageColumns, f,
-		func(q string, args ...any) (sqlstore.Rows, error) { return s.pool.Query(ctx, q, args...) },
+	page, err := sqlstore.ListMessages(sqlstore.Where{Numbered: true}, messageColumns, f, s.readRows(ctx),
 		func(row scanner) (*courier.Message, int64, error) { return scanMessage(row, false) })
 	return page, classify("list messages", err)
 }
 
 // Attempts returns the attempts of a message or delivery, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
-	if _, err := s.Message(ctx, key); err != nil {
-		return nil, err
-	}
-	id, sub := courier.ParseKey(key)
-	rows, err := s.pool.Query(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
-		class, status, error, response FROM attempts WHERE message_id = $1 ORDER BY n`, key)
-	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
-		a := courier.Attempt{MessageID: id, Subscription: sub}
-		var durationUS int64
-		var class, errText, response pgtype.Text
-		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
-		a.StartedAt = a.StartedAt.UTC()
-		a.Duration = time.Duration(durationUS) * time.Microsecond
-		a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
-		return a, err
-	})
+	out, err := sqlstore.Attempts(key, sqlstore.Where{Numbered: true},
+		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), scanAttempt)
+	return out, classify("list attempts", err)
+}
+
+// scanAttempt reads a row of sqlstore.AttemptColumns into a.
+func scanAttempt(row scanner, a *courier.Attempt) error {
+	var durationUS int64
+	var class, errText, response pgtype.Text
+	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
+	a.StartedAt = a.StartedAt.UTC()
+	a.Duration = time.Duration(durationUS) * time.Microsecond
+	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
+	return err
 }
 
 // Discard moves a queued or suspended message or delivery to discarded.
@@ -507,50 +503,18 @@ func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*cou
 }
 
 // Erase erases the payload of message id and discards its deliveries that
-// are live, in one transaction under the locks of their ordering keys and
-// their rows. A large object of the store's goes in the same transaction;
-// a blob of another area right after it.
+// are live (sqlstore.Erase), in one transaction under the locks of their
+// ordering keys and their rows. A large object of the store's goes in the
+// same transaction; a blob of another area right after it.
 func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*courier.Message, error) {
 	var out []*courier.Message
 	var blob string
 	_, inTx := s.blobs.(largeObjects)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		blob = ""
-		if _, err := tx.Exec(ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
-			return classify("lock the ordering keys of "+id, err)
-		}
-		rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 ORDER BY subscription COLLATE "C" FOR UPDATE`, id)
-		ds, err := collectMessages(rows, err, "read message "+id)
-		switch {
-		case err != nil:
+		var err error
+		out, blob, err = sqlstore.Erase(eraseTx{ctx, tx}, id, a)
+		if err != nil {
 			return err
-		case len(ds) == 0:
-			return sqlstore.MessageNotFound(id)
-		case ds[0].Erased != nil:
-			out = ds // erased already: the same tombstone
-			return nil
-		}
-		out = make([]*courier.Message, len(ds))
-		for i, d := range ds {
-			next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
-			if discarded {
-				if _, err := act(ctx, tx, d.Key(), func(*courier.Message) (*courier.Message, error) { return next, nil }); err != nil {
-					return err
-				}
-			}
-			for _, a := range sqlstore.ErasureActions(d, a, discarded) {
-				if err := insertAction(ctx, tx, a); err != nil {
-					return err
-				}
-			}
-			blob, out[i] = cmp.Or(blob, d.Blob), next
-		}
-		if _, err := tx.Exec(ctx, `UPDATE bodies SET payload = ''::bytea WHERE seq IN (SELECT seq FROM messages WHERE id = $1 AND NOT shared)`, id); err != nil {
-			return classify("erase the payload of "+id, err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = $2, erased_by = $3, erased_reason = $4 WHERE id = $1`,
-			id, a.At, a.Who, nullString(a.Detail)); err != nil {
-			return classify("erase the payload of "+id, err)
 		}
 		if oid, ok := parseOID(blob); ok && inTx {
 			return unlinkObjects(ctx, tx, []uint32{oid})
@@ -560,11 +524,8 @@ func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*cour
 	if err != nil {
 		return nil, classify("erase", err)
 	}
-	if blob != "" && !inTx && s.blobs != nil {
-		// No message refers to it any more: a sweep would take it too.
-		if err := s.blobs.Remove(ctx, blob); err != nil {
-			s.logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
-		}
+	if !inTx {
+		sqlstore.RemoveErasedBlob(ctx, s.blobs, s.logger, id, blob)
 	}
 	for _, m := range out {
 		if m.OrderingKey != "" {
@@ -572,6 +533,39 @@ func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*cour
 		}
 	}
 	return out, nil
+}
+
+// eraseTx is the sqlstore.EraseTx of a transaction.
+type eraseTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+var _ sqlstore.EraseTx = eraseTx{}
+
+// Deliveries takes the locks of the rows' ordering keys before their own.
+func (e eraseTx) Deliveries(id string) ([]*courier.Message, error) {
+	if _, err := e.tx.Exec(e.ctx, `SELECT courier_lock_keys(array_agg(ordering_key)) FROM messages WHERE id = $1`, id); err != nil {
+		return nil, classify("lock the ordering keys of "+id, err)
+	}
+	rows, err := e.tx.Query(e.ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1 ORDER BY subscription COLLATE "C" FOR UPDATE`, id)
+	return collectMessages(rows, err, "read message "+id)
+}
+
+func (e eraseTx) Discard(d, next *courier.Message) error {
+	_, err := act(e.ctx, e.tx, d.Key(), func(*courier.Message) (*courier.Message, error) { return next, nil })
+	return err
+}
+
+func (e eraseTx) RecordAction(a courier.Action) error { return insertAction(e.ctx, e.tx, a) }
+
+func (e eraseTx) ErasePayload(id string, a courier.Action) error {
+	if _, err := e.tx.Exec(e.ctx, `UPDATE bodies SET payload = ''::bytea WHERE seq IN (SELECT seq FROM messages WHERE id = $1 AND NOT shared)`, id); err != nil {
+		return classify("erase the payload of "+id, err)
+	}
+	_, err := e.tx.Exec(e.ctx, `UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = $2, erased_by = $3, erased_reason = $4 WHERE id = $1`,
+		id, a.At, a.Who, nullString(a.Detail))
+	return classify("erase the payload of "+id, err)
 }
 
 // Resubmit moves a suspended message or delivery back to queued, due at a.At.

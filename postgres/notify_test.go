@@ -17,16 +17,8 @@ import (
 // A node hears the routes of the messages another node made due, and not
 // its own.
 func TestListenNamesTheRoutes(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
-	open := func() *postgres.Store {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	ns := nodes(t, 2)
+	a, b := ns[0], ns[1]
 	var mu sync.Mutex
 	heard := map[string]bool{}
 	ready := make(chan struct{}, 1)
@@ -85,31 +77,13 @@ func TestListenNamesTheRoutes(t *testing.T) {
 func TestListenTopology(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := context.Background()
-	open := func() *postgres.Store {
-		s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	opts := postgres.Options{Schema: schema}
+	a, b := openStore(t, dsn, opts), openStore(t, dsn, opts)
 	heard := make(chan int64, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.ListenTopology(lctx, func(version int64) { heard <- version })
-	next := func(want int64) {
-		t.Helper()
-		select {
-		case got := <-heard:
-			if got != want {
-				t.Fatalf("heard %d, want %d", got, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("heard nothing, want %d", want)
-		}
-	}
-	next(0) // listening
+	wantHeard(t, heard, 0) // listening
 	write := func(s *postgres.Store, base int64) {
 		t.Helper()
 		o := courier.TopologyObject{Kind: courier.KindEndpoint, Name: "e", Spec: []byte(`{}`), UpdatedAt: time.Now(), UpdatedBy: "t"}
@@ -118,9 +92,9 @@ func TestListenTopology(t *testing.T) {
 		}
 	}
 	write(a, 0)
-	next(1)
+	wantHeard(t, heard, 1)
 	write(b, 1)
-	next(2)
+	wantHeard(t, heard, 2)
 
 	// The listener's connection is cut: it connects again and says so.
 	conn, err := pgx.Connect(ctx, dsn)
@@ -133,9 +107,9 @@ func TestListenTopology(t *testing.T) {
 		WHERE query = $1`, `LISTEN `+pgx.Identifier{"courier_topology." + schema}.Sanitize()).Scan(&cut); err != nil || cut != 1 {
 		t.Fatalf("cut %d listeners (%v), want 1", cut, err)
 	}
-	next(0)
+	wantHeard(t, heard, 0)
 	write(a, 2)
-	next(3)
+	wantHeard(t, heard, 3)
 
 	// It stops with its context: once its connection is gone, it hears
 	// nothing more.
@@ -207,13 +181,20 @@ func TestListenTopologyLongSchema(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		select {
-		case got := <-heard:
-			if got != want {
-				t.Fatalf("heard %d, want %d", got, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("heard nothing, want %d", want)
+		wantHeard(t, heard, want)
+	}
+}
+
+// wantHeard fails t unless the next version a listener hears (on heard),
+// within a generous deadline, is want.
+func wantHeard(t *testing.T, heard <-chan int64, want int64) {
+	t.Helper()
+	select {
+	case got := <-heard:
+		if got != want {
+			t.Fatalf("heard %d, want %d", got, want)
 		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("heard nothing, want %d", want)
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/courier-gw/courier/storetest"
 )
 
+// onPlan puts a message of the tests on the route "plan".
+func onPlan(m *courier.Message, _ int) { m.Route = "plan" }
+
 // Outcomes find their messages through the index of ids, also in a table
 // that autovacuum has not analysed yet: there the planner joined a few
 // hundred changes to 30,000 messages by hashing the whole table, so that
@@ -20,15 +23,7 @@ func TestApplyFindsMessagesByIndex(t *testing.T) {
 	s := pgtest.Open(t)
 	ctx := context.Background()
 	now := time.Now()
-	for first := 0; first < 30000; first += 5000 {
-		msgs := make([]*courier.Message, 5000)
-		for i := range msgs {
-			msgs[i] = benchMessage(fmt.Sprintf("m-%d", first+i), "plan", now)
-		}
-		if _, err := s.Ingest(ctx, msgs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.IngestBench(t, s, 30000, "m", now, onPlan)
 	claimed, err := s.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "plan",
 		Routes: []courier.RouteQuota{{Route: "plan", Limit: 400}}})
 	if err != nil || len(claimed) != 400 {
@@ -67,13 +62,8 @@ func TestClaimFindsMessagesByIndex(t *testing.T) {
 			s := pgtest.Open(t)
 			ctx := context.Background()
 			now := time.Now()
-			msgs := make([]*courier.Message, 20)
-			for i := range msgs {
-				msgs[i] = benchMessage(fmt.Sprintf("m-%d", i), "plan", now)
-			}
-			if _, err := s.Ingest(ctx, msgs); err != nil {
-				t.Fatal(err)
-			}
+			const n = 20
+			storetest.IngestBench(t, s, n, "m", now, onPlan)
 			if analysed {
 				if err := s.Analyze(ctx); err != nil {
 					t.Fatal(err)
@@ -89,8 +79,8 @@ func TestClaimFindsMessagesByIndex(t *testing.T) {
 			}
 			claimed, err := s.ClaimDue(ctx, courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "plan",
 				Routes: []courier.RouteQuota{{Route: "plan", Limit: 400}}})
-			if err != nil || len(claimed) != len(msgs) {
-				t.Fatalf("claimed %d, %v; want %d", len(claimed), err, len(msgs))
+			if err != nil || len(claimed) != n {
+				t.Fatalf("claimed %d, %v; want %d", len(claimed), err, n)
 			}
 		})
 	}
@@ -106,7 +96,7 @@ func TestCountLiveReadsLiveIndexes(t *testing.T) {
 	for first := 0; first < 30000; first += 5000 {
 		msgs := make([]*courier.Message, 5000)
 		for i := range msgs {
-			m := benchMessage(fmt.Sprintf("m-%d", first+i), fmt.Sprintf("acme/r%d", i%50), now)
+			m := storetest.BenchMessage(fmt.Sprintf("m-%d", first+i), fmt.Sprintf("acme/r%d", i%50), now)
 			if first+i >= 100 {
 				m.State, m.FinishedAt, m.NextAttemptAt, m.TimerAt = courier.StateDelivered, now, time.Time{}, time.Time{}
 			}

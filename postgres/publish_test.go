@@ -8,8 +8,6 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/testkit/pgtest"
-	"github.com/courier-gw/courier/postgres"
 )
 
 // Two nodes that take in the same id at once, one as a message to a route
@@ -17,16 +15,8 @@ import (
 // told it conflicts: the database, not a read before the insert, decides
 // which, so neither ever sees the other's id missing and stores it too.
 func TestConcurrentPublishAndSendConflict(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
-	open := func() *postgres.Store {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	ns := nodes(t, 2)
+	a, b := ns[0], ns[1]
 	top := &courier.Topology{
 		Routes: map[string]*courier.Route{"r": {Name: "r"}, "erp": {Name: "erp"}, "crm": {Name: "crm"}},
 		Subscriptions: map[string]*courier.Subscription{

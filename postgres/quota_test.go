@@ -9,25 +9,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/internal/testkit/pgtest"
-	"github.com/courier-gw/courier/postgres"
 )
-
-// nodes opens n stores on one schema: n nodes of one installation.
-func nodes(t *testing.T, n int) []*postgres.Store {
-	t.Helper()
-	dsn, schema := pgtest.Schema(t)
-	var out []*postgres.Store
-	for range n {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		out = append(out, s)
-	}
-	return out
-}
 
 // Three nodes ingesting a tenant's messages at once, singly and in pairs,
 // store as many as its cap of messages not yet finished, not one more:

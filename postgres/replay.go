@@ -44,13 +44,10 @@ const replayedSQL = `WITH usage_rows AS (INSERT INTO messages (id, subscription,
 ), ` + countUsage + `
 SELECT count(*) FROM usage_rows`
 
-// replayBatch looks at the next published messages of a replay (their
-// leads, which keep the payload), after cursor, and gives the replay's
-// subscription a delivery of each it wants (or, with Again, delivers the
-// one it has again), under the locks of their ordering keys. The caller
-// holds the operation's row, so no other node runs the same batch.
-func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
-	rows, err := tx.Query(ctx, `SELECT `+messageColumns+` FROM messages
+// ReplayBatch does its batch under the locks of the messages' ordering
+// keys.
+func (b bulkTx) ReplayBatch(r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	rows, err := b.tx.Query(b.ctx, `SELECT `+messageColumns+` FROM messages
 		WHERE seq > $1 AND seq <= $2 AND NOT shared AND subscription <> '' AND created_at >= $3 AND created_at < $4
 		ORDER BY seq LIMIT $5`, *cursor, maxSeq, r.Since, r.Until, limit)
 	var seqs []int64
@@ -69,29 +66,29 @@ func replayBatch(ctx context.Context, tx pgx.Tx, r *courier.Replay, cursor *int6
 		}
 	}
 	if len(keys) > 0 {
-		if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+		if _, err := b.tx.Exec(b.ctx, lockKeysSQL, keys); err != nil {
 			return 0, false, classify("lock ordering keys", err)
 		}
 	}
 	n, err = sqlstore.ReplayBatch(r, leads, now,
 		func(id string) (bool, error) {
 			var one int
-			err := tx.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1 AND subscription = $2`, id, r.Subscription.Name).Scan(&one)
+			err := b.tx.QueryRow(b.ctx, `SELECT 1 FROM messages WHERE id = $1 AND subscription = $2`, id, r.Subscription.Name).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return false, nil
 			}
 			return err == nil, classify("read a delivery for replay", err)
 		},
-		func(key string, decide sqlstore.Decide) error { _, err := act(ctx, tx, key, decide); return err },
+		func(key string, decide sqlstore.Decide) error { _, err := act(b.ctx, b.tx, key, decide); return err },
 		func(_ int, d *courier.Message) error {
-			if err := courier.AdmitKeyed(keyTx{ctx, tx}, []*courier.Message{d}); err != nil {
+			if err := courier.AdmitKeyed(keyTx{b.ctx, b.tx}, []*courier.Message{d}); err != nil {
 				return err
 			}
 			headers, err := encodeHeaders(d.Headers)
 			if err != nil {
 				return err
 			}
-			_, err = tx.Exec(ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
+			_, err = b.tx.Exec(b.ctx, replayedSQL, d.ID, d.Subscription, d.Type, d.Route, int32(d.Size), d.ContentType, headers,
 				nullString(d.OrderingKey), int16(d.Priority), ts(d.DeliverAfter), ts(d.ExpiresAt), d.Hash, ts(d.NextAttemptAt),
 				d.CreatedAt, now, nullString(d.Sender), nullString(d.Recipient), nullString(d.Blob), nullString(d.Digest))
 			return classify("store a replayed delivery of "+d.ID, err)

@@ -2,9 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -20,7 +17,7 @@ import (
 // suspended keyed messages and an operator action in it, upgrades in place,
 // goes on in order and keeps the action in its audit log.
 func TestUpgradeKeepsTheOrder(t *testing.T) {
-	conn, exec, dsn, schema := oldDatabase(t, "0005")
+	conn, exec, dsn, schema := oldDatabase(t, 5)
 	ctx := context.Background()
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	for _, q := range storetest.UpgradeSQL {
@@ -33,11 +30,7 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 		}
 	}
 
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.UsageAfterUpgrade(t, s)
 	storetest.AuditAfterUpgrade(t, s, made)
 	storetest.OrderAfterUpgrade(t, s, made)
@@ -56,7 +49,7 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 // taken by one kind for the other, another content under an id, a second
 // lead. The shared delivery still reads its lead's payload.
 func TestUpgradeKeepsIdsUnique(t *testing.T) {
-	conn, exec, dsn, schema := oldDatabase(t, "0017")
+	conn, exec, dsn, schema := oldDatabase(t, 17)
 	ctx := context.Background()
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	sent, pub := storetest.UpgradeIDs(t, made)
@@ -73,11 +66,7 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 		}
 	}
 
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.IdsAfterUpgrade(t, s, made)
 	var indexes []string
 	rows, err := conn.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'messages'
@@ -94,21 +83,17 @@ func TestUpgradeKeepsIdsUnique(t *testing.T) {
 // upgrades in place to health read by change: the first read finds the
 // endpoint off, the next its switch on.
 func TestUpgradeReadsHealthByChange(t *testing.T) {
-	_, exec, dsn, schema := oldDatabase(t, "0018")
+	_, exec, dsn, schema := oldDatabase(t, 18)
 	exec(storetest.UpgradeHealthSQL, time.Now())
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t, dsn, postgres.Options{Schema: schema})
 	storetest.HealthAfterUpgrade(t, s)
 }
 
 // oldDatabase makes a fresh schema as a release whose last migration came
-// before the one named first (say "0005") left it, and returns a
-// connection to it, a function that runs a statement there or fails the
-// test, the database and the schema.
-func oldDatabase(t *testing.T, first string) (conn *pgx.Conn, exec func(q string, args ...any), dsn, schema string) {
+// before version first left it, and returns a connection to it, a function
+// that runs a statement there or fails the test, the database and the
+// schema.
+func oldDatabase(t *testing.T, first int) (conn *pgx.Conn, exec func(q string, args ...any), dsn, schema string) {
 	t.Helper()
 	dsn, schema = pgtest.Schema(t)
 	ctx := context.Background()
@@ -125,21 +110,6 @@ func oldDatabase(t *testing.T, first string) (conn *pgx.Conn, exec func(q string
 	}
 	exec(`SET search_path TO ` + pgx.Identifier{schema}.Sanitize())
 	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
-	for v, name := range names {
-		if filepath.Base(name) >= first {
-			break
-		}
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(body))
-		exec(`INSERT INTO schema_migrations (version) VALUES ($1)`, v+1)
-	}
+	storetest.MigrateBefore(t, first, exec, `INSERT INTO schema_migrations (version) VALUES ($1)`)
 	return conn, exec, dsn, schema
 }

@@ -3,9 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,94 +11,14 @@ import (
 	"github.com/courier-gw/courier/storetest"
 )
 
-// BenchmarkIngest measures durable ingest straight into the store: many
-// goroutines with one 1 KiB message each (group commit), and one goroutine
-// with batches of 1,000.
+// BenchmarkIngest measures durable ingest straight into the store
+// (storetest.BenchIngest), and of published messages.
 func BenchmarkIngest(b *testing.B) {
-	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
-	newMsg := func(id string) *courier.Message {
-		m := &courier.Message{ID: id, Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
-		courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-		return m
-	}
-	open := func(b *testing.B) *Store {
-		s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return s
-	}
-	b.Run("single-64", func(b *testing.B) {
-		s := open(b)
-		var n atomic.Int64
-		b.SetParallelism(32) // 64 goroutines on 2 cores
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				id := fmt.Sprintf("m-%d", n.Add(1))
-				if _, err := s.Ingest(context.Background(), []*courier.Message{newMsg(id)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	})
-	// A tenant with caps: each ingest is checked against its use, in a
-	// transaction of its own under the tenant's lock.
-	b.Run("single-64-capped", func(b *testing.B) {
-		s := open(b)
-		s.SetTenantQuotas(map[string]courier.Quotas{"acme": {MaxQueued: 1 << 30, MaxBytes: 1 << 40}})
-		var n atomic.Int64
-		b.SetParallelism(32)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				id := fmt.Sprintf("acme~m-%d", n.Add(1))
-				if _, err := s.Ingest(context.Background(), []*courier.Message{newMsg(id)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	})
-	b.Run("batch-1000", func(b *testing.B) {
-		s := open(b)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			msgs := make([]*courier.Message, 1000)
-			for j := range msgs {
-				msgs[j] = newMsg(fmt.Sprintf("b-%d-%d", i, j))
-			}
-			if _, err := s.Ingest(context.Background(), msgs); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
-	})
-	// Messages of 200 ordering keys: each joins its key's order and is
-	// numbered in it (Courier-Sequence).
-	b.Run("keyed-batch-1000", func(b *testing.B) {
-		s := open(b)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			msgs := make([]*courier.Message, 1000)
-			for j := range msgs {
-				msgs[j] = newMsg(fmt.Sprintf("k-%d-%d", i, j))
-				msgs[j].OrderingKey = fmt.Sprintf("key-%d", j%200)
-			}
-			if _, err := s.Ingest(context.Background(), msgs); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
-	})
+	storetest.BenchIngest(b, func(b *testing.B) courier.Store { return openTest(b) })
 	// Published messages with ten subscriptions each: ten deliveries, one
 	// payload.
 	b.Run("publish-1000x10", func(b *testing.B) {
-		s := open(b)
+		s := openTest(b)
 		top := &courier.Topology{Routes: map[string]*courier.Route{}, Subscriptions: map[string]*courier.Subscription{}}
 		for i := range 10 {
 			route, sub := fmt.Sprintf("r%d", i), fmt.Sprintf("s%d", i)
@@ -112,7 +29,7 @@ func BenchmarkIngest(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			var msgs []*courier.Message
 			for j := range 1000 {
-				ds, err := top.Admit(&courier.Message{ID: fmt.Sprintf("p-%d-%d", i, j), Type: "bench", Payload: payload,
+				ds, err := top.Admit(&courier.Message{ID: fmt.Sprintf("p-%d-%d", i, j), Type: "bench", Payload: storetest.BenchPayload,
 					ContentType: "application/json", Headers: map[string]string{"X-Bench": "1"}}, courier.Intake{}, time.Now())
 				if err != nil {
 					b.Fatal(err)
@@ -131,22 +48,7 @@ func BenchmarkIngest(b *testing.B) {
 // and a large backlog queued behind them: the cost per claim must not grow
 // with the backlog.
 func BenchmarkClaim(b *testing.B) {
-	for _, backlog := range []int{10000, 200000} {
-		b.Run(fmt.Sprintf("backlog-%d", backlog), func(b *testing.B) {
-			now := time.Now()
-			s := queuedStore(b, backlog+b.N*100, now)
-			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
-				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				got, err := s.ClaimDue(context.Background(), claim)
-				if err != nil || len(got) != 100 {
-					b.Fatalf("claimed %d, %v", len(got), err)
-				}
-			}
-			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "msgs/s")
-		})
-	}
+	storetest.BenchClaim(b, []int{10000, 200000}, queued)
 }
 
 // BenchmarkClaimBesideHeldWork measures claiming 100 due messages at a time
@@ -158,29 +60,10 @@ func BenchmarkClaimBesideHeldWork(b *testing.B) {
 	const held = 200000
 	for _, kind := range []string{"scheduled", "waiting"} {
 		b.Run(kind, func(b *testing.B) {
-			s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := openTest(b)
 			ctx := context.Background()
-			payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
 			now := time.Now()
-			ingest := func(n int, prefix string, shape func(m *courier.Message, i int)) {
-				for first := 0; first < n; first += 5000 {
-					msgs := make([]*courier.Message, min(5000, n-first))
-					for i := range msgs {
-						m := &courier.Message{ID: fmt.Sprintf("%s-%d", prefix, first+i), Type: "bench", Route: "bench", Payload: payload, ContentType: "application/json"}
-						shape(m, first+i)
-						courier.Accept(m, courier.DefaultPolicy(), false, now)
-						msgs[i] = m
-					}
-					if _, err := s.Ingest(ctx, msgs); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			ingest(held, "held", func(m *courier.Message, i int) {
+			storetest.IngestBench(b, s, held, "held", now, func(m *courier.Message, i int) {
 				if kind == "scheduled" {
 					m.DeliverAfter = now.Add(time.Hour)
 				} else {
@@ -194,34 +77,18 @@ func BenchmarkClaimBesideHeldWork(b *testing.B) {
 					b.Fatalf("claimed %d holders, %v; want 200", len(got), err)
 				}
 			}
-			ingest(b.N*100, "due", func(*courier.Message, int) {})
-			claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
-				Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				got, err := s.ClaimDue(ctx, claim)
-				if err != nil || len(got) != 100 {
-					b.Fatalf("claimed %d, %v", len(got), err)
-				}
-			}
-			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "msgs/s")
+			storetest.IngestBench(b, s, b.N*100, "due", now, nil)
+			storetest.BenchClaimDue(b, s, now)
 		})
 	}
 }
 
 // BenchmarkApply measures writing the outcomes of delivered attempts, 100
-// in one call, as the engine's completer does: each message is updated and
-// its attempt recorded. "delivery" gives the store the message as leased,
-// as the engine does, so that it writes a Delivery by its few columns;
-// "whole" does not, so that every column is written.
+// in one call, as the engine's completer does (storetest.BenchApply): each
+// message is updated and its attempt recorded. The cost is the process's
+// CPU time per outcome.
 func BenchmarkApply(b *testing.B) {
-	for _, kind := range []string{"delivery", "whole"} {
-		b.Run(kind, func(b *testing.B) {
-			now := time.Now()
-			s := queuedStore(b, b.N*100, now)
-			storetest.BenchApply(b, s, now, kind == "delivery", cpuTime, "cpu-ns/outcome")
-		})
-	}
+	storetest.BenchApply(b, queued, cpuTime, "cpu-ns/outcome")
 }
 
 // cpuTime is the CPU time the process has used so far.
@@ -240,7 +107,8 @@ func BenchmarkClaimManyRoutes(b *testing.B) {
 	for _, per := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("per-route-%d", per), func(b *testing.B) {
 			now := time.Now()
-			s := queuedStore(b, routes*per*2+b.N*batch, now, func(i int) string { return fmt.Sprintf("r-%05d", i%routes) })
+			s := openTest(b)
+			storetest.IngestBench(b, s, routes*per*2+b.N*batch, "m", now, func(m *courier.Message, i int) { m.Route = fmt.Sprintf("r-%05d", i%routes) })
 			next := 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -259,31 +127,11 @@ func BenchmarkClaimManyRoutes(b *testing.B) {
 	}
 }
 
-// queuedStore opens a store in a temporary directory, closed when the
-// benchmark ends, with n messages of 1 KiB queued on the route "bench" or,
-// with routeOf, on the route it names for each.
-func queuedStore(b *testing.B, n int, now time.Time, routeOf ...func(i int) string) *Store {
-	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	payload := []byte(`"` + strings.Repeat("x", 1022) + `"`)
-	for first := 0; first < n; first += 5000 {
-		msgs := make([]*courier.Message, min(5000, n-first))
-		for i := range msgs {
-			route := "bench"
-			if len(routeOf) > 0 {
-				route = routeOf[0](first + i)
-			}
-			m := &courier.Message{ID: fmt.Sprintf("m-%d", first+i), Type: "bench", Route: route, Payload: payload, ContentType: "application/json"}
-			courier.Accept(m, courier.DefaultPolicy(), false, now)
-			msgs[i] = m
-		}
-		if _, err := s.Ingest(context.Background(), msgs); err != nil {
-			b.Fatal(err)
-		}
-	}
+// queued opens a store in a temporary directory, closed when the
+// benchmark ends, with n messages of 1 KiB queued on the route "bench".
+func queued(b *testing.B, n int, now time.Time) courier.Store {
+	s := openTest(b)
+	storetest.IngestBench(b, s, n, "m", now, nil)
 	return s
 }
 
@@ -292,11 +140,7 @@ func queuedStore(b *testing.B, n int, now time.Time, routeOf ...func(i int) stri
 // 10 tenants and 20,000 suspended ones, beside 100,000 delivered ones that
 // it must not read.
 func BenchmarkCountLive(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "courier.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(b)
 	now := time.Now()
 	ingest := func(prefix string, n int, state courier.State) {
 		for start := 0; start < n; start += 1000 {

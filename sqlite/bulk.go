@@ -28,92 +28,40 @@ func (s *Store) StartBulk(ctx context.Context, op courier.BulkOp) (courier.BulkO
 	})
 }
 
-// RunBulk does the next batch of an operation. An erasure that finds the
-// tenant without messages sweeps the blobs before its last transaction,
-// which finds it so again and removes the rest (a message that came
-// meanwhile is erased first).
+// RunBulk does the next batch of an operation (sqlstore.RunBulk); the one
+// writer runs one batch at a time.
 func (s *Store) RunBulk(ctx context.Context, id string, limit int, now time.Time) (courier.BulkOp, error) {
-	out, sweep, err := s.runBulk(ctx, id, limit, now, false)
-	if err != nil || !sweep {
-		return out, err
-	}
-	if err := sqlstore.SweepBlobs(ctx, s); err != nil {
-		return courier.BulkOp{}, err
-	}
-	out, _, err = s.runBulk(ctx, id, limit, now, true)
-	return out, err
+	return sqlstore.RunBulk(ctx, s, func(fn func(sqlstore.BulkTx) error) error {
+		return s.write(ctx, func(tx *sql.Tx) error { return fn(bulkTx{s, tx}) })
+	}, id, limit, now)
 }
 
-// runBulk does the next batch of an operation in one transaction. For an
-// erasure that finds no message of its tenant left, it reports sweep
-// unless finish is set, when it removes the rest and is done.
-func (s *Store) runBulk(ctx context.Context, id string, limit int, now time.Time, finish bool) (courier.BulkOp, bool, error) {
-	var out courier.BulkOp
-	var sweep bool
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		sweep = false
-		var filterJSON string
-		var maxSeq, cursor int64
-		var done bool
-		err := tx.QueryRow(`SELECT filter, max_seq, cursor, done FROM bulk_ops WHERE id = ?`, id).Scan(&filterJSON, &maxSeq, &cursor, &done)
-		if err != nil {
-			return one("read bulk operation", err, sqlstore.BulkNotFound(id))
-		}
-		op, err := scanBulk(tx.QueryRow(`SELECT `+bulkColumns+` FROM bulk_ops WHERE id = ?`, id))
-		if err != nil {
-			return classify("read bulk operation", err)
-		}
-		if done {
-			out = op
-			return nil
-		}
-		var n int
-		var finished bool
-		switch {
-		case op.Kind == courier.ActionEraseTenant:
-			n, err = s.eraseBatch(tx, op.Filter.Tenant, &cursor, limit)
-			maxSeq = max(maxSeq, cursor) // messages that came after it began are erased too
-			if err == nil && n == 0 {
-				if !finish {
-					sweep = true
-				} else {
-					err = s.eraseRest(tx, op.Filter.Tenant)
-					finished = err == nil
-				}
-			}
-		case op.Replay != nil:
-			n, finished, err = s.replayBatch(tx, op.Replay, &cursor, maxSeq, limit, now)
-		default:
-			n, finished, err = s.bulkBatch(tx, op, &cursor, maxSeq, limit, now)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`UPDATE bulk_ops SET cursor = ?, max_seq = ?, count = count + ?, done = ?, updated_at = ? WHERE id = ?`,
-			cursor, maxSeq, n, finished, micros(now), id); err != nil {
-			return classify("record bulk progress", err)
-		}
-		op.Count += n
-		op.Done, op.Position, op.End = finished, cursor, maxSeq
-		op.UpdatedAt = now
-		out = op
-		return nil
-	})
+// bulkTx is the sqlstore.BulkTx of a write transaction.
+type bulkTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+var _ sqlstore.BulkTx = bulkTx{}
+
+func (b bulkTx) LockBulk(id string) (courier.BulkOp, error) {
+	op, err := scanBulk(b.tx.QueryRow(`SELECT `+bulkColumns+` FROM bulk_ops WHERE id = ?`, id))
 	if err != nil {
-		// The write may still be running (its caller gave up waiting):
-		// out is not read.
-		return courier.BulkOp{}, false, err
+		return op, one("read bulk operation", err, sqlstore.BulkNotFound(id))
 	}
-	return out, sweep, nil
+	return op, nil
 }
 
-// eraseBatch deletes up to limit of tenant's messages and deliveries, in
-// any state, with their attempts, actions and payloads (a blob goes at the
-// sweep, once no row names it): the next after cursor in ingest order
-// (moved on to the last), and when those run out, any before it (a row
-// whose seq SQLite gave again after the last row was deleted). It reports
-// how many it deleted.
-func (s *Store) eraseBatch(tx *sql.Tx, tenant string, cursor *int64, limit int) (int, error) {
+func (b bulkTx) RecordProgress(id string, n int, cursor, maxSeq int64, done bool, now time.Time) error {
+	_, err := b.tx.Exec(`UPDATE bulk_ops SET cursor = ?, max_seq = ?, count = count + ?, done = ?, updated_at = ? WHERE id = ?`,
+		cursor, maxSeq, n, done, micros(now), id)
+	return classify("record bulk progress", err)
+}
+
+// EraseBatch deletes the tenant's messages one by one, and takes those that
+// were live off the tenant's use. One before the cursor is a row whose seq
+// SQLite gave again after the last row was deleted.
+func (b bulkTx) EraseBatch(tenant string, cursor *int64, limit int) (int, error) {
 	type erased struct {
 		seq     int64
 		key, id string
@@ -129,7 +77,7 @@ func (s *Store) eraseBatch(tx *sql.Tx, tenant string, cursor *int64, limit int) 
 		} else {
 			w.Add("seq <= ?", from)
 		}
-		rows, err := tx.Query(`SELECT seq, id, subscription, state, size FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(n), w.Args...)
+		rows, err := b.tx.Query(`SELECT seq, id, subscription, state, size FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(n), w.Args...)
 		return collect(nil, rows, err, "select for erasure", func(row scanner) (erased, error) {
 			var e erased
 			var sub, state string
@@ -153,51 +101,37 @@ func (s *Store) eraseBatch(tx *sql.Tx, tenant string, cursor *int64, limit int) 
 		gone = append(gone, behind...)
 	}
 	for _, e := range gone {
-		for _, q := range []struct {
-			sql string
-			arg any
-		}{
-			{`DELETE FROM attempts WHERE message_id = ?`, e.key},
-			{`DELETE FROM actions WHERE subject = ? AND object = ''`, e.key},
-			{`DELETE FROM messages WHERE seq = ?`, e.seq},
-			{`DELETE FROM bodies WHERE seq = ?`, e.seq},
-		} {
-			if _, err := tx.Exec(q.sql, q.arg); err != nil {
-				return 0, classify("erase "+e.key, err)
-			}
+		if err := deleteMessage(b.tx, e.seq, e.key); err != nil {
+			return 0, classify("erase "+e.key, err)
 		}
-		s.cur.usage.Add(e.id, e.size, e.state, courier.StateDiscarded) // no longer counted when it was live
+		b.s.cur.usage.Add(e.id, e.size, e.state, courier.StateDiscarded) // no longer counted when it was live
 	}
 	return len(gone), nil
 }
 
-// eraseRest removes what an erased tenant without messages keeps besides
-// them (sqlstore.EraseRest), and the bulk operations on its messages.
-func (s *Store) eraseRest(tx *sql.Tx, tenant string) error {
+func (b bulkTx) EraseRest(tenant string) error {
 	for _, st := range sqlstore.EraseRest(tenant, false, sqlstore.ErasedByName, []string{"tenant_usage"}) {
-		if _, err := tx.Exec(st.SQL, st.Args...); err != nil {
+		if _, err := b.tx.Exec(st.SQL, st.Args...); err != nil {
 			return classify("erase the rest of tenant "+tenant, err)
 		}
 	}
-	rows, err := tx.Query(`SELECT ` + bulkColumns + ` FROM bulk_ops`)
+	rows, err := b.tx.Query(`SELECT ` + bulkColumns + ` FROM bulk_ops`)
 	ops, err := collect(nil, rows, err, "read bulk operations", scanBulk)
 	if err != nil {
 		return err
 	}
 	for _, id := range sqlstore.ErasedBulks(ops, tenant) {
-		if _, err := tx.Exec(`DELETE FROM bulk_ops WHERE id = ?`, id); err != nil {
+		if _, err := b.tx.Exec(`DELETE FROM bulk_ops WHERE id = ?`, id); err != nil {
 			return classify("erase bulk operation "+id, err)
 		}
 	}
 	return nil
 }
 
-// bulkBatch resubmits or discards the next batch of the messages op's
-// filter matches, after cursor (moved on to the last one looked at).
-func (s *Store) bulkBatch(tx *sql.Tx, op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+func (b bulkTx) FilterBatch(op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
 	w := sqlstore.Where{Time: micros}
 	w.BulkBatch(op, *cursor, maxSeq)
-	rows, err := tx.Query(`SELECT seq, id, subscription FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
+	rows, err := b.tx.Query(`SELECT seq, id, subscription FROM messages`+w.SQL()+` ORDER BY seq LIMIT `+w.Arg(limit), w.Args...)
 	keys, err := collect(nil, rows, err, "select for bulk operation", func(row scanner) (string, error) {
 		var id, sub string
 		err := row.Scan(cursor, &id, &sub)
@@ -207,17 +141,13 @@ func (s *Store) bulkBatch(tx *sql.Tx, op courier.BulkOp, cursor *int64, maxSeq i
 		return 0, false, err
 	}
 	n, err = sqlstore.BulkBatch(op, keys, now,
-		func(key string, decide sqlstore.Decide) error { _, err := s.act(tx, key, decide); return err },
-		func(a courier.Action) error { return insertAction(tx, a) })
+		func(key string, decide sqlstore.Decide) error { _, err := b.s.act(b.tx, key, decide); return err },
+		func(a courier.Action) error { return insertAction(b.tx, a) })
 	return n, len(keys) < limit, err
 }
 
-// replayBatch looks at the next published messages of a replay (their
-// first deliveries, which keep the payload), after cursor, and gives the
-// replay's subscription a delivery of each it wants (or, with Again,
-// delivers the one it has again).
-func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
-	rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages
+func (b bulkTx) ReplayBatch(r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error) {
+	rows, err := b.tx.Query(`SELECT `+messageColumns+` FROM messages
 		WHERE seq > ? AND seq <= ? AND shared = 0 AND subscription <> '' AND created_at >= ? AND created_at < ?
 		ORDER BY seq LIMIT ?`, *cursor, maxSeq, micros(r.Since), micros(r.Until), limit)
 	var seqs []int64
@@ -232,18 +162,18 @@ func (s *Store) replayBatch(tx *sql.Tx, r *courier.Replay, cursor *int64, maxSeq
 	n, err = sqlstore.ReplayBatch(r, leads, now,
 		func(id string) (bool, error) {
 			var one int
-			err := tx.QueryRow(`SELECT 1 FROM messages WHERE id = ? AND subscription = ?`, id, r.Subscription.Name).Scan(&one)
+			err := b.tx.QueryRow(`SELECT 1 FROM messages WHERE id = ? AND subscription = ?`, id, r.Subscription.Name).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
 			return err == nil, classify("read a delivery for replay", err)
 		},
-		func(key string, decide sqlstore.Decide) error { _, err := s.act(tx, key, decide); return err },
+		func(key string, decide sqlstore.Decide) error { _, err := b.s.act(b.tx, key, decide); return err },
 		func(i int, d *courier.Message) error {
-			if err := courier.AdmitKeyed(keyTx{s, tx}, []*courier.Message{d}); err != nil {
+			if err := courier.AdmitKeyed(keyTx{b.s, b.tx}, []*courier.Message{d}); err != nil {
 				return err
 			}
-			_, err := s.execInsert(tx, s.insertStmt, d, seqs[i])
+			_, err := b.s.execInsert(b.tx, b.s.insertStmt, d, seqs[i])
 			return err
 		})
 	if len(seqs) > 0 {

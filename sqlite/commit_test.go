@@ -16,7 +16,7 @@ import (
 	courier "github.com/courier-gw/courier"
 )
 
-func openTest(t *testing.T) *Store {
+func openTest(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(filepath.Join(t.TempDir(), "courier.db"), Options{})
 	if err != nil {

@@ -53,3 +53,8 @@ func collect[T any](out []T, rows *sql.Rows, err error, what string, scan func(s
 	out, err = sqlstore.Collect(out, rows, err, scan)
 	return out, classify(what, err)
 }
+
+// readRows is the sqlstore.QueryFunc of the store's readers.
+func (s *Store) readRows(ctx context.Context) sqlstore.QueryFunc {
+	return func(q string, args ...any) (sqlstore.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) }
+}

@@ -2,10 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
-	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/storetest"
 )
 
 // Rows returns every row of every table, each as the text of its columns,
@@ -19,65 +17,30 @@ func (s *Store) Rows(ctx context.Context) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
-	for _, table := range tables {
-		query := `SELECT * FROM "` + table + `"`
-		if table == "bodies" {
-			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
-		}
-		rows, err := s.rdb.QueryContext(ctx, query)
-		if err != nil {
-			return nil, err
-		}
-		cols, err := rows.Columns()
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
+	return storetest.InspectRows(tables, func(table string) string { return `"` + table + `"` },
+		func(query string) ([][]any, error) {
+			rows, err := s.rdb.QueryContext(ctx, query)
+			if err != nil {
+				return nil, err
 			}
-			if err := rows.Scan(ptrs...); err != nil {
+			cols, err := rows.Columns()
+			if err != nil {
 				rows.Close()
 				return nil, err
 			}
-			out[table] = append(out[table], rowText(vals))
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// rowText is a row's columns as storetest.Inspector shows them.
-func rowText(vals []any) string {
-	texts := make([]string, len(vals))
-	for i, v := range vals {
-		if b, ok := v.([]byte); ok {
-			v = string(b)
-		}
-		texts[i] = fmt.Sprint(v)
-	}
-	return strings.Join(texts, " | ")
+			return collect(nil, rows, nil, "read", func(row scanner) ([]any, error) {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				return vals, row.Scan(ptrs...)
+			})
+		})
 }
 
 // BlobsLeft returns those of refs the blob area still holds
 // (storetest.Inspector).
 func (s *Store) BlobsLeft(ctx context.Context, refs []string) ([]string, error) {
-	var left []string
-	for _, ref := range refs {
-		r, err := s.blobs.Open(ctx, ref)
-		switch {
-		case err == nil:
-			r.Close()
-			left = append(left, ref)
-		case courier.ErrorCode(err) != courier.CodeNotFound:
-			return nil, err
-		}
-	}
-	return left, nil
+	return storetest.BlobsOpened(ctx, s.blobs, refs)
 }

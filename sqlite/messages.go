@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -232,32 +231,27 @@ func (s *Store) Deliveries(ctx context.Context, id string) ([]*courier.Message, 
 // Messages lists messages newest first; the cursor is the ingest sequence
 // number of the last message of the previous page.
 func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.MessagePage, error) {
-	page, err := sqlstore.ListMessages(sqlstore.Where{Time: micros}, messageColumns, f,
-		func(q string, args ...any) (sqlstore.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) },
+	page, err := sqlstore.ListMessages(sqlstore.Where{Time: micros}, messageColumns, f, s.readRows(ctx),
 		func(row scanner) (*courier.Message, int64, error) { return scanMessageSeq(row, false) })
 	return page, classify("list messages", err)
 }
 
 // Attempts returns the attempts of a message or delivery, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
-	if _, err := s.Message(ctx, key); err != nil {
-		return nil, err
-	}
-	id, sub := courier.ParseKey(key)
-	rows, err := s.rdb.QueryContext(ctx, `SELECT n, endpoint, route, started_at, duration_us, outcome,
-		class, status, error, response FROM attempts WHERE message_id = ? ORDER BY n`, key)
-	return collect([]courier.Attempt{}, rows, err, "list attempts", func(row scanner) (courier.Attempt, error) {
-		a := courier.Attempt{MessageID: id, Subscription: sub}
-		var started, durationUS int64
-		var class, errText, response sql.NullString
-		err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
-		a.StartedAt = fromMicros(started)
-		a.Duration = time.Duration(durationUS) * time.Microsecond
-		a.Class = courier.ErrorClass(class.String)
-		a.Error = errText.String
-		a.Response = response.String
-		return a, err
-	})
+	out, err := sqlstore.Attempts(key, sqlstore.Where{Time: micros},
+		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), scanAttempt)
+	return out, classify("list attempts", err)
+}
+
+// scanAttempt reads a row of sqlstore.AttemptColumns into a.
+func scanAttempt(row scanner, a *courier.Attempt) error {
+	var started, durationUS int64
+	var class, errText, response sql.NullString
+	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
+	a.StartedAt = fromMicros(started)
+	a.Duration = time.Duration(durationUS) * time.Microsecond
+	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
+	return err
 }
 
 // Discard moves a queued or suspended message or delivery to discarded.
@@ -267,55 +261,50 @@ func (s *Store) Discard(ctx context.Context, key string, a courier.Action) (*cou
 }
 
 // Erase erases the payload of message id and discards its deliveries that
-// are live, in one transaction; a blob goes right after it.
+// are live (sqlstore.Erase), in one transaction; a blob goes right after
+// it.
 func (s *Store) Erase(ctx context.Context, id string, a courier.Action) ([]*courier.Message, error) {
 	var out []*courier.Message
 	var blob string
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		blob = ""
-		rows, err := tx.Query(`SELECT `+messageColumns+` FROM messages WHERE id = ? ORDER BY subscription`, id)
-		ds, err := collect(nil, rows, err, "read message "+id, scanMessage)
-		switch {
-		case err != nil:
-			return err
-		case len(ds) == 0:
-			return sqlstore.MessageNotFound(id)
-		case ds[0].Erased != nil:
-			out = ds // erased already: the same tombstone
-			return nil
-		}
-		out = make([]*courier.Message, len(ds))
-		for i, d := range ds {
-			next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
-			if discarded {
-				if _, err := s.update(tx, courier.Change{Message: next, From: d.State, Token: d.TotalAttempts}); err != nil {
-					return err
-				}
-			}
-			for _, a := range sqlstore.ErasureActions(d, a, discarded) {
-				if err := insertAction(tx, a); err != nil {
-					return err
-				}
-			}
-			blob, out[i] = cmp.Or(blob, d.Blob), next
-		}
-		if _, err := tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
-			return classify("erase the payload of "+id, err)
-		}
-		_, err = tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
-			micros(a.At), a.Who, nullString(a.Detail), id)
-		return classify("erase the payload of "+id, err)
+		var err error
+		out, blob, err = sqlstore.Erase(eraseTx{s, tx}, id, a)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if blob != "" && s.blobs != nil {
-		// No message refers to it any more: a sweep would take it too.
-		if err := s.blobs.Remove(ctx, blob); err != nil {
-			s.logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
-		}
-	}
+	sqlstore.RemoveErasedBlob(ctx, s.blobs, s.logger, id, blob)
 	return out, nil
+}
+
+// eraseTx is the sqlstore.EraseTx of a write transaction.
+type eraseTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+var _ sqlstore.EraseTx = eraseTx{}
+
+func (e eraseTx) Deliveries(id string) ([]*courier.Message, error) {
+	rows, err := e.tx.Query(`SELECT `+messageColumns+` FROM messages WHERE id = ? ORDER BY subscription`, id)
+	return collect(nil, rows, err, "read message "+id, scanMessage)
+}
+
+func (e eraseTx) Discard(d, next *courier.Message) error {
+	_, err := e.s.update(e.tx, courier.Change{Message: next, From: d.State, Token: d.TotalAttempts})
+	return err
+}
+
+func (e eraseTx) RecordAction(a courier.Action) error { return insertAction(e.tx, a) }
+
+func (e eraseTx) ErasePayload(id string, a courier.Action) error {
+	if _, err := e.tx.Exec(`UPDATE bodies SET payload = x'' WHERE seq IN (SELECT seq FROM messages WHERE id = ? AND shared = 0)`, id); err != nil {
+		return classify("erase the payload of "+id, err)
+	}
+	_, err := e.tx.Exec(`UPDATE messages SET blob = NULL, digest = NULL, step_responses = NULL, erased_at = ?, erased_by = ?, erased_reason = ? WHERE id = ?`,
+		micros(a.At), a.Who, nullString(a.Detail), id)
+	return classify("erase the payload of "+id, err)
 }
 
 // Resend puts a finished message or delivery back in the queue, due now.
@@ -397,6 +386,26 @@ func (s *Store) KeyHolder(ctx context.Context, route, key string) (*courier.Mess
 	return m, nil
 }
 
+// deleteMessage deletes the message or delivery seq, by its key, with its
+// attempts, its actions (not the changes of a topology object that has its
+// name) and its payload's row (none for a shared one).
+func deleteMessage(tx *sql.Tx, seq int64, key string) error {
+	for _, q := range []struct {
+		sql string
+		arg any
+	}{
+		{`DELETE FROM attempts WHERE message_id = ?`, key},
+		{`DELETE FROM actions WHERE subject = ? AND object = ''`, key},
+		{`DELETE FROM messages WHERE seq = ?`, seq},
+		{`DELETE FROM bodies WHERE seq = ?`, seq},
+	} {
+		if _, err := tx.Exec(q.sql, q.arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Purge deletes up to limit terminal messages and deliveries that finished
 // before the cutoff, with their attempts and actions. The lead of a
 // published message (the row its payload is kept with) goes last, with the
@@ -427,19 +436,8 @@ func (s *Store) Purge(ctx context.Context, p courier.Purge, limit int) (int, err
 			return err
 		}
 		for _, p := range gone {
-			for _, q := range []struct {
-				sql string
-				arg any
-			}{
-				{`DELETE FROM attempts WHERE message_id = ?`, p.key},
-				// Not the changes of a topology object that has its name.
-				{`DELETE FROM actions WHERE subject = ? AND object = ''`, p.key},
-				{`DELETE FROM messages WHERE seq = ?`, p.seq},
-				{`DELETE FROM bodies WHERE seq = ?`, p.seq}, // none for a shared row
-			} {
-				if _, err := tx.Exec(q.sql, q.arg); err != nil {
-					return classify("purge "+p.key, err)
-				}
+			if err := deleteMessage(tx, p.seq, p.key); err != nil {
+				return classify("purge "+p.key, err)
 			}
 		}
 		n = len(gone)

@@ -2,9 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,7 @@ import (
 // suspended keyed messages and an operator action in it, upgrades in place,
 // goes on in order and keeps the action in its audit log.
 func TestUpgradeKeepsTheOrder(t *testing.T) {
-	path, db, exec := releaseBefore(t, "0007")
+	path, db, exec := releaseBefore(t, 7)
 	made := time.Now().UTC().Truncate(time.Microsecond)
 	for _, q := range storetest.UpgradeSQL {
 		exec(strings.ReplaceAll(q, "$1", "?1"), made.UnixMicro())
@@ -31,17 +29,13 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 	}
 	db.Close()
 
-	s, err := sqlite.Open(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openAt(t, path)
 	storetest.UsageAfterUpgrade(t, s)
 	storetest.AuditAfterUpgrade(t, s, made)
 	storetest.OrderAfterUpgrade(t, s, made)
 
 	// Nothing in the database decides any more.
-	db, err = sql.Open("sqlite3", path)
+	db, err := sql.Open("sqlite3", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,34 +50,37 @@ func TestUpgradeKeepsTheOrder(t *testing.T) {
 // upgrades in place to health read by change: the first read finds the
 // endpoint off, the next its switch on.
 func TestUpgradeReadsHealthByChange(t *testing.T) {
-	path, db, exec := releaseBefore(t, "0017")
+	path, db, exec := releaseBefore(t, 17)
 	exec(strings.ReplaceAll(storetest.UpgradeHealthSQL, "$1", "?1"), time.Now().UnixMicro())
 	db.Close()
 
+	s := openAt(t, path)
+	storetest.HealthAfterUpgrade(t, s)
+}
+
+// openAt opens the store of the database at path; it is closed when the
+// test ends.
+func openAt(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
 	s, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	storetest.HealthAfterUpgrade(t, s)
+	return s
 }
 
 // releaseBefore makes a database as the release before migration first
-// left it (every migration numbered below first applied and recorded),
+// left it (every migration of a version below first applied and recorded),
 // and returns its path, the open database and a way to run statements in
 // it that fails the test.
-func releaseBefore(t *testing.T, first string) (string, *sql.DB, func(q string, args ...any)) {
+func releaseBefore(t *testing.T, first int) (string, *sql.DB, func(q string, args ...any)) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "courier.db")
 	db, err := sql.Open("sqlite3", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(names)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {
@@ -91,16 +88,6 @@ func releaseBefore(t *testing.T, first string) (string, *sql.DB, func(q string, 
 		}
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT '')`)
-	for v, name := range names {
-		if filepath.Base(name) >= first {
-			break
-		}
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(body))
-		exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v+1)
-	}
+	storetest.MigrateBefore(t, first, exec, `INSERT INTO schema_migrations (version) VALUES (?)`)
 	return path, db, exec
 }

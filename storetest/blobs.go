@@ -48,6 +48,23 @@ func spoolMessage(t *testing.T, s courier.Store, id string, payload []byte) (*co
 	return m, sp
 }
 
+// publishSpooled ingests a message id published to the subscriptions a
+// and b (on the route acme), its payload spooled to one blob that both
+// deliveries refer to.
+func publishSpooled(t *testing.T, s courier.Store, id string, payload []byte) {
+	t.Helper()
+	m, sp := spoolMessage(t, s, id, payload)
+	defer sp.Close()
+	m.Route = ""
+	var deliveries []*courier.Message
+	for _, sub := range []string{"a", "b"} {
+		d := *m
+		d.Route, d.Subscription = "acme", sub
+		deliveries = append(deliveries, &d)
+	}
+	mustIngest(t, s, deliveries...)
+}
+
 // ReadPayload reads a stored message's payload back, from its row or its
 // blob.
 func ReadPayload(t testing.TB, s courier.Store, m *courier.Message) []byte {
@@ -206,17 +223,7 @@ func testBlobSweep(t *testing.T, s courier.Store) {
 func testBlobPublished(t *testing.T, s courier.Store) {
 	ctx := context.Background()
 	payload := payloadOf(courier.InlineMax+10, 6)
-	m, sp := spoolMessage(t, s, "pub", payload)
-	defer sp.Close()
-	m.Route = ""
-	var deliveries []*courier.Message
-	for _, sub := range []string{"a", "b"} {
-		d := *m
-		d.Route, d.Subscription = "acme", sub
-		deliveries = append(deliveries, &d)
-	}
-	mustIngest(t, s, deliveries...)
-	sp.Close()
+	publishSpooled(t, s, "pub", payload)
 	if _, err := s.Discard(ctx, courier.DeliveryKey("pub", "b"), courier.Action{At: base, Who: "ops"}); err != nil {
 		t.Fatal(err)
 	}

@@ -212,17 +212,7 @@ func testEraseBlob(t *testing.T, s courier.Store) {
 		t.Skip("the store keeps no blobs")
 	}
 	payload := payloadOf(courier.InlineMax+1000, 9)
-	m, sp := spoolMessage(t, s, "big-9", payload)
-	defer sp.Close()
-	m.Route = ""
-	var deliveries []*courier.Message
-	for _, sub := range []string{"a", "b"} {
-		d := *m
-		d.Route, d.Subscription = "acme", sub
-		deliveries = append(deliveries, &d)
-	}
-	mustIngest(t, s, deliveries...)
-	sp.Close()
+	publishSpooled(t, s, "big-9", payload)
 	WantBlobUsage(t, s, 1, int64(len(payload)))
 	ds := mustErase(t, s, "big-9", "dpo", "", base.Add(time.Hour))
 	WantBlobUsage(t, s, 0, 0)

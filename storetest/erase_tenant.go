@@ -16,13 +16,64 @@ import (
 // operation left or changed, whatever table holds it.
 type Inspector interface {
 	// Rows returns every row of every table of the store, each as the
-	// text of its columns joined by " | ", by table; a row that refers to a message by its seq alone (a
-	// payload's) with the message's id.
+	// text of its columns (RowText), by table; a row that refers to a
+	// message by its seq alone (a payload's) with the message's id.
 	Rows(ctx context.Context) (map[string][]string, error)
 	// BlobsLeft returns those of refs that the blob area still holds, as
 	// the area itself lists its blobs (for large objects,
 	// pg_largeobject_metadata).
 	BlobsLeft(ctx context.Context, refs []string) ([]string, error)
+}
+
+// InspectRows is the Inspector.Rows of a store whose tables lists its
+// tables, quote quotes a table's name in a statement, and values reads the
+// rows of a statement as the values of their columns.
+func InspectRows(tables []string, quote func(table string) string, values func(query string) ([][]any, error)) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, table := range tables {
+		query := `SELECT * FROM ` + quote(table)
+		if table == "bodies" {
+			query = `SELECT b.*, m.id FROM bodies b LEFT JOIN messages m ON m.seq = b.seq`
+		}
+		rows, err := values(query)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", table, err)
+		}
+		for _, vals := range rows {
+			out[table] = append(out[table], RowText(vals))
+		}
+	}
+	return out, nil
+}
+
+// RowText is a row's columns (vals) as Inspector.Rows shows them: each as
+// fmt prints it (bytes as text), joined by " | ".
+func RowText(vals []any) string {
+	texts := make([]string, len(vals))
+	for i, v := range vals {
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		texts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(texts, " | ")
+}
+
+// BlobsOpened returns those of refs that blobs still opens: the
+// Inspector.BlobsLeft of a blob area that lists its blobs no other way.
+func BlobsOpened(ctx context.Context, blobs courier.Blobs, refs []string) ([]string, error) {
+	var left []string
+	for _, ref := range refs {
+		r, err := blobs.Open(ctx, ref)
+		switch {
+		case err == nil:
+			r.Close()
+			left = append(left, ref)
+		case courier.ErrorCode(err) != courier.CodeNotFound:
+			return nil, err
+		}
+	}
+	return left, nil
 }
 
 // eraseTenantTests are the tests of the erasure of a tenant.

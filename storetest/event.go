@@ -180,13 +180,7 @@ func testEventsConcurrent(t *testing.T, s courier.Store) {
 			errs <- err
 		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitNoError(t, &wg, errs)
 	page, err := s.Events(ctx, courier.EventFilter{Subject: "flap"})
 	if err != nil || len(page.Events) != 10 {
 		t.Fatalf("flap's events: %d %v; want 10", len(page.Events), err)

@@ -197,13 +197,7 @@ func testHealthForgottenWhileOthersWait(t *testing.T, s courier.Store) {
 				errs <- err
 			}()
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		waitNoError(t, &wg, errs)
 		hs, err := s.Health(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -316,13 +310,7 @@ func testSwitchHealth(t *testing.T, s courier.Store) {
 			errs <- err
 		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitNoError(t, &wg, errs)
 	hs, err = s.Health(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -618,11 +618,7 @@ func testOrderingWriters(t *testing.T, s courier.Store) {
 			}
 		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	waitNoError(t, &wg, errs)
 	for key, order := range delivered {
 		last := map[string]string{}
 		for _, id := range order {

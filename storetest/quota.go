@@ -209,15 +209,7 @@ func testListTenant(t *testing.T, s courier.Store) {
 	mustIngest(t, s, tenantMessage("acme", "1", 10, base), tenantMessage("acme", "2", 10, base),
 		tenantMessage("acmex", "1", 10, base), tenantMessage("", "acme", 10, base))
 	for tenant, want := range map[string]string{"acme": "acme~2 acme~1", "acmex": "acmex~1", "default": "acme"} {
-		page, err := s.Messages(context.Background(), courier.MessageFilter{Tenant: tenant})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, m := range page.Messages {
-			ids = append(ids, m.ID)
-		}
-		if got := strings.Join(ids, " "); got != want {
+		if got := strings.Join(listedIDs(t, s, courier.MessageFilter{Tenant: tenant}), " "); got != want {
 			t.Errorf("messages of %s: %s, want %s", tenant, got, want)
 		}
 	}

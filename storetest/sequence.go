@@ -182,11 +182,7 @@ func testSequenceConcurrent(t *testing.T, s courier.Store) {
 			}
 		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	waitNoError(t, &wg, errs)
 	for k := 0; k < keys; k++ {
 		byN := map[int64]*courier.Message{}
 		last := map[int]int64{} // by writer: the number of its latest message

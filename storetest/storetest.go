@@ -335,11 +335,7 @@ func testIngestConcurrent(t *testing.T, s courier.Store) {
 			}
 		}(w)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	waitNoError(t, &wg, errs)
 	seen := 0
 	f := courier.MessageFilter{Limit: 100}
 	for {
@@ -442,15 +438,7 @@ func testListTenants(t *testing.T, s courier.Store) {
 		"acme2":               {"acme2~inv:1"},
 		"beta":                nil,
 	} {
-		page, err := s.Messages(context.Background(), courier.MessageFilter{Tenant: tenant})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, m := range page.Messages {
-			got = append(got, m.ID)
-		}
-		if !slices.Equal(got, want) {
+		if got := listedIDs(t, s, courier.MessageFilter{Tenant: tenant}); !slices.Equal(got, want) {
 			t.Errorf("tenant %q: listed %v, want %v", tenant, got, want)
 		}
 	}

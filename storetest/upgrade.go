@@ -3,12 +3,34 @@ package storetest
 import (
 	"context"
 	"maps"
+	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 )
+
+// MigrateBefore leaves the database of a store's upgrade test as a release
+// whose last migration came before version first left it: through exec,
+// which fails the test, it runs each migration of the store's (those of
+// its folder migrations, the test's working directory) older than first,
+// and records its version with record, a statement of one argument.
+func MigrateBefore(t testing.TB, first int, exec func(q string, args ...any), record string) {
+	t.Helper()
+	migrations, err := sqlstore.Migrations(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migrations {
+		if m.Version >= first {
+			break
+		}
+		exec(m.SQL)
+		exec(record, m.Version)
+	}
+}
 
 // UpgradeSQL lists, in order, the statements that make the keyed messages
 // an upgrade test starts from, in the schema of a release that kept the

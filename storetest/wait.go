@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,5 +28,18 @@ func WaitActions(t testing.TB, s courier.Store, subject string, n int) []courier
 			t.Fatalf("%d actions on %s after ten seconds, want %d", len(actions), subject, n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitNoError waits for the goroutines of wg and fails t with the first
+// error they sent to errs that is not nil; it closes errs.
+func waitNoError(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -12,14 +12,7 @@ import (
 func TestAuditQuery(t *testing.T) {
 	since := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	until := since.Add(time.Hour)
-	tests := []struct {
-		name      string
-		w         Where
-		f         courier.AuditFilter
-		wantQuery string
-		wantArgs  string
-		wantLimit int
-	}{
+	tests := []pageQueryCase[courier.AuditFilter]{
 		{
 			name:      "the default page",
 			wantQuery: "SELECT c FROM actions ORDER BY seq DESC LIMIT ?",
@@ -45,25 +38,8 @@ func TestAuditQuery(t *testing.T) {
 			wantLimit: courier.MaxListLimit,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := tt.w
-			q, limit, err := AuditQuery(&w, "c", tt.f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q != tt.wantQuery || limit != tt.wantLimit {
-				t.Errorf("AuditQuery = %q, %d; want %q, %d", q, limit, tt.wantQuery, tt.wantLimit)
-			}
-			if got := fmt.Sprint(w.Args); got != tt.wantArgs {
-				t.Errorf("args %s, want %s", got, tt.wantArgs)
-			}
-		})
-	}
-	var w Where
-	if _, _, err := AuditQuery(&w, "c", courier.AuditFilter{Cursor: "not a cursor"}); courier.ErrorCode(err) != courier.CodeInvalidArgument {
-		t.Errorf("a bad cursor: %v, want invalid_argument", err)
-	}
+	testPageQuery(t, "AuditQuery", func(w *Where, f courier.AuditFilter) (string, int, error) { return AuditQuery(w, "c", f) },
+		tests, courier.AuditFilter{Cursor: "not a cursor"})
 }
 
 func TestAuditPage(t *testing.T) {
@@ -97,14 +73,7 @@ func TestAuditPage(t *testing.T) {
 			if got := fmt.Sprint(seqs); got != tt.wantSeqs {
 				t.Errorf("seqs %s, want %s", got, tt.wantSeqs)
 			}
-			switch {
-			case tt.wantNext == 0 && page.Next != "":
-				t.Errorf("next %q, want none", page.Next)
-			case tt.wantNext != 0:
-				if seq, err := DecodeCursor(page.Next); err != nil || seq != tt.wantNext {
-					t.Errorf("next %q is seq %d (%v), want %d", page.Next, seq, err, tt.wantNext)
-				}
-			}
+			wantNext(t, page.Next, tt.wantNext)
 		})
 	}
 	failed := errors.New("connection lost")

@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -78,4 +80,109 @@ func StartBulk[Tx any](op courier.BulkOp, inTx func(func(Tx) error) error,
 		return courier.BulkOp{}, err
 	}
 	return out, nil
+}
+
+// BulkTx is what a store gives the batches of bulk operations: in the
+// transaction of one batch, the read and write of the operation's row and
+// the batch of each kind of operation, which moves cursor on past what it
+// looked at.
+type BulkTx interface {
+	// LockBulk reads operation id (BulkNotFound when there is none) and
+	// holds it to the end of the transaction: nodes that resume the same
+	// operation take turns, and never do a batch twice.
+	LockBulk(id string) (courier.BulkOp, error)
+	// EraseBatch deletes up to limit of tenant's messages and deliveries,
+	// whatever their state, with their attempts, actions and payloads (a
+	// blob goes at the sweep, once no row names it): the next after cursor
+	// in ingest order (moved on to the last), and when those run out, any
+	// before it (one that came in behind the cursor). It reports how many
+	// it deleted.
+	EraseBatch(tenant string, cursor *int64, limit int) (int, error)
+	// EraseRest removes what an erased tenant without messages keeps
+	// besides them (EraseRest), and the bulk operations on its messages
+	// (ErasedBulks).
+	EraseRest(tenant string) error
+	// ReplayBatch looks at the next published messages of a replay (their
+	// leads, which keep the payload) after cursor, up to maxSeq, and gives
+	// the replay's subscription a delivery of each it wants (ReplayBatch).
+	ReplayBatch(r *courier.Replay, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error)
+	// FilterBatch resubmits or discards the next of the messages op's
+	// filter matches after cursor, up to maxSeq (BulkBatch).
+	FilterBatch(op courier.BulkOp, cursor *int64, maxSeq int64, limit int, now time.Time) (n int, finished bool, err error)
+	// RecordProgress writes where operation id stands after a batch that
+	// did n messages: its cursor, its bound, whether it is done, when.
+	RecordProgress(id string, n int, cursor, maxSeq int64, done bool, now time.Time) error
+}
+
+// RunBulk does the next batch of up to limit messages of operation id, in
+// a transaction of inTx. An erasure that finds the tenant without
+// messages sweeps the blobs of store before its last transaction, which
+// finds it so again and removes the rest (a message that came meanwhile is
+// erased first).
+func RunBulk(ctx context.Context, store courier.Store, inTx func(func(BulkTx) error) error,
+	id string, limit int, now time.Time) (courier.BulkOp, error) {
+	out, sweep, err := runBulk(inTx, id, limit, now, false)
+	if err != nil || !sweep {
+		return out, err
+	}
+	if err := SweepBlobs(ctx, store); err != nil {
+		return courier.BulkOp{}, err
+	}
+	out, _, err = runBulk(inTx, id, limit, now, true)
+	return out, err
+}
+
+// runBulk does the next batch of an operation in one transaction. For an
+// erasure that finds no message of its tenant left, it reports sweep
+// unless finish is set, when it removes the rest and is done.
+func runBulk(inTx func(func(BulkTx) error) error, id string, limit int, now time.Time, finish bool) (courier.BulkOp, bool, error) {
+	var out courier.BulkOp
+	var sweep bool
+	err := inTx(func(tx BulkTx) error {
+		sweep = false
+		op, err := tx.LockBulk(id)
+		if err != nil {
+			return err
+		}
+		out = op
+		if op.Done {
+			return nil
+		}
+		cursor, maxSeq := op.Position, op.End
+		var n int
+		var finished bool
+		switch {
+		case op.Kind == courier.ActionEraseTenant:
+			n, err = tx.EraseBatch(op.Filter.Tenant, &cursor, limit)
+			maxSeq = max(maxSeq, cursor) // messages that came after it began are erased too
+			if err == nil && n == 0 {
+				if !finish {
+					sweep = true
+				} else {
+					err = tx.EraseRest(op.Filter.Tenant)
+					finished = err == nil
+				}
+			}
+		case op.Replay != nil:
+			n, finished, err = tx.ReplayBatch(op.Replay, &cursor, maxSeq, limit, now)
+		default:
+			n, finished, err = tx.FilterBatch(op, &cursor, maxSeq, limit, now)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.RecordProgress(id, n, cursor, maxSeq, finished, now); err != nil {
+			return err
+		}
+		out.Count += n
+		out.Done, out.Position, out.End = finished, cursor, maxSeq
+		out.UpdatedAt = now
+		return nil
+	})
+	if err != nil {
+		// The transaction may still be running (its caller gave up
+		// waiting): out is not read.
+		return courier.BulkOp{}, false, err
+	}
+	return out, sweep, nil
 }

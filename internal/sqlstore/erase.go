@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 
 	courier "github.com/courier-gw/courier"
 )
@@ -90,4 +92,71 @@ func SweepBlobs(ctx context.Context, store courier.Store) error {
 		return fmt.Errorf("sweep the blobs of an erased tenant: %w", err)
 	}
 	return nil
+}
+
+// EraseTx is what a store gives the erasure of a message's payload, in the
+// transaction that erases it.
+type EraseTx interface {
+	// Deliveries reads the rows of message id, by subscription, and holds
+	// them to the end of the transaction.
+	Deliveries(id string) ([]*courier.Message, error)
+	// Discard writes next, the erasure's discard of delivery d, which was
+	// live.
+	Discard(d, next *courier.Message) error
+	// RecordAction records an operator action.
+	RecordAction(courier.Action) error
+	// ErasePayload empties the payload of message id, drops its blob,
+	// digest and step responses from its rows and marks them erased as a
+	// says (who, when and, as its Detail, why).
+	ErasePayload(id string, a courier.Action) error
+}
+
+// Erase erases the payload of message id and discards its deliveries that
+// are live, with the actions that say so (ErasureActions), in tx. It
+// returns the rows as they are now, tombstones, and the blob that kept the
+// payload ("" when there was none), which the store removes; a message
+// erased already is found as its tombstone, with no blob.
+func Erase(tx EraseTx, id string, a courier.Action) ([]*courier.Message, string, error) {
+	ds, err := tx.Deliveries(id)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case len(ds) == 0:
+		return nil, "", MessageNotFound(id)
+	case ds[0].Erased != nil:
+		return ds, "", nil // erased already: the same tombstone
+	}
+	out := make([]*courier.Message, len(ds))
+	var blob string
+	for i, d := range ds {
+		next, discarded := courier.Erase(d, courier.Erasure{At: a.At, By: a.Who, Reason: a.Detail})
+		if discarded {
+			if err := tx.Discard(d, next); err != nil {
+				return nil, "", err
+			}
+		}
+		for _, a := range ErasureActions(d, a, discarded) {
+			if err := tx.RecordAction(a); err != nil {
+				return nil, "", err
+			}
+		}
+		blob, out[i] = cmp.Or(blob, d.Blob), next
+	}
+	if err := tx.ErasePayload(id, a); err != nil {
+		return nil, "", err
+	}
+	return out, blob, nil
+}
+
+// RemoveErasedBlob removes blob, the blob of message id's erased payload,
+// from blobs once the erasure is committed. No message refers to it any
+// more, so a sweep would take it too: a failure is logged and left to the
+// next sweep.
+func RemoveErasedBlob(ctx context.Context, blobs courier.Blobs, logger *slog.Logger, id, blob string) {
+	if blob == "" || blobs == nil {
+		return
+	}
+	if err := blobs.Remove(ctx, blob); err != nil {
+		logger.Warn("the blob of an erased payload is left to the next sweep", "id", id, "blob", blob, "err", err)
+	}
 }

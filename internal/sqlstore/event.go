@@ -14,44 +14,25 @@ const EventColumns = `seq, id, kind, subject, at, details, notified`
 // f selects, newest first, with its arguments in w, and the size of the
 // page. Like ListQuery it reads one row more than the page holds.
 func EventsQuery(w *Where, f courier.EventFilter) (query string, limit int, err error) {
-	limit = pageSize(f.Limit)
-	if f.Kind != "" {
-		w.Add("kind = ?", string(f.Kind))
-	}
-	if f.Subject != "" {
-		w.Add("subject = ?", f.Subject)
-	}
+	w.Equal("kind", string(f.Kind))
+	w.Equal("subject", f.Subject)
 	if !f.Since.IsZero() {
 		w.Add("at >= ?", w.time(f.Since))
 	}
-	if f.Cursor != "" {
-		seq, err := DecodeCursor(f.Cursor)
-		if err != nil {
-			return "", 0, err
-		}
-		w.Add("seq < ?", seq)
-	}
-	return `SELECT ` + EventColumns + ` FROM events` + w.SQL() + ` ORDER BY seq DESC LIMIT ` + w.Arg(limit+1), limit, nil
+	return pageQuery(w, EventColumns, "events", f.Cursor, f.Limit)
 }
 
 // Events reads the page of events that f selects, newest first, as
 // EventsQuery makes it: query runs the statement with its arguments, and
 // scan reads a row into an event.
-func Events(w Where, f courier.EventFilter, query func(q string, args ...any) (Rows, error),
+func Events(w Where, f courier.EventFilter, query QueryFunc,
 	scan func(Scanner) (courier.Event, error)) (courier.EventPage, error) {
 	q, limit, err := EventsQuery(&w, f)
 	if err != nil {
 		return courier.EventPage{}, err
 	}
-	rows, err := query(q, w.Args...)
-	events, err := Collect([]courier.Event{}, rows, err, scan)
-	if err != nil {
-		return courier.EventPage{}, err
-	}
-	if len(events) <= limit {
-		return courier.EventPage{Events: events}, nil
-	}
-	return courier.EventPage{Events: events[:limit], Next: EncodeCursor(events[limit-1].Seq)}, nil
+	events, next, err := readPage(q, w.Args, limit, query, scan, func(e courier.Event) int64 { return e.Seq })
+	return courier.EventPage{Events: events, Next: next}, err
 }
 
 // EventDetails encodes an event's details for the details column.

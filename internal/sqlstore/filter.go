@@ -37,6 +37,14 @@ func (w *Where) Add(cond string, v any) {
 	w.conds = append(w.conds, strings.Replace(cond, "?", w.Arg(v), 1))
 }
 
+// Equal adds the condition that column holds v, when v is given (a filter's
+// field left empty selects any).
+func (w *Where) Equal(column, v string) {
+	if v != "" {
+		w.Add(column+" = ?", v)
+	}
+}
+
 // In adds the condition that column holds one of values: one array
 // argument on PostgreSQL, one argument each on SQLite, which has no arrays.
 func (w *Where) In(column string, values []string) {
@@ -112,15 +120,9 @@ func (w *Where) Purge(p courier.Purge) {
 // Filter adds the conditions of a message filter's fields, all but its
 // cursor and limit.
 func (w *Where) Filter(f courier.MessageFilter) {
-	if f.State != "" {
-		w.Add("state = ?", string(f.State))
-	}
-	if f.Type != "" {
-		w.Add("type = ?", f.Type)
-	}
-	if f.Route != "" {
-		w.Add("route = ?", f.Route)
-	}
+	w.Equal("state", string(f.State))
+	w.Equal("type", f.Type)
+	w.Equal("route", f.Route)
 	if len(f.Routes) > 0 {
 		w.In("route", f.Routes)
 	}
@@ -133,15 +135,9 @@ func (w *Where) Filter(f courier.MessageFilter) {
 	if f.Tenant != "" {
 		w.Tenant(f.Tenant, true)
 	}
-	if f.Endpoint != "" {
-		w.Add("endpoint = ?", f.Endpoint)
-	}
-	if f.Subscription != "" {
-		w.Add("subscription = ?", f.Subscription)
-	}
-	if f.Reason != "" {
-		w.Add("reason = ?", string(f.Reason))
-	}
+	w.Equal("endpoint", f.Endpoint)
+	w.Equal("subscription", f.Subscription)
+	w.Equal("reason", string(f.Reason))
 	if len(f.Reasons) > 0 {
 		reasons := make([]string, len(f.Reasons))
 		for i, r := range f.Reasons {
@@ -149,9 +145,7 @@ func (w *Where) Filter(f courier.MessageFilter) {
 		}
 		w.In("reason", reasons)
 	}
-	if f.Sender != "" {
-		w.Add("sender = ?", f.Sender)
-	}
+	w.Equal("sender", f.Sender)
 	if !f.CreatedAfter.IsZero() {
 		w.Add("created_at >= ?", w.time(f.CreatedAfter))
 	}

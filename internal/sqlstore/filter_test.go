@@ -74,15 +74,45 @@ func TestWhere(t *testing.T) {
 	}
 }
 
+// pageQueryCase is a case of a statement that reads a page (ListQuery,
+// AuditQuery), built with placeholders w for filter f.
+type pageQueryCase[F any] struct {
+	name      string
+	w         Where
+	f         F
+	wantQuery string
+	wantArgs  string
+	wantLimit int
+}
+
+// testPageQuery checks that build (named name) makes each case's
+// statement, arguments and page size, and refuses a cursor that is not
+// one as an invalid argument.
+func testPageQuery[F any](t *testing.T, name string, build func(w *Where, f F) (string, int, error), tests []pageQueryCase[F], badCursor F) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w
+			q, limit, err := build(&w, tt.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q != tt.wantQuery || limit != tt.wantLimit {
+				t.Errorf("%s = %q, %d; want %q, %d", name, q, limit, tt.wantQuery, tt.wantLimit)
+			}
+			if got := fmt.Sprint(w.Args); got != tt.wantArgs {
+				t.Errorf("args %s, want %s", got, tt.wantArgs)
+			}
+		})
+	}
+	var w Where
+	if _, _, err := build(&w, badCursor); courier.ErrorCode(err) != courier.CodeInvalidArgument {
+		t.Errorf("a bad cursor: %v, want invalid_argument", err)
+	}
+}
+
 func TestListQuery(t *testing.T) {
-	tests := []struct {
-		name      string
-		w         Where
-		f         courier.MessageFilter
-		wantQuery string
-		wantArgs  string
-		wantLimit int
-	}{
+	tests := []pageQueryCase[courier.MessageFilter]{
 		{
 			name:      "the default page",
 			f:         courier.MessageFilter{},
@@ -106,25 +136,8 @@ func TestListQuery(t *testing.T) {
 			wantLimit: courier.MaxListLimit,
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := tt.w
-			q, limit, err := ListQuery(&w, "c", tt.f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q != tt.wantQuery || limit != tt.wantLimit {
-				t.Errorf("ListQuery = %q, %d; want %q, %d", q, limit, tt.wantQuery, tt.wantLimit)
-			}
-			if got := fmt.Sprint(w.Args); got != tt.wantArgs {
-				t.Errorf("args %s, want %s", got, tt.wantArgs)
-			}
-		})
-	}
-	var w Where
-	if _, _, err := ListQuery(&w, "c", courier.MessageFilter{Cursor: "not a cursor"}); courier.ErrorCode(err) != courier.CodeInvalidArgument {
-		t.Errorf("a bad cursor: %v, want invalid_argument", err)
-	}
+	testPageQuery(t, "ListQuery", func(w *Where, f courier.MessageFilter) (string, int, error) { return ListQuery(w, "c", f) },
+		tests, courier.MessageFilter{Cursor: "not a cursor"})
 }
 
 func TestPage(t *testing.T) {
@@ -152,15 +165,22 @@ func TestPage(t *testing.T) {
 			if got := fmt.Sprint(ids); got != tt.wantIDs {
 				t.Errorf("messages %s, want %s", got, tt.wantIDs)
 			}
-			switch {
-			case tt.wantNext == 0 && page.Next != "":
-				t.Errorf("next %q, want none", page.Next)
-			case tt.wantNext != 0:
-				if seq, err := DecodeCursor(page.Next); err != nil || seq != tt.wantNext {
-					t.Errorf("next %q is seq %d (%v), want %d", page.Next, seq, err, tt.wantNext)
-				}
-			}
+			wantNext(t, page.Next, tt.wantNext)
 		})
+	}
+}
+
+// wantNext fails t unless next is the cursor of the page after the row
+// with sequence number want, or none when want is 0.
+func wantNext(t *testing.T, next string, want int64) {
+	t.Helper()
+	switch {
+	case want == 0 && next != "":
+		t.Errorf("next %q, want none", next)
+	case want != 0:
+		if seq, err := DecodeCursor(next); err != nil || seq != want {
+			t.Errorf("next %q is seq %d (%v), want %d", next, seq, err, want)
+		}
 	}
 }
 

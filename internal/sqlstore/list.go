@@ -12,23 +12,49 @@ import (
 // w, and the size of the page. It reads one row more than the page holds,
 // which tells Page whether another page follows.
 func ListQuery(w *Where, columns string, f courier.MessageFilter) (query string, limit int, err error) {
-	limit = pageSize(f.Limit)
 	w.Filter(f)
-	if f.Cursor != "" {
-		seq, err := DecodeCursor(f.Cursor)
+	return pageQuery(w, columns, "messages", f.Cursor, f.Limit)
+}
+
+// pageQuery completes the statement that reads a page of rows (columns
+// of table) newest first, by their sequence numbers, with its arguments
+// in w, and returns it with the size of the page asked for with limit
+// (pageSize): the rows before that of cursor, when there is one, and one
+// row more than the page holds, which tells whether another page follows.
+func pageQuery(w *Where, columns, table, cursor string, limit int) (query string, size int, err error) {
+	size = pageSize(limit)
+	if cursor != "" {
+		seq, err := DecodeCursor(cursor)
 		if err != nil {
 			return "", 0, err
 		}
 		w.Add("seq < ?", seq)
 	}
-	return `SELECT ` + columns + ` FROM messages` + w.SQL() + ` ORDER BY seq DESC LIMIT ` + w.Arg(limit+1), limit, nil
+	return `SELECT ` + columns + ` FROM ` + table + w.SQL() + ` ORDER BY seq DESC LIMIT ` + w.Arg(size+1), size, nil
+}
+
+// readPage runs q, a pageQuery of a page of limit rows, with its args
+// through query, and returns the rows scan reads, up to limit (none: an
+// empty slice), with the cursor of the next page when there were more
+// (seq gives a row's sequence number).
+func readPage[T any](q string, args []any, limit int, query QueryFunc,
+	scan func(Scanner) (T, error), seq func(T) int64) ([]T, string, error) {
+	rows, err := query(q, args...)
+	out, err := Collect([]T{}, rows, err, scan)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	return out[:limit], EncodeCursor(seq(out[limit-1])), nil
 }
 
 // ListMessages reads the page of the messages that match f, newest first,
 // as ListQuery and Page make it: w has the placeholders of the store's
 // database, query runs the statement with its arguments, and scan reads a
 // row of the columns into a message and its ingest sequence number.
-func ListMessages(w Where, columns string, f courier.MessageFilter, query func(q string, args ...any) (Rows, error),
+func ListMessages(w Where, columns string, f courier.MessageFilter, query QueryFunc,
 	scan func(Scanner) (*courier.Message, int64, error)) (courier.MessagePage, error) {
 	q, limit, err := ListQuery(&w, columns, f)
 	if err != nil {

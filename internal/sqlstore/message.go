@@ -106,3 +106,26 @@ func (c *TypeCounts) Add(m *courier.Message) {
 	}
 	*c = append(*c, courier.TypeSeen{Type: m.Type, Count: 1, FirstSeen: m.CreatedAt, LastSeen: m.CreatedAt})
 }
+
+// AttemptColumns are the columns of table attempts that a store's scan of
+// an attempt reads, in this order.
+const AttemptColumns = `n, endpoint, route, started_at, duration_us, outcome, class, status, error, response`
+
+// Attempts reads the attempts of message or delivery key, oldest first,
+// once found says it is stored (its error is the answer when it is not):
+// w has the placeholders of the store's database, query runs the
+// statement, and scan reads a row of AttemptColumns into an attempt whose
+// message and subscription are set.
+func Attempts(key string, w Where, found func() error, query QueryFunc, scan func(Scanner, *courier.Attempt) error) ([]courier.Attempt, error) {
+	if err := found(); err != nil {
+		return nil, err
+	}
+	id, sub := courier.ParseKey(key)
+	w.Add("message_id = ?", key)
+	rows, err := query(`SELECT `+AttemptColumns+` FROM attempts`+w.SQL()+` ORDER BY n`, w.Args...)
+	return Collect([]courier.Attempt{}, rows, err, func(row Scanner) (courier.Attempt, error) {
+		a := courier.Attempt{MessageID: id, Subscription: sub}
+		err := scan(row, &a)
+		return a, err
+	})
+}

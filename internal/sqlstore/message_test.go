@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -87,5 +89,39 @@ func TestOrDefaultAndNonNil(t *testing.T) {
 	}
 	if got := NonNil([]byte("x")); string(got) != "x" {
 		t.Errorf("NonNil(x) = %q", got)
+	}
+}
+
+func TestAttempts(t *testing.T) {
+	scan := func(row Scanner, a *courier.Attempt) error { return row.Scan(&a.N) }
+	var gotQuery string
+	var gotArgs []any
+	query := func(q string, args ...any) (Rows, error) {
+		gotQuery, gotArgs = q, args
+		return &fakeRows{rows: []string{"1", "2"}}, nil
+	}
+	found := func() error { return nil }
+	got, err := Attempts("o-1/erp", Where{Numbered: true}, found, query, scan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "SELECT " + AttemptColumns + " FROM attempts WHERE message_id = $1 ORDER BY n"; gotQuery != want || fmt.Sprint(gotArgs) != "[o-1/erp]" {
+		t.Errorf("query %q %v, want %q [o-1/erp]", gotQuery, gotArgs, want)
+	}
+	want := []courier.Attempt{{MessageID: "o-1", Subscription: "erp", N: 1}, {MessageID: "o-1", Subscription: "erp", N: 2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("attempts %+v, want %+v", got, want)
+	}
+
+	// A message that is not stored is the answer, and nothing is read.
+	gotQuery = ""
+	missing := MessageNotFound("o-2")
+	if _, err := Attempts("o-2", Where{}, func() error { return missing }, query, scan); !errors.Is(err, missing) || gotQuery != "" {
+		t.Errorf("a message not stored: %v (query %q), want %v and no query", err, gotQuery, missing)
+	}
+	// One without attempts has none, not nil.
+	none := func(string, ...any) (Rows, error) { return &fakeRows{}, nil }
+	if got, err := Attempts("o-3", Where{}, found, none, scan); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("no attempts: %#v, %v; want an empty list", got, err)
 	}
 }

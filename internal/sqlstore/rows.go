@@ -13,6 +13,10 @@ type Rows interface {
 	Err() error
 }
 
+// QueryFunc runs a statement of rows with its arguments on a store's
+// database, for the readers here that build the statement.
+type QueryFunc func(q string, args ...any) (Rows, error)
+
 // Collect reads every row of a query through scan, appending to out. err
 // is the query's: when it is set there are no rows to read, and Collect
 // returns it. The rows are closed when Collect returns.
