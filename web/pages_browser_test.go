@@ -98,6 +98,16 @@ func (b *pageBrowser) text(sel string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// value is the value of the form field sel selects, as typed.
+func (b *pageBrowser) value(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("value of %s: %v", sel, err)
+	}
+	return s
+}
+
 // headings are the column headings of the table sel selects, as shown.
 func (b *pageBrowser) headings(table string) string {
 	b.t.Helper()

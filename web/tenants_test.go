@@ -255,13 +255,3 @@ func TestTenantsInBrowser(t *testing.T) {
 		}
 	}
 }
-
-// value is the value of the form field sel selects.
-func (b *pageBrowser) value(sel string) string {
-	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
-	if err != nil {
-		b.t.Fatalf("value of %s: %v", sel, err)
-	}
-	return v
-}
