@@ -43,6 +43,14 @@ func mustParse(t *testing.T, src string, env map[string]string) *Config {
 	return c
 }
 
+// Keys in standard base64, for the tests of the secrets key and the
+// signing keys: two of 32 bytes, and one of 16, too short.
+const (
+	key32A = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA="
+	key32B = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	key16  = "AAECAwQFBgcICQoLDA0ODw=="
+)
+
 // problems returns err as Errors, none when it is nil, failing the test
 // when it is not an Errors.
 func problems(t *testing.T, err error) Errors {
