@@ -57,6 +57,13 @@ func (ts *testServer) callAs(t *testing.T, key, method, path, body string) (int,
 		}
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
+	return ts.send(t, req)
+}
+
+// send sends req to the server and reads the whole answer: its status,
+// body and headers.
+func (ts *testServer) send(t *testing.T, req *http.Request) (int, []byte, http.Header) {
+	t.Helper()
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -153,15 +160,10 @@ func TestUnauthenticated(t *testing.T) {
 			if tt.header != "" {
 				req.Header.Set("Authorization", tt.header)
 			}
-			resp, err := ts.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			status, body, header := ts.send(t, req)
 			t.Run(tt.name+path, func(t *testing.T) {
-				wantError(t, resp.StatusCode, body, 401, courier.CodeUnauthenticated, tt.in)
-				if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+				wantError(t, status, body, 401, courier.CodeUnauthenticated, tt.in)
+				if got := header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
 					t.Errorf("WWW-Authenticate %q", got)
 				}
 				if strings.Contains(string(body), testSecrets["erp"]) {
@@ -387,16 +389,11 @@ func TestKeylessRefusesOtherSites(t *testing.T) {
 			for k, v := range tt.headers {
 				req.Header.Set(k, v)
 			}
-			resp, err := ts.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
+			status, body, _ := ts.send(t, req)
 			if tt.status != 200 {
-				wantError(t, resp.StatusCode, body, tt.status, courier.CodePermissionDenied, tt.in)
-			} else if resp.StatusCode != 200 {
-				t.Errorf("status %d, want 200: %s", resp.StatusCode, body)
+				wantError(t, status, body, tt.status, courier.CodePermissionDenied, tt.in)
+			} else if status != 200 {
+				t.Errorf("status %d, want 200: %s", status, body)
 			}
 		})
 	}

@@ -32,16 +32,8 @@ func (ts *testServer) putRaw(t *testing.T, id string, body []byte, header map[st
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, out
+	status, out, _ := ts.send(t, req)
+	return status, out
 }
 
 func randomBytes(t *testing.T, n int) []byte {

@@ -127,21 +127,13 @@ func testTenantIsolation(t *testing.T, ts *testServer) {
 	callEveryOperation(t, ts)
 	// A test message reaches a tenant's own endpoint only, by whatever
 	// name another tenant gives it.
-	for _, c := range []struct {
-		key, path string
-		want      int
-	}{
+	ts.callEach(t, "POST", []keyedCall{
 		{"acme/admin", "/v1/endpoints/vault/test", http.StatusOK},
 		{"beta/admin", "/v1/endpoints/vault/test", http.StatusNotFound},
 		{"beta/admin", "/v1/endpoints/acme%2Fvault/test", http.StatusNotFound},
 		{"beta/admin", "/v1/tenants/acme/endpoints/vault/test", http.StatusNotFound},
 		{"system/admin", "/v1/tenants/acme/endpoints/vault/test", http.StatusOK},
-	} {
-		status, body, _ := ts.callAs(t, c.key, "POST", c.path, "")
-		if status != c.want {
-			t.Errorf("POST %s with %s: %d %s; want %d", c.path, c.key, status, body, c.want)
-		}
-	}
+	}, nil)
 	// beta's statistics count nothing of acme's messages, which acme's own
 	// count; with the system's key, the server's count them all.
 	for _, c := range []struct {
@@ -273,6 +265,28 @@ func acmeWorld(t *testing.T, ts *testServer) string {
 	return b.String()
 }
 
+// keyedCall is a request made with the secret of a key, and the status it
+// should get.
+type keyedCall struct {
+	key, path string
+	want      int
+}
+
+// callEach makes each call with method and no body, reporting each answer
+// of another status than the one wanted, and gives the body of every other
+// to check, when there is one.
+func (ts *testServer) callEach(t *testing.T, method string, calls []keyedCall, check func(c keyedCall, body []byte)) {
+	t.Helper()
+	for _, c := range calls {
+		status, body, _ := ts.callAs(t, c.key, method, c.path, "")
+		if status != c.want {
+			t.Errorf("%s %s with %s: %d %s; want %d", method, c.path, c.key, status, body, c.want)
+		} else if check != nil {
+			check(c, body)
+		}
+	}
+}
+
 // A system key reaches a tenant's messages and objects under the path that
 // names the tenant; a tenant's key may name its own so, never another.
 func TestTenantPaths(t *testing.T) {
@@ -282,10 +296,7 @@ func TestTenantPaths(t *testing.T) {
 	if status, body, _ := ts.callAs(t, "acme/sender", "PUT", "/v1/messages/inv-1", `{"type": "invoice", "route": "orders", "payload": {}}`); status != http.StatusCreated {
 		t.Fatalf("acme's ingest: %d %s", status, body)
 	}
-	for _, tc := range []struct {
-		key, path string
-		want      int
-	}{
+	ts.callEach(t, "GET", []keyedCall{
 		{"system/admin", "/v1/tenants/acme/messages/inv-1", http.StatusOK},
 		{"acme/admin", "/v1/tenants/acme/messages/inv-1", http.StatusOK},
 		{"acme/admin", "/v1/messages/inv-1", http.StatusOK},
@@ -297,16 +308,11 @@ func TestTenantPaths(t *testing.T) {
 		{"system/admin", "/v1/tenants/acme/messages/inv-1/payload", http.StatusOK},
 		{"beta/admin", "/v1/tenants/acme/messages/inv-1/payload", http.StatusNotFound},
 		{"beta/admin", "/v1/tenants/acme/endpoints/crm", http.StatusNotFound},
-	} {
-		status, body, _ := ts.callAs(t, tc.key, "GET", tc.path, "")
-		if status != tc.want {
-			t.Errorf("GET %s with %s: %d %s; want %d", tc.path, tc.key, status, body, tc.want)
-			continue
+	}, func(c keyedCall, body []byte) {
+		if text := string(body); c.want == http.StatusOK && (strings.Contains(text, `"acme/`) || strings.Contains(text, `"acme~`)) {
+			t.Errorf("GET %s with %s shows the tenant's prefix: %s", c.path, c.key, body)
 		}
-		if text := string(body); status == http.StatusOK && (strings.Contains(text, `"acme/`) || strings.Contains(text, `"acme~`)) {
-			t.Errorf("GET %s with %s shows the tenant's prefix: %s", tc.path, tc.key, body)
-		}
-	}
+	})
 	// The client acts in a tenant as the path names it.
 	c := api.NewClient(ts.URL, testSecrets["system/admin"]).InTenant("acme")
 	m, err := c.Message(context.Background(), "inv-1")

@@ -125,14 +125,8 @@ func TestTopologyThroughTheAPI(t *testing.T) {
 		for k, v := range hdr {
 			r.Header.Set(k, v)
 		}
-		resp, err := ts.Client().Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b json.RawMessage
-		json.NewDecoder(resp.Body).Decode(&b)
-		return resp.StatusCode, b
+		status, b, _ := ts.send(t, r)
+		return status, b
 	}
 	status, body = req("PUT", "/v1/routes/acme", `{"endpoints":["acme-primary"],"strategy":"single"}`, map[string]string{"If-Match": `"1"`})
 	wantError(t, status, body, 412, courier.CodeFailedPrecondition, "version 2")

@@ -43,22 +43,56 @@ func mustParse(t *testing.T, src string, env map[string]string) *Config {
 	return c
 }
 
+// Keys in standard base64, for the tests of the secrets key and the
+// signing keys: two of 32 bytes, and one of 16, too short.
+const (
+	key32A = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA="
+	key32B = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	key16  = "AAECAwQFBgcICQoLDA0ODw=="
+)
+
+// problems returns err as Errors, none when it is nil, failing the test
+// when it is not an Errors.
+func problems(t *testing.T, err error) Errors {
+	t.Helper()
+	var es Errors
+	if err != nil && !errors.As(err, &es) {
+		t.Fatalf("error %v (%T) is not an Errors", err, err)
+	}
+	return es
+}
+
 // errorLines returns each problem of err as formatted, failing the test when
 // err is not an Errors.
 func errorLines(t *testing.T, err error) []string {
 	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var es Errors
-	if !errors.As(err, &es) {
-		t.Fatalf("error %v (%T) is not an Errors", err, err)
-	}
 	var out []string
-	for _, e := range es {
+	for _, e := range problems(t, err) {
 		out = append(out, e.Error())
 	}
 	return out
+}
+
+// wantErrorLines reports, and returns false, unless the problems of err,
+// as formatted, are want.
+func wantErrorLines(t *testing.T, err error, want []string) bool {
+	t.Helper()
+	got := errorLines(t, err)
+	if slices.Equal(got, want) {
+		return true
+	}
+	t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	return false
+}
+
+// wantUnquoted reports each of values that err quotes.
+func wantUnquoted(t *testing.T, err error, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		if err != nil && strings.Contains(err.Error(), v) {
+			t.Errorf("the error quotes the value %q:\n%v", v, err)
+		}
+	}
 }
 
 // checkDefaultServer checks that c has the default server-wide settings:
@@ -763,9 +797,7 @@ func TestApplyEnvErrors(t *testing.T) {
 			} else {
 				_, err = Parse("c.yaml", []byte(tt.file), envOf(tt.env))
 			}
-			if got := errorLines(t, err); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
+			wantErrorLines(t, err, tt.want)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	filetransport "github.com/courier-gw/courier/transport/file"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
@@ -379,9 +378,8 @@ func TestDecodeObjectErrors(t *testing.T) {
 			if o != nil {
 				t.Errorf("DecodeObject returned an object and %v", err)
 			}
-			got := errorLines(t, err)
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("spec %s:\ngot\n  %s\nwant\n  %s", tt.spec, strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			if !wantErrorLines(t, err, tt.want) {
+				t.Logf("spec %s", tt.spec)
 			}
 			if tt.context == "-" {
 				return
@@ -403,15 +401,8 @@ func quoteKey(name string) string { return `"` + name + `"` }
 // leaving out where it is, also in the message ("first at line 3").
 func fieldMessages(t *testing.T, err error) []string {
 	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var es Errors
-	if !errors.As(err, &es) {
-		t.Fatalf("error %v (%T) is not an Errors", err, err)
-	}
 	var out []string
-	for _, e := range es {
+	for _, e := range problems(t, err) {
 		msg, _, _ := strings.Cut(e.Message, " (first")
 		out = append(out, e.Field+": "+msg)
 	}
@@ -499,10 +490,7 @@ func TestAssembleErrors(t *testing.T) {
 			if top != nil {
 				t.Errorf("Assemble returned a topology and %v", err)
 			}
-			got := errorLines(t, err)
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
+			wantErrorLines(t, err, tt.want)
 			// The file with these entries says the same.
 			src := asFile(tt.specs)
 			_, ferr := Parse("c.yaml", []byte(src), nil)
@@ -586,10 +574,7 @@ func TestStoreMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := Parse("c.yaml", []byte(tt.src), nil)
-			if got := errorLines(t, err); !slices.Equal(got, tt.want) {
-				t.Fatalf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
-			if err != nil {
+			if !wantErrorLines(t, err, tt.want) || err != nil {
 				return
 			}
 			if c.TopologyInStore != tt.inStore {
@@ -609,11 +594,8 @@ func TestStoreMode(t *testing.T) {
 func TestSecretsKey(t *testing.T) {
 	t.Parallel()
 	const (
-		keyA  = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=" // 32 bytes
-		keyB  = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=" // 32 bytes
-		short = "AAECAwQFBgcICQoLDA0ODw=="                     // 16 bytes
-		raw   = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"  // no padding
-		url   = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA_" // URL alphabet
+		raw = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"  // key32B with no padding
+		url = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA_" // key32A in the URL alphabet
 	)
 	bytesA := []byte{0xab, 0xcd, 0xef, 0x12, 0x34, 0x56, 0x78, 0x90, 0xab, 0xcd, 0xef, 0x12, 0x34, 0x56, 0x78, 0x90,
 		0xab, 0xcd, 0xef, 0x12, 0x34, 0x56, 0x78, 0x90, 0xab, 0xcd, 0xef, 0x12, 0x34, 0x56, 0x78, 0x90}
@@ -630,12 +612,12 @@ func TestSecretsKey(t *testing.T) {
 		want         []string
 	}{
 		{"none", "listen: 127.0.0.1:1\n", nil, nil, nil, nil},
-		{"in the file", "secrets_key: " + keyA + "\n", nil, bytesA, nil, nil},
-		{"from a variable in the file", "secrets_key: ${KEY}\n", map[string]string{"KEY": keyA + "\n"}, bytesA, nil, nil},
-		{"both in the file", "secrets_key: " + keyA + "\nsecrets_old_key: " + keyB + "\n", nil, bytesA, bytesB, nil},
-		{"environment over the file", "secrets_key: " + keyA + "\n", map[string]string{"COURIER_SECRETS_KEY": keyB}, bytesB, nil, nil},
-		{"both in the environment", "", map[string]string{"COURIER_SECRETS_KEY": keyB, "COURIER_SECRETS_OLD_KEY": keyA}, bytesB, bytesA, nil},
-		{"short", "secrets_key: " + short + "\n", nil, nil, nil,
+		{"in the file", "secrets_key: " + key32A + "\n", nil, bytesA, nil, nil},
+		{"from a variable in the file", "secrets_key: ${KEY}\n", map[string]string{"KEY": key32A + "\n"}, bytesA, nil, nil},
+		{"both in the file", "secrets_key: " + key32A + "\nsecrets_old_key: " + key32B + "\n", nil, bytesA, bytesB, nil},
+		{"environment over the file", "secrets_key: " + key32A + "\n", map[string]string{"COURIER_SECRETS_KEY": key32B}, bytesB, nil, nil},
+		{"both in the environment", "", map[string]string{"COURIER_SECRETS_KEY": key32B, "COURIER_SECRETS_OLD_KEY": key32A}, bytesB, bytesA, nil},
+		{"short", "secrets_key: " + key16 + "\n", nil, nil, nil,
 			[]string{"c.yaml:1: secrets_key: holds 16 bytes, not 32: " + advice}},
 		{"unpadded", "listen: 127.0.0.1:1\nsecrets_key: " + raw + "\n", nil, nil, nil,
 			[]string{"c.yaml:2: secrets_key: is not standard base64: " + advice}},
@@ -643,31 +625,26 @@ func TestSecretsKey(t *testing.T) {
 			[]string{"c.yaml:1: secrets_key: is not standard base64: " + advice}},
 		{"not base64", "secrets_key: hunter2-hunter2\n", nil, nil, nil,
 			[]string{"c.yaml:1: secrets_key: is not standard base64: " + advice}},
-		{"a list", "secrets_key: [" + keyA + "]\n", nil, nil, nil,
+		{"a list", "secrets_key: [" + key32A + "]\n", nil, nil, nil,
 			[]string{"c.yaml:1: secrets_key: must be a single value, not a list"}},
-		{"bad in the environment", "", map[string]string{"COURIER_SECRETS_KEY": short, "COURIER_SECRETS_OLD_KEY": "hunter2"}, nil, nil,
+		{"bad in the environment", "", map[string]string{"COURIER_SECRETS_KEY": key16, "COURIER_SECRETS_OLD_KEY": "hunter2"}, nil, nil,
 			[]string{"COURIER_SECRETS_KEY: holds 16 bytes, not 32: " + advice, "COURIER_SECRETS_OLD_KEY: is not standard base64: " + advice}},
-		{"old key alone in the file", "listen: 127.0.0.1:1\nsecrets_old_key: " + keyA + "\n", nil, nil, nil,
+		{"old key alone in the file", "listen: 127.0.0.1:1\nsecrets_old_key: " + key32A + "\n", nil, nil, nil,
 			[]string{"c.yaml:2: secrets_old_key: requires secrets_key: the old key only reads what was stored before secrets_key replaced it"}},
-		{"old key alone in the environment", "", map[string]string{"COURIER_SECRETS_OLD_KEY": keyA}, nil, nil,
+		{"old key alone in the environment", "", map[string]string{"COURIER_SECRETS_OLD_KEY": key32A}, nil, nil,
 			[]string{"COURIER_SECRETS_OLD_KEY: secrets_old_key: requires secrets_key: the old key only reads what was stored before secrets_key replaced it"}},
-		{"misspelt", "secret_key: " + keyA + "\n", nil, nil, nil,
+		{"misspelt", "secret_key: " + key32A + "\n", nil, nil, nil,
 			[]string{`c.yaml:1: secret_key: unknown field (did you mean "secrets_key"?)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := Parse("c.yaml", []byte(tt.file), envOf(tt.env))
-			got := errorLines(t, err)
-			if !slices.Equal(got, tt.want) {
-				t.Fatalf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			if !wantErrorLines(t, err, tt.want) {
+				return
 			}
 			// A key is never quoted back, not even a wrong one.
-			for _, v := range []string{keyA, keyB, short, raw, url, "hunter2"} {
-				if err != nil && strings.Contains(err.Error(), v) {
-					t.Errorf("the error quotes the value %q:\n%v", v, err)
-				}
-			}
+			wantUnquoted(t, err, key32A, key32B, key16, raw, url, "hunter2")
 			if err != nil {
 				return
 			}
@@ -682,10 +659,10 @@ func TestSecretsKey(t *testing.T) {
 
 	// Without a file, the environment alone.
 	c := Default()
-	if err := c.ApplyEnv(envOf(map[string]string{"COURIER_SECRETS_KEY": keyA})); err != nil || !slices.Equal(c.SecretsKey, bytesA) {
+	if err := c.ApplyEnv(envOf(map[string]string{"COURIER_SECRETS_KEY": key32A})); err != nil || !slices.Equal(c.SecretsKey, bytesA) {
 		t.Errorf("Default().ApplyEnv: key %x, error %v; want %x", c.SecretsKey, err, bytesA)
 	}
-	if err := Default().ApplyEnv(envOf(map[string]string{"COURIER_SECRETS_KEY": "x" + keyA})); err == nil || strings.Contains(err.Error(), keyA) {
+	if err := Default().ApplyEnv(envOf(map[string]string{"COURIER_SECRETS_KEY": "x" + key32A})); err == nil || strings.Contains(err.Error(), key32A) {
 		t.Errorf("Default().ApplyEnv of a bad key: %v", err)
 	}
 }

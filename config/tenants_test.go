@@ -2,7 +2,6 @@ package config
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -229,9 +228,7 @@ func TestTenantRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := Parse("c.yaml", []byte(tt.src), nil)
-			if got := errorLines(t, err); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
+			wantErrorLines(t, err, tt.want)
 		})
 	}
 }

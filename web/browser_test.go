@@ -6,12 +6,10 @@ import (
 	httptransport "github.com/courier-gw/courier/transport/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
-	"github.com/courier-gw/courier/internal/testkit/testenv"
 )
 
 // TestEditEndpointInBrowser edits an endpoint on the dashboard in a real
@@ -20,51 +18,18 @@ import (
 // API's message naming the field, on the form, with the text kept; and a
 // save from a page that someone else's change made stale is refused.
 func TestEditEndpointInBrowser(t *testing.T) {
-	chromium := testenv.Chromium(t)
 	d, cat := newTopologyDashboard(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(browser, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
-	value := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(browser, chromedp.Value(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("value of %s: %v", sel, err)
-		}
-		return s
-	}
+	b := newPageBrowser(t, d.URL)
+	ctx := context.Background()
 	// What a form leads to: a note that it was done, or why not, on the
 	// page that answers it. Waiting for either, a test that goes wrong
 	// says how at once.
-	const outcome = "html:not([data-left]) main > p.note, html:not([data-left]) main > p.error"
+	const outcome = ":is(main > p.note, main > p.error)"
 	// save types the fields and saves them, and waits for the page that
-	// answers: the page left is marked, so that its own note does not count.
+	// answers.
 	save := func(what, fields string) {
 		t.Helper()
-		do(what, chromedp.SetValue(chromedp.ID("spec"), fields))
-		if _, err := chromedp.Run(browser, chromedp.Evaluate[bool](`document.documentElement.dataset.left = "1"; true`)); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		do(what, chromedp.Click(chromedp.ID("save")), chromedp.WaitVisible(chromedp.CSS(outcome)))
+		b.follow(what, outcome, chromedp.SetValue(chromedp.ID("spec"), fields), chromedp.Click(chromedp.ID("save")))
 	}
 	admin := api.NewClient(d.URL, secrets["root"])
 	apiURL := func() string {
@@ -82,33 +47,30 @@ func TestEditEndpointInBrowser(t *testing.T) {
 		return spec.URL
 	}
 
-	do("log in", chromedp.Navigate(d.URL+"/ui/login?next=/ui/endpoints"), chromedp.WaitVisible(chromedp.ID("key")),
+	b.do("log in", chromedp.Navigate(d.URL+"/ui/login?next=/ui/endpoints"), chromedp.WaitVisible(chromedp.ID("key")),
 		chromedp.SendKeys(chromedp.ID("key"), secrets["root"]), chromedp.Submit(chromedp.ID("key")),
 		chromedp.WaitVisible(chromedp.ID("new-endpoint")))
 
 	// The endpoints page as a person reads it: its columns, and acme's row.
-	heads, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("main table thead th")).map(th => th.innerText.trim())`))
-	if got := strings.Join(heads, " | "); err != nil || got != "Endpoint | Transport | State | Suspended until | In flight | Limit | Queued | Last hour | " {
-		t.Errorf("the endpoints page's headings: %q, %v", got, err)
-	}
-	if row := strings.Join(strings.Fields(text("#ep-acme")), " "); !strings.HasPrefix(row, "acme https://acme.example/in Edit http active") {
+	b.wantHeadings("the endpoints page", "main table", "Endpoint | Transport | State | Suspended until | In flight | Limit | Queued | Last hour | ")
+	if row := b.text("#ep-acme"); !strings.HasPrefix(row, "acme https://acme.example/in Edit http active") {
 		t.Errorf("the endpoints page's row of acme reads %q", row)
 	}
 
 	// From the endpoints page to the endpoint's form: its fields as YAML,
 	// the secret as "set".
-	do("open the endpoint", chromedp.Click(chromedp.CSS(`#ep-acme a.edit`)), chromedp.WaitVisible(chromedp.ID("spec")))
-	fields := value("#spec")
+	b.do("open the endpoint", chromedp.Click(chromedp.CSS(`#ep-acme a.edit`)), chromedp.WaitVisible(chromedp.ID("spec")))
+	fields := b.value("#spec")
 	if fields != "secret: set\ntransport: http\nurl: https://acme.example/in\n" {
 		t.Fatalf("the form's fields: %q", fields)
 	}
-	if h := text("#secrets-hint"); !strings.Contains(h, "leave set and the stored secret is kept") {
+	if h := b.text("#secrets-hint"); !strings.Contains(h, "leave set and the stored secret is kept") {
 		t.Errorf("the secrets hint: %q", h)
 	}
 
 	// A new URL, saved: the API has it, and the secret is kept.
 	save("save a new url", strings.Replace(fields, "https://acme.example/in", "https://acme.example/v2/in", 1))
-	if n := text(outcome); !strings.HasPrefix(n, "Saved.") {
+	if n := b.text(outcome); !strings.HasPrefix(n, "Saved.") {
 		t.Errorf("after the save: %q", n)
 	}
 	if got := apiURL(); got != "https://acme.example/v2/in" {
@@ -122,10 +84,10 @@ func TestEditEndpointInBrowser(t *testing.T) {
 	// the text typed kept; nothing changed.
 	bad := "secret: set\ntransport: http\nurl: ftp://acme.example/in\n"
 	save("save a bad url", bad)
-	if e := text(outcome); !strings.Contains(e, "endpoints.acme.url: must be an absolute http or https URL") {
+	if e := b.text(outcome); !strings.Contains(e, "endpoints.acme.url: must be an absolute http or https URL") {
 		t.Errorf("the error shown: %q", e)
 	}
-	if v := value("#spec"); v != bad {
+	if v := b.value("#spec"); v != bad {
 		t.Errorf("the form after the refusal holds %q, want what was typed", v)
 	}
 	if got := apiURL(); got != "https://acme.example/v2/in" {
@@ -134,12 +96,12 @@ func TestEditEndpointInBrowser(t *testing.T) {
 
 	// Someone else changes it while the page is open: the save is refused
 	// and says so, and their change stands.
-	do("reload", chromedp.Click(chromedp.CSS(`form.object a[href="/ui/topology/endpoints/acme"]`)), chromedp.WaitVisible(chromedp.ID("spec")))
+	b.do("reload", chromedp.Click(chromedp.CSS(`form.object a[href="/ui/topology/endpoints/acme"]`)), chromedp.WaitVisible(chromedp.ID("spec")))
 	if _, _, err := admin.PutObject(ctx, courier.KindEndpoint, "acme", json.RawMessage(`{"transport":"http","url":"https://acme.example/theirs","secret":"set"}`), -1); err != nil {
 		t.Fatal(err)
 	}
 	save("save over their change", "secret: set\ntransport: http\nurl: https://acme.example/mine\n")
-	if e := text(outcome); !strings.Contains(e, "was changed meanwhile") || !strings.Contains(e, "by root") || !strings.Contains(e, "reload the page") {
+	if e := b.text(outcome); !strings.Contains(e, "was changed meanwhile") || !strings.Contains(e, "by root") || !strings.Contains(e, "reload the page") {
 		t.Errorf("the error shown: %q", e)
 	}
 	if got := apiURL(); got != "https://acme.example/theirs" {

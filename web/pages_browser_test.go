@@ -1,13 +1,11 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +98,16 @@ func (b *pageBrowser) text(sel string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// value is the value of the form field sel selects, as typed.
+func (b *pageBrowser) value(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("value of %s: %v", sel, err)
+	}
+	return s
+}
+
 // headings are the column headings of the table sel selects, as shown.
 func (b *pageBrowser) headings(table string) string {
 	b.t.Helper()
@@ -168,24 +176,8 @@ func (b *pageBrowser) wantText(page, sel string, want ...string) string {
 func allPagesDashboard(t *testing.T) (*dashboard, *topology.Keeper) {
 	t.Helper()
 	store := sqlitetest.Open(t)
-	kr, err := topology.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var srv atomic.Pointer[api.Server]
-	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
-		if s := srv.Load(); s != nil {
-			s.SetTopology(tp)
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys(t),
-		Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
-	srv.Store(a)
-	d := mount(t, a)
-	d.store = store
+	d, cat := keeperDashboard(t, store, topology.Options{Keyring: testKeyring(t)},
+		api.Options{Keys: keys(t), Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	mustPut(t, cat, courier.KindEndpoint, "acme", `{"transport":"http","url":"https://acme.example/in"}`)
 	mustPut(t, cat, courier.KindEndpoint, "globex", `{"transport":"http","url":"https://globex.example/in"}`)
 	mustPut(t, cat, courier.KindRoute, "acme", `{"endpoints":["acme"]}`)

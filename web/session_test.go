@@ -1,40 +1,26 @@
 package web_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
 	"github.com/courier-gw/courier/web"
 )
 
-// logBuffer keeps what a logger writes, for many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) lines(containing string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// linesWith returns the lines of text that hold sub.
+func linesWith(text, sub string) []string {
 	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if strings.Contains(line, containing) {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, sub) {
 			out = append(out, line)
 		}
 	}
@@ -163,7 +149,7 @@ func repeat(d time.Duration, n int) []time.Duration {
 // address per minute, not per wrong key.
 func TestLoginThrottle(t *testing.T) {
 	clock := clocktest.New(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	d := newDashboardWith(t, true, func(o *web.Options) {
 		o.Clock, o.Logger = clock, slog.New(slog.NewTextHandler(logs, nil))
 	})
@@ -178,8 +164,8 @@ func TestLoginThrottle(t *testing.T) {
 			t.Fatalf("wrong key %d: %d", i+1, a.status)
 		}
 	}
-	if n := len(logs.lines(failLine)); n != 1 {
-		t.Errorf("%d log lines for five wrong keys in a minute, want 1:\n%s", n, strings.Join(logs.lines(failLine), "\n"))
+	if n := len(linesWith(logs.String(), failLine)); n != 1 {
+		t.Errorf("%d log lines for five wrong keys in a minute, want 1:\n%s", n, strings.Join(linesWith(logs.String(), failLine), "\n"))
 	}
 	a := try(secrets["ops"])
 	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") != "60" || a.header.Get("Set-Cookie") != "" ||
@@ -191,7 +177,7 @@ func TestLoginThrottle(t *testing.T) {
 	if a := try("guess"); a.status != http.StatusUnauthorized {
 		t.Fatalf("a wrong key after the wait: %d", a.status)
 	}
-	lines := logs.lines(failLine)
+	lines := linesWith(logs.String(), failLine)
 	if len(lines) != 2 || !strings.Contains(lines[1], "failures=5") || !strings.Contains(lines[1], "refused_while_waiting=1") {
 		t.Errorf("log lines after a minute, want a second one counting 5 wrong keys and 1 refused:\n%s", strings.Join(lines, "\n"))
 	}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,21 +46,9 @@ func tenantsDashboard(t *testing.T) *dashboard {
 		keys = append(keys, api.Key{Name: name, Tenant: tenant, Role: courier.RoleAdmin, Hash: h})
 	}
 	store := sqlitetest.Open(t)
-	var srv atomic.Pointer[api.Server]
-	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Tenants: tenants, OnChange: func(tp *courier.Topology) {
-		if s := srv.Load(); s != nil {
-			s.SetTopology(tp)
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, cat := keeperDashboard(t, store, topology.Options{Tenants: tenants},
+		api.Options{Keys: keys, Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
 	store.SetTenantQuotas(cat.Topology().TenantQuotas())
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys,
-		Bulk: engine.NewBulk(store, nil, nil, nil, nil)})
-	srv.Store(a)
-	d := mount(t, a)
-	d.store = store
 	for _, tenant := range []string{courier.DefaultTenant, "acme", "beta"} {
 		q := func(n string) string { return courier.Qualify(tenant, n) }
 		mustPut(t, cat, courier.KindEndpoint, q("crm"), `{"transport":"http","url":"http://`+tenant+`-only.invalid/hook"}`)
@@ -267,14 +254,4 @@ func TestTenantsInBrowser(t *testing.T) {
 			t.Errorf("%s with beta's key has a tenant switcher (%d, %v)", p.path, n, err)
 		}
 	}
-}
-
-// value is the value of the form field sel selects.
-func (b *pageBrowser) value(sel string) string {
-	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
-	if err != nil {
-		b.t.Fatalf("value of %s: %v", sel, err)
-	}
-	return v
 }

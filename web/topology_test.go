@@ -19,6 +19,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/config"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/sqlite"
 	"github.com/courier-gw/courier/topology"
 	"github.com/courier-gw/courier/web"
 )
@@ -32,26 +33,44 @@ const acmeSecret = "whsec_c2VjcmV0LXNpZ25pbmcta2V5"
 // an endpoint acme (with a signing secret) used by a route acme.
 func newTopologyDashboard(t *testing.T) (*dashboard, *topology.Keeper) {
 	t.Helper()
-	store := sqlitetest.Open(t)
+	d, cat := keeperDashboard(t, sqlitetest.Open(t), topology.Options{Keyring: testKeyring(t)}, api.Options{Keys: keys(t)})
+	mustPut(t, cat, courier.KindEndpoint, "acme", `{"transport":"http","url":"https://acme.example/in","secret":"`+acmeSecret+`"}`)
+	mustPut(t, cat, courier.KindRoute, "acme", `{"endpoints":["acme"]}`)
+	return d, cat
+}
+
+// testKeyring is the keyring of the topology tests' secrets.
+func testKeyring(t *testing.T) *topology.Keyring {
+	t.Helper()
 	kr, err := topology.NewKeyring(bytes.Repeat([]byte{7}, 32), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kr
+}
+
+// keeperDashboard opens a topology keeper with the options to over store,
+// and mounts the API, with the options o and the keeper's objects, and its
+// dashboard, as courier serve does: the API follows every change the
+// keeper makes.
+func keeperDashboard(t *testing.T, store *sqlite.Store, to topology.Options, o api.Options) (*dashboard, *topology.Keeper) {
+	t.Helper()
 	var srv atomic.Pointer[api.Server]
-	cat, err := topology.Open(context.Background(), topology.Options{Store: store, Keyring: kr, OnChange: func(tp *courier.Topology) {
+	to.Store = store
+	to.OnChange = func(tp *courier.Topology) {
 		if s := srv.Load(); s != nil {
 			s.SetTopology(tp)
 		}
-	}})
+	}
+	cat, err := topology.Open(context.Background(), to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := api.NewServer(api.Options{Store: store, Topology: cat.Topology(), Objects: cat, Keys: keys(t)})
+	o.Store, o.Topology, o.Objects = store, cat.Topology(), cat
+	a := api.NewServer(o)
 	srv.Store(a)
 	d := mount(t, a)
 	d.store = store
-	mustPut(t, cat, courier.KindEndpoint, "acme", `{"transport":"http","url":"https://acme.example/in","secret":"`+acmeSecret+`"}`)
-	mustPut(t, cat, courier.KindRoute, "acme", `{"endpoints":["acme"]}`)
 	return d, cat
 }
 

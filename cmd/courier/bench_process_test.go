@@ -15,20 +15,20 @@ import (
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 )
 
-// benchDeliverJSON runs `courier bench deliver` with args as a process and
-// returns what it measured.
-func benchDeliverJSON(t *testing.T, args ...string) deliverResult {
+// benchJSON runs `courier bench <kind>` with args as a process and returns
+// what it measured.
+func benchJSON[R any](t *testing.T, kind string, args ...string) R {
 	t.Helper()
-	cmd := exec.Command(courierBin, append([]string{"bench", "deliver", "--output", "json"}, args...)...)
+	cmd := exec.Command(courierBin, append([]string{"bench", kind, "--output", "json"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("bench deliver %v: %v\n%s%s", args, err, out, stderr.String())
+		t.Fatalf("bench %s %v: %v\n%s%s", kind, args, err, out, stderr.String())
 	}
-	var res deliverResult
+	var res R
 	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("bench deliver %v printed %q: %v", args, out, err)
+		t.Fatalf("bench %s %v printed %q: %v", kind, args, out, err)
 	}
 	return res
 }
@@ -38,7 +38,7 @@ func benchDeliverJSON(t *testing.T, args ...string) deliverResult {
 // with the receiver in this process, its CPU is in courier's.
 func TestBenchDeliverWithReceiverProcess(t *testing.T) {
 	t.Parallel()
-	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3")
+	res := benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3")
 	if res.Messages != 2000 || res.Delivered != 2000 || res.DeliverPerSec <= 0 {
 		t.Fatalf("measured %+v; want 2000 messages, all delivered", res)
 	}
@@ -46,7 +46,7 @@ func TestBenchDeliverWithReceiverProcess(t *testing.T) {
 		t.Errorf("CPU per message: courier %v µs, receiver %v µs; want both measured", res.CourierCPUus, res.ReceiverCPUus)
 	}
 
-	res = benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--in-process-receiver")
+	res = benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3", "--in-process-receiver")
 	if res.Delivered != 2000 || res.CourierCPUus <= 0 || res.ReceiverCPUus != 0 {
 		t.Errorf("with the receiver in process, measured %+v; want 2000 delivered and only courier's CPU", res)
 	}
@@ -57,7 +57,7 @@ func TestBenchDeliverWithReceiverProcess(t *testing.T) {
 func TestBenchDeliverOnPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--postgres", dsn)
+	res := benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3", "--postgres", dsn)
 	if res.Delivered != 2000 {
 		t.Fatalf("measured %+v; want 2000 delivered", res)
 	}
@@ -70,7 +70,7 @@ func TestBenchDeliverOnPostgres(t *testing.T) {
 
 	// With ordering keys, how long writes of outcomes held the keys'
 	// locks: every write of keyed outcomes takes them.
-	res = benchDeliverJSON(t, "--messages", "2000", "--ordering-keys", "50", "--postgres", dsn)
+	res = benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--ordering-keys", "50", "--postgres", dsn)
 	if res.Delivered != 2000 || res.KeyLockBatches == 0 || res.KeyLocksP50ms <= 0 || res.KeyLocksMaxMs < res.KeyLocksP99ms {
 		t.Errorf("measured %+v; want 2000 delivered in order and the keys' locks held measured", res)
 	}
@@ -87,7 +87,7 @@ func TestBenchDeliverFloor(t *testing.T) {
 		if store == "postgres" {
 			args = append(args, "--postgres", dsn)
 		}
-		res := benchDeliverJSON(t, args...)
+		res := benchJSON[deliverResult](t, "deliver", args...)
 		f := res.Floor
 		if res.Delivered != 2000 || f == nil {
 			t.Fatalf("%s: measured %+v; want 2000 delivered and a floor", store, res)
@@ -112,14 +112,14 @@ func TestBenchDeliverFloor(t *testing.T) {
 // API first, in batches or one by one, on either store, and then used.
 func TestBenchDeliverTopologyInStore(t *testing.T) {
 	t.Parallel()
-	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--topology", "store", "--topology-batch", "2")
+	res := benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3", "--topology", "store", "--topology-batch", "2")
 	if c := res.Creation; res.Topology != "store" || c == nil || c.Objects != 6 || c.Puts != 3 || c.PerSec <= 0 {
 		t.Errorf("topology %q, creation %+v; want 6 objects created in 3 requests", res.Topology, c)
 	}
 	if res.Delivered != 2000 {
 		t.Errorf("measured %+v; want 2000 delivered", res)
 	}
-	res = benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--topology", "store", "--one-by-one", "--postgres", pgtest.DSN(t))
+	res = benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3", "--topology", "store", "--one-by-one", "--postgres", pgtest.DSN(t))
 	if c := res.Creation; c == nil || c.Objects != 6 || c.Puts != 6 || res.Delivered != 2000 {
 		t.Errorf("one by one on PostgreSQL: creation %+v, %d delivered; want 6 objects in 6 requests, 2000 delivered", c, res.Delivered)
 	}
@@ -129,7 +129,7 @@ func TestBenchDeliverTopologyInStore(t *testing.T) {
 // of the one that is off stay queued, every one.
 func TestBenchDeliverHeld(t *testing.T) {
 	t.Parallel()
-	res := benchDeliverJSON(t, "--messages", "2000", "--endpoints", "3", "--held", "1") // 90% on the one held
+	res := benchJSON[deliverResult](t, "deliver", "--messages", "2000", "--endpoints", "3", "--held", "1") // 90% on the one held
 	if got, want := res.HeldQueued, 1800; got != want {
 		t.Errorf("%d messages left queued for the endpoint that is off, want %d", got, want)
 	}
@@ -138,7 +138,7 @@ func TestBenchDeliverHeld(t *testing.T) {
 	}
 	// A backlog queued for the held endpoints first, and their round-robin
 	// share of the rest (1 of 3): all of it stays, the others go.
-	res = benchDeliverJSON(t, "--messages", "3000", "--endpoints", "3", "--held", "1", "--held-backlog", "5000", "--held-share", "0.3333334")
+	res = benchJSON[deliverResult](t, "deliver", "--messages", "3000", "--endpoints", "3", "--held", "1", "--held-backlog", "5000", "--held-share", "0.3333334")
 	if got, want := res.HeldQueued, 6000; got != want {
 		t.Errorf("with a held backlog: %d messages left queued for the endpoint that is off, want %d", got, want)
 	}
@@ -236,21 +236,11 @@ func TestBenchFair(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	const backlog = 6000 // each tenant's: enough to outlast the second c sends on a quiet machine
 	for _, store := range []string{"sqlite", "postgres"} {
-		args := []string{"bench", "fair", "--output", "json", "--routes", "20", "--backlog", strconv.Itoa(backlog), "--window", "500", "--duration", "1s"}
+		args := []string{"--routes", "20", "--backlog", strconv.Itoa(backlog), "--window", "500", "--duration", "1s"}
 		if store == "postgres" {
 			args = append(args, "--postgres", dsn)
 		}
-		cmd := exec.Command(courierBin, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: bench fair: %v\n%s%s", store, err, out, stderr.String())
-		}
-		var res fairResult
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatalf("%s: bench fair printed %q: %v", store, out, err)
-		}
+		res := benchJSON[fairResult](t, "fair", args...)
 		if res.BShare < 0.3 || res.AShare+res.BShare > 1 {
 			t.Errorf("%s: of the first %d deliveries b got %.0f%%, a %.0f%%; want b about half", store, res.Window, 100*res.BShare, 100*res.AShare)
 		}
@@ -267,22 +257,11 @@ func TestBenchTenants(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	for _, store := range []string{"sqlite", "postgres"} {
-		args := []string{"bench", "tenants", "--output", "json", "--tenants", "20", "--endpoints", "3", "--messages", "1000",
-			"--queued", "3000", "--hold", "500ms"}
+		args := []string{"--tenants", "20", "--endpoints", "3", "--messages", "1000", "--queued", "3000", "--hold", "500ms"}
 		if store == "postgres" {
 			args = append(args, "--postgres", dsn)
 		}
-		cmd := exec.Command(courierBin, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: bench tenants: %v\n%s%s", store, err, out, stderr.String())
-		}
-		var res tenantsResult
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatalf("%s: bench tenants printed %q: %v", store, out, err)
-		}
+		res := benchJSON[tenantsResult](t, "tenants", args...)
 		if res.Tenants != 20 || res.EndpointsPerTenant != 3 || res.One.PerSec <= 0 || res.Many.PerSec <= 0 || res.Ratio <= 0 {
 			t.Errorf("%s: measured %+v; want both drains measured and compared", store, res)
 		}

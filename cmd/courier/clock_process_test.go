@@ -134,12 +134,7 @@ policies:
 // clockOffset reads courier_clock_offset_seconds from a node's metrics.
 func clockOffset(t *testing.T, p *process) float64 {
 	t.Helper()
-	resp, err := http.Get(p.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	_, body := getMetrics(t, p.url, "")
 	m := regexp.MustCompile(`(?m)^courier_clock_offset_seconds (\S+)$`).FindSubmatch(body)
 	if m == nil {
 		t.Fatalf("no courier_clock_offset_seconds in the metrics")

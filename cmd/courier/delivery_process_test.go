@@ -11,48 +11,74 @@ import (
 	"github.com/courier-gw/courier/sqlite"
 )
 
+// killedDrain is a node that was delivering messages to a slow sink when
+// it was killed (SIGKILL).
+type killedDrain struct {
+	sk       *sink.Sink
+	p        *process
+	dir      string
+	killedAt time.Time
+	// inflight is what the store had in flight at the kill: the only
+	// messages allowed to arrive twice.
+	inflight map[string]bool
+}
+
+// killDuringDrain starts a node that delivers total messages to a sink
+// answering each after delay, at most concurrency at once, and kills it
+// once killAfter of them have arrived.
+func killDuringDrain(t *testing.T, total, killAfter, concurrency int, delay time.Duration) *killedDrain {
+	t.Helper()
+	k := &killedDrain{sk: sink.MustStart(t, sink.Options{DiscardBodies: true}), dir: t.TempDir()}
+	k.sk.Script("/in", sink.Delay(delay, 204), sink.Repeat)
+	k.p = startNode(t, k.dir, fmt.Sprintf(`endpoints:
+  slow: {transport: http, url: "%s/in", max_concurrency: %d, timeout: 5s}
+routes:
+  slow: {endpoints: [slow]}
+`, k.sk.URL(), concurrency))
+
+	ingest(t, []*process{k.p}, "order", messageIDs(total), func(int) string { return "slow" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := k.sk.Wait(ctx, "/in", killAfter); err != nil {
+		t.Fatalf("deliveries before the kill: %d, %v", k.sk.Count("/in"), err)
+	}
+	k.killedAt = time.Now()
+	k.p.kill(t)
+	k.inflight = map[string]bool{}
+	for _, m := range inflightInSQLite(t, storePath(k.dir)) {
+		k.inflight[m.ID] = true
+	}
+	return k
+}
+
+// restart starts the node again and waits until every one of the total
+// messages has arrived; it returns the node and the arrivals of each.
+func (k *killedDrain) restart(t *testing.T, total int) (*process, map[string]int) {
+	t.Helper()
+	q := startServerWith(t, k.p.config)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := k.sk.Wait(ctx, "/in", total); err != nil {
+		t.Fatalf("after restart: %d arrivals, %v", k.sk.Count("/in"), err)
+	}
+	// Let stragglers arrive, then count per id.
+	seen := arrivalsByID(t, k.sk, total, 30*time.Second)
+	if len(seen) != total {
+		t.Fatalf("%d of %d messages arrived", len(seen), total)
+	}
+	return q, seen
+}
+
 // TestKillDuringDelivery: SIGKILL while 20,000 messages are being delivered
 // to a slow receiver. After a restart every message arrives at least once,
 // and the only messages that arrive twice are ones the store had in flight
 // at the kill.
 func TestKillDuringDelivery(t *testing.T) {
 	skipIfShort(t)
-	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
-	sk.Script("/in", sink.Delay(5*time.Millisecond, 204), sink.Repeat)
-
-	dir := t.TempDir()
-	p := startNode(t, dir, fmt.Sprintf(`endpoints:
-  slow: {transport: http, url: "%s/in", max_concurrency: 64, timeout: 5s}
-routes:
-  slow: {endpoints: [slow]}
-`, sk.URL()))
-
 	const total = 20000
-	ingest(t, []*process{p}, "order", messageIDs(total), func(int) string { return "slow" })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := sk.Wait(ctx, "/in", total/4); err != nil {
-		t.Fatalf("deliveries before the kill: %d, %v", sk.Count("/in"), err)
-	}
-	p.kill(t)
-	arrivedBeforeKill := sk.Count("/in")
-
-	// What the store had in flight at the kill: the only messages allowed
-	// to arrive twice.
-	inflight := map[string]bool{}
-	for _, m := range inflightInSQLite(t, storePath(dir)) {
-		inflight[m.ID] = true
-	}
-
-	startServerWith(t, p.config)
-	if err := sk.Wait(ctx, "/in", total); err != nil {
-		t.Fatalf("after restart: %d arrivals, %v", sk.Count("/in"), err)
-	}
-	// Let stragglers arrive, then count per id.
-	seen := arrivalsByID(t, sk, total, 30*time.Second)
-	if len(seen) != total {
-		t.Fatalf("%d of %d messages arrived", len(seen), total)
-	}
+	k := killDuringDrain(t, total, total/4, 64, 5*time.Millisecond)
+	arrivedBeforeKill, inflight := k.sk.Count("/in"), k.inflight
+	_, seen := k.restart(t, total)
 	dups := 0
 	for id, n := range seen {
 		if n > 1 {
@@ -74,49 +100,21 @@ routes:
 // that finds a message that kills the process survives the kill.
 func TestKillDuringDrainCountsAbandoned(t *testing.T) {
 	skipIfShort(t)
-	sk := sink.MustStart(t, sink.Options{DiscardBodies: true})
-	sk.Script("/in", sink.Delay(20*time.Millisecond, 204), sink.Repeat)
-
-	dir := t.TempDir()
-	p := startNode(t, dir, fmt.Sprintf(`endpoints:
-  slow: {transport: http, url: "%s/in", max_concurrency: 32, timeout: 5s}
-routes:
-  slow: {endpoints: [slow]}
-`, sk.URL()))
-
 	const total = 3000
-	ingest(t, []*process{p}, "order", messageIDs(total), func(int) string { return "slow" })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := sk.Wait(ctx, "/in", total/3); err != nil {
-		t.Fatalf("deliveries before the kill: %d, %v", sk.Count("/in"), err)
-	}
-	killedAt := time.Now()
-	p.kill(t)
-	before := countByID(sk.All())
+	k := killDuringDrain(t, total, total/3, 32, 20*time.Millisecond)
+	killedAt, inflight := k.killedAt, k.inflight
+	before := countByID(k.sk.All())
 	first := map[string]time.Time{}
-	for _, a := range sk.All() {
+	for _, a := range k.sk.All() {
 		if at, ok := first[a.Header.Get("webhook-id")]; !ok || a.Time.Before(at) {
 			first[a.Header.Get("webhook-id")] = a.Time
 		}
-	}
-
-	inflight := map[string]bool{}
-	for _, m := range inflightInSQLite(t, storePath(dir)) {
-		inflight[m.ID] = true
 	}
 	if len(inflight) == 0 {
 		t.Fatal("nothing in flight at the kill")
 	}
 
-	q := startServerWith(t, p.config)
-	if err := sk.Wait(ctx, "/in", total); err != nil {
-		t.Fatalf("after restart: %d arrivals, %v", sk.Count("/in"), err)
-	}
-	seen := arrivalsByID(t, sk, total, 30*time.Second)
-	if len(seen) != total {
-		t.Fatalf("%d of %d messages arrived", len(seen), total)
-	}
+	q, seen := k.restart(t, total)
 	twice, late := 0, 0
 	var earliest time.Duration
 	for id, n := range seen {
@@ -140,11 +138,12 @@ routes:
 		t.Fatalf("stop after the drain: %v", err)
 	}
 
-	store, err := sqlite.Open(storePath(dir), sqlite.Options{})
+	store, err := sqlite.Open(storePath(k.dir), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	ctx := context.Background()
 	for _, id := range messageIDs(total) {
 		m, err := store.Message(ctx, id)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -112,6 +113,16 @@ func startNode(t *testing.T, dir, rest string) *process {
 	return startServerWith(t, writeConfig(t, dir, freeAddr(t), rest))
 }
 
+// startPostgresNode writes a configuration for a node on a free address
+// that keeps its store in the PostgreSQL database dsn, with rest after the
+// start nodeConfig gives, and runs the binary on it.
+func startPostgresNode(t *testing.T, dsn, rest string) *process {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "courier.yaml")
+	writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+rest)
+	return startServerWith(t, cfg)
+}
+
 // startServerWith runs the binary with a configuration file (and any more
 // flags of serve's) and waits until it listens.
 func startServerWith(t *testing.T, cfg string, flags ...string) *process {
@@ -204,6 +215,30 @@ func (p *process) put(t *testing.T, id, body string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// getJSON reads the JSON answer to GET url into v, failing the test unless
+// it is 200 OK.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	decodeBody(t, resp, v)
+}
+
+// decodeBody reads a JSON answer into v and closes it.
+func decodeBody(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode the answer (%s): %v", resp.Status, err)
+	}
 }
 
 // create sends a message as put does, failing unless it was created.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -103,14 +102,5 @@ routes:
 		!strings.Contains(errOut, "endpoints.guarded.url: 127.0.0.1:9000 is a loopback address") ||
 		!strings.Contains(errOut, "endpoints.private.url: 10.0.0.7:443 is a private address") {
 		t.Errorf("config check: exit status %d\n%s%s", status, out, errOut)
-	}
-}
-
-// decodeBody reads a JSON answer into v and closes it.
-func decodeBody(t *testing.T, resp *http.Response, v any) {
-	t.Helper()
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("decode the answer (%s): %v", resp.Status, err)
 	}
 }

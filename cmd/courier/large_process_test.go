@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,10 +211,7 @@ func TestLargePayloadStreamsThroughPostgres(t *testing.T) {
 	skipIfShort(t)
 	dsn, _ := pgtest.SchemaDSN(t)
 	rc := newHashingReceiver(t, 0)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+largeConfig(rc))
-	streamThrough(t, rc, startServerWith(t, cfg), largeOnPostgres)
+	streamThrough(t, rc, startPostgresNode(t, dsn, largeConfig(rc)), largeOnPostgres)
 }
 
 // largeOnPostgres is the payload of the PostgreSQL test.
@@ -275,10 +271,7 @@ func TestKillDuringUploadPostgres(t *testing.T) {
 	skipIfShort(t)
 	dsn, _ := pgtest.SchemaDSN(t)
 	rc := newHashingReceiver(t, 0)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "courier.yaml")
-	writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+largeConfig(rc))
-	p := startServerWith(t, cfg)
+	p := startPostgresNode(t, dsn, largeConfig(rc))
 	blobObjects := func() int {
 		conn, err := pgx.Connect(context.Background(), dsn)
 		if err != nil {

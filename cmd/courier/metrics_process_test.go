@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -89,13 +91,8 @@ routes:
 	}
 
 	// Without a key there are no metrics.
-	resp, err := http.Get(p.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("/metrics without a key: %d, want 401", resp.StatusCode)
+	if status, _ := getMetrics(t, p.url, ""); status != http.StatusUnauthorized {
+		t.Errorf("/metrics without a key: %d, want 401", status)
 	}
 
 	log := p.log()
@@ -110,15 +107,29 @@ routes:
 // scrapeMetrics reads /metrics with a key and parses it as Prometheus does.
 func scrapeMetrics(t *testing.T, base, secret string) map[string]*dto.MetricFamily {
 	t.Helper()
+	status, body := getMetrics(t, base, secret)
+	if status != http.StatusOK {
+		t.Fatalf("/metrics: %d", status)
+	}
+	return promtest.Parse(t, bytes.NewReader(body))
+}
+
+// getMetrics reads /metrics of the node at base, with the key secret when
+// there is one, and returns the answer's status and body.
+func getMetrics(t *testing.T, base, secret string) (int, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d", resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return promtest.Parse(t, resp.Body)
+	return resp.StatusCode, body
 }

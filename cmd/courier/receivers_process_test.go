@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,15 +125,8 @@ func publishNATS(t *testing.T, js jetstream.JetStream, subject string, items []b
 // receivers reads GET /v1/receivers from the process.
 func (p *process) receivers(t *testing.T) map[string]courier.ReceiverStatus {
 	t.Helper()
-	resp, err := http.Get(p.url + "/v1/receivers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var list api.ReceiverList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, p.url+"/v1/receivers", &list)
 	out := map[string]courier.ReceiverStatus{}
 	for _, r := range list.Receivers {
 		out[r.Name] = r

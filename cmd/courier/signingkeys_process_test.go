@@ -3,8 +3,6 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/json"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,15 +31,8 @@ routes:
 	// keys fetches the public keys as a receiver does, with no API key.
 	keys := func() map[string]ed25519.PublicKey {
 		t.Helper()
-		resp, err := http.Get(p.url + "/v1/signing-keys")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var set api.SigningKeySet
-		if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /v1/signing-keys: %d %v", resp.StatusCode, err)
-		}
+		getJSON(t, p.url+"/v1/signing-keys", &set)
 		out := map[string]ed25519.PublicKey{}
 		for _, k := range set.Keys {
 			x, err := base64.RawURLEncoding.DecodeString(k.X)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,15 +115,9 @@ func TestSwitchOffHoldsAtOnceOnPostgres(t *testing.T) {
 	skipIfShort(t)
 	dsn, _ := pgtest.SchemaDSN(t)
 	sk := sink.MustStart(t, sink.Options{})
-	dir := t.TempDir()
-	start := func(i int) *process {
-		cfg := filepath.Join(dir, fmt.Sprintf("node-%d.yaml", i))
-		writeFile(t, cfg, nodeConfig(freeAddr(t), fmt.Sprintf("{driver: postgres, dsn: %q}", dsn))+switchConfig(sk.URL()))
-		return startServerWith(t, cfg)
-	}
-	first := start(0)
+	first := startPostgresNode(t, dsn, switchConfig(sk.URL()))
 	switchRounds(t, sk, []*process{first}, 10, "one-node")
-	switchRounds(t, sk, []*process{first, start(1)}, 10, "two-nodes")
+	switchRounds(t, sk, []*process{first, startPostgresNode(t, dsn, switchConfig(sk.URL()))}, 10, "two-nodes")
 }
 
 // courier endpoints off and on switch every endpoint their filter flags

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -186,12 +184,7 @@ func firstArrivalAfter(arrivals []sink.Arrival, at time.Time) time.Time {
 // node's metrics: upper bound (le) to count.
 func histogramBuckets(t *testing.T, p *process, name string) map[float64]float64 {
 	t.Helper()
-	resp, err := http.Get(p.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	_, body := getMetrics(t, p.url, "")
 	out := map[float64]float64{}
 	re := regexp.MustCompile(`(?m)^` + name + `_bucket\{le="([^"]+)"\} (\S+)$`)
 	for _, m := range re.FindAllSubmatch(body, -1) {

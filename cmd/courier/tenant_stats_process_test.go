@@ -104,14 +104,7 @@ routes:
 		}
 	}
 	// A tenant's key has no /metrics, which are the server's.
-	req, _ := http.NewRequest(http.MethodGet, p.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+acmeSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/metrics with acme's key: %d; want 404", resp.StatusCode)
+	if status, _ := getMetrics(t, p.url, acmeSecret); status != http.StatusNotFound {
+		t.Errorf("/metrics with acme's key: %d; want 404", status)
 	}
 }

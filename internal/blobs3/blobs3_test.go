@@ -37,12 +37,13 @@ func mustOpen(t *testing.T, opts blobs3.Options) *blobs3.Bucket {
 	return b
 }
 
-// The store suite's blob tests, with the blobs in a bucket: on SQLite.
-func TestStoreSQLite(t *testing.T) {
+// runBlobSuite runs the store suite's blob tests on the stores open makes,
+// each with its blobs in a bucket area of its own.
+func runBlobSuite(t *testing.T, open func(t *testing.T, blobs courier.Blobs) (courier.Store, error)) {
 	storetest.RunBlobs(t, func(t *testing.T) courier.Store {
 		_, opts := mustClient(t)
 		opts.UploadGrace = blobs3.NoUploadGrace
-		s, err := sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Blobs: mustOpen(t, opts)})
+		s, err := open(t, mustOpen(t, opts))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,17 +51,18 @@ func TestStoreSQLite(t *testing.T) {
 	})
 }
 
+// The store suite's blob tests, with the blobs in a bucket: on SQLite.
+func TestStoreSQLite(t *testing.T) {
+	runBlobSuite(t, func(t *testing.T, blobs courier.Blobs) (courier.Store, error) {
+		return sqlite.Open(filepath.Join(t.TempDir(), "courier.db"), sqlite.Options{Blobs: blobs})
+	})
+}
+
 // The same on PostgreSQL.
 func TestStorePostgres(t *testing.T) {
-	storetest.RunBlobs(t, func(t *testing.T) courier.Store {
-		_, opts := mustClient(t)
-		opts.UploadGrace = blobs3.NoUploadGrace
+	runBlobSuite(t, func(t *testing.T, blobs courier.Blobs) (courier.Store, error) {
 		dsn, schema := pgtest.Schema(t)
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 8, Blobs: mustOpen(t, opts)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return postgres.Open(context.Background(), dsn, postgres.Options{Schema: schema, MaxConns: 8, Blobs: blobs})
 	})
 }
 

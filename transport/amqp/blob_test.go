@@ -3,7 +3,6 @@ package amqp_test
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,12 +45,7 @@ func TestBlobPayload(t *testing.T) {
 		t.Fatalf("over the limit: %+v", res)
 	}
 
-	gone := &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 2 << 20}
-	res = sendBlob(gone, blobs)
-	if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
-		!strings.Contains(res.Error, "is not there") {
-		t.Fatalf("missing blob: %+v", res)
-	}
+	blobtest.WantUnreadable(t, sendBlob(blobtest.Missing(2<<20), blobs), "is not there")
 
 	// Neither reached the queue: the next message is the first after big-1.
 	if res := sendBlob(message("inv-1"), nil); !res.Delivered() {

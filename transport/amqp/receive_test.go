@@ -14,10 +14,10 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/receivertest"
 	"github.com/courier-gw/courier/internal/testkit/sourcetest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/testenv"
-	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 )
 
@@ -449,21 +449,9 @@ func TestReceiveLargeMessageBecomesBlob(t *testing.T) {
 	}
 	store := sqlitetest.Open(t)
 	var acked atomic.Int64
-	top := &courier.Topology{
-		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
-		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
-	}
 	r := &courier.Receiver{Name: "erp", Transport: courier.ReceiveAMQP, Type: "invoice", Route: "acme", Batch: 10,
 		AMQP: courier.AMQPSource{URL: a.URL, Queue: q}}
-	svc := receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r}, MaxPayload: 8 << 20,
-		TopologyFunc: func() *courier.Topology { return top },
-		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
-			s, err := Open(ctx, r)
-			return &sourcetest.AckCounter{Source: s, Acked: &acked}, err
-		}})
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	svc := receivertest.StartCounting(t, store, r, Open, &acked)
 	eventually(t, "both messages acknowledged", func() bool { return acked.Load() == 2 })
 	if st := svc.Statuses()[0]; st.Received != 1 {
 		t.Fatalf("received %d messages, want 1: the second is the same message", st.Received)

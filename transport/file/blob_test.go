@@ -74,27 +74,12 @@ func TestBlobIsWrittenAndFoundThereAgain(t *testing.T) {
 // A blob the store cannot give fails the attempt and leaves nothing behind.
 func TestUnreadableBlobWritesNothing(t *testing.T) {
 	t.Parallel()
-	blobs := blobtest.Area(t)
-	short := blobtest.Message(t, blobs, "short", 2<<20, 3)
-	short.Size += 10
-	for _, tc := range []struct {
-		name  string
-		m     *courier.Message
-		blobs courier.Blobs
-		want  string
-	}{
-		{"missing", &courier.Message{ID: "gone", Blob: blobtest.MissingRef, Size: 2 << 20}, blobs, "is not there"},
-		{"no blob area", &courier.Message{ID: "gone", Blob: blobtest.MissingRef, Size: 2 << 20}, nil, "keeps no payloads larger than"},
-		{"shorter than stored", short, blobs, "the blob has 2097152 bytes, not the 2097162 stored"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range blobtest.UnreadableCases(t, "the blob has 2097152 bytes, not the 2097162 stored") {
+		t.Run(tc.Name, func(t *testing.T) {
 			dir := t.TempDir()
-			res := sendBlob(newTransport(t), endpoint(dir, "{id}"), tc.m, tc.blobs)
+			res := sendBlob(newTransport(t), endpoint(dir, "{id}"), tc.Message, tc.Blobs)
 			t.Logf("%s: %s", res.Class, res.Error)
-			if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
-				!strings.Contains(res.Error, tc.want) {
-				t.Fatalf("result %+v", res)
-			}
+			blobtest.WantUnreadable(t, res, tc.Want)
 			if names := dirNames(t, dir); len(names) != 0 {
 				t.Errorf("directory holds %v", names)
 			}

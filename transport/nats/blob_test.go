@@ -63,12 +63,7 @@ func TestBlobPayload(t *testing.T) {
 		t.Fatalf("over the limit: %+v, want rejected: %s", res, want)
 	}
 
-	gone := &courier.Message{ID: "gone", Type: "archive", Blob: blobtest.MissingRef, Size: 512 << 10}
-	res = sendBlob(gone, blobs)
-	if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
-		!strings.Contains(res.Error, "is not there") {
-		t.Fatalf("missing blob: %+v", res)
-	}
+	blobtest.WantUnreadable(t, sendBlob(blobtest.Missing(512<<10), blobs), "is not there")
 	if n := msgCount(t, s); n != 1 {
 		t.Fatalf("the stream holds %d messages, want 1", n)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/tcpproxy"
 	"github.com/courier-gw/courier/internal/testkit/natstest"
+	"github.com/courier-gw/courier/internal/testkit/receivertest"
 	"github.com/courier-gw/courier/internal/testkit/sourcetest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
-	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 )
 
@@ -388,22 +388,9 @@ func TestReceiveLargeMessage(t *testing.T) {
 	}
 	store := sqlitetest.Open(t)
 	var acked atomic.Int64
-	top := &courier.Topology{
-		Routes:   map[string]*courier.Route{"acme": {Name: "acme", Endpoints: []string{"a"}}},
-		Policies: map[string]*courier.Policy{courier.DefaultPolicyName: courier.DefaultPolicy()},
-	}
 	r := s.receiver("inbox")
 	r.Type, r.Route = "invoice", "acme"
-	svc := receiver.New(receiver.Options{Store: store, Receivers: []*courier.Receiver{r}, MaxPayload: 8 << 20,
-		TopologyFunc: func() *courier.Topology { return top },
-		OpenFunc: func(ctx context.Context, r *courier.Receiver) (courier.Source, error) {
-			src, err := Open(ctx, r)
-			return &sourcetest.AckCounter{Source: src, Acked: &acked}, err
-		}})
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Stop(context.Background()) })
+	svc := receivertest.StartCounting(t, store, r, Open, &acked)
 	for deadline := time.Now().Add(20 * time.Second); acked.Load() < 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d messages acknowledged, want 2; status %+v", acked.Load(), svc.Statuses())

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/courier-gw/courier"
@@ -67,3 +68,42 @@ func Digest(t testing.TB, r io.Reader) (string, int64) {
 
 // MissingRef is a well-formed ref that names no blob in any area.
 const MissingRef = "00000000000000000000000000000000"
+
+// Missing returns a message of size bytes whose blob is in no area.
+func Missing(size int) *courier.Message {
+	return &courier.Message{ID: "gone", Type: "archive", Blob: MissingRef, Size: size}
+}
+
+// UnreadableCase is a delivery whose payload a send cannot read from the
+// store, and what the attempt's error says of it.
+type UnreadableCase struct {
+	Name    string
+	Message *courier.Message
+	Blobs   courier.Blobs
+	Want    string
+}
+
+// UnreadableCases are the deliveries of a blob a send cannot read: one
+// missing from its area, one sent without a blob area, and one shorter
+// than stored, whose error says shortWant.
+func UnreadableCases(t testing.TB, shortWant string) []UnreadableCase {
+	t.Helper()
+	blobs := Area(t)
+	short := Message(t, blobs, "short", 2<<20, 3)
+	short.Size += 10
+	return []UnreadableCase{
+		{"missing", Missing(2 << 20), blobs, "is not there"},
+		{"no blob area", Missing(2 << 20), nil, "keeps no payloads larger than"},
+		{"shorter than stored", short, blobs, shortWant},
+	}
+}
+
+// WantUnreadable fails the test unless res is the attempt of a blob the
+// store could not give: a transport error that says so, and want.
+func WantUnreadable(t testing.TB, res courier.Result, want string) {
+	t.Helper()
+	if res.Class != courier.ClassTransport || !strings.Contains(res.Error, "cannot read the payload from the store") ||
+		!strings.Contains(res.Error, want) {
+		t.Fatalf("result %+v; want a transport error that cannot read the payload from the store: %s", res, want)
+	}
+}
