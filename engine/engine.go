@@ -349,19 +349,17 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	err := startstop.WaitOrCutOff(ctx, stopped, cutOff)
+	if err == nil {
+		return nil
+	}
+	// Cut off, everything winds down at once; a transport that does not
+	// heed its context is not waited for.
 	select {
 	case <-stopped:
-		return nil
-	case <-ctx.Done():
-		cutOff()
-		// Cut off, everything winds down at once; a transport that does not
-		// heed its context is not waited for.
-		select {
-		case <-stopped:
-		case <-time.After(cutOffGrace):
-		}
-		return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", ctx.Err())
+	case <-time.After(cutOffGrace):
 	}
+	return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", err)
 }
 
 // cutOffGrace is how long a stop that ran out of time waits for the work
@@ -388,18 +386,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // logged and tried again at the next tick.
 func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(context.Context) error) {
 	defer e.loops.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	startstop.Every(ctx, 0, interval, func(ctx context.Context) {
 		if err := fn(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("background work failed; will try again", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // claimLoop claims due work whenever there is capacity, and otherwise waits
