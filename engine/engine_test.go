@@ -15,6 +15,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/postgres"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
@@ -105,33 +106,19 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts, Logger: h.logger,
 		Workers: h.workers,
 	})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// The senders close once the engine has stopped (cleanups run last
+	// first).
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
 		tr.Close()
 		amqpSender.Close()
 		natsSender.Close()
 	})
+	startstoptest.Start(t, e)
 	// The node's bulk operations, as courier serve runs them: they stop
-	// before the engine (cleanups run last first).
+	// before the engine.
 	bulk := engine.NewBulk(store, nil, nil, e.Wake, nil)
 	e.Redrive(bulk)
-	if err := bulk.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := bulk.Stop(ctx); err != nil {
-			t.Errorf("stop the bulk operations: %v", err)
-		}
-	})
+	startstoptest.Start(t, bulk)
 	if h.bulks == nil {
 		h.bulks = map[*engine.Engine]*engine.Bulk{}
 	}
