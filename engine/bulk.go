@@ -210,7 +210,7 @@ func (b *Bulk) work(ctx, life context.Context, op courier.BulkOp, pace PaceFunc,
 				return
 			}
 			b.logger.Warn("bulk operation batch failed; will try again", "operation", id, "err", err)
-			sleep(ctx, pause)
+			startstop.Sleep(ctx, pause)
 			pause = min(pause*2, 5*time.Second)
 			continue
 		}

@@ -366,22 +366,6 @@ func (e *Engine) Stop(ctx context.Context) error {
 // it cut off to wind down.
 const cutOffGrace = 500 * time.Millisecond
 
-// sleep waits for d, or until ctx ends; it reports whether the whole time
-// passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // every runs fn now and then every interval until ctx ends; a failure is
 // logged and tried again at the next tick.
 func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(context.Context) error) {

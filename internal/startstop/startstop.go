@@ -152,18 +152,21 @@ func (b *Base) StartWork(ctx context.Context, work ...func(ctx context.Context))
 // interval after the last call returned, so that a slow call never has
 // the next one follow on its heels.
 func Every(ctx context.Context, first, interval time.Duration, fn func(ctx context.Context)) {
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ctx.Err() != nil {
-			return // it ended as the time came
-		}
+	for wait := first; Sleep(ctx, wait); wait = interval {
 		fn(ctx)
-		t.Reset(interval)
 	}
+}
+
+// Sleep waits for d, or until ctx ends; it reports whether the whole time
+// passed with ctx still going.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
 }

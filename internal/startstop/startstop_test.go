@@ -169,3 +169,14 @@ func TestStartWorkStopsWhenWorkReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSleepEndsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if !startstop.Sleep(ctx, 0) || !startstop.Sleep(ctx, time.Millisecond) {
+		t.Error("Sleep with ctx going: false, want true")
+	}
+	cancel()
+	if startstop.Sleep(ctx, time.Hour) || startstop.Sleep(ctx, 0) {
+		t.Error("Sleep with ctx ended: true, want false")
+	}
+}
