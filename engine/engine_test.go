@@ -172,6 +172,18 @@ func (h *harness) send(id, typ, route string) {
 	h.engine.Due([]string{route})
 }
 
+// deliverEach sends n messages of type t to route, their ids format
+// applied to 0 … n-1, and waits until each is delivered.
+func (h *harness) deliverEach(format string, n int, route string) {
+	h.t.Helper()
+	for i := range n {
+		h.send(fmt.Sprintf(format, i), "t", route)
+	}
+	for i := range n {
+		h.waitState(fmt.Sprintf(format, i), courier.StateDelivered)
+	}
+}
+
 // waitState waits until the message is in the state, and returns it.
 func (h *harness) waitState(id string, want courier.State) *courier.Message {
 	h.t.Helper()
@@ -411,18 +423,11 @@ func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 
 func TestMaxConcurrencyAtTheSink(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		ep := h.httpEndpoint("slow", "/slow")
-		ep.MaxConcurrency = 2
-		h.top.Endpoints["slow"] = ep
-		h.route("slow", "slow")
+		h.direct("slow")
+		h.top.Endpoints["slow"].MaxConcurrency = 2
 		h.sink.Script("/slow", sink.Delay(50*time.Millisecond, 204), sink.Repeat)
 	})
-	for i := 0; i < 12; i++ {
-		h.send(fmt.Sprintf("m-%d", i), "t", "slow")
-	}
-	for i := 0; i < 12; i++ {
-		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%d", 12, "slow")
 	if got := h.sink.MaxConcurrent("/slow"); got > 2 || got < 1 {
 		t.Fatalf("%d requests open at once at the sink, max_concurrency 2", got)
 	}

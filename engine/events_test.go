@@ -135,12 +135,7 @@ func TestFlappingEndpointIsRateLimited(t *testing.T) {
 		}
 		h.sink.Script("/flap", append(steps, sink.Respond(200), sink.Repeat)...)
 	})
-	for i := range 6 {
-		h.send(fmt.Sprintf("m-%d", i), "t", "flap")
-	}
-	for i := range 6 {
-		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%d", 6, "flap")
 	deadline := time.Now().Add(10 * time.Second)
 	var evs []courier.Event
 	for {
