@@ -2,6 +2,8 @@
 // written once: a service embeds Base, which guards against a double start,
 // hands each run the contexts it works under, and lets Stop cancel and wait,
 // whoever calls Start and Stop, as often and as concurrently as they like.
+// Every is the loop of a service that works every so often, and Sleep its
+// wait, which ends with the run.
 package startstop
 
 import (
