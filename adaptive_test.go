@@ -41,6 +41,18 @@ func drive(a *AdaptiveLimit, m receiverModel, rounds int) []int {
 	return out
 }
 
+// grown returns a limit that rounds of flat latency have driven up to its
+// ceiling; it fails t if they have not.
+func grown(t *testing.T, ceiling int, latency time.Duration, rounds int) *AdaptiveLimit {
+	t.Helper()
+	a := NewAdaptiveLimit(ceiling)
+	drive(a, flat(latency), rounds)
+	if got := a.Limit(); got != ceiling {
+		t.Fatalf("limit %d after %d rounds of flat latency, want the ceiling %d", got, rounds, ceiling)
+	}
+	return a
+}
+
 func span(limits []int) (lo, hi int) {
 	lo, hi = limits[0], limits[0]
 	for _, l := range limits {
@@ -99,12 +111,8 @@ func TestAdaptiveLimitCuts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a := NewAdaptiveLimit(64)
-			drive(a, flat(10*time.Millisecond), 3) // 8 → 16 → 32 → 64
+			a := grown(t, 64, 10*time.Millisecond, 3) // 8 → 16 → 32 → 64
 			before := a.Limit()
-			if before != 64 {
-				t.Fatalf("limit %d after three rounds of flat latency, want 64", before)
-			}
 			a.Observe(10*time.Millisecond, tt.r, before)
 			got := a.Limit()
 			if tt.cut && got >= before {
@@ -121,8 +129,7 @@ func TestAdaptiveLimitCuts(t *testing.T) {
 // do not cut it again: one overload is one cut.
 func TestAdaptiveLimitCutsOncePerOverload(t *testing.T) {
 	t.Parallel()
-	a := NewAdaptiveLimit(64)
-	drive(a, flat(10*time.Millisecond), 3)
+	a := grown(t, 64, 10*time.Millisecond, 3)
 	tooMany := Result{Class: ClassHTTP429, Status: 429}
 	for range 64 {
 		a.Observe(time.Millisecond, tooMany, 64)
@@ -163,11 +170,7 @@ func TestAdaptiveLimitNeverBelowOne(t *testing.T) {
 // succeeds.
 func TestAdaptiveLimitCutsOnRisingLatency(t *testing.T) {
 	t.Parallel()
-	a := NewAdaptiveLimit(64)
-	drive(a, flat(10*time.Millisecond), 3)
-	if a.Limit() != 64 {
-		t.Fatalf("limit %d, want 64", a.Limit())
-	}
+	a := grown(t, 64, 10*time.Millisecond, 3)
 	drive(a, flat(40*time.Millisecond), 1)
 	if got := a.Limit(); got != 64 {
 		t.Fatalf("limit %d after one round four times slower, want 64 kept (one slow window may be noise)", got)
@@ -177,8 +180,7 @@ func TestAdaptiveLimitCutsOnRisingLatency(t *testing.T) {
 		t.Fatalf("limit %d after two rounds four times slower, want below 64", got)
 	}
 	// A rise within the tolerance is not one.
-	b := NewAdaptiveLimit(64)
-	drive(b, flat(10*time.Millisecond), 3)
+	b := grown(t, 64, 10*time.Millisecond, 3)
 	drive(b, flat(14*time.Millisecond), 5)
 	if got := b.Limit(); got != 64 {
 		t.Fatalf("limit %d after rounds 40%% slower, want 64 kept", got)
@@ -202,11 +204,7 @@ func TestAdaptiveLimitGrowsOnlyWhenUsed(t *testing.T) {
 // limit comes down, and then climbs again at the new pace.
 func TestAdaptiveLimitLearnsSlowerReceiver(t *testing.T) {
 	t.Parallel()
-	a := NewAdaptiveLimit(32)
-	drive(a, flat(5*time.Millisecond), 10)
-	if a.Limit() != 32 {
-		t.Fatalf("limit %d, want 32", a.Limit())
-	}
+	a := grown(t, 32, 5*time.Millisecond, 10)
 	limits := drive(a, flat(50*time.Millisecond), 500)
 	if lo, _ := span(limits[:20]); lo >= 32 {
 		t.Fatalf("limit never came down after the receiver became ten times slower: %v", limits[:20])
@@ -218,8 +216,7 @@ func TestAdaptiveLimitLearnsSlowerReceiver(t *testing.T) {
 
 func TestAdaptiveLimitCeiling(t *testing.T) {
 	t.Parallel()
-	a := NewAdaptiveLimit(64)
-	drive(a, flat(time.Millisecond), 10)
+	a := grown(t, 64, time.Millisecond, 10)
 	a.SetCeiling(10)
 	if got := a.Limit(); got != 10 {
 		t.Fatalf("limit %d after the ceiling was lowered to 10", got)

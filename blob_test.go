@@ -23,12 +23,30 @@ func spoolAll(t *testing.T, sp *courier.Spool, payload []byte) error {
 	return nil
 }
 
-func TestSpool(t *testing.T) {
-	ctx := context.Background()
+// spoolWhole spools payload whole through sp and finishes m with it.
+func spoolWhole(t *testing.T, sp *courier.Spool, payload []byte, m *courier.Message) {
+	t.Helper()
+	if err := spoolAll(t, sp, payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Finish(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustBlobDir opens a blob area in a directory of its own.
+func mustBlobDir(t *testing.T) *blobdir.Dir {
+	t.Helper()
 	dir, err := blobdir.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+func TestSpool(t *testing.T) {
+	ctx := context.Background()
+	dir := mustBlobDir(t)
 	for _, tc := range []struct {
 		name     string
 		size     int
@@ -88,28 +106,14 @@ func TestSpool(t *testing.T) {
 // only what its hash needs: the hash comes out as the stored blob's.
 func TestDigestSpoolHashesAsTheBlob(t *testing.T) {
 	ctx := context.Background()
-	dir, err := blobdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := mustBlobDir(t)
 	payload := bytes.Repeat([]byte("xyz"), courier.InlineMax)
 	stored := &courier.Message{ID: "a", Type: "t", Route: "r"}
 	sp := courier.NewSpool(ctx, dir, 0)
 	defer sp.Close()
-	if err := spoolAll(t, sp, payload); err != nil {
-		t.Fatal(err)
-	}
-	if err := sp.Finish(stored); err != nil {
-		t.Fatal(err)
-	}
+	spoolWhole(t, sp, payload, stored)
 	repeat := &courier.Message{ID: "a", Type: "t", Route: "r"}
-	ds := courier.NewDigestSpool(0)
-	if err := spoolAll(t, ds, payload); err != nil {
-		t.Fatal(err)
-	}
-	if err := ds.Finish(repeat); err != nil {
-		t.Fatal(err)
-	}
+	spoolWhole(t, courier.NewDigestSpool(0), payload, repeat)
 	if repeat.HasBlob() || repeat.Payload != nil || repeat.Size != len(payload) {
 		t.Fatalf("digest spool kept blob %q, %d bytes inline, size %d", repeat.Blob, len(repeat.Payload), repeat.Size)
 	}
@@ -119,9 +123,7 @@ func TestDigestSpoolHashesAsTheBlob(t *testing.T) {
 	// Inline payloads hash by their bytes, as before blobs.
 	small := &courier.Message{ID: "b", Type: "t", Route: "r", Payload: []byte("hi")}
 	viaSpool := &courier.Message{ID: "b", Type: "t", Route: "r"}
-	ds = courier.NewDigestSpool(0)
-	ds.Write([]byte("hi"))
-	ds.Finish(viaSpool)
+	spoolWhole(t, courier.NewDigestSpool(0), []byte("hi"), viaSpool)
 	if courier.ContentHash(small) != courier.ContentHash(viaSpool) {
 		t.Fatal("a small payload through a digest spool hashes otherwise")
 	}
@@ -130,18 +132,12 @@ func TestDigestSpoolHashesAsTheBlob(t *testing.T) {
 // ReadPayload reads a blob whole, but refuses one over its limit.
 func TestReadPayload(t *testing.T) {
 	ctx := context.Background()
-	dir, err := blobdir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := mustBlobDir(t)
 	payload := bytes.Repeat([]byte{7}, courier.InlineMax+10)
 	m := &courier.Message{}
 	sp := courier.NewSpool(ctx, dir, 0)
 	defer sp.Close()
-	spoolAll(t, sp, payload)
-	if err := sp.Finish(m); err != nil {
-		t.Fatal(err)
-	}
+	spoolWhole(t, sp, payload, m)
 	if got, err := m.ReadPayload(ctx, dir, 2<<20); err != nil || !bytes.Equal(got, payload) {
 		t.Fatalf("ReadPayload: %d bytes, %v", len(got), err)
 	}

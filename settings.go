@@ -121,11 +121,10 @@ func SettingsOf[S any, PS interface {
 	*S
 	Settings
 }](e *Endpoint) PS {
-	if s, ok := e.Settings.(PS); ok {
-		return s
+	s := SettingsIn[S, PS](e)
+	if e.Settings != Settings(s) {
+		e.Settings = s // it had none of the type
 	}
-	s := PS(new(S))
-	e.Settings = s
 	return s
 }
 

@@ -90,21 +90,11 @@ func ValidTenant(s string) bool { return ValidName(s) }
 
 // Qualify returns the qualified name of a tenant's object: the name
 // itself for the default tenant.
-func Qualify(tenant, name string) string {
-	if tenant == DefaultTenant || tenant == "" {
-		return name
-	}
-	return tenant + nameMark + name
-}
+func Qualify(tenant, name string) string { return qualify(tenant, name, nameMark) }
 
 // SplitName splits a qualified name into its tenant and the tenant's own
 // name for it.
-func SplitName(qualified string) (tenant, name string) {
-	if t, n, ok := strings.Cut(qualified, nameMark); ok {
-		return t, n
-	}
-	return DefaultTenant, qualified
-}
+func SplitName(qualified string) (tenant, name string) { return split(qualified, nameMark) }
 
 // TenantOf returns the tenant of a qualified name: of an object, of a
 // route (a workflow's steps and the notice routes included) or of a
@@ -115,26 +105,33 @@ func TenantOf(qualified string) string {
 }
 
 // QualifyID returns the id under which a tenant's message is stored.
-func QualifyID(tenant, id string) string {
-	if tenant == DefaultTenant || tenant == "" {
-		return id
-	}
-	return tenant + idMark + id
-}
+func QualifyID(tenant, id string) string { return qualify(tenant, id, idMark) }
 
 // SplitID splits a stored message id (or a delivery's key) into its
 // tenant and the tenant's own id (or key).
-func SplitID(stored string) (tenant, id string) {
-	if t, i, ok := strings.Cut(stored, idMark); ok {
-		return t, i
-	}
-	return DefaultTenant, stored
-}
+func SplitID(stored string) (tenant, id string) { return split(stored, idMark) }
 
 // TenantOfID returns the tenant of a stored message id or delivery key.
 func TenantOfID(stored string) string {
 	t, _ := SplitID(stored)
 	return t
+}
+
+// qualify joins a tenant and its own name (or id) for something with mark;
+// the default tenant's stand alone.
+func qualify(tenant, own, mark string) string {
+	if tenant == DefaultTenant || tenant == "" {
+		return own
+	}
+	return tenant + mark + own
+}
+
+// split undoes qualify.
+func split(qualified, mark string) (tenant, own string) {
+	if t, o, ok := strings.Cut(qualified, mark); ok {
+		return t, o
+	}
+	return DefaultTenant, qualified
 }
 
 // Tenant returns the named tenant's settings: those configured, or the

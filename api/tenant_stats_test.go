@@ -164,21 +164,13 @@ func TestTenantMetrics(t *testing.T) {
 		t.Fatalf("scrape: %d %s", status, body)
 	}
 	fams := promtest.Parse(t, bytes.NewReader(body))
-	for _, tt := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"courier_tenant_refused_total", []string{"tenant", "acme", "quota", "ingest_rate"}, 1},
-		{"courier_tenant_refused_total", []string{"tenant", "beta", "quota", "max_queued"}, 2},
-		{"courier_tenant_throttled", []string{"tenant", "acme"}, 1},
-		{"courier_tenant_throttled", []string{"tenant", "beta"}, 1},
-		{"courier_tenant_queued_messages", []string{"tenant", "acme"}, 1},
-		{"courier_tenant_queued_messages", []string{"tenant", "beta"}, 1},
-		{"courier_tenant_quota", []string{"tenant", "beta", "quota", "max_queued"}, 1},
-	} {
-		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	promtest.Check(t, fams, []promtest.Sample{
+		{Name: "courier_tenant_refused_total", Labels: []string{"tenant", "acme", "quota", "ingest_rate"}, Value: 1},
+		{Name: "courier_tenant_refused_total", Labels: []string{"tenant", "beta", "quota", "max_queued"}, Value: 2},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "acme"}, Value: 1},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "beta"}, Value: 1},
+		{Name: "courier_tenant_queued_messages", Labels: []string{"tenant", "acme"}, Value: 1},
+		{Name: "courier_tenant_queued_messages", Labels: []string{"tenant", "beta"}, Value: 1},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "beta", "quota", "max_queued"}, Value: 1},
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // bulkBatch is how many messages one transaction of a bulk operation takes.
@@ -111,13 +112,7 @@ func (b *Bulk) Stop(ctx context.Context) error {
 	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		kill()
-		return ctx.Err()
-	}
+	return startstop.WaitOrCutOff(ctx, done, kill)
 }
 
 // Run records the operation (or finds it, when its id exists), makes sure it
@@ -215,7 +210,7 @@ func (b *Bulk) work(ctx, life context.Context, op courier.BulkOp, pace PaceFunc,
 				return
 			}
 			b.logger.Warn("bulk operation batch failed; will try again", "operation", id, "err", err)
-			sleep(ctx, pause)
+			startstop.Sleep(ctx, pause)
 			pause = min(pause*2, 5*time.Second)
 			continue
 		}

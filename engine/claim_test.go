@@ -24,6 +24,7 @@ import (
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/postgres"
 	"github.com/courier-gw/courier/storetest"
 	httptransport "github.com/courier-gw/courier/transport/http"
@@ -69,17 +70,8 @@ func newClaimRig(t *testing.T, store courier.Store) *claimRig {
 		Senders:      map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
 		RandFunc: func() float64 { return 0.5 }})
-	if err := r.eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.eng.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		tr.Close()
-	})
+	t.Cleanup(tr.Close) // once the engine has stopped
+	startstoptest.Start(t, r.eng)
 	return r
 }
 

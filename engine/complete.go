@@ -6,6 +6,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // maxBatch bounds the changes written in one store call.
@@ -120,7 +121,7 @@ func (e *Engine) applyRetrying(changes []courier.Change) []bool {
 			return nil
 		}
 		e.logger.Warn("writing outcomes failed; will try again", "count", len(changes), "err", err, "in", pause)
-		sleep(e.life, pause)
+		startstop.Sleep(e.life, pause)
 		pause = min(pause*2, 5*time.Second)
 	}
 }

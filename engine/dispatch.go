@@ -7,6 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // round is what one claim cycle knows: the topology, the time, the health of
@@ -589,12 +590,12 @@ func (e *Engine) waitPace(ep *courier.Endpoint) bool {
 			now := e.clock.Now()
 			at, ok := e.pace.start(ep, now)
 			if ok {
-				if !sleep(e.life, at.Sub(now)) {
+				if !startstop.Sleep(e.life, at.Sub(now)) {
 					return false
 				}
 				break
 			}
-			if !sleep(e.life, max(at.Sub(now), time.Millisecond)) {
+			if !startstop.Sleep(e.life, max(at.Sub(now), time.Millisecond)) {
 				return false
 			}
 		}
@@ -604,7 +605,7 @@ func (e *Engine) waitPace(ep *courier.Endpoint) bool {
 		if wait <= 0 {
 			return true
 		}
-		if !sleep(e.life, wait) {
+		if !startstop.Sleep(e.life, wait) {
 			return false
 		}
 	}
@@ -631,7 +632,7 @@ func (e *Engine) bookShared(ep *courier.Endpoint) bool {
 			// store rather than send (the lease lapses if it stays away).
 			failures++
 			e.logger.Warn("could not book the next start of a paced endpoint; trying again", "endpoint", ep.Name, "err", err)
-			if !sleep(e.life, min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)) {
+			if !startstop.Sleep(e.life, min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)) {
 				return false
 			}
 			continue
@@ -639,10 +640,10 @@ func (e *Engine) bookShared(ep *courier.Endpoint) bool {
 		at := now.Add(wait)
 		if ok {
 			e.pace.booked(ep, at)
-			return sleep(e.life, at.Sub(e.clock.Now()))
+			return startstop.Sleep(e.life, at.Sub(e.clock.Now()))
 		}
 		e.pace.booked(ep, at.Add(lead(ep)-interval(ep)))
-		if !sleep(e.life, max(at.Sub(e.clock.Now()), time.Millisecond)) {
+		if !startstop.Sleep(e.life, max(at.Sub(e.clock.Now()), time.Millisecond)) {
 			return false
 		}
 	}

@@ -349,57 +349,32 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	err := startstop.WaitOrCutOff(ctx, stopped, cutOff)
+	if err == nil {
+		return nil
+	}
+	// Cut off, everything winds down at once; a transport that does not
+	// heed its context is not waited for.
 	select {
 	case <-stopped:
-		return nil
-	case <-ctx.Done():
-		cutOff()
-		// Cut off, everything winds down at once; a transport that does not
-		// heed its context is not waited for.
-		select {
-		case <-stopped:
-		case <-time.After(cutOffGrace):
-		}
-		return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", ctx.Err())
+	case <-time.After(cutOffGrace):
 	}
+	return fmt.Errorf("attempts or outcomes still under way at stop were cut off: %w", err)
 }
 
 // cutOffGrace is how long a stop that ran out of time waits for the work
 // it cut off to wind down.
 const cutOffGrace = 500 * time.Millisecond
 
-// sleep waits for d, or until ctx ends; it reports whether the whole time
-// passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // every runs fn now and then every interval until ctx ends; a failure is
 // logged and tried again at the next tick.
 func (e *Engine) every(ctx context.Context, interval time.Duration, fn func(context.Context) error) {
 	defer e.loops.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	startstop.Every(ctx, 0, interval, func(ctx context.Context) {
 		if err := fn(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("background work failed; will try again", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // claimLoop claims due work whenever there is capacity, and otherwise waits

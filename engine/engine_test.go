@@ -15,6 +15,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/postgres"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
 	filetransport "github.com/courier-gw/courier/transport/file"
@@ -105,33 +106,19 @@ func (h *harness) startEngine(store courier.Store, limits courier.SharedLimits) 
 		RandFunc: func() float64 { return 0.5 }, Limits: limits, Resolver: h.resolver, Alerts: h.alerts, Logger: h.logger,
 		Workers: h.workers,
 	})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// The senders close once the engine has stopped (cleanups run last
+	// first).
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := e.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
 		tr.Close()
 		amqpSender.Close()
 		natsSender.Close()
 	})
+	startstoptest.Start(t, e)
 	// The node's bulk operations, as courier serve runs them: they stop
-	// before the engine (cleanups run last first).
+	// before the engine.
 	bulk := engine.NewBulk(store, nil, nil, e.Wake, nil)
 	e.Redrive(bulk)
-	if err := bulk.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := bulk.Stop(ctx); err != nil {
-			t.Errorf("stop the bulk operations: %v", err)
-		}
-	})
+	startstoptest.Start(t, bulk)
 	if h.bulks == nil {
 		h.bulks = map[*engine.Engine]*engine.Bulk{}
 	}
@@ -183,6 +170,18 @@ func (h *harness) send(id, typ, route string) {
 		h.t.Fatal(err)
 	}
 	h.engine.Due([]string{route})
+}
+
+// deliverEach sends n messages of type t to route, their ids format
+// applied to 0 … n-1, and waits until each is delivered.
+func (h *harness) deliverEach(format string, n int, route string) {
+	h.t.Helper()
+	for i := range n {
+		h.send(fmt.Sprintf(format, i), "t", route)
+	}
+	for i := range n {
+		h.waitState(fmt.Sprintf(format, i), courier.StateDelivered)
+	}
 }
 
 // waitState waits until the message is in the state, and returns it.
@@ -424,18 +423,11 @@ func TestResubmitDeliversAndDiscardSendsNothing(t *testing.T) {
 
 func TestMaxConcurrencyAtTheSink(t *testing.T) {
 	h := newHarness(t, func(h *harness) {
-		ep := h.httpEndpoint("slow", "/slow")
-		ep.MaxConcurrency = 2
-		h.top.Endpoints["slow"] = ep
-		h.route("slow", "slow")
+		h.direct("slow")
+		h.top.Endpoints["slow"].MaxConcurrency = 2
 		h.sink.Script("/slow", sink.Delay(50*time.Millisecond, 204), sink.Repeat)
 	})
-	for i := 0; i < 12; i++ {
-		h.send(fmt.Sprintf("m-%d", i), "t", "slow")
-	}
-	for i := 0; i < 12; i++ {
-		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%d", 12, "slow")
 	if got := h.sink.MaxConcurrent("/slow"); got > 2 || got < 1 {
 		t.Fatalf("%d requests open at once at the sink, max_concurrency 2", got)
 	}

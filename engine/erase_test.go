@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/sink"
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
 )
 
 // A tenant deleted while its attempts are under way and the other tenant
@@ -122,31 +122,13 @@ func TestEraseTenantWhileDelivering(t *testing.T) {
 	}
 }
 
-// logLines is a log that tests read while it is written.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) has(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.buf.String(), s)
-}
-
 // An operation on a tenant's messages that its erasure removes while it
 // runs ends: its runner does not try it again and again.
 func TestBulkOperationErasedEnds(t *testing.T) {
 	store := mustOpenSQLite(t, filepath.Join(t.TempDir(), "courier.db"))
 	defer store.Close()
 	ctx := context.Background()
-	var log logLines
+	var log syncbuf.Buffer
 	b := engine.NewBulk(store, nil, slog.New(slog.NewTextHandler(&log, nil)), nil, nil)
 	release := make(chan struct{})
 	b.Pace(func(ctx context.Context, op courier.BulkOp) (int, string, error) {
@@ -174,9 +156,9 @@ func TestBulkOperationErasedEnds(t *testing.T) {
 		t.Fatalf("the tenant's operation after its erasure: %v, want it gone", err)
 	}
 	close(release)
-	for deadline := time.Now().Add(20 * time.Second); !log.has("bulk operation gone"); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(log.String(), "bulk operation gone"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the runner of the removed operation did not end; it logged:\n%s", log.buf.String())
+			t.Fatalf("the runner of the removed operation did not end; it logged:\n%s", log.String())
 		}
 	}
 }

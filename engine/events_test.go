@@ -101,24 +101,12 @@ func TestSwitchOffAndOnSendNotices(t *testing.T) {
 		withAlerts(h, 6, time.Hour)
 		h.direct("acme")
 	})
-	ctx := context.Background()
 	for _, on := range []bool{false, true} {
-		var before courier.EndpointHealth
-		after, err := h.store.UpdateHealth(ctx, "acme", func(eh courier.EndpointHealth) courier.EndpointHealth {
-			before = eh
-			if on {
-				return eh.SwitchedOn(time.Now())
-			}
-			return eh.SwitchedOff(time.Now())
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.engine.HealthSwitched("acme", before, after, "ops-key")
+		switchEndpoint(t, h.store, h.engine, "acme", on)
 	}
 	got := h.waitNotices(2)
-	if got[0].Event != courier.EventEndpointOff || got[0].Details.State != courier.HealthOff || got[0].Details.Reason != "switched off by ops-key" {
-		t.Errorf("first notice: %+v; want endpoint.off by ops-key", got[0])
+	if got[0].Event != courier.EventEndpointOff || got[0].Details.State != courier.HealthOff || got[0].Details.Reason != "switched off by ops" {
+		t.Errorf("first notice: %+v; want endpoint.off by ops", got[0])
 	}
 	if got[1].Event != courier.EventEndpointRecovered {
 		t.Errorf("second notice: %+v; want endpoint.recovered", got[1])
@@ -147,12 +135,7 @@ func TestFlappingEndpointIsRateLimited(t *testing.T) {
 		}
 		h.sink.Script("/flap", append(steps, sink.Respond(200), sink.Repeat)...)
 	})
-	for i := range 6 {
-		h.send(fmt.Sprintf("m-%d", i), "t", "flap")
-	}
-	for i := range 6 {
-		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%d", 6, "flap")
 	deadline := time.Now().Add(10 * time.Second)
 	var evs []courier.Event
 	for {
@@ -282,18 +265,7 @@ func TestTenantAlertTargets(t *testing.T) {
 	})
 	ctx := context.Background()
 	for _, on := range []bool{false, true} {
-		var before courier.EndpointHealth
-		after, err := h.store.UpdateHealth(ctx, "acme/crm", func(eh courier.EndpointHealth) courier.EndpointHealth {
-			before = eh
-			if on {
-				return eh.SwitchedOn(time.Now())
-			}
-			return eh.SwitchedOff(time.Now())
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.engine.HealthSwitched("acme/crm", before, after, "ops-key")
+		switchEndpoint(t, h.store, h.engine, "acme/crm", on)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -1,6 +1,11 @@
 package engine
 
-import courier "github.com/courier-gw/courier"
+import (
+	"iter"
+	"maps"
+
+	courier "github.com/courier-gw/courier"
+)
 
 // HealthMaxAge is healthMaxAge, for the tests of the bound it sets.
 const HealthMaxAge = healthMaxAge
@@ -9,59 +14,39 @@ const HealthMaxAge = healthMaxAge
 // endpoints and routes, and the tenant's own name, wherever they are kept.
 func (e *Engine) TenantState(tenant string) []string {
 	var out []string
-	of := func(where, name string) {
-		if courier.TenantOf(name) == tenant {
-			out = append(out, where+" "+name)
+	of := func(where string, names iter.Seq[string]) {
+		for name := range names {
+			if courier.TenantOf(name) == tenant {
+				out = append(out, where+" "+name)
+			}
 		}
 	}
 	e.health.mu.Lock()
-	for name := range e.health.m {
-		of("health", name)
-	}
+	of("health", maps.Keys(e.health.m))
 	e.health.mu.Unlock()
 	e.steady.mu.Lock()
-	for name := range e.steady.steady {
-		of("steady", name)
-	}
-	for name := range e.steady.written {
-		of("written", name)
-	}
+	of("steady", maps.Keys(e.steady.steady))
+	of("written", maps.Keys(e.steady.written))
 	e.steady.mu.Unlock()
 	e.pace.mu.Lock()
-	for name := range e.pace.times {
-		of("pace", name)
-	}
-	for name := range e.pace.last {
-		of("pace", name)
-	}
+	of("pace", maps.Keys(e.pace.times))
+	of("pace", maps.Keys(e.pace.last))
 	e.pace.mu.Unlock()
 	e.activity.mu.Lock()
-	for name := range e.activity.endpoints {
-		of("activity", name)
-	}
+	of("activity", maps.Keys(e.activity.endpoints))
 	e.activity.mu.Unlock()
 	e.slots.mu.Lock()
-	for _, m := range []map[string]int{e.slots.running, e.slots.waiting, e.slots.held} {
-		for name := range m {
-			of("slots", name)
-		}
-	}
-	for name := range e.slots.hungry {
-		of("hungry", name)
-	}
-	for name := range e.slots.retryAt {
-		of("retry", name)
-	}
-	for name := range e.slots.adaptive {
-		of("adaptive", name)
-	}
+	of("slots", maps.Keys(e.slots.running))
+	of("slots", maps.Keys(e.slots.waiting))
+	of("slots", maps.Keys(e.slots.held))
+	of("hungry", maps.Keys(e.slots.hungry))
+	of("retry", maps.Keys(e.slots.retryAt))
+	of("adaptive", maps.Keys(e.slots.adaptive))
 	e.slots.mu.Unlock()
 	e.lanes.mu.Lock()
-	for name := range e.lanes.byName {
-		of("lane", name)
-	}
+	of("lane", maps.Keys(e.lanes.byName))
+	of("users", maps.Keys(e.lanes.users))
 	for name, u := range e.lanes.users {
-		of("users", name)
 		for tn := range u {
 			if tn == tenant {
 				out = append(out, "user of "+name)

@@ -258,12 +258,7 @@ func TestMinIntervalAtTheSink(t *testing.T) {
 	// blur the first gap.
 	h.send("warm-up", "t", "paced")
 	h.waitState("warm-up", courier.StateDelivered)
-	for i := 0; i < 6; i++ {
-		h.send(fmt.Sprintf("m-%d", i), "t", "paced")
-	}
-	for i := 0; i < 6; i++ {
-		h.waitState(fmt.Sprintf("m-%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%d", 6, "paced")
 	// The engine spaces the actual starts by at least 200 ms (TestPacer
 	// checks that exactly). When each request then reaches the sink's handler
 	// varies by tens of milliseconds on a loaded machine (the race detector,
@@ -290,12 +285,7 @@ func TestRateAtTheSink(t *testing.T) {
 		h.route("rated", "rated")
 	})
 	const n = 120
-	for i := 0; i < n; i++ {
-		h.send(fmt.Sprintf("m-%03d", i), "t", "rated")
-	}
-	for i := 0; i < n; i++ {
-		h.waitState(fmt.Sprintf("m-%03d", i), courier.StateDelivered)
-	}
+	h.deliverEach("m-%03d", n, "rated")
 	a := h.sink.Arrivals("/rated")
 	if len(a) != n {
 		t.Fatalf("%d arrivals, want %d", len(a), n)

@@ -192,10 +192,7 @@ func (ls *lanes) untake(routes []string) {
 	defer ls.mu.Unlock()
 	var back []*lane
 	for _, r := range routes {
-		if l := ls.inClaim(r); l != nil {
-			if ls.dropGone(l) {
-				continue
-			}
+		if l := ls.claimEnds(r); l != nil {
 			ls.set(l, laneReady, false)
 			back = append(back, l)
 		}
@@ -212,13 +209,15 @@ func (ls *lanes) untake(routes []string) {
 	}
 }
 
-// inClaim returns the route's lane when it is being claimed, nil otherwise.
-// The caller holds ls.mu.
-func (ls *lanes) inClaim(route string) *lane {
-	if l := ls.byName[route]; l != nil && l.state == laneClaiming {
-		return l
+// claimEnds returns the route's lane whose claim ends: nil when it is not
+// being claimed, or when its route went meanwhile and it is dropped
+// (dropGone). The caller holds ls.mu.
+func (ls *lanes) claimEnds(route string) *lane {
+	l := ls.byName[route]
+	if l == nil || l.state != laneClaiming || ls.dropGone(l) {
+		return nil
 	}
-	return nil
+	return l
 }
 
 // claimed ends a lane's claim: full reports that it got all it asked for,
@@ -226,33 +225,27 @@ func (ls *lanes) inClaim(route string) *lane {
 func (ls *lanes) claimed(route string, full bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	l := ls.inClaim(route)
-	if l == nil || ls.dropGone(l) {
-		return
-	}
-	if full || l.again {
+	switch l := ls.claimEnds(route); {
+	case l == nil:
+	case full || l.again:
 		ls.setReady(l)
-		return
+	default:
+		ls.idleOrLater(l)
 	}
-	ls.idleOrLater(l)
 }
 
 // hold ends a lane's claim without claiming: it waits until the hold ends.
 // A hold that names neither a time nor an endpoint leaves it idle (a route
 // without endpoints: nothing would ever take its messages).
 func (ls *lanes) hold(route string, h hold) {
+	if h.until.IsZero() && len(h.endpoints) == 0 {
+		ls.claimed(route, false)
+		return
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	l := ls.inClaim(route)
-	if l == nil || ls.dropGone(l) {
-		return
-	}
-	if l.again && h.until.IsZero() && len(h.endpoints) == 0 {
-		ls.setReady(l)
-		return
-	}
-	if h.until.IsZero() && len(h.endpoints) == 0 {
-		ls.idleOrLater(l)
+	l := ls.claimEnds(route)
+	if l == nil {
 		return
 	}
 	ls.set(l, laneWaiting, true)

@@ -16,6 +16,18 @@ func orderedPolicy(name string) *courier.Policy {
 	return steadyPolicy(name, 50, 10*time.Millisecond)
 }
 
+// orderedShop sets up the route shop to the endpoint shop, which takes
+// concurrency attempts at once and fails one request in ten, with the
+// messages of type order ordered (orderedPolicy).
+func (h *harness) orderedShop(concurrency int) {
+	ep := h.httpEndpoint("shop", "/shop")
+	ep.MaxConcurrency = concurrency
+	h.top.Endpoints["shop"] = ep
+	h.route("shop", "shop")
+	h.policy(orderedPolicy("order"))
+	h.sink.Script("/shop", sink.Fail(0.1, 500), sink.Repeat)
+}
+
 // ingestAll stores the messages in batches, in order, and wakes the engine.
 func (h *harness) ingestAll(msgs []*courier.Message) {
 	h.t.Helper()
@@ -111,12 +123,7 @@ func TestOrderedPerKeyUnderRandomFailures(t *testing.T) { testOrderedPerKey(t, 1
 func testOrderedPerKey(t *testing.T, nodes int) {
 	const keys, perKey, unordered = 100, 50, 1000
 	h := newHarness(t, func(h *harness) {
-		ep := h.httpEndpoint("shop", "/shop")
-		ep.MaxConcurrency = 128
-		h.top.Endpoints["shop"] = ep
-		h.route("shop", "shop")
-		h.policy(orderedPolicy("order"))
-		h.sink.Script("/shop", sink.Fail(0.1, 500), sink.Repeat)
+		h.orderedShop(128)
 		h.sink.ScriptMessage("blocked-000", sink.Respond(400))
 	})
 	for i := 1; i < nodes; i++ {

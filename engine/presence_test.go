@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -71,10 +70,5 @@ func testPresenceLostIsTakenOver(t *testing.T) {
 	if err := other.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 4 {
-		h.send(fmt.Sprintf("n%d", i), "t", "ep2")
-	}
-	for i := range 4 {
-		h.waitState(fmt.Sprintf("n%d", i), courier.StateDelivered)
-	}
+	h.deliverEach("n%d", 4, "ep2")
 }

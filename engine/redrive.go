@@ -5,6 +5,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // Redrive lets the engine start, on bulk, the re-drives of routes with
@@ -64,7 +65,7 @@ func (e *Engine) paceRedrive(ctx context.Context, op courier.BulkOp) (int, strin
 		if limit > 0 || stop != "" {
 			return limit, stop, nil
 		}
-		if !sleep(ctx, e.opts.PollInterval) {
+		if !startstop.Sleep(ctx, e.opts.PollInterval) {
 			return 0, "", ctx.Err()
 		}
 	}

@@ -59,29 +59,9 @@ func NewRetention(store courier.Store, period time.Duration, o RetentionOptions)
 // Start begins sweeping in the background. Stop ends the sweeping and
 // waits for a sweep under way to finish its batch.
 func (r *Retention) Start(ctx context.Context) error {
-	run, ok := r.StartInit(ctx)
-	if !ok {
-		return ctx.Err()
-	}
-	go func() {
-		defer run.Stopped()
-		r.run(run.Ctx)
-	}()
-	return nil
-}
-
-func (r *Retention) run(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		r.Sweep(ctx)
-		t.Reset(r.interval)
-	}
+	return r.StartWork(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, 0, r.interval, func(ctx context.Context) { r.Sweep(ctx) })
+	})
 }
 
 // Sweep purges batches until none is full or ctx ends, and returns how many

@@ -26,12 +26,7 @@ func TestOrderedDeliveryThroughRandomFailuresSequenceArrivesInOrder(t *testing.T
 func testSequenceInOrder(t *testing.T, nodes int) {
 	const keys, writers, perWriter = 4, 3, 25 // per key: writers × perWriter messages
 	h := newHarness(t, func(h *harness) {
-		ep := h.httpEndpoint("shop", "/shop")
-		ep.MaxConcurrency = 32
-		h.top.Endpoints["shop"] = ep
-		h.route("shop", "shop")
-		h.policy(orderedPolicy("order"))
-		h.sink.Script("/shop", sink.Fail(0.1, 500), sink.Repeat)
+		h.orderedShop(32)
 	})
 	for i := 1; i < nodes; i++ {
 		h.addNode()

@@ -18,20 +18,12 @@ func TestIngestAdmission(t *testing.T) {
 	m.IngestRefused("bytes")
 	m.IngestRefused("sender_messages")
 	fams := scrape(t, m)
-	for _, tt := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"courier_ingest_in_flight_bytes", nil, 12345},
-		{"courier_ingest_in_flight_messages", nil, 67},
-		{"courier_ingest_refused_total", []string{"reason", "bytes"}, 2},
-		{"courier_ingest_refused_total", []string{"reason", "messages"}, 0},
-		{"courier_ingest_refused_total", []string{"reason", "sender_bytes"}, 0},
-		{"courier_ingest_refused_total", []string{"reason", "sender_messages"}, 1},
-	} {
-		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	promtest.Check(t, fams, []promtest.Sample{
+		{Name: "courier_ingest_in_flight_bytes", Value: 12345},
+		{Name: "courier_ingest_in_flight_messages", Value: 67},
+		{Name: "courier_ingest_refused_total", Labels: []string{"reason", "bytes"}, Value: 2},
+		{Name: "courier_ingest_refused_total", Labels: []string{"reason", "messages"}, Value: 0},
+		{Name: "courier_ingest_refused_total", Labels: []string{"reason", "sender_bytes"}, Value: 0},
+		{Name: "courier_ingest_refused_total", Labels: []string{"reason", "sender_messages"}, Value: 1},
+	})
 }

@@ -254,27 +254,13 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // Start counts the live states now and then every Interval until Stop.
 func (m *Metrics) Start(ctx context.Context) error {
-	run, ok := m.StartInit(ctx)
-	if !ok {
-		return ctx.Err()
-	}
-	go func() {
-		defer run.Stopped()
-		ctx := run.Ctx
-		t := time.NewTicker(m.opts.Interval)
-		defer t.Stop()
-		for {
+	return m.StartWork(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, 0, m.opts.Interval, func(ctx context.Context) {
 			if err := m.Refresh(ctx); err != nil && ctx.Err() == nil {
 				m.opts.Logger.Warn("could not count the messages for the metrics; will try again", "err", err)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return nil
+		})
+	})
 }
 
 // Refresh counts the live states, and reads the tenants' use and the

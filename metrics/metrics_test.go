@@ -89,36 +89,28 @@ func TestScrape(t *testing.T) {
 	m.OutcomeWritten(30 * time.Millisecond)
 
 	fams = scrape(t, m)
-	for _, tt := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme", "subscription", ""}, 1},
-		{"courier_messages_ingested_total", []string{"type", "invoice", "route", "acme", "subscription", "erp-invoices"}, 1},
-		{"courier_messages_delivered_total", []string{"type", "invoice", "route", "acme"}, 2},
-		{"courier_messages_suspended_total", []string{"type", "invoice", "route", "acme", "reason", "rejected"}, 1},
-		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "delivered", "class", ""}, 2},
-		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "failed", "class", "http_4xx"}, 1},
-		{"courier_attempts_total", []string{"endpoint", "acme", "outcome", "abandoned"}, 1},
-		{"courier_attempt_duration_seconds", []string{"endpoint", "acme"}, 3},
-		{"courier_delivery_latency_seconds", []string{"route", "acme"}, 2},
-		{"courier_outcome_wait_seconds", nil, 2},
-		{"courier_queue_messages", []string{"state", "queued"}, 3},
-		{"courier_queue_messages", []string{"state", "suspended"}, 0},
-		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "suspended"}, 1},
-		{"courier_endpoint_health", []string{"endpoint", "acme", "state", "active"}, 0},
-		{"courier_endpoint_health", []string{"endpoint", "globex", "state", "off"}, 1},
-		{"courier_endpoint_inflight", []string{"endpoint", "acme"}, 2},
-		{"courier_endpoint_concurrency_limit", []string{"endpoint", "acme"}, 23},
-		{"courier_endpoint_concurrency_limit", []string{"endpoint", "globex"}, 4},
-		{"courier_endpoint_suspensions_total", []string{"endpoint", "acme"}, 1},
-		{"courier_operator_actions_total", []string{"action", "resubmit"}, 5},
-	} {
-		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	promtest.Check(t, fams, []promtest.Sample{
+		{Name: "courier_messages_ingested_total", Labels: []string{"type", "invoice", "route", "acme", "subscription", ""}, Value: 1},
+		{Name: "courier_messages_ingested_total", Labels: []string{"type", "invoice", "route", "acme", "subscription", "erp-invoices"}, Value: 1},
+		{Name: "courier_messages_delivered_total", Labels: []string{"type", "invoice", "route", "acme"}, Value: 2},
+		{Name: "courier_messages_suspended_total", Labels: []string{"type", "invoice", "route", "acme", "reason", "rejected"}, Value: 1},
+		{Name: "courier_attempts_total", Labels: []string{"endpoint", "acme", "outcome", "delivered", "class", ""}, Value: 2},
+		{Name: "courier_attempts_total", Labels: []string{"endpoint", "acme", "outcome", "failed", "class", "http_4xx"}, Value: 1},
+		{Name: "courier_attempts_total", Labels: []string{"endpoint", "acme", "outcome", "abandoned"}, Value: 1},
+		{Name: "courier_attempt_duration_seconds", Labels: []string{"endpoint", "acme"}, Value: 3},
+		{Name: "courier_delivery_latency_seconds", Labels: []string{"route", "acme"}, Value: 2},
+		{Name: "courier_outcome_wait_seconds", Value: 2},
+		{Name: "courier_queue_messages", Labels: []string{"state", "queued"}, Value: 3},
+		{Name: "courier_queue_messages", Labels: []string{"state", "suspended"}, Value: 0},
+		{Name: "courier_endpoint_health", Labels: []string{"endpoint", "acme", "state", "suspended"}, Value: 1},
+		{Name: "courier_endpoint_health", Labels: []string{"endpoint", "acme", "state", "active"}, Value: 0},
+		{Name: "courier_endpoint_health", Labels: []string{"endpoint", "globex", "state", "off"}, Value: 1},
+		{Name: "courier_endpoint_inflight", Labels: []string{"endpoint", "acme"}, Value: 2},
+		{Name: "courier_endpoint_concurrency_limit", Labels: []string{"endpoint", "acme"}, Value: 23},
+		{Name: "courier_endpoint_concurrency_limit", Labels: []string{"endpoint", "globex"}, Value: 4},
+		{Name: "courier_endpoint_suspensions_total", Labels: []string{"endpoint", "acme"}, Value: 1},
+		{Name: "courier_operator_actions_total", Labels: []string{"action", "resubmit"}, Value: 5},
+	})
 	if f := fams["courier_delivery_latency_seconds"]; f != nil {
 		if sum := f.Metric[0].Histogram.GetSampleSum(); sum != 4 {
 			t.Errorf("latency sum = %v s, want 4 (two deliveries 2 s after ingest)", sum)

@@ -105,31 +105,23 @@ func TestTenantSeries(t *testing.T) {
 	m.Refused("beta", courier.QuotaIngestRate)
 
 	fams := scrape(t, m)
-	for _, tt := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"courier_tenant_queued_messages", []string{"tenant", "acme"}, 2},
-		{"courier_tenant_queued_bytes", []string{"tenant", "acme"}, 150},
-		{"courier_tenant_queued_messages", []string{"tenant", "beta"}, 1},
-		{"courier_tenant_queued_bytes", []string{"tenant", "beta"}, 7},
-		{"courier_tenant_endpoints", []string{"tenant", "acme"}, 1},
-		{"courier_tenant_endpoints", []string{"tenant", "beta"}, 0},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "max_queued"}, 10},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "max_bytes"}, 4096},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "max_endpoints"}, 3},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "ingest_rate"}, 2},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "burst"}, 20},
-		{"courier_tenant_refused_total", []string{"tenant", "acme", "quota", "max_queued"}, 2},
-		{"courier_tenant_refused_total", []string{"tenant", "beta", "quota", "ingest_rate"}, 1},
-		{"courier_tenant_throttled", []string{"tenant", "acme"}, 0},
-		{"courier_tenant_throttled", []string{"tenant", "beta"}, 1},
-	} {
-		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	promtest.Check(t, fams, []promtest.Sample{
+		{Name: "courier_tenant_queued_messages", Labels: []string{"tenant", "acme"}, Value: 2},
+		{Name: "courier_tenant_queued_bytes", Labels: []string{"tenant", "acme"}, Value: 150},
+		{Name: "courier_tenant_queued_messages", Labels: []string{"tenant", "beta"}, Value: 1},
+		{Name: "courier_tenant_queued_bytes", Labels: []string{"tenant", "beta"}, Value: 7},
+		{Name: "courier_tenant_endpoints", Labels: []string{"tenant", "acme"}, Value: 1},
+		{Name: "courier_tenant_endpoints", Labels: []string{"tenant", "beta"}, Value: 0},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "max_queued"}, Value: 10},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "max_bytes"}, Value: 4096},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "max_endpoints"}, Value: 3},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "ingest_rate"}, Value: 2},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "burst"}, Value: 20},
+		{Name: "courier_tenant_refused_total", Labels: []string{"tenant", "acme", "quota", "max_queued"}, Value: 2},
+		{Name: "courier_tenant_refused_total", Labels: []string{"tenant", "beta", "quota", "ingest_rate"}, Value: 1},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "acme"}, Value: 0},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "beta"}, Value: 1},
+	})
 	if _, ok := promtest.Value(fams, "courier_tenant_quota", "tenant", "beta"); ok {
 		t.Error("beta has a quota series, but no quota bounds it")
 	}

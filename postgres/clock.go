@@ -7,6 +7,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/startstop"
 )
 
 // Clock is the one clock of the nodes that share a database: the
@@ -86,20 +87,10 @@ func (c *Clock) Measure(ctx context.Context) error {
 // Run measures the offset every ClockInterval until ctx ends; measured,
 // if set, hears of each measurement or failure.
 func (c *Clock) Run(ctx context.Context, measured func(err error)) {
-	t := time.NewTicker(ClockInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	startstop.Every(ctx, ClockInterval, ClockInterval, func(ctx context.Context) {
 		err := c.Measure(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if measured != nil {
+		if measured != nil && ctx.Err() == nil {
 			measured(err)
 		}
-	}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/receiver"
 	"github.com/courier-gw/courier/storetest"
 	filetransport "github.com/courier-gw/courier/transport/file"
@@ -57,16 +58,7 @@ func dirService(t *testing.T, store courier.Store, dir string, maxPayload int64)
 			return filetransport.OpenPickup(r)
 		},
 		RetryInitial: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond})
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	startstoptest.Start(t, svc)
 	return svc
 }
 

@@ -12,6 +12,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/receiver"
 )
 
@@ -199,16 +200,7 @@ func newHarness(t *testing.T, r *courier.Receiver, q *queue, wrap func(courier.S
 			defer h.mu.Unlock()
 			h.events = append(h.events, ev)
 		}})
-	if err := h.svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.svc.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	startstoptest.Start(t, h.svc)
 	return h
 }
 

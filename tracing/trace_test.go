@@ -20,6 +20,7 @@ import (
 	"github.com/courier-gw/courier/internal/otlpsink"
 	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
+	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/tracing"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -86,16 +87,7 @@ func startTraced(t *testing.T) *traced {
 	eng := engine.New(engine.Options{Store: store, Topology: top, Logger: logger,
 		Senders:      map[courier.Transport]courier.Sender{courier.TransportHTTP: tr},
 		PollInterval: 20 * time.Millisecond, TimerInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond})
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("engine stop: %v", err)
-		}
-	})
+	startstoptest.Start(t, eng)
 	srv := httptest.NewServer(api.NewServer(api.Options{Store: store, Topology: top, Logger: logger, DueFunc: eng.Due}))
 	t.Cleanup(srv.Close)
 	return &traced{collector: collector, receiver: receiver, store: store, srv: srv, logs: logs, flush: flush}

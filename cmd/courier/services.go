@@ -93,12 +93,7 @@ type httpService struct {
 }
 
 func (h *httpService) Start(ctx context.Context) error {
-	run, ok := h.StartInit(ctx)
-	if !ok {
-		return ctx.Err()
-	}
-	go func() {
-		defer run.Stopped()
+	return h.StartWork(ctx, func(context.Context) {
 		var err error
 		if h.tls {
 			err = h.srv.ServeTLS(h.ln, "", "")
@@ -111,8 +106,7 @@ func (h *httpService) Start(ctx context.Context) error {
 			default: // told already
 			}
 		}
-	}()
-	return nil
+	})
 }
 
 // Stop stops taking requests and lets those under way finish until ctx

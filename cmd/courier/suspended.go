@@ -7,6 +7,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/startstop"
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
@@ -104,16 +105,10 @@ got. Each message's change is recorded as an operator action.`,
 
 // watchOperation prints the progress of a bulk operation until ctx ends.
 func watchOperation(ctx context.Context, g *globals, c *api.Client, id, verb string) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	const every = 500 * time.Millisecond
+	startstop.Every(ctx, every, every, func(ctx context.Context) {
 		if op, err := c.Operation(ctx, id); err == nil && !op.Done {
 			fmt.Fprintf(g.stderr, "  %s %d so far...\n", verb, op.Count)
 		}
-	}
+	})
 }

@@ -89,20 +89,12 @@ routes:
 	}
 
 	fams := scrapeMetrics(t, p.url, rootSecret)
-	for _, tt := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"courier_tenant_refused_total", []string{"tenant", "acme", "quota", "ingest_rate"}, 1},
-		{"courier_tenant_throttled", []string{"tenant", "acme"}, 1},
-		{"courier_tenant_throttled", []string{"tenant", "beta"}, 0},
-		{"courier_tenant_quota", []string{"tenant", "acme", "quota", "max_queued"}, 100},
-	} {
-		if got, ok := promtest.Value(fams, tt.name, tt.labels...); !ok || got != tt.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
-		}
-	}
+	promtest.Check(t, fams, []promtest.Sample{
+		{Name: "courier_tenant_refused_total", Labels: []string{"tenant", "acme", "quota", "ingest_rate"}, Value: 1},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "acme"}, Value: 1},
+		{Name: "courier_tenant_throttled", Labels: []string{"tenant", "beta"}, Value: 0},
+		{Name: "courier_tenant_quota", Labels: []string{"tenant", "acme", "quota", "max_queued"}, Value: 100},
+	})
 	// A tenant's key has no /metrics, which are the server's.
 	if status, _ := getMetrics(t, p.url, acmeSecret); status != http.StatusNotFound {
 		t.Errorf("/metrics with acme's key: %d; want 404", status)

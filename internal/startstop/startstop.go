@@ -2,11 +2,14 @@
 // written once: a service embeds Base, which guards against a double start,
 // hands each run the contexts it works under, and lets Stop cancel and wait,
 // whoever calls Start and Stop, as often and as concurrently as they like.
+// Every is the loop of a service that works every so often, and Sleep its
+// wait, which ends with the run.
 package startstop
 
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Service is a part of the server that works in the background: Start
@@ -112,11 +115,60 @@ func (b *Base) Stop(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	return WaitOrCutOff(ctx, stopped, cutOff)
+}
+
+// WaitOrCutOff waits until done is closed; when ctx ends first, it calls
+// cutOff and returns ctx's error.
+func WaitOrCutOff(ctx context.Context, done <-chan struct{}, cutOff func()) error {
 	select {
-	case <-stopped:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		cutOff()
 		return ctx.Err()
 	}
+}
+
+// StartWork starts a run whose work is the funcs given, each on a
+// goroutine of its own under the run's Ctx; the run stops once they have
+// all returned. A run under way is left as it is.
+func (b *Base) StartWork(ctx context.Context, work ...func(ctx context.Context)) error {
+	run, ok := b.StartInit(ctx)
+	if !ok {
+		return ctx.Err()
+	}
+	var wg sync.WaitGroup
+	for _, w := range work {
+		wg.Go(func() { w(run.Ctx) })
+	}
+	go func() {
+		wg.Wait()
+		run.Stopped()
+	}()
+	return nil
+}
+
+// Every calls fn again and again until ctx ends, and never after: the
+// first time once first has passed (at once when it is 0), then each time
+// interval after the last call returned, so that a slow call never has
+// the next one follow on its heels.
+func Every(ctx context.Context, first, interval time.Duration, fn func(ctx context.Context)) {
+	for wait := first; Sleep(ctx, wait); wait = interval {
+		fn(ctx)
+	}
+}
+
+// Sleep waits for d, or until ctx ends; it reports whether the whole time
+// passed with ctx still going.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/courier-gw/courier/internal/startstop"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
@@ -114,5 +115,68 @@ func TestStartAfterCancelledStart(t *testing.T) {
 	defer w.Stop(context.Background())
 	if got := w.runs.Load(); got != 2 {
 		t.Errorf("runs = %d, want 2", got)
+	}
+}
+
+func TestEveryCallsUntilCtxEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	startstop.Every(ctx, 0, time.Millisecond, func(ctx context.Context) {
+		if calls++; calls == 3 {
+			cancel()
+		}
+	})
+	if calls != 3 {
+		t.Errorf("calls = %d, want 3: none after ctx ended", calls)
+	}
+}
+
+func TestEveryFirstCallAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan struct{})
+	go startstop.Every(ctx, 0, time.Hour, func(context.Context) { close(called) })
+	<-called // an hour's interval comes after the first call, not before it
+	cancel()
+}
+
+func TestStartWorkStopsWhenWorkReturns(t *testing.T) {
+	var w struct{ startstop.Base }
+	started := make(chan struct{}, 2)
+	var running atomic.Int64
+	work := func(ctx context.Context) {
+		running.Add(1)
+		defer running.Add(-1)
+		started <- struct{}{}
+		<-ctx.Done()
+	}
+	if err := w.StartWork(context.Background(), work, work); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	<-started
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := running.Load(); got != 0 {
+		t.Errorf("work under way after Stop returned: %d", got)
+	}
+	// Stopped, it starts again.
+	if err := w.StartWork(context.Background(), work); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSleepEndsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if !startstop.Sleep(ctx, 0) || !startstop.Sleep(ctx, time.Millisecond) {
+		t.Error("Sleep with ctx going: false, want true")
+	}
+	cancel()
+	if startstop.Sleep(ctx, time.Hour) || startstop.Sleep(ctx, 0) {
+		t.Error("Sleep with ctx ended: true, want false")
 	}
 }

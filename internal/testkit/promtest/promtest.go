@@ -52,3 +52,21 @@ series:
 	}
 	return 0, false
 }
+
+// Sample is a series a scrape should hold: its family, the name=value
+// pairs of its labels (as Value takes them) and its value.
+type Sample struct {
+	Name   string
+	Labels []string
+	Value  float64
+}
+
+// Check fails t for every sample that fams lack or hold with another value.
+func Check(t testing.TB, fams map[string]*dto.MetricFamily, want []Sample) {
+	t.Helper()
+	for _, w := range want {
+		if got, ok := Value(fams, w.Name, w.Labels...); !ok || got != w.Value {
+			t.Errorf("%s%v = %v (present %v), want %v", w.Name, w.Labels, got, ok, w.Value)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package startstoptest checks that a service starts and stops safely
 // however its Start and Stop are called: many times, from many goroutines
-// at once, under the race detector.
+// at once, under the race detector; and runs a service for the length of
+// a test.
 package startstoptest
 
 import (
@@ -13,6 +14,22 @@ import (
 
 	"github.com/courier-gw/courier/internal/startstop"
 )
+
+// Start starts svc and stops it when tb's test ends, failing tb when the
+// start fails, or the stop does or takes more than half a minute.
+func Start(tb testing.TB, svc startstop.Service) {
+	tb.Helper()
+	if err := svc.Start(context.Background()); err != nil {
+		tb.Fatalf("start %T: %v", svc, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			tb.Errorf("stop %T: %v", svc, err)
+		}
+	})
+}
 
 // Stress starts and stops svc from several goroutines at once, many times
 // each, and fails tb when a Start or a Stop fails. It leaves svc stopped.
