@@ -8,6 +8,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/storetest"
+	"github.com/jackc/pgx/v5"
 )
 
 // BenchmarkIngest measures durable ingest of messages sent to a route
@@ -84,4 +85,59 @@ func BenchmarkLimits(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDeliveredWAL measures what PostgreSQL writes to its log per
+// delivered message: claims of 100 and their delivered outcomes, as
+// BenchmarkApply's "delivery" writes them. It reports the log's bytes
+// (from the insert position, so on a server of its own) and, where the
+// pg_walinspect extension is installed, its records, the bytes of full
+// page images apart, and the records of each kind (heap, btree, ...). A
+// checkpoint first, if allowed, so that every run starts with the same
+// pages to image.
+func BenchmarkDeliveredWAL(b *testing.B) {
+	ctx := context.Background()
+	now := time.Now()
+	s := queued(b, b.N*100, now)
+	conn, err := pgx.Connect(ctx, pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	conn.Exec(ctx, `CHECKPOINT`) // not allowed to every role
+	var start string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&start); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	storetest.BenchApplyOn(b, s, now, true, wallTime, "ns/outcome")
+	b.StopTimer()
+	msgs := float64(b.N * 100)
+	var bytes float64
+	var end string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text, pg_current_wal_flush_lsn() - $1::text::pg_lsn`, start).Scan(&end, &bytes); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(bytes/msgs, "wal-B/msg")
+	rows, err := conn.Query(ctx, `SELECT "resource_manager/record_type", count, record_size, fpi_size FROM pg_get_wal_stats($1::text::pg_lsn, $2::text::pg_lsn, true)
+		WHERE count > 0`, start, end)
+	if err != nil {
+		b.Log("no records counted:", err)
+		return // no pg_walinspect
+	}
+	defer rows.Close()
+	var records, fpi float64
+	for rows.Next() {
+		var rm string
+		var n, size, fpiSize int64
+		if err := rows.Scan(&rm, &n, &size, &fpiSize); err != nil {
+			b.Fatal(err)
+		}
+		records, fpi = records+float64(n), fpi+float64(fpiSize)
+		b.ReportMetric(float64(n)/msgs, "rec-"+rm+"/msg")
+	}
+	if rows.Err() == nil {
+		b.ReportMetric(records/msgs, "wal-rec/msg")
+		b.ReportMetric(fpi/msgs, "fpi-B/msg")
+	}
 }

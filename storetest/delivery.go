@@ -429,12 +429,14 @@ func BenchApply(b *testing.B, queued func(b *testing.B, n int, now time.Time) co
 	for _, kind := range []string{"delivery", "whole"} {
 		b.Run(kind, func(b *testing.B) {
 			now := time.Now()
-			benchApply(b, queued(b, b.N*100, now), now, kind == "delivery", clock, unit)
+			BenchApplyOn(b, queued(b, b.N*100, now), now, kind == "delivery", clock, unit)
 		})
 	}
 }
 
-func benchApply(b *testing.B, s courier.Store, now time.Time, prior bool, clock func() time.Duration, unit string) {
+// BenchApplyOn is one kind of BenchApply (prior: "delivery") on s, which
+// has b.N*100 messages queued at now.
+func BenchApplyOn(b *testing.B, s courier.Store, now time.Time, prior bool, clock func() time.Duration, unit string) {
 	claim := courier.Claim{Now: now.Add(time.Second), LeaseUntil: now.Add(time.Hour), Owner: "bench",
 		Routes: []courier.RouteQuota{{Route: "bench", Limit: 100}}}
 	var elapsed time.Duration
