@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 )
 
 // maxPayload is the max_payload the test's server announces.
