@@ -79,19 +79,7 @@ func newClaimRig(t *testing.T, store courier.Store) *claimRig {
 // is larger than courier.InlineMax, and tells the engine.
 func (r *claimRig) send(t *testing.T, id string, payload []byte) {
 	t.Helper()
-	sp := courier.NewSpool(context.Background(), r.store.Blobs(), 0)
-	defer sp.Close()
-	if _, err := sp.Write(payload); err != nil {
-		t.Fatal(err)
-	}
-	m := &courier.Message{ID: id, Type: "scan", Route: "scans", ContentType: "application/pdf"}
-	if err := sp.Finish(m); err != nil {
-		t.Fatal(err)
-	}
-	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-	if _, err := r.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.IngestSpooled(t, r.store, &courier.Message{ID: id, Type: "scan", Route: "scans", ContentType: "application/pdf"}, payload)
 	r.eng.Due([]string{"scans"})
 }
 
