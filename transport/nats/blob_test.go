@@ -64,7 +64,5 @@ func TestBlobPayload(t *testing.T) {
 	}
 
 	blobtest.WantUnreadable(t, sendBlob(blobtest.Missing(512<<10), blobs), "is not there")
-	if n := msgCount(t, s); n != 1 {
-		t.Fatalf("the stream holds %d messages, want 1", n)
-	}
+	wantStored(t, s, 1)
 }
