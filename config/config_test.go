@@ -85,14 +85,24 @@ func wantErrorLines(t *testing.T, err error, want []string) bool {
 	return false
 }
 
-// wantUnquoted reports each of values that err quotes.
-func wantUnquoted(t *testing.T, err error, values ...string) {
+// parseKeepingSecrets parses file with env and checks that its problems
+// are want and that they quote none of secrets. It returns the
+// configuration, or nil where the file is refused or not as wanted.
+func parseKeepingSecrets(t *testing.T, file string, env map[string]string, want []string, secrets ...string) *Config {
 	t.Helper()
-	for _, v := range values {
+	c, err := Parse("c.yaml", []byte(file), envOf(env))
+	if !wantErrorLines(t, err, want) {
+		return nil
+	}
+	for _, v := range secrets {
 		if err != nil && strings.Contains(err.Error(), v) {
 			t.Errorf("the error quotes the value %q:\n%v", v, err)
 		}
 	}
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 // checkDefaultServer checks that c has the default server-wide settings:
@@ -939,20 +949,10 @@ policies:
 	}
 }
 
+// TestLookupRoute reads the route nemhandel of everything, whose
+// endpoints a lookup names.
 func TestLookupRoute(t *testing.T) {
-	c := mustParse(t, `
-routes:
-  nemhandel:
-    lookup:
-      url: https://registry.example/lookup?participant={recipient}&doctype={type}
-      timeout: 10s
-      cache_ttl: 5m
-      negative_ttl: 1m
-    endpoint_template:
-      transport: http
-      timeout: 30s
-      min_interval: 10s
-`, nil)
+	c := mustParse(t, everything, everythingEnv)
 	r := c.Topology.Routes["nemhandel"]
 	if r == nil || r.Lookup == nil || r.EndpointTemplate == nil {
 		t.Fatalf("route %+v", r)
