@@ -973,34 +973,12 @@ func TestLookupRoute(t *testing.T) {
 
 func TestSubscriptions(t *testing.T) {
 	t.Parallel()
-	c := mustParse(t, `
-endpoints:
-  erp-in: {transport: http, url: "https://erp.example/in"}
-  accounts: {transport: http, url: "https://accounts.example/check"}
-routes:
-  erp: {endpoints: [erp-in]}
-  onboard: {workflow: [{endpoint: accounts}]}
-  nemhandel: {lookup: {url: "https://registry.example/{recipient}"}}
-subscriptions:
-  erp-orders:
-    types: [order.*]
-    route: erp
-    filter:
-      headers: {X-Tenant: acme, X-Region: "${REGION}", X-Empty: ""}
-  signups:
-    types:
-      - customer.created
-      - customer.reopened
-    route: onboard
-    filter:
-  invoices:
-    types: [invoice, invoice.credit-note]
-    route: nemhandel
-    filter: {headers: {}}
-`, map[string]string{"REGION": "eu"})
+	// everything has subscriptions with and without filters, their types
+	// in either form of a YAML list.
+	c := mustParse(t, everything, everythingEnv)
 	want := map[string]*courier.Subscription{
-		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "erp",
-			Headers: map[string]string{"X-Tenant": "acme", "X-Region": "eu", "X-Empty": ""}},
+		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "spread",
+			Headers: map[string]string{"X-Tenant": "acme", "X-Region": "eu", "X-Empty": "", "X-Price": "5$"}},
 		"signups":  {Name: "signups", Types: []string{"customer.created", "customer.reopened"}, Route: "onboard"},
 		"invoices": {Name: "invoices", Types: []string{"invoice", "invoice.credit-note"}, Route: "nemhandel"},
 	}
