@@ -3,17 +3,18 @@ package api_test
 import (
 	"context"
 	"fmt"
-	httptransport "github.com/courier-gw/courier/transport/http"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	httptransport "github.com/courier-gw/courier/transport/http"
+
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/httpcheck"
 )
 
 // The secrets of the test keys, by key name.
@@ -64,16 +65,7 @@ func (ts *testServer) callAs(t *testing.T, key, method, path, body string) (int,
 // body and headers.
 func (ts *testServer) send(t *testing.T, req *http.Request) (int, []byte, http.Header) {
 	t.Helper()
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, data, resp.Header
+	return httpcheck.Do(t, ts.Client(), req)
 }
 
 func newKeyedServer(t *testing.T, mutate ...func(*api.Options)) *testServer {
@@ -422,13 +414,8 @@ func TestKeyedIgnoresOrigin(t *testing.T) {
 	req.Host = "courier.example.org"
 	req.Header.Set("Authorization", "Bearer "+testSecrets["ops"])
 	req.Header.Set("Origin", "https://elsewhere.example")
-	resp, err := ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("with a key by another host name: %d", resp.StatusCode)
+	if status, _, _ := httpcheck.Do(t, ts.Client(), req); status != 200 {
+		t.Errorf("with a key by another host name: %d", status)
 	}
 }
 

@@ -6,14 +6,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	filetransport "github.com/courier-gw/courier/transport/file"
-	httptransport "github.com/courier-gw/courier/transport/http"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	filetransport "github.com/courier-gw/courier/transport/file"
+	httptransport "github.com/courier-gw/courier/transport/http"
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
@@ -29,19 +30,8 @@ func ingestBlob(t *testing.T, store courier.Store, id string, n int) (*courier.M
 	for i := range payload {
 		payload[i] = byte(i*31) ^ byte(i>>11)
 	}
-	sp := courier.NewSpool(context.Background(), store.Blobs(), 0)
-	defer sp.Close()
-	if _, err := sp.Write(payload); err != nil {
-		t.Fatal(err)
-	}
 	m := &courier.Message{ID: id, Type: "scan", Route: "acme", ContentType: "application/pdf"}
-	if err := sp.Finish(m); err != nil {
-		t.Fatal(err)
-	}
-	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-	if _, err := store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.IngestSpooled(t, store, m, payload)
 	return m, payload
 }
 

@@ -85,14 +85,24 @@ func wantErrorLines(t *testing.T, err error, want []string) bool {
 	return false
 }
 
-// wantUnquoted reports each of values that err quotes.
-func wantUnquoted(t *testing.T, err error, values ...string) {
+// parseKeepingSecrets parses file with env and checks that its problems
+// are want and that they quote none of secrets. It returns the
+// configuration, or nil where the file is refused or not as wanted.
+func parseKeepingSecrets(t *testing.T, file string, env map[string]string, want []string, secrets ...string) *Config {
 	t.Helper()
-	for _, v := range values {
+	c, err := Parse("c.yaml", []byte(file), envOf(env))
+	if !wantErrorLines(t, err, want) {
+		return nil
+	}
+	for _, v := range secrets {
 		if err != nil && strings.Contains(err.Error(), v) {
 			t.Errorf("the error quotes the value %q:\n%v", v, err)
 		}
 	}
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 // checkDefaultServer checks that c has the default server-wide settings:
@@ -939,20 +949,10 @@ policies:
 	}
 }
 
+// TestLookupRoute reads the route nemhandel of everything, whose
+// endpoints a lookup names.
 func TestLookupRoute(t *testing.T) {
-	c := mustParse(t, `
-routes:
-  nemhandel:
-    lookup:
-      url: https://registry.example/lookup?participant={recipient}&doctype={type}
-      timeout: 10s
-      cache_ttl: 5m
-      negative_ttl: 1m
-    endpoint_template:
-      transport: http
-      timeout: 30s
-      min_interval: 10s
-`, nil)
+	c := mustParse(t, everything, everythingEnv)
 	r := c.Topology.Routes["nemhandel"]
 	if r == nil || r.Lookup == nil || r.EndpointTemplate == nil {
 		t.Fatalf("route %+v", r)
@@ -973,34 +973,12 @@ routes:
 
 func TestSubscriptions(t *testing.T) {
 	t.Parallel()
-	c := mustParse(t, `
-endpoints:
-  erp-in: {transport: http, url: "https://erp.example/in"}
-  accounts: {transport: http, url: "https://accounts.example/check"}
-routes:
-  erp: {endpoints: [erp-in]}
-  onboard: {workflow: [{endpoint: accounts}]}
-  nemhandel: {lookup: {url: "https://registry.example/{recipient}"}}
-subscriptions:
-  erp-orders:
-    types: [order.*]
-    route: erp
-    filter:
-      headers: {X-Tenant: acme, X-Region: "${REGION}", X-Empty: ""}
-  signups:
-    types:
-      - customer.created
-      - customer.reopened
-    route: onboard
-    filter:
-  invoices:
-    types: [invoice, invoice.credit-note]
-    route: nemhandel
-    filter: {headers: {}}
-`, map[string]string{"REGION": "eu"})
+	// everything has subscriptions with and without filters, their types
+	// in either form of a YAML list.
+	c := mustParse(t, everything, everythingEnv)
 	want := map[string]*courier.Subscription{
-		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "erp",
-			Headers: map[string]string{"X-Tenant": "acme", "X-Region": "eu", "X-Empty": ""}},
+		"erp-orders": {Name: "erp-orders", Types: []string{"order.*"}, Route: "spread",
+			Headers: map[string]string{"X-Tenant": "acme", "X-Region": "eu", "X-Empty": "", "X-Price": "5$"}},
 		"signups":  {Name: "signups", Types: []string{"customer.created", "customer.reopened"}, Route: "onboard"},
 		"invoices": {Name: "invoices", Types: []string{"invoice", "invoice.credit-note"}, Route: "nemhandel"},
 	}

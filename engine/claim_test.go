@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -22,6 +21,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/httpcheck"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
@@ -79,19 +79,7 @@ func newClaimRig(t *testing.T, store courier.Store) *claimRig {
 // is larger than courier.InlineMax, and tells the engine.
 func (r *claimRig) send(t *testing.T, id string, payload []byte) {
 	t.Helper()
-	sp := courier.NewSpool(context.Background(), r.store.Blobs(), 0)
-	defer sp.Close()
-	if _, err := sp.Write(payload); err != nil {
-		t.Fatal(err)
-	}
-	m := &courier.Message{ID: id, Type: "scan", Route: "scans", ContentType: "application/pdf"}
-	if err := sp.Finish(m); err != nil {
-		t.Fatal(err)
-	}
-	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
-	if _, err := r.store.Ingest(context.Background(), []*courier.Message{m}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.IngestSpooled(t, r.store, &courier.Message{ID: id, Type: "scan", Route: "scans", ContentType: "application/pdf"}, payload)
 	r.eng.Due([]string{"scans"})
 }
 
@@ -108,20 +96,6 @@ func (r *claimRig) waitDelivered(t *testing.T, id string) *courier.Message {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func get(t *testing.T, rawURL string) (int, []byte, http.Header) {
-	t.Helper()
-	resp, err := http.Get(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body, resp.Header
 }
 
 // checkWebhookSignature fails t unless a carries a Standard Webhooks
@@ -214,7 +188,7 @@ func testClaimCheckDelivers(t *testing.T, store courier.Store) {
 	}
 
 	// The receiver fetches the payload through the URL: the bytes match.
-	status, body, h := get(t, c.URL)
+	status, body, h := httpcheck.Get(t, c.URL)
 	got := sha256.Sum256(body)
 	if status != http.StatusOK || len(body) != len(payload) || hex.EncodeToString(got[:]) != c.SHA256 || !bytes.Equal(body, payload) {
 		t.Fatalf("fetch: %d with %d bytes, want 200 with the %d bytes of sha256 %s", status, len(body), len(payload), c.SHA256)
@@ -228,7 +202,7 @@ func testClaimCheckDelivers(t *testing.T, store courier.Store) {
 	if len(actions) != 1 || actions[0].Kind != courier.ActionClaimFetched || actions[0].Who != "endpoint:scans" {
 		t.Fatalf("actions %+v, want the fetch", actions)
 	}
-	status, body, _ = get(t, r.api.URL+"/v1/messages/scan-1")
+	status, body, _ = httpcheck.Get(t, r.api.URL+"/v1/messages/scan-1")
 	var v api.Message
 	if err := json.Unmarshal(body, &v); err != nil || status != http.StatusOK || len(v.Actions) != 1 || v.Actions[0].Kind != courier.ActionClaimFetched {
 		t.Errorf("message view %d %s, want the fetch among its actions", status, body)
@@ -248,7 +222,7 @@ func testClaimCheckDelivers(t *testing.T, store courier.Store) {
 		change(q)
 		bad := *u
 		bad.RawQuery = q.Encode()
-		status, body, _ := get(t, bad.String())
+		status, body, _ := httpcheck.Get(t, bad.String())
 		if status != http.StatusForbidden || !strings.Contains(string(body), `"permission_denied"`) {
 			t.Errorf("changed URL %s: %d %s, want 403 permission_denied", bad.String(), status, body)
 		}
@@ -256,7 +230,7 @@ func testClaimCheckDelivers(t *testing.T, store courier.Store) {
 
 	// So is the URL once it has expired.
 	r.clock.Advance(time.Hour + time.Minute)
-	status, body, _ = get(t, c.URL)
+	status, body, _ = httpcheck.Get(t, c.URL)
 	if status != http.StatusForbidden || !strings.Contains(string(body), "expired") {
 		t.Errorf("expired URL: %d %s, want 403 saying it expired", status, body)
 	}

@@ -19,6 +19,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
+	"github.com/courier-gw/courier/internal/testkit/poll"
 	"github.com/courier-gw/courier/internal/testkit/testcert"
 	"github.com/courier-gw/courier/lookup"
 )
@@ -115,7 +116,7 @@ func startResolve(t *testing.T, ctx context.Context, g *registry, res *lookup.Re
 		_, err := res.Resolve(ctx, r, "0088:579800", "invoice")
 		done <- err
 	}()
-	waitFor(t, "the registry request", func() bool { return g.requests.Load() == 1 })
+	poll.Until(t, "the registry request", func() bool { return g.requests.Load() == 1 })
 	return done
 }
 
@@ -137,19 +138,6 @@ func mustCertificatePEM(t *testing.T) string {
 		NotBefore:    start.Add(-time.Hour),
 		NotAfter:     start.Add(365 * 24 * time.Hour),
 	}, nil).PEM())
-}
-
-// waitFor polls cond; it bounds a wait for another goroutine, it measures
-// nothing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestResolveCachesWithinTTL(t *testing.T) {
@@ -430,7 +418,7 @@ func TestConcurrentResolvesMakeOneRequest(t *testing.T) {
 	}
 	// Every caller counts itself before it waits: once all have, all are
 	// waiting on the one request.
-	waitFor(t, "every caller to join", func() bool { s := res.Stats(); return s.Hits+s.Misses == n })
+	poll.Until(t, "every caller to join", func() bool { s := res.Stats(); return s.Hits+s.Misses == n })
 	close(release)
 	wg.Wait()
 
@@ -457,7 +445,7 @@ func TestCancelledCallerLeavesRequestToOthers(t *testing.T) {
 		t.Fatalf("cancelled Resolve: got %v, want context.Canceled", err)
 	}
 	close(release)
-	waitFor(t, "the answer to be cached", func() bool { return cached(res, r, "0088:579800", "invoice") })
+	poll.Until(t, "the answer to be cached", func() bool { return cached(res, r, "0088:579800", "invoice") })
 	mustResolve(t, res, r, "0088:579800", "invoice")
 	g.wantRequests(t, 1, "")
 }

@@ -14,6 +14,7 @@ import (
 
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
+	"github.com/courier-gw/courier/internal/testkit/poll"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/receiver"
@@ -72,19 +73,6 @@ func writeFile(t *testing.T, dir, name string, content []byte) {
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after thirty
-// seconds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -147,8 +135,8 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 				}
 			}
 			svc := dirService(t, s, dir, 64<<20)
-			waitUntil(t, "every file processed", func() bool { return len(processed(t, dir)) == len(files) })
-			waitUntil(t, "every file counted", func() bool { return svc.Statuses()[0].Received == int64(len(files)) })
+			poll.Until(t, "every file processed", func() bool { return len(processed(t, dir)) == len(files) })
+			poll.Until(t, "every file counted", func() bool { return svc.Statuses()[0].Received == int64(len(files)) })
 
 			msgs := storedMessages(t, s)
 			if len(msgs) != len(files) {
@@ -186,7 +174,7 @@ func TestDirectoryLargeFilesBecomeBlobs(t *testing.T) {
 			// dropped twice): the same messages, no second blob.
 			writeFile(t, dir, "a.bin", files["a.bin"])
 			writeFile(t, dir, "d.json", files["d.json"])
-			waitUntil(t, "the repeats processed", func() bool { return len(processed(t, dir)) == len(files)+2 })
+			poll.Until(t, "the repeats processed", func() bool { return len(processed(t, dir)) == len(files)+2 })
 			if got := storedMessages(t, s); len(got) != len(files) {
 				t.Fatalf("%d messages after the repeats, want %d", len(got), len(files))
 			}
@@ -206,8 +194,8 @@ func TestDirectoryOverMaxPayloadKeptAsBlob(t *testing.T) {
 	content := patterned(3<<20, 4)
 	writeFile(t, dir, "big.bin", content)
 	svc := dirService(t, s, dir, 2<<20)
-	waitUntil(t, "the file processed", func() bool { return len(processed(t, dir)) == 1 })
-	waitUntil(t, "the file counted", func() bool { return svc.Statuses()[0].Invalid == 1 })
+	poll.Until(t, "the file processed", func() bool { return len(processed(t, dir)) == 1 })
+	poll.Until(t, "the file counted", func() bool { return svc.Statuses()[0].Invalid == 1 })
 	msgs := storedMessages(t, s)
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages, want 1", len(msgs))
@@ -251,7 +239,7 @@ func TestDirectoryFileTooLargeToKeepStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := dirService(t, s, dir, 64<<20)
-	waitUntil(t, "the receiver stopped", func() bool { return svc.Statuses()[0].State == courier.ReceiverStopped })
+	poll.Until(t, "the receiver stopped", func() bool { return svc.Statuses()[0].State == courier.ReceiverStopped })
 	st := svc.Statuses()[0]
 	if !strings.Contains(st.StopReason, "item huge.bin cannot be kept") || !strings.Contains(st.StopReason, "over the 1073741824 bytes courier keeps") {
 		t.Fatalf("stop reason %q", st.StopReason)
@@ -402,8 +390,8 @@ func TestDirectoryFileChangedWhileRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop(context.Background()) })
-	waitUntil(t, "the file processed", func() bool { return len(processed(t, dir)) == 1 })
-	waitUntil(t, "the file counted", func() bool { return svc.Statuses()[0].Received == 1 })
+	poll.Until(t, "the file processed", func() bool { return len(processed(t, dir)) == 1 })
+	poll.Until(t, "the file counted", func() bool { return svc.Statuses()[0].Received == 1 })
 	// Handed back alone, as an item still being written: no failure.
 	if st := svc.Statuses()[0]; st.LastError != "" {
 		t.Fatalf("last error %q; want none", st.LastError)

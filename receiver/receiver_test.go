@@ -11,6 +11,7 @@ import (
 	"time"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/poll"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
 	"github.com/courier-gw/courier/receiver"
@@ -221,15 +222,12 @@ func (h *harness) addRoute(name string) {
 	h.top = &next
 }
 
-// waitFor polls cond until it holds, failing the test after ten seconds.
+// waitFor polls cond until it holds, failing the test with the receivers'
+// status if it does not.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s; status %+v", what, h.svc.Statuses())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !poll.Wait(cond) {
+		h.t.Fatalf("timed out waiting for %s; status %+v", what, h.svc.Statuses())
 	}
 }
 

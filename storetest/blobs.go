@@ -48,6 +48,25 @@ func spoolMessage(t *testing.T, s courier.Store, id string, payload []byte) (*co
 	return m, sp
 }
 
+// IngestSpooled ingests m with payload as the ingest API does: through a
+// Spool of s's blob area, so that a payload larger than courier.InlineMax
+// is stored as a blob, accepted under the default policy.
+func IngestSpooled(t testing.TB, s courier.Store, m *courier.Message, payload []byte) {
+	t.Helper()
+	sp := courier.NewSpool(context.Background(), s.Blobs(), 0)
+	defer sp.Close()
+	if _, err := sp.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Finish(m); err != nil {
+		t.Fatal(err)
+	}
+	courier.Accept(m, courier.DefaultPolicy(), false, time.Now())
+	if _, err := s.Ingest(context.Background(), []*courier.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // publishSpooled ingests a message id published to the subscriptions a
 // and b (on the route acme), its payload spooled to one blob that both
 // deliveries refer to.

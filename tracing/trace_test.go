@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/courier-gw/courier/internal/testkit/syncbuf"
-
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/engine"
 	"github.com/courier-gw/courier/internal/otlpsink"
+	"github.com/courier-gw/courier/internal/testkit/httpcheck"
 	"github.com/courier-gw/courier/internal/testkit/sink"
 	"github.com/courier-gw/courier/internal/testkit/sqlitetest"
 	"github.com/courier-gw/courier/internal/testkit/startstoptest"
+	"github.com/courier-gw/courier/internal/testkit/syncbuf"
 	"github.com/courier-gw/courier/tracing"
 	httptransport "github.com/courier-gw/courier/transport/http"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -104,14 +104,7 @@ func TestTraceFromSenderToReceiver(t *testing.T) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("PUT: %d, want 201", resp.StatusCode)
-	}
+	httpcheck.Expect(t, nil, req, http.StatusCreated)
 	m, err := store.Message(context.Background(), "inv-1")
 	if err != nil {
 		t.Fatal(err)

@@ -325,21 +325,13 @@ func TestTopologyReadOnlyForOperators(t *testing.T) {
 	b.login("ops")
 	a := b.get("/ui/endpoints")
 	want(t, "endpoints page", a, 200, `href="/ui/topology/endpoints/acme">Settings<`, `id="read-only"`)
-	if strings.Contains(a.body, `id="new-endpoint"`) {
-		t.Error("an operator is offered a new endpoint")
-	}
+	wantNot(t, "an operator's endpoints page", a, `id="new-endpoint"`)
 	a = b.get("/ui/topology")
 	want(t, "topology page", a, 200, "changes take an admin key", `href="/ui/topology/routes/acme">View<`)
-	if strings.Contains(a.body, "/ui/topology/new/") {
-		t.Error("an operator is offered to create objects")
-	}
+	wantNot(t, "an operator's topology page", a, "/ui/topology/new/")
 	a = b.get("/ui/topology/endpoints/acme")
 	want(t, "endpoint page", a, 200, `<pre class="spec" id="spec">`, "url: https://acme.example/in", "secret: set")
-	for _, s := range []string{"<textarea", `id="save"`, `id="delete"`} {
-		if strings.Contains(a.body, s) {
-			t.Errorf("an operator's endpoint page has %s", s)
-		}
-	}
+	wantNot(t, "an operator's endpoint page", a, "<textarea", `id="save"`, `id="delete"`)
 	want(t, "new endpoint form", b.get("/ui/topology/new/endpoints"), http.StatusForbidden, "takes an admin key")
 
 	token := b.csrf("/ui/endpoints")
@@ -373,19 +365,13 @@ func TestTopologyFileMode(t *testing.T) {
 	a2 := b.get("/ui/topology")
 	want(t, "topology page", a2, 200, `id="read-only"`, "configuration file <code>courier.yaml</code>", "edit the file and reload",
 		`href="/ui/topology/routes/globex">View<`, "https://globex.example/in")
-	if strings.Contains(a2.body, "/ui/topology/new/") || strings.Contains(a2.body, "topology-version") {
-		t.Error("the topology page of a file offers to create objects, or shows a store's version")
-	}
+	wantNot(t, "the topology page of a file", a2, "/ui/topology/new/", "topology-version")
 	a2 = b.get("/ui/endpoints")
 	want(t, "endpoints page", a2, 200, "courier.yaml", `href="/ui/topology/endpoints/acme">Settings<`)
-	if strings.Contains(a2.body, `id="new-endpoint"`) {
-		t.Error("the endpoints page of a file offers a new endpoint")
-	}
+	wantNot(t, "the endpoints page of a file", a2, `id="new-endpoint"`)
 	a2 = b.get("/ui/topology/endpoints/acme")
 	want(t, "endpoint page", a2, 200, "courier.yaml", `<pre class="spec" id="spec">`, "url: https://acme.example/in")
-	if strings.Contains(a2.body, "<textarea") || strings.Contains(a2.body, `id="delete"`) {
-		t.Error("the endpoint page of a file has a form")
-	}
+	wantNot(t, "the endpoint page of a file", a2, "<textarea", `id="delete"`)
 	want(t, "new endpoint form", b.get("/ui/topology/new/endpoints"), http.StatusConflict, "courier.yaml")
 
 	// A form posted anyway shows the API's refusal, naming the file.
@@ -402,8 +388,6 @@ func TestTopologyWithoutCatalog(t *testing.T) {
 	b.login("root")
 	a := b.get("/ui/endpoints")
 	want(t, "endpoints page", a, 200, "acme", "Switch off")
-	if strings.Contains(a.body, "/ui/topology/") {
-		t.Error("the endpoints page links to settings there are none of")
-	}
+	wantNot(t, "the endpoints page without settings", a, "/ui/topology/")
 	want(t, "topology page", b.get("/ui/topology"), 200, "keeps no topology objects")
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,28 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 	"github.com/courier-gw/courier/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5"
 )
-
-// generated is a payload of n bytes that is the same for the same seed,
-// made as it is read, so that a gigabyte costs the test no memory.
-func generated(n int64, seed uint64) io.Reader {
-	var key [32]byte
-	key[0] = byte(seed)
-	return io.LimitReader(rand.NewChaCha8(key), n)
-}
-
-// digestOf returns the hex SHA-256 and the length of what r gives.
-func digestOf(t *testing.T, r io.Reader) (string, int64) {
-	t.Helper()
-	h := sha256.New()
-	n, err := io.Copy(h, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n
-}
 
 // hashingReceiver is a receiver on loopback that hashes each body as it
 // streams in, keeping nothing of it, optionally reading no faster than
@@ -221,10 +202,10 @@ var largeOnPostgres int64 = 256 << 20
 // it whole while p's memory stays under 200 MB.
 func streamThrough(t *testing.T, rc *hashingReceiver, p *process, size int64) {
 	t.Helper()
-	want, _ := digestOf(t, generated(size, 1))
+	want, _ := blobtest.Digest(t, blobtest.Payload(size, 1))
 
 	start := time.Now()
-	resp, err := putLarge(p, "catalogue-2026", generated(size, 1), size)
+	resp, err := putLarge(p, "catalogue-2026", blobtest.Payload(size, 1), size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +282,7 @@ func killUploading(t *testing.T, p *process, during func()) {
 	t.Helper()
 	const size = 256 << 20
 	halfway, release := make(chan struct{}), make(chan struct{})
-	body := &signalAfter{r: generated(size, 2), after: 64 << 20, reached: halfway, hold: release}
+	body := &signalAfter{r: blobtest.Payload(size, 2), after: 64 << 20, reached: halfway, hold: release}
 	done := make(chan error, 1)
 	go func() {
 		resp, err := putLarge(p, "cut-off", body, size)
@@ -349,8 +330,8 @@ func TestKillDuringLargeDelivery(t *testing.T) {
 	rc := newHashingReceiver(t, 24<<20) // four seconds for the body
 	dir := t.TempDir()
 	p := startNode(t, dir, largeConfig(rc))
-	want, _ := digestOf(t, generated(size, 3))
-	resp, err := putLarge(p, "resent", generated(size, 3), size)
+	want, _ := blobtest.Digest(t, blobtest.Payload(size, 3))
+	resp, err := putLarge(p, "resent", blobtest.Payload(size, 3), size)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/courier-gw/courier/internal/testkit/httpcheck"
 )
 
 // With log.format json, every line courier serve writes on standard error
@@ -77,14 +79,7 @@ routes:
 
 	// A message makes spans to export, and attempts that fail.
 	req, _ := http.NewRequest(http.MethodPut, url+"/v1/messages/m-1", strings.NewReader(`{"type":"invoice","route":"down","payload":1}`))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("ingest: %s", resp.Status)
-	}
+	httpcheck.Expect(t, nil, req, http.StatusCreated)
 	deadline := time.Now().Add(60 * time.Second) // the exporter sends every 5 s
 	for !strings.Contains(logged(), "traces export") {
 		if time.Now().After(deadline) {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/courier-gw/courier/api"
+	"github.com/courier-gw/courier/internal/testkit/httpcheck"
 	"github.com/courier-gw/courier/internal/testkit/promtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
 	dto "github.com/prometheus/client_model/go"
@@ -122,14 +122,6 @@ func getMetrics(t *testing.T, base, secret string) (int, []byte) {
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
+	status, body, _ := httpcheck.Do(t, nil, req)
+	return status, body
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/testkit/amqptest"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 	"github.com/courier-gw/courier/internal/testkit/clocktest"
 	amqptransport "github.com/courier-gw/courier/transport/amqp"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
 )
 
 // A blob is read from the store and published whole; one over the limit

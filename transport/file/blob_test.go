@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 	filetransport "github.com/courier-gw/courier/transport/file"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
 )
 
 func sendBlob(tr *filetransport.Transport, e *courier.Endpoint, m *courier.Message, blobs courier.Blobs) courier.Result {

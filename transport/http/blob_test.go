@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 	"github.com/courier-gw/courier/internal/testkit/sink"
 	httptransport "github.com/courier-gw/courier/transport/http"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
 )
 
 // blobSize is the payload of these tests: well past courier.InlineMax.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/courier-gw/courier"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 )
 
 // maxPayload is the max_payload the test's server announces.
@@ -64,7 +64,5 @@ func TestBlobPayload(t *testing.T) {
 	}
 
 	blobtest.WantUnreadable(t, sendBlob(blobtest.Missing(512<<10), blobs), "is not there")
-	if n := msgCount(t, s); n != 1 {
-		t.Fatalf("the stream holds %d messages, want 1", n)
-	}
+	wantStored(t, s, 1)
 }

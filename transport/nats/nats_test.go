@@ -51,13 +51,16 @@ func send(t testing.TB, tr *natstransport.Transport, e *courier.Endpoint, m *cou
 	return tr.Send(context.Background(), courier.Delivery{Message: m, Endpoint: e, Attempt: attempt})
 }
 
-func msgCount(t testing.TB, s *natstest.Stream) uint64 {
+// wantStored fails the test unless the stream holds want messages.
+func wantStored(t testing.TB, s *natstest.Stream, want uint64) {
 	t.Helper()
 	info, err := s.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	if got := info.State.Msgs; got != want {
+		t.Errorf("stream holds %d messages, want %d", got, want)
+	}
 }
 
 func TestPublishArrivesWithItsHeaders(t *testing.T) {
@@ -100,9 +103,7 @@ func TestRepeatedAttemptIsStoredOnce(t *testing.T) {
 	if !res.Delivered() || !strings.Contains(res.Response, "duplicate") {
 		t.Fatalf("second: %+v, want delivered as a duplicate", res)
 	}
-	if n := msgCount(t, s); n != 1 {
-		t.Errorf("stream holds %d messages, want 1", n)
-	}
+	wantStored(t, s, 1)
 }
 
 // TestDeliveriesOfOneMessageAreStoredApart sends the deliveries of one
@@ -121,9 +122,7 @@ func TestDeliveriesOfOneMessageAreStoredApart(t *testing.T) {
 			t.Fatalf("delivery to %s: %+v, want delivered and stored", sub, res)
 		}
 	}
-	if n := msgCount(t, s); n != 2 {
-		t.Errorf("stream holds %d messages, want one for each delivery", n)
-	}
+	wantStored(t, s, 2) // one for each delivery
 }
 
 func TestNoStreamIsRejected(t *testing.T) {
@@ -166,9 +165,7 @@ func TestServerAwayAndBack(t *testing.T) {
 	sendertest.AwayAndBack(t, s.URL, [2]string{"ord-1", "ord-2"}, func(url, id string, attempt int) courier.Result {
 		return send(t, tr, endpoint(url, s.Subject), message(id), attempt)
 	})
-	if n := msgCount(t, s); n != 2 {
-		t.Errorf("stream holds %d messages, want 2", n)
-	}
+	wantStored(t, s, 2)
 }
 
 // TestStalledServer freezes the connection to the server: the attempts end
@@ -183,9 +180,7 @@ func TestStalledServer(t *testing.T) {
 		e.Timeout = 300 * time.Millisecond
 		return send(t, tr, e, message(id), attempt)
 	})
-	if n := msgCount(t, s); n != 2 {
-		t.Errorf("stream holds %d messages, want 2 (ord-2 once)", n)
-	}
+	wantStored(t, s, 2) // ord-2 once
 }
 
 // TestPublishCarriesTraceParent checks that an attempt made under a span

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/testkit/blobtest"
 	"github.com/courier-gw/courier/internal/testkit/mailsink"
-	"github.com/courier-gw/courier/transport/internal/blobtest"
 	smtptransport "github.com/courier-gw/courier/transport/smtp"
 )
 

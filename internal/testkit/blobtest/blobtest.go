@@ -1,6 +1,6 @@
-// Package blobtest gives the transports' tests messages whose payload is a
-// blob in a real blob area, written as it is generated so that no test
-// holds a large payload whole to make one.
+// Package blobtest gives tests large payloads made as they are read, so
+// that no test holds a large payload whole, their digests, and messages
+// whose payload is such a blob in a real blob area.
 package blobtest
 
 import (
@@ -26,12 +26,24 @@ func Area(t testing.TB) courier.Blobs {
 	return dir
 }
 
-// Payload returns size bytes that look random, the same for the same seed.
+// Payload returns size bytes that look random, the same for the same seed,
+// made as they are read.
 func Payload(size int64, seed uint64) io.Reader {
 	var key [32]byte
 	key[0] = byte(seed)
 	key[1] = byte(seed >> 8)
 	return io.LimitReader(rand.NewChaCha8(key), size)
+}
+
+// Digest returns the hex SHA-256 of what r reads and its length.
+func Digest(t testing.TB, r io.Reader) (string, int64) {
+	t.Helper()
+	sum := sha256.New()
+	n, err := io.Copy(sum, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), n
 }
 
 // Message returns a message with id whose payload is a blob in blobs of
@@ -53,17 +65,6 @@ func Message(t testing.TB, blobs courier.Blobs, id string, size int, seed uint64
 	}
 	return &courier.Message{ID: id, Type: "archive", ContentType: "application/octet-stream",
 		Blob: ref, Size: size, Digest: hex.EncodeToString(sum.Sum(nil))}
-}
-
-// Digest returns the hex SHA-256 of what r reads and its length.
-func Digest(t testing.TB, r io.Reader) (string, int64) {
-	t.Helper()
-	sum := sha256.New()
-	n, err := io.Copy(sum, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(sum.Sum(nil)), n
 }
 
 // MissingRef is a well-formed ref that names no blob in any area.
