@@ -45,3 +45,30 @@ func newSwitchCmd[T any](g *globals, verb, short, kind string, flip func(ctx con
 		}),
 	}
 }
+
+// askAbout returns the RunE of a command `verb NAME` that asks the server
+// about the one thing its argument names with ask, a method of the client
+// such as (*api.Client).Endpoint, and prints the answer as askServer does.
+func askAbout[T any](g *globals, ask func(c *api.Client, ctx context.Context, name string) (T, error), text func(T) error) func(*cobra.Command, []string) error {
+	return askServer(g, func(ctx context.Context, c *api.Client, args []string) (T, error) {
+		return ask(c, ctx, args[0])
+	}, text)
+}
+
+// newListCmd returns the command `list` that asks the server for a list L
+// with ask, a method of the client such as (*api.Client).Tenants, and
+// prints it as JSON with -o json, else as a table: header, then a row of
+// each of its items.
+func newListCmd[L, T any](g *globals, short string, ask func(c *api.Client, ctx context.Context) (L, error), items func(L) []T,
+	header []string, row func(T) []string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (L, error) {
+			return ask(c, ctx)
+		}, func(list L) error {
+			return tableOf(g, header, items(list), row)
+		}),
+	}
+}

@@ -20,29 +20,21 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 		Short:   "Endpoint health, and switching endpoints off and on",
 	}
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "list",
-			Short: "List endpoints with their health",
-			Args:  cobra.NoArgs,
-			RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.EndpointList, error) {
-				eps, err := c.Endpoints(ctx)
-				return api.EndpointList{Endpoints: eps}, err
-			}, func(list api.EndpointList) error {
-				return tableOf(g, []string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"},
-					list.Endpoints, func(e api.Endpoint) []string {
-						return []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
-							fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
-							short(e.Target, 40)}
-					})
+		newListCmd(g, "List endpoints with their health", func(c *api.Client, ctx context.Context) (api.EndpointList, error) {
+			eps, err := c.Endpoints(ctx)
+			return api.EndpointList{Endpoints: eps}, err
+		}, func(list api.EndpointList) []api.Endpoint { return list.Endpoints },
+			[]string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"},
+			func(e api.Endpoint) []string {
+				return []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
+					fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
+					short(e.Target, 40)}
 			}),
-		},
 		&cobra.Command{
 			Use:   "show NAME",
 			Short: "Show one endpoint, its health and the operator actions on it",
 			Args:  cobra.ExactArgs(1),
-			RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Endpoint, error) {
-				return c.Endpoint(ctx, args[0])
-			}, func(e *api.Endpoint) error {
+			RunE: askAbout(g, (*api.Client).Endpoint, func(e *api.Endpoint) error {
 				field := g.fields(16)
 				field("Name", e.Name)
 				field("Transport", string(e.Transport))

@@ -390,9 +390,7 @@ message, again, in a new round of attempts. The receiver gets the same
 webhook-id as before (the delivery's id), so a receiver that deduplicates
 on it takes the resend for a repeat.`,
 		Args: cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Resend(ctx, args[0])
-		}, func(m *api.Message) error {
+		RunE: askAbout(g, (*api.Client).Resend, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "resent %s on route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
 			return nil
 		}),
@@ -404,9 +402,7 @@ func newMessagesDiscardCmd(g *globals) *cobra.Command {
 		Use:   "discard ID[/SUBSCRIPTION]",
 		Short: "Give up a queued or suspended message",
 		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Discard(ctx, args[0])
-		}, func(m *api.Message) error {
+		RunE: askAbout(g, (*api.Client).Discard, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
 			return nil
 		}),

@@ -24,14 +24,8 @@ sealed with secrets_key) and these commands change them, with an admin key of
 the server. With the topology in the config file, the keys are its
 signing_keys (or COURIER_SIGNING_KEYS): "new" prints one to add there.`,
 	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the public halves of the signing keys, oldest first",
-		Args:  cobra.NoArgs,
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.SigningKeySet, error) {
-			return c.SigningKeys(ctx)
-		}, func(set *api.SigningKeySet) error { return keyTable(g, set.Keys) }),
-	}
+	list := newListCmd(g, "List the public halves of the signing keys, oldest first",
+		(*api.Client).SigningKeys, func(set *api.SigningKeySet) []httptransport.PublicKey { return set.Keys }, keyHeader, keyRow)
 	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Make a new signing key in the store; it signs beside the others until they are retired",
@@ -76,7 +70,11 @@ signing_keys (or COURIER_SIGNING_KEYS): "new" prints one to add there.`,
 
 // keyTable prints the public halves of signing keys as a table.
 func keyTable(g *globals, keys []httptransport.PublicKey) error {
-	return tableOf(g, []string{"ID", "PUBLIC KEY"}, keys, func(k httptransport.PublicKey) []string {
-		return []string{k.KeyID, k.Webhooks}
-	})
+	return tableOf(g, keyHeader, keys, keyRow)
 }
+
+// keyHeader and keyRow make the table of the public halves of signing
+// keys.
+var keyHeader = []string{"ID", "PUBLIC KEY"}
+
+func keyRow(k httptransport.PublicKey) []string { return []string{k.KeyID, k.Webhooks} }

@@ -22,25 +22,14 @@ func newTenantsCmd(g *globals) *cobra.Command {
 		Aliases: []string{"tenant"},
 		Short:   "Tenants: their weights, quotas and use",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List the tenants with their use against their quotas (a tenant's key sees its own)",
-		Args:  cobra.NoArgs,
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.TenantList, error) {
-			list, err := c.Tenants(ctx)
-			if err != nil {
-				return api.TenantList{}, err
-			}
-			return *list, nil
-		}, func(list api.TenantList) error {
-			return tableOf(g, []string{"NAME", "WEIGHT", "QUEUED", "BYTES", "ENDPOINTS", "INGEST RATE", "RETENTION"},
-				list.Tenants, func(t api.TenantView) []string {
-					return []string{t.Name, fmt.Sprint(t.Weight), ofQuota(t.Use.Queued, int64(t.Quotas.MaxQueued), count),
-						ofQuota(t.Use.Bytes, t.Quotas.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }),
-						ofQuota(int64(t.Endpoints), int64(t.Quotas.MaxEndpoints), count), orDash(t.Quotas.IngestRate), orDash(t.Retention)}
-				})
-		}),
-	})
+	cmd.AddCommand(newListCmd(g, "List the tenants with their use against their quotas (a tenant's key sees its own)",
+		(*api.Client).Tenants, func(list *api.TenantList) []api.TenantView { return list.Tenants },
+		[]string{"NAME", "WEIGHT", "QUEUED", "BYTES", "ENDPOINTS", "INGEST RATE", "RETENTION"},
+		func(t api.TenantView) []string {
+			return []string{t.Name, fmt.Sprint(t.Weight), ofQuota(t.Use.Queued, int64(t.Quotas.MaxQueued), count),
+				ofQuota(t.Use.Bytes, t.Quotas.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }),
+				ofQuota(int64(t.Endpoints), int64(t.Quotas.MaxEndpoints), count), orDash(t.Quotas.IngestRate), orDash(t.Retention)}
+		}))
 	cmd.AddCommand(newTenantsWriteCmd(g, true), newTenantsWriteCmd(g, false), newTenantsShowCmd(g), newTenantsDeleteCmd(g), newTenantsErasingCmd(g))
 	return cmd
 }
@@ -190,9 +179,7 @@ func newTenantsShowCmd(g *globals) *cobra.Command {
 		Use:   "show NAME",
 		Short: "Show a tenant's settings, alert targets and use",
 		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.TenantView, error) {
-			return c.Tenant(ctx, args[0])
-		}, func(v *api.TenantView) error {
+		RunE: askAbout(g, (*api.Client).Tenant, func(v *api.TenantView) error {
 			field := g.fields(14, "0")
 			field("Name", v.Name)
 			field("Weight", fmt.Sprint(v.Weight))
