@@ -22,6 +22,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -31,6 +32,33 @@ func newBenchCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newBenchIngestCmd(g), newBenchDeliverCmd(g), newBenchFairCmd(g), newBenchTenantsCmd(g), newBenchSinkCmd(g), newBenchSwitchCmd(g))
 	return cmd
+}
+
+// benchFlags declares the flags several benchmarks take, each with one
+// meaning and one description.
+type benchFlags struct{ *pflag.FlagSet }
+
+// postgres is --postgres: the database of the store, a temporary SQLite
+// one when it is empty.
+func (f benchFlags) postgres(dst *string) {
+	f.StringVar(dst, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
+}
+
+// workers is --workers: the engine's attempts in flight.
+func (f benchFlags) workers(dst *int) { f.IntVar(dst, "workers", 256, "attempts in flight at once") }
+
+// size is --size: the bytes of each message's payload.
+func (f benchFlags) size(dst *int, value int) { f.IntVar(dst, "size", value, "payload bytes") }
+
+// clients is --clients: the API's callers at once.
+func (f benchFlags) clients(dst *int, value int) {
+	f.IntVar(dst, "clients", value, "concurrent clients, each with a keep-alive connection")
+}
+
+// cpuProfile is --cpuprofile: the file a CPU profile of what is measured
+// (of) is written to.
+func (f benchFlags) cpuProfile(dst *string, of string) {
+	f.StringVar(dst, "cpuprofile", "", "write a CPU profile of "+of+" to this file")
 }
 
 // benchIngest is one ingest benchmark's settings.
@@ -92,14 +120,14 @@ store (removed afterwards); with --target it measures a running server, whose
 				res.MsgsPerSec, res.P50ms, res.P99ms, res.MaxMs)
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.StringVar(&b.server, "target", "", "a running courier server to measure (default: one in this process)")
 	f.StringVar(&b.route, "route", "bench", "route of the messages (must exist on --target)")
-	f.IntVar(&b.clients, "clients", 64, "concurrent clients, each with a keep-alive connection")
+	f.clients(&b.clients, 64)
 	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to send")
-	f.IntVar(&b.size, "size", 1024, "payload bytes")
+	f.size(&b.size, 1024)
 	f.IntVar(&b.batch, "batch", 0, "messages per batch request (0: one PUT per message)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.cpuProfile(&cpuProfile, "the run")
 	return cmd
 }
 

@@ -82,12 +82,12 @@ phase are printed.`,
 			}
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.IntVar(&b.endpoints, "endpoints", 10000, "endpoints to switch (one route each)")
-	f.IntVar(&b.clients, "clients", 32, "concurrent clients, each with a keep-alive connection")
+	f.clients(&b.clients, 32)
 	f.IntVar(&b.rate, "rate", 200, "messages a second sent to the endpoints meanwhile, round robin")
-	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
-	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the switching to this file")
+	f.postgres(&b.postgres)
+	f.cpuProfile(&b.cpuProfile, "the switching")
 	return cmd
 }
 
