@@ -30,20 +30,20 @@ func askServer[T any](g *globals, ask func(ctx context.Context, c *api.Client, a
 // newSwitchCmd returns the command `verb NAME` that switches what NAME
 // names, a kind of thing such as an endpoint, on or off with flip, and
 // prints the state it is in then.
-func newSwitchCmd[T any](g *globals, verb, short, kind string, flip func(ctx context.Context, c *api.Client, name string) (T, error),
+func newSwitchCmd[T any](g *globals, verb, short, kind string, flip func(c *api.Client, ctx context.Context, name string) (T, error),
 	state func(T) (name, state string)) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " NAME",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (T, error) {
-			return flip(ctx, c, args[0])
-		}, func(v T) error {
-			name, st := state(v)
-			fmt.Fprintf(g.stdout, "%s %s is %s\n", kind, name, st)
-			return nil
-		}),
-	}
+	return newNameCmd(g, verb+" NAME", short, flip, func(v T) error {
+		name, st := state(v)
+		fmt.Fprintf(g.stdout, "%s %s is %s\n", kind, name, st)
+		return nil
+	})
+}
+
+// newNameCmd returns the command use (`show NAME`) that asks the server
+// about the one thing its argument names, as askAbout does.
+func newNameCmd[T any](g *globals, use, short string, ask func(c *api.Client, ctx context.Context, name string) (T, error),
+	text func(T) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1), RunE: askAbout(g, ask, text)}
 }
 
 // askAbout returns the RunE of a command `verb NAME` that asks the server

@@ -30,49 +30,44 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 					fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
 					short(e.Target, 40)}
 			}),
-		&cobra.Command{
-			Use:   "show NAME",
-			Short: "Show one endpoint, its health and the operator actions on it",
-			Args:  cobra.ExactArgs(1),
-			RunE: askAbout(g, (*api.Client).Endpoint, func(e *api.Endpoint) error {
-				field := g.fields(16)
-				field("Name", e.Name)
-				field("Transport", string(e.Transport))
-				field("Target", e.Target)
-				field("State", string(e.State))
-				if e.SuspendedUntil != nil {
-					field("Suspended until", until(e.SuspendedUntil))
+		newNameCmd(g, "show NAME", "Show one endpoint, its health and the operator actions on it", (*api.Client).Endpoint, func(e *api.Endpoint) error {
+			field := g.fields(16)
+			field("Name", e.Name)
+			field("Transport", string(e.Transport))
+			field("Target", e.Target)
+			field("State", string(e.State))
+			if e.SuspendedUntil != nil {
+				field("Suspended until", until(e.SuspendedUntil))
+			}
+			field("Failures", fmt.Sprint(e.Failures))
+			field("In flight", fmt.Sprint(e.InFlight))
+			field("Queued", fmt.Sprint(e.Queued))
+			for _, k := range slices.Sorted(maps.Keys(e.LastHour)) {
+				field("Last hour", fmt.Sprintf("%s %d", k, e.LastHour[k]))
+			}
+			field("Suspensions", fmt.Sprint(e.Suspensions))
+			field("Timeout", e.Timeout)
+			if e.ConcurrencyAuto {
+				field("Concurrency", fmt.Sprintf("auto: %d now, up to %d", e.ConcurrencyLimit, e.MaxConcurrency))
+			} else {
+				field("Concurrency", fmt.Sprint(e.MaxConcurrency))
+			}
+			field("Min interval", e.MinInterval)
+			field("Rate", e.Rate)
+			if a := e.Auth; a != nil {
+				field("Auth", a.Type)
+				if a.TokenExpiresAt != nil {
+					field("Token expires", until(a.TokenExpiresAt))
 				}
-				field("Failures", fmt.Sprint(e.Failures))
-				field("In flight", fmt.Sprint(e.InFlight))
-				field("Queued", fmt.Sprint(e.Queued))
-				for _, k := range slices.Sorted(maps.Keys(e.LastHour)) {
-					field("Last hour", fmt.Sprintf("%s %d", k, e.LastHour[k]))
+				if a.LastFailureAt != nil {
+					field("Auth failure", until(a.LastFailureAt)+": "+a.LastFailure)
 				}
-				field("Suspensions", fmt.Sprint(e.Suspensions))
-				field("Timeout", e.Timeout)
-				if e.ConcurrencyAuto {
-					field("Concurrency", fmt.Sprintf("auto: %d now, up to %d", e.ConcurrencyLimit, e.MaxConcurrency))
-				} else {
-					field("Concurrency", fmt.Sprint(e.MaxConcurrency))
-				}
-				field("Min interval", e.MinInterval)
-				field("Rate", e.Rate)
-				if a := e.Auth; a != nil {
-					field("Auth", a.Type)
-					if a.TokenExpiresAt != nil {
-						field("Token expires", until(a.TokenExpiresAt))
-					}
-					if a.LastFailureAt != nil {
-						field("Auth failure", until(a.LastFailureAt)+": "+a.LastFailure)
-					}
-				}
-				for _, a := range e.Actions {
-					field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
-				}
-				return nil
-			}),
-		},
+			}
+			for _, a := range e.Actions {
+				field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
+			}
+			return nil
+		}),
 		newEndpointSwitchCmd(g, false),
 		newEndpointSwitchCmd(g, true),
 		newEndpointTestCmd(g),

@@ -398,15 +398,10 @@ on it takes the resend for a repeat.`,
 }
 
 func newMessagesDiscardCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "discard ID[/SUBSCRIPTION]",
-		Short: "Give up a queued or suspended message",
-		Args:  cobra.ExactArgs(1),
-		RunE: askAbout(g, (*api.Client).Discard, func(m *api.Message) error {
-			fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
-			return nil
-		}),
-	}
+	return newNameCmd(g, "discard ID[/SUBSCRIPTION]", "Give up a queued or suspended message", (*api.Client).Discard, func(m *api.Message) error {
+		fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
+		return nil
+	})
 }
 
 // erasedText says when, by whom and why a message's payload was erased.

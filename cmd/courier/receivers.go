@@ -69,7 +69,7 @@ func newReceiverSwitchCmd(g *globals, start bool) *cobra.Command {
 	return newSwitchCmd(g, map[bool]string{true: "start", false: "stop"}[start],
 		map[bool]string{true: "Start a stopped receive location again (after fixing what stopped it)",
 			false: "Stop a receive location: it reads nothing until started; items not yet stored go back to their source"}[start],
-		"receiver", func(ctx context.Context, c *api.Client, name string) (*courier.ReceiverStatus, error) {
+		"receiver", func(c *api.Client, ctx context.Context, name string) (*courier.ReceiverStatus, error) {
 			return c.SwitchReceiver(ctx, name, start)
 		}, func(st *courier.ReceiverStatus) (string, string) { return st.Name, st.State })
 }

@@ -175,31 +175,26 @@ replaces the list of alert targets (--notify '' empties it).`
 }
 
 func newTenantsShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show a tenant's settings, alert targets and use",
-		Args:  cobra.ExactArgs(1),
-		RunE: askAbout(g, (*api.Client).Tenant, func(v *api.TenantView) error {
-			field := g.fields(14, "0")
-			field("Name", v.Name)
-			field("Weight", fmt.Sprint(v.Weight))
-			q := v.Quotas
-			field("Ingest rate", q.IngestRate)
-			field("Burst", fmt.Sprint(q.Burst))
-			field("Queued", ofQuota(v.Use.Queued, int64(q.MaxQueued), count))
-			field("Bytes", ofQuota(v.Use.Bytes, q.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }))
-			field("Endpoints", ofQuota(int64(v.Endpoints), int64(q.MaxEndpoints), count))
-			field("Retention", orDash(v.Retention))
-			if a := v.Alerts; a != nil {
-				field("Alerts", strings.Join(a.Notify, ", "))
-				field("Max per hour", fmt.Sprint(a.MaxPerHour))
-			}
-			if v.Throttled {
-				field("Throttled", v.ThrottledBy)
-			}
-			return nil
-		}),
-	}
+	return newNameCmd(g, "show NAME", "Show a tenant's settings, alert targets and use", (*api.Client).Tenant, func(v *api.TenantView) error {
+		field := g.fields(14, "0")
+		field("Name", v.Name)
+		field("Weight", fmt.Sprint(v.Weight))
+		q := v.Quotas
+		field("Ingest rate", q.IngestRate)
+		field("Burst", fmt.Sprint(q.Burst))
+		field("Queued", ofQuota(v.Use.Queued, int64(q.MaxQueued), count))
+		field("Bytes", ofQuota(v.Use.Bytes, q.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }))
+		field("Endpoints", ofQuota(int64(v.Endpoints), int64(q.MaxEndpoints), count))
+		field("Retention", orDash(v.Retention))
+		if a := v.Alerts; a != nil {
+			field("Alerts", strings.Join(a.Notify, ", "))
+			field("Max per hour", fmt.Sprint(a.MaxPerHour))
+		}
+		if v.Throttled {
+			field("Throttled", v.ThrottledBy)
+		}
+		return nil
+	})
 }
 
 func newTenantsDeleteCmd(g *globals) *cobra.Command {
