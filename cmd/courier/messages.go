@@ -79,16 +79,14 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 }
 
 func newMessagesShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID[/SUBSCRIPTION]",
-		Short: "Show one message (a published one with its deliveries), or one delivery, with its payload and attempts",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (messageHistory, error) {
-			m, err := c.Message(ctx, args[0])
+	return newNameCmd(g, "show ID[/SUBSCRIPTION]",
+		"Show one message (a published one with its deliveries), or one delivery, with its payload and attempts",
+		func(c *api.Client, ctx context.Context, id string) (messageHistory, error) {
+			m, err := c.Message(ctx, id)
 			if err != nil {
 				return messageHistory{}, err
 			}
-			attempts, err := c.Attempts(ctx, args[0])
+			attempts, err := c.Attempts(ctx, id)
 			return messageHistory{*m, attempts}, err
 		}, func(mh messageHistory) error {
 			m, attempts := &mh.Message, mh.History
@@ -181,8 +179,7 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 				return printAttempts(g, attempts)
 			}
 			return nil
-		}),
-	}
+		})
 }
 
 // attemptsText says how many attempts a message had: in all, as its
@@ -302,17 +299,11 @@ func isPrintable(b []byte) bool {
 }
 
 func newMessagesAttemptsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "attempts ID[/SUBSCRIPTION]",
-		Short: "List every delivery attempt of a message",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (api.AttemptList, error) {
-			attempts, err := c.Attempts(ctx, args[0])
+	return newNameCmd(g, "attempts ID[/SUBSCRIPTION]", "List every delivery attempt of a message",
+		func(c *api.Client, ctx context.Context, id string) (api.AttemptList, error) {
+			attempts, err := c.Attempts(ctx, id)
 			return api.AttemptList{Attempts: attempts}, err
-		}, func(list api.AttemptList) error {
-			return printAttempts(g, list.Attempts)
-		}),
-	}
+		}, func(list api.AttemptList) error { return printAttempts(g, list.Attempts) })
 }
 
 // printAttempts prints attempts as a table, with the route of each where
