@@ -151,7 +151,6 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 	payloadJSON := `"` + strings.Repeat("x", max(b.size-2, 0)) + `"`
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	var messages, requests, errs atomic.Int64
-	lat := make([][]time.Duration, b.clients)
 	deadline := time.Now().Add(b.duration)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(30*time.Second))
 	defer cancel()
@@ -173,61 +172,48 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 		}
 	}()
 
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := 0; c < b.clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var body bytes.Buffer
-			for i := 0; time.Now().Before(deadline); i++ {
-				var req *http.Request
-				n := 1
-				body.Reset()
-				if b.batch == 0 {
-					fmt.Fprintf(&body, `{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
-						base+"/v1/messages/bench-"+run+"-"+strconv.Itoa(c)+"-"+strconv.Itoa(i), bytes.NewReader(body.Bytes()))
-				} else {
-					n = b.batch
-					body.WriteString(`{"messages":[`)
-					for j := 0; j < n; j++ {
-						if j > 0 {
-							body.WriteByte(',')
-						}
-						fmt.Fprintf(&body, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
+	all, elapsed := runClients(b.clients, func(c int, took func(time.Duration)) {
+		var body bytes.Buffer
+		for i := 0; time.Now().Before(deadline); i++ {
+			var req *http.Request
+			n := 1
+			body.Reset()
+			if b.batch == 0 {
+				fmt.Fprintf(&body, `{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
+					base+"/v1/messages/bench-"+run+"-"+strconv.Itoa(c)+"-"+strconv.Itoa(i), bytes.NewReader(body.Bytes()))
+			} else {
+				n = b.batch
+				body.WriteString(`{"messages":[`)
+				for j := 0; j < n; j++ {
+					if j > 0 {
+						body.WriteByte(',')
 					}
-					body.WriteString(`]}`)
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", bytes.NewReader(body.Bytes()))
+					fmt.Fprintf(&body, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
 				}
-				req.Header.Set("Content-Type", "application/json")
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				ok := resp.StatusCode == http.StatusCreated || (b.batch > 0 && resp.StatusCode == http.StatusOK)
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				lat[c] = append(lat[c], time.Since(t0))
-				requests.Add(1)
-				if !ok {
-					errs.Add(1)
-					continue
-				}
-				messages.Add(int64(n))
+				body.WriteString(`]}`)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", bytes.NewReader(body.Bytes()))
 			}
-		}(c)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+			req.Header.Set("Content-Type", "application/json")
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				errs.Add(1)
+				continue
+			}
+			ok := resp.StatusCode == http.StatusCreated || (b.batch > 0 && resp.StatusCode == http.StatusOK)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			took(time.Since(t0))
+			requests.Add(1)
+			if !ok {
+				errs.Add(1)
+				continue
+			}
+			messages.Add(int64(n))
+		}
+	})
 	close(progressDone)
-
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
 	p50, p99, maxMs := percentiles(all)
 	mode := "single PUTs"
 	if b.batch > 0 {
@@ -284,6 +270,24 @@ func serveLoopback(h http.Handler) (*http.Server, string, error) {
 
 // percentiles returns the median, the 99th percentile and the largest of
 // durations, in milliseconds; it sorts them.
+// runClients runs client(c, took) for each of n clients at once, and
+// returns how long each of their requests took, as they told took, and how
+// long they ran.
+func runClients(n int, client func(c int, took func(time.Duration))) (latencies []time.Duration, elapsed time.Duration) {
+	lat := make([][]time.Duration, n) // a slice each, so that clients append without a lock
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range n {
+		wg.Go(func() { client(c, func(d time.Duration) { lat[c] = append(lat[c], d) }) })
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	for _, l := range lat {
+		latencies = append(latencies, l...)
+	}
+	return latencies, elapsed
+}
+
 func percentiles(l []time.Duration) (p50, p99, maxMs float64) {
 	if len(l) == 0 {
 		return 0, 0, 0
