@@ -357,17 +357,13 @@ func deliveryRow(d api.Delivery) []string {
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {
 	var route string
-	cmd := &cobra.Command{
-		Use:   "resubmit ID[/SUBSCRIPTION]",
-		Short: "Put a suspended message back in the queue",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Resubmit(ctx, args[0], route)
+	cmd := newNameCmd(g, "resubmit ID[/SUBSCRIPTION]", "Put a suspended message back in the queue",
+		func(c *api.Client, ctx context.Context, id string) (*api.Message, error) {
+			return c.Resubmit(ctx, id, route)
 		}, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
 			return nil
-		}),
-	}
+		})
 	cmd.Flags().StringVar(&route, "route", "", "deliver to this route instead")
 	return cmd
 }

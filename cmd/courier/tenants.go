@@ -252,12 +252,9 @@ undone: without --yes, it asks for the tenant's name to be typed.`,
 
 func newTenantsErasingCmd(g *globals) *cobra.Command {
 	var wait bool
-	cmd := &cobra.Command{
-		Use:   "erasing OPERATION [--wait]",
-		Short: "Show how far the erasing of a deleted tenant's messages got",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Operation, error) {
-			op, err := c.InTenant(courier.SystemTenant).Operation(ctx, args[0])
+	cmd := newNameCmd(g, "erasing OPERATION [--wait]", "Show how far the erasing of a deleted tenant's messages got",
+		func(c *api.Client, ctx context.Context, id string) (*api.Operation, error) {
+			op, err := c.InTenant(courier.SystemTenant).Operation(ctx, id)
 			if err == nil && wait {
 				op, err = followErase(ctx, g, c, op)
 			}
@@ -269,8 +266,7 @@ func newTenantsErasingCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "erasing tenant %s: %s erased, %s (operation %s, by %s)\n", op.Tenant, plural(op.Count, "message"), state, op.ID, op.Who)
 			return nil
-		}),
-	}
+		})
 	cmd.Flags().BoolVar(&wait, "wait", false, "show its progress until it is done")
 	return cmd
 }
