@@ -38,6 +38,24 @@ type TransportKind struct {
 	NewSender func(o SenderOptions) ClosingSender
 }
 
+// NewTransportKind describes a transport whose endpoints' settings are
+// *S: decode reads and checks them, wire shows them as the API does, and
+// newSender makes its sender. Each transport declares its Kind with it, in
+// its own types.
+func NewTransportKind[S any, PS interface {
+	*S
+	Settings
+}, W any, C ClosingSender](name Transport, fields []string, decode func(SettingsFields) PS, wire func(PS) W,
+	newSender func(SenderOptions) C) TransportKind {
+	return TransportKind{
+		Name:      name,
+		Fields:    fields,
+		Decode:    func(f SettingsFields) Settings { return decode(f) },
+		Wire:      func(s Settings) any { return wire(s.(PS)) },
+		NewSender: func(o SenderOptions) ClosingSender { return newSender(o) },
+	}
+}
+
 // SenderOptions are what the server gives every sender it makes; each
 // takes what concerns it.
 type SenderOptions struct {

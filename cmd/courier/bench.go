@@ -22,6 +22,7 @@ import (
 	"github.com/courier-gw/courier/api"
 	"github.com/courier-gw/courier/sqlite"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -31,6 +32,33 @@ func newBenchCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newBenchIngestCmd(g), newBenchDeliverCmd(g), newBenchFairCmd(g), newBenchTenantsCmd(g), newBenchSinkCmd(g), newBenchSwitchCmd(g))
 	return cmd
+}
+
+// benchFlags declares the flags several benchmarks take, each with one
+// meaning and one description.
+type benchFlags struct{ *pflag.FlagSet }
+
+// postgres is --postgres: the database of the store, a temporary SQLite
+// one when it is empty.
+func (f benchFlags) postgres(dst *string) {
+	f.StringVar(dst, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
+}
+
+// workers is --workers: the engine's attempts in flight.
+func (f benchFlags) workers(dst *int) { f.IntVar(dst, "workers", 256, "attempts in flight at once") }
+
+// size is --size: the bytes of each message's payload.
+func (f benchFlags) size(dst *int, value int) { f.IntVar(dst, "size", value, "payload bytes") }
+
+// clients is --clients: the API's callers at once.
+func (f benchFlags) clients(dst *int, value int) {
+	f.IntVar(dst, "clients", value, "concurrent clients, each with a keep-alive connection")
+}
+
+// cpuProfile is --cpuprofile: the file a CPU profile of what is measured
+// (of) is written to.
+func (f benchFlags) cpuProfile(dst *string, of string) {
+	f.StringVar(dst, "cpuprofile", "", "write a CPU profile of "+of+" to this file")
 }
 
 // benchIngest is one ingest benchmark's settings.
@@ -92,14 +120,14 @@ store (removed afterwards); with --target it measures a running server, whose
 				res.MsgsPerSec, res.P50ms, res.P99ms, res.MaxMs)
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.StringVar(&b.server, "target", "", "a running courier server to measure (default: one in this process)")
 	f.StringVar(&b.route, "route", "bench", "route of the messages (must exist on --target)")
-	f.IntVar(&b.clients, "clients", 64, "concurrent clients, each with a keep-alive connection")
+	f.clients(&b.clients, 64)
 	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to send")
-	f.IntVar(&b.size, "size", 1024, "payload bytes")
+	f.size(&b.size, 1024)
 	f.IntVar(&b.batch, "batch", 0, "messages per batch request (0: one PUT per message)")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.cpuProfile(&cpuProfile, "the run")
 	return cmd
 }
 
@@ -123,7 +151,6 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 	payloadJSON := `"` + strings.Repeat("x", max(b.size-2, 0)) + `"`
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	var messages, requests, errs atomic.Int64
-	lat := make([][]time.Duration, b.clients)
 	deadline := time.Now().Add(b.duration)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(30*time.Second))
 	defer cancel()
@@ -145,61 +172,48 @@ func (b benchIngest) run(ctx context.Context, g *globals) (*benchResult, error) 
 		}
 	}()
 
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := 0; c < b.clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			var body bytes.Buffer
-			for i := 0; time.Now().Before(deadline); i++ {
-				var req *http.Request
-				n := 1
-				body.Reset()
-				if b.batch == 0 {
-					fmt.Fprintf(&body, `{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
-						base+"/v1/messages/bench-"+run+"-"+strconv.Itoa(c)+"-"+strconv.Itoa(i), bytes.NewReader(body.Bytes()))
-				} else {
-					n = b.batch
-					body.WriteString(`{"messages":[`)
-					for j := 0; j < n; j++ {
-						if j > 0 {
-							body.WriteByte(',')
-						}
-						fmt.Fprintf(&body, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
+	all, elapsed := runClients(b.clients, func(c int, took func(time.Duration)) {
+		var body bytes.Buffer
+		for i := 0; time.Now().Before(deadline); i++ {
+			var req *http.Request
+			n := 1
+			body.Reset()
+			if b.batch == 0 {
+				fmt.Fprintf(&body, `{"type":"bench","route":%q,"payload":%s}`, b.route, payloadJSON)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPut,
+					base+"/v1/messages/bench-"+run+"-"+strconv.Itoa(c)+"-"+strconv.Itoa(i), bytes.NewReader(body.Bytes()))
+			} else {
+				n = b.batch
+				body.WriteString(`{"messages":[`)
+				for j := 0; j < n; j++ {
+					if j > 0 {
+						body.WriteByte(',')
 					}
-					body.WriteString(`]}`)
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", bytes.NewReader(body.Bytes()))
+					fmt.Fprintf(&body, `{"id":"bench-%s-%d-%d-%d","type":"bench","route":%q,"payload":%s}`, run, c, i, j, b.route, payloadJSON)
 				}
-				req.Header.Set("Content-Type", "application/json")
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				ok := resp.StatusCode == http.StatusCreated || (b.batch > 0 && resp.StatusCode == http.StatusOK)
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				lat[c] = append(lat[c], time.Since(t0))
-				requests.Add(1)
-				if !ok {
-					errs.Add(1)
-					continue
-				}
-				messages.Add(int64(n))
+				body.WriteString(`]}`)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/messages/batch", bytes.NewReader(body.Bytes()))
 			}
-		}(c)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+			req.Header.Set("Content-Type", "application/json")
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				errs.Add(1)
+				continue
+			}
+			ok := resp.StatusCode == http.StatusCreated || (b.batch > 0 && resp.StatusCode == http.StatusOK)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			took(time.Since(t0))
+			requests.Add(1)
+			if !ok {
+				errs.Add(1)
+				continue
+			}
+			messages.Add(int64(n))
+		}
+	})
 	close(progressDone)
-
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
 	p50, p99, maxMs := percentiles(all)
 	mode := "single PUTs"
 	if b.batch > 0 {
@@ -256,6 +270,24 @@ func serveLoopback(h http.Handler) (*http.Server, string, error) {
 
 // percentiles returns the median, the 99th percentile and the largest of
 // durations, in milliseconds; it sorts them.
+// runClients runs client(c, took) for each of n clients at once, and
+// returns how long each of their requests took, as they told took, and how
+// long they ran.
+func runClients(n int, client func(c int, took func(time.Duration))) (latencies []time.Duration, elapsed time.Duration) {
+	lat := make([][]time.Duration, n) // a slice each, so that clients append without a lock
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range n {
+		wg.Go(func() { client(c, func(d time.Duration) { lat[c] = append(lat[c], d) }) })
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	for _, l := range lat {
+		latencies = append(latencies, l...)
+	}
+	return latencies, elapsed
+}
+
 func percentiles(l []time.Duration) (p50, p99, maxMs float64) {
 	if len(l) == 0 {
 		return 0, 0, 0

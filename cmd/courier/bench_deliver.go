@@ -219,17 +219,17 @@ bookkeeping).`,
 			}
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.IntVar(&b.messages, "messages", 100000, "messages to deliver (drain)")
 	f.IntVar(&b.backlog, "backlog", 0, "older messages queued ahead of them (drain)")
 	f.IntVar(&b.rate, "rate", 0, "offer messages at this rate per second instead of draining")
 	f.DurationVar(&b.duration, "duration", 10*time.Second, "how long to offer messages (with --rate)")
-	f.IntVar(&b.size, "size", 1024, "payload bytes")
-	f.IntVar(&b.workers, "workers", 256, "attempts in flight at once")
+	f.size(&b.size, 1024)
+	f.workers(&b.workers)
 	f.IntVar(&b.concurrency, "concurrency", 0, "max_concurrency of each endpoint (default: 256 for one endpoint, else 16)")
 	f.IntVar(&b.endpoints, "endpoints", 1, "spread the messages over this many endpoints (one route each)")
 	f.BoolVar(&b.dead, "dead", false, "make two of the endpoints dead: one refuses connections, one never answers (5 s timeout); only deliveries to the others count")
-	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
+	f.postgres(&b.postgres)
 	f.IntVar(&b.nodes, "nodes", 1, "with --postgres: engines in this process competing for the messages as nodes do, each with its own connections")
 	f.IntVar(&b.keys, "ordering-keys", 0, "give the messages ordering keys, round robin over this many (0: unordered)")
 	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile to this file: of the delivery when draining, of the whole run with --rate")

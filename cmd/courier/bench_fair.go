@@ -88,15 +88,15 @@ routes (Engine.Due), as the API does after an ingest.`,
 			fmt.Fprintf(g.stdout, "  a alone: %d messages drained in %.2fs, %.0f msgs/s\n", res.AloneMessages, res.AloneSeconds, res.AlonePerSec)
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.IntVar(&b.routes, "routes", 100, "tenant a's routes")
 	f.IntVar(&b.backlog, "backlog", 20000, "messages queued for each of a and b")
 	f.IntVar(&b.window, "window", 4000, "count b's share over the first this many deliveries")
 	f.IntVar(&b.concurrency, "concurrency", 8, "max_concurrency of the shared endpoint")
 	f.IntVar(&b.rate, "rate", 10, "tenant c's messages per second while a and b wait")
 	f.DurationVar(&b.duration, "duration", 5*time.Second, "how long c sends (the first part ends when both this passed and --window were delivered)")
-	f.IntVar(&b.workers, "workers", 256, "attempts in flight at once")
-	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
+	f.workers(&b.workers)
+	f.postgres(&b.postgres)
 	return cmd
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,12 +81,12 @@ phase are printed.`,
 			}
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.IntVar(&b.endpoints, "endpoints", 10000, "endpoints to switch (one route each)")
-	f.IntVar(&b.clients, "clients", 32, "concurrent clients, each with a keep-alive connection")
+	f.clients(&b.clients, 32)
 	f.IntVar(&b.rate, "rate", 200, "messages a second sent to the endpoints meanwhile, round robin")
-	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
-	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the switching to this file")
+	f.postgres(&b.postgres)
+	f.cpuProfile(&b.cpuProfile, "the switching")
 	return cmd
 }
 
@@ -189,50 +188,37 @@ func (b benchSwitch) run(ctx context.Context, g *globals) (*switchResult, error)
 func (b benchSwitch) oneByOne(ctx context.Context, client *http.Client, base, verb string) (switchPhase, error) {
 	next := atomic.Int64{}
 	var errs atomic.Int64
-	lat := make([][]time.Duration, b.clients)
 	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := 0; c < b.clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= b.endpoints {
-					return
-				}
-				t0 := time.Now()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/endpoints/"+url.PathEscape(endpointName(i))+"/"+verb, nil)
-				resp, err := client.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("switch %s %s: HTTP %d", endpointName(i), verb, resp.StatusCode)
-					}
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-					continue
-				}
-				lat[c] = append(lat[c], time.Since(t0))
+	all, elapsed := runClients(b.clients, func(_ int, took func(time.Duration)) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= b.endpoints {
+				return
 			}
-		}(c)
-	}
-	wg.Wait()
-	took := time.Since(start)
+			t0 := time.Now()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/endpoints/"+url.PathEscape(endpointName(i))+"/"+verb, nil)
+			resp, err := client.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("switch %s %s: HTTP %d", endpointName(i), verb, resp.StatusCode)
+				}
+			}
+			if err != nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+				continue
+			}
+			took(time.Since(t0))
+		}
+	})
 	if err, _ := firstErr.Load().(error); err != nil && errs.Load() == int64(b.endpoints) {
 		return switchPhase{}, err
 	}
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
 	p50, p99, _ := percentiles(all)
 	return switchPhase{Phase: verb + ", one request each", Requests: b.endpoints, Switches: len(all), Errors: errs.Load(),
-		Seconds: took.Seconds(), PerSecond: float64(len(all)) / took.Seconds(), P50ms: p50, P99ms: p99}, nil
+		Seconds: elapsed.Seconds(), PerSecond: float64(len(all)) / elapsed.Seconds(), P50ms: p50, P99ms: p99}, nil
 }
 
 // byFilter switches every endpoint with one request, by their names'

@@ -127,16 +127,16 @@ does after an ingest.`,
 			}
 		}),
 	}
-	f := cmd.Flags()
+	f := benchFlags{cmd.Flags()}
 	f.IntVar(&b.tenants, "tenants", 1000, "tenants")
 	f.IntVar(&b.endpoints, "endpoints", 10, "endpoints of each tenant, one route each")
 	f.IntVar(&b.messages, "messages", 100000, "messages of each drain")
 	f.IntVar(&b.queued, "queued", 0, "then measure memory with this many messages queued over every tenant (0: do not)")
 	f.DurationVar(&b.hold, "hold", 15*time.Second, "with --queued: how long the engine runs with them queued")
-	f.IntVar(&b.size, "size", 256, "payload bytes")
-	f.IntVar(&b.workers, "workers", 256, "attempts in flight at once")
-	f.StringVar(&b.postgres, "postgres", "", "use a fresh schema in this PostgreSQL database (dropped afterwards) instead of a temporary SQLite store")
-	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the drain over every tenant to this file")
+	f.size(&b.size, 256)
+	f.workers(&b.workers)
+	f.postgres(&b.postgres)
+	f.cpuProfile(&b.cpuProfile, "the drain over every tenant")
 	return cmd
 }
 

@@ -20,67 +20,54 @@ func newEndpointsCmd(g *globals) *cobra.Command {
 		Short:   "Endpoint health, and switching endpoints off and on",
 	}
 	cmd.AddCommand(
-		&cobra.Command{
-			Use:   "list",
-			Short: "List endpoints with their health",
-			Args:  cobra.NoArgs,
-			RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.EndpointList, error) {
-				eps, err := c.Endpoints(ctx)
-				return api.EndpointList{Endpoints: eps}, err
-			}, func(list api.EndpointList) error {
-				return tableOf(g, []string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"},
-					list.Endpoints, func(e api.Endpoint) []string {
-						return []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
-							fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
-							short(e.Target, 40)}
-					})
+		newListCmd(g, "List endpoints with their health", func(c *api.Client, ctx context.Context) (api.EndpointList, error) {
+			eps, err := c.Endpoints(ctx)
+			return api.EndpointList{Endpoints: eps}, err
+		}, func(list api.EndpointList) []api.Endpoint { return list.Endpoints },
+			[]string{"NAME", "TRANSPORT", "STATE", "SUSPENDED UNTIL", "IN FLIGHT", "QUEUED", "DELIVERED 1H", "FAILED 1H", "TARGET"},
+			func(e api.Endpoint) []string {
+				return []string{e.Name, string(e.Transport), string(e.State), until(e.SuspendedUntil),
+					fmt.Sprint(e.InFlight), fmt.Sprint(e.Queued), fmt.Sprint(e.LastHour["delivered"]), fmt.Sprint(failures(e.LastHour)),
+					short(e.Target, 40)}
 			}),
-		},
-		&cobra.Command{
-			Use:   "show NAME",
-			Short: "Show one endpoint, its health and the operator actions on it",
-			Args:  cobra.ExactArgs(1),
-			RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Endpoint, error) {
-				return c.Endpoint(ctx, args[0])
-			}, func(e *api.Endpoint) error {
-				field := g.fields(16)
-				field("Name", e.Name)
-				field("Transport", string(e.Transport))
-				field("Target", e.Target)
-				field("State", string(e.State))
-				if e.SuspendedUntil != nil {
-					field("Suspended until", until(e.SuspendedUntil))
+		newNameCmd(g, "show NAME", "Show one endpoint, its health and the operator actions on it", (*api.Client).Endpoint, func(e *api.Endpoint) error {
+			field := g.fields(16)
+			field("Name", e.Name)
+			field("Transport", string(e.Transport))
+			field("Target", e.Target)
+			field("State", string(e.State))
+			if e.SuspendedUntil != nil {
+				field("Suspended until", until(e.SuspendedUntil))
+			}
+			field("Failures", fmt.Sprint(e.Failures))
+			field("In flight", fmt.Sprint(e.InFlight))
+			field("Queued", fmt.Sprint(e.Queued))
+			for _, k := range slices.Sorted(maps.Keys(e.LastHour)) {
+				field("Last hour", fmt.Sprintf("%s %d", k, e.LastHour[k]))
+			}
+			field("Suspensions", fmt.Sprint(e.Suspensions))
+			field("Timeout", e.Timeout)
+			if e.ConcurrencyAuto {
+				field("Concurrency", fmt.Sprintf("auto: %d now, up to %d", e.ConcurrencyLimit, e.MaxConcurrency))
+			} else {
+				field("Concurrency", fmt.Sprint(e.MaxConcurrency))
+			}
+			field("Min interval", e.MinInterval)
+			field("Rate", e.Rate)
+			if a := e.Auth; a != nil {
+				field("Auth", a.Type)
+				if a.TokenExpiresAt != nil {
+					field("Token expires", until(a.TokenExpiresAt))
 				}
-				field("Failures", fmt.Sprint(e.Failures))
-				field("In flight", fmt.Sprint(e.InFlight))
-				field("Queued", fmt.Sprint(e.Queued))
-				for _, k := range slices.Sorted(maps.Keys(e.LastHour)) {
-					field("Last hour", fmt.Sprintf("%s %d", k, e.LastHour[k]))
+				if a.LastFailureAt != nil {
+					field("Auth failure", until(a.LastFailureAt)+": "+a.LastFailure)
 				}
-				field("Suspensions", fmt.Sprint(e.Suspensions))
-				field("Timeout", e.Timeout)
-				if e.ConcurrencyAuto {
-					field("Concurrency", fmt.Sprintf("auto: %d now, up to %d", e.ConcurrencyLimit, e.MaxConcurrency))
-				} else {
-					field("Concurrency", fmt.Sprint(e.MaxConcurrency))
-				}
-				field("Min interval", e.MinInterval)
-				field("Rate", e.Rate)
-				if a := e.Auth; a != nil {
-					field("Auth", a.Type)
-					if a.TokenExpiresAt != nil {
-						field("Token expires", until(a.TokenExpiresAt))
-					}
-					if a.LastFailureAt != nil {
-						field("Auth failure", until(a.LastFailureAt)+": "+a.LastFailure)
-					}
-				}
-				for _, a := range e.Actions {
-					field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
-				}
-				return nil
-			}),
-		},
+			}
+			for _, a := range e.Actions {
+				field("Action", fmt.Sprintf("%s %s by %s", a.At.Local().Format(time.RFC3339), a.Kind, a.Who))
+			}
+			return nil
+		}),
 		newEndpointSwitchCmd(g, false),
 		newEndpointSwitchCmd(g, true),
 		newEndpointTestCmd(g),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -117,28 +118,14 @@ key of a server must be an admin key, made from the server's own machine.`,
 }
 
 func newKeysListCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the API keys in the server's store",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.check(); err != nil {
-				return err
-			}
-			objs, err := g.client().Objects(cmd.Context(), courier.KindKey)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(objs)
-			}
-			return tableOf(g, []string{"NAME", "ROLE", "ROUTES", "VERSION", "UPDATED BY"}, objs, func(o api.TopologyObject) []string {
-				var k keySpec
-				_ = json.Unmarshal(o.Spec, &k)
-				return []string{o.Name, k.Role, strings.Join(k.Routes, ","), fmt.Sprint(o.Version), o.UpdatedBy}
-			})
-		},
-	}
+	return newListCmd(g, "List the API keys in the server's store", func(c *api.Client, ctx context.Context) ([]api.TopologyObject, error) {
+		return c.Objects(ctx, courier.KindKey)
+	}, func(objs []api.TopologyObject) []api.TopologyObject { return objs },
+		[]string{"NAME", "ROLE", "ROUTES", "VERSION", "UPDATED BY"}, func(o api.TopologyObject) []string {
+			var k keySpec
+			_ = json.Unmarshal(o.Spec, &k)
+			return []string{o.Name, k.Role, strings.Join(k.Routes, ","), fmt.Sprint(o.Version), o.UpdatedBy}
+		})
 }
 
 func newKeysDeleteCmd(g *globals) *cobra.Command {

@@ -79,16 +79,14 @@ func newMessagesListCmd(g *globals) *cobra.Command {
 }
 
 func newMessagesShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID[/SUBSCRIPTION]",
-		Short: "Show one message (a published one with its deliveries), or one delivery, with its payload and attempts",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (messageHistory, error) {
-			m, err := c.Message(ctx, args[0])
+	return newNameCmd(g, "show ID[/SUBSCRIPTION]",
+		"Show one message (a published one with its deliveries), or one delivery, with its payload and attempts",
+		func(c *api.Client, ctx context.Context, id string) (messageHistory, error) {
+			m, err := c.Message(ctx, id)
 			if err != nil {
 				return messageHistory{}, err
 			}
-			attempts, err := c.Attempts(ctx, args[0])
+			attempts, err := c.Attempts(ctx, id)
 			return messageHistory{*m, attempts}, err
 		}, func(mh messageHistory) error {
 			m, attempts := &mh.Message, mh.History
@@ -181,8 +179,7 @@ func newMessagesShowCmd(g *globals) *cobra.Command {
 				return printAttempts(g, attempts)
 			}
 			return nil
-		}),
-	}
+		})
 }
 
 // attemptsText says how many attempts a message had: in all, as its
@@ -302,17 +299,11 @@ func isPrintable(b []byte) bool {
 }
 
 func newMessagesAttemptsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "attempts ID[/SUBSCRIPTION]",
-		Short: "List every delivery attempt of a message",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (api.AttemptList, error) {
-			attempts, err := c.Attempts(ctx, args[0])
+	return newNameCmd(g, "attempts ID[/SUBSCRIPTION]", "List every delivery attempt of a message",
+		func(c *api.Client, ctx context.Context, id string) (api.AttemptList, error) {
+			attempts, err := c.Attempts(ctx, id)
 			return api.AttemptList{Attempts: attempts}, err
-		}, func(list api.AttemptList) error {
-			return printAttempts(g, list.Attempts)
-		}),
-	}
+		}, func(list api.AttemptList) error { return printAttempts(g, list.Attempts) })
 }
 
 // printAttempts prints attempts as a table, with the route of each where
@@ -366,17 +357,13 @@ func deliveryRow(d api.Delivery) []string {
 
 func newMessagesResubmitCmd(g *globals) *cobra.Command {
 	var route string
-	cmd := &cobra.Command{
-		Use:   "resubmit ID[/SUBSCRIPTION]",
-		Short: "Put a suspended message back in the queue",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Resubmit(ctx, args[0], route)
+	cmd := newNameCmd(g, "resubmit ID[/SUBSCRIPTION]", "Put a suspended message back in the queue",
+		func(c *api.Client, ctx context.Context, id string) (*api.Message, error) {
+			return c.Resubmit(ctx, id, route)
 		}, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "resubmitted %s to route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
 			return nil
-		}),
-	}
+		})
 	cmd.Flags().StringVar(&route, "route", "", "deliver to this route instead")
 	return cmd
 }
@@ -390,9 +377,7 @@ message, again, in a new round of attempts. The receiver gets the same
 webhook-id as before (the delivery's id), so a receiver that deduplicates
 on it takes the resend for a repeat.`,
 		Args: cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Resend(ctx, args[0])
-		}, func(m *api.Message) error {
+		RunE: askAbout(g, (*api.Client).Resend, func(m *api.Message) error {
 			fmt.Fprintf(g.stdout, "resent %s on route %s (%s)\n", courier.DeliveryKey(m.ID, m.Subscription), m.Route, m.State)
 			return nil
 		}),
@@ -400,17 +385,10 @@ on it takes the resend for a repeat.`,
 }
 
 func newMessagesDiscardCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "discard ID[/SUBSCRIPTION]",
-		Short: "Give up a queued or suspended message",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Message, error) {
-			return c.Discard(ctx, args[0])
-		}, func(m *api.Message) error {
-			fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
-			return nil
-		}),
-	}
+	return newNameCmd(g, "discard ID[/SUBSCRIPTION]", "Give up a queued or suspended message", (*api.Client).Discard, func(m *api.Message) error {
+		fmt.Fprintf(g.stdout, "discarded %s\n", courier.DeliveryKey(m.ID, m.Subscription))
+		return nil
+	})
 }
 
 // erasedText says when, by whom and why a message's payload was erased.

@@ -45,29 +45,23 @@ func newReceiversCmd(g *globals) *cobra.Command {
 		Aliases: []string{"receiver"},
 		Short:   "Receive locations: what each takes in, and stopping and starting them",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List the receive locations of the server's node",
-		Args:  cobra.NoArgs,
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.ReceiverList, error) {
-			rs, err := c.Receivers(ctx)
-			return api.ReceiverList{Receivers: rs}, err
-		}, func(list api.ReceiverList) error {
-			return tableOf(g, []string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"},
-				list.Receivers, func(r courier.ReceiverStatus) []string {
-					pending := "-"
-					if r.Pending >= 0 {
-						pending = fmt.Sprint(r.Pending)
-					}
-					why := r.StopReason
-					if why == "" {
-						why = r.LastError
-					}
-					return []string{r.Name, string(r.Transport), r.State, ago(&r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
-						pending, short(r.Source, 40), short(why, 60)}
-				})
-		}),
-	}, newReceiverSwitchCmd(g, false), newReceiverSwitchCmd(g, true))
+	cmd.AddCommand(newListCmd(g, "List the receive locations of the server's node", func(c *api.Client, ctx context.Context) (api.ReceiverList, error) {
+		rs, err := c.Receivers(ctx)
+		return api.ReceiverList{Receivers: rs}, err
+	}, func(list api.ReceiverList) []courier.ReceiverStatus { return list.Receivers },
+		[]string{"NAME", "TRANSPORT", "STATE", "SINCE", "RECEIVED", "INVALID", "PENDING", "SOURCE", "WHY"},
+		func(r courier.ReceiverStatus) []string {
+			pending := "-"
+			if r.Pending >= 0 {
+				pending = fmt.Sprint(r.Pending)
+			}
+			why := r.StopReason
+			if why == "" {
+				why = r.LastError
+			}
+			return []string{r.Name, string(r.Transport), r.State, ago(&r.Since), fmt.Sprint(r.Received), fmt.Sprint(r.Invalid),
+				pending, short(r.Source, 40), short(why, 60)}
+		}), newReceiverSwitchCmd(g, false), newReceiverSwitchCmd(g, true))
 	return cmd
 }
 
@@ -75,7 +69,7 @@ func newReceiverSwitchCmd(g *globals, start bool) *cobra.Command {
 	return newSwitchCmd(g, map[bool]string{true: "start", false: "stop"}[start],
 		map[bool]string{true: "Start a stopped receive location again (after fixing what stopped it)",
 			false: "Stop a receive location: it reads nothing until started; items not yet stored go back to their source"}[start],
-		"receiver", func(ctx context.Context, c *api.Client, name string) (*courier.ReceiverStatus, error) {
+		"receiver", func(c *api.Client, ctx context.Context, name string) (*courier.ReceiverStatus, error) {
 			return c.SwitchReceiver(ctx, name, start)
 		}, func(st *courier.ReceiverStatus) (string, string) { return st.Name, st.State })
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/courier-gw/courier/api"
@@ -23,49 +24,31 @@ sealed with secrets_key) and these commands change them, with an admin key of
 the server. With the topology in the config file, the keys are its
 signing_keys (or COURIER_SIGNING_KEYS): "new" prints one to add there.`,
 	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the public halves of the signing keys, oldest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := g.client().SigningKeys(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printKeySet(g, set.Keys)
-		},
-	}
+	list := newListCmd(g, "List the public halves of the signing keys, oldest first",
+		(*api.Client).SigningKeys, func(set *api.SigningKeySet) []httptransport.PublicKey { return set.Keys }, keyHeader, keyRow)
 	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Make a new signing key in the store; it signs beside the others until they are retired",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out, err := g.client().RotateSigningKey(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(out)
-			}
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (*api.RotatedKey, error) {
+			return c.RotateSigningKey(ctx)
+		}, func(out *api.RotatedKey) error {
 			fmt.Fprintf(g.stdout, "signing key %s made; the keys that sign now:\n", out.Key.KeyID)
-			return printKeySet(g, out.Keys)
-		},
+			return keyTable(g, out.Keys)
+		}),
 	}
+	var retired string // the ID retire was given
 	retire := &cobra.Command{
 		Use:   "retire ID",
 		Short: "Retire a signing key: it signs no more, and is no longer served",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out, err := g.client().RetireSigningKey(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return g.printJSON(out)
-			}
-			fmt.Fprintf(g.stdout, "signing key %s retired; the keys that sign now:\n", args[0])
-			return printKeySet(g, out.Keys)
-		},
+		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.SigningKeySet, error) {
+			retired = args[0]
+			return c.RetireSigningKey(ctx, retired)
+		}, func(set *api.SigningKeySet) error {
+			fmt.Fprintf(g.stdout, "signing key %s retired; the keys that sign now:\n", retired)
+			return keyTable(g, set.Keys)
+		}),
 	}
 	newKey := &cobra.Command{
 		Use:   "new",
@@ -85,11 +68,13 @@ signing_keys (or COURIER_SIGNING_KEYS): "new" prints one to add there.`,
 	return cmd
 }
 
-func printKeySet(g *globals, keys []httptransport.PublicKey) error {
-	if g.output == "json" {
-		return g.printJSON(api.SigningKeySet{Keys: keys})
-	}
-	return tableOf(g, []string{"ID", "PUBLIC KEY"}, keys, func(k httptransport.PublicKey) []string {
-		return []string{k.KeyID, k.Webhooks}
-	})
+// keyTable prints the public halves of signing keys as a table.
+func keyTable(g *globals, keys []httptransport.PublicKey) error {
+	return tableOf(g, keyHeader, keys, keyRow)
 }
+
+// keyHeader and keyRow make the table of the public halves of signing
+// keys.
+var keyHeader = []string{"ID", "PUBLIC KEY"}
+
+func keyRow(k httptransport.PublicKey) []string { return []string{k.KeyID, k.Webhooks} }

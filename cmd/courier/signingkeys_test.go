@@ -31,6 +31,10 @@ func TestSigningKeysCommand(t *testing.T) {
 	if strings.Index(out, first) > strings.Index(out, second) {
 		t.Errorf("list is not oldest first:\n%s", out)
 	}
+	cliPrints(t, "", as(url, opsSecret, "signing-keys", "list", "-o", "json"), `"keys"`, first, second)
+	if _, _, err := runCLI(t, "", as(url, opsSecret, "signing-keys", "list", "-o", "yaml")...); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Errorf("signing-keys list takes -o yaml: %v", err)
+	}
 	if _, _, err := runCLI(t, "", as(url, opsSecret, "signing-keys", "rotate")...); err == nil || !strings.Contains(err.Error(), "may not") {
 		t.Errorf("an operator rotates: %v", err)
 	}

@@ -22,25 +22,14 @@ func newTenantsCmd(g *globals) *cobra.Command {
 		Aliases: []string{"tenant"},
 		Short:   "Tenants: their weights, quotas and use",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List the tenants with their use against their quotas (a tenant's key sees its own)",
-		Args:  cobra.NoArgs,
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, _ []string) (api.TenantList, error) {
-			list, err := c.Tenants(ctx)
-			if err != nil {
-				return api.TenantList{}, err
-			}
-			return *list, nil
-		}, func(list api.TenantList) error {
-			return tableOf(g, []string{"NAME", "WEIGHT", "QUEUED", "BYTES", "ENDPOINTS", "INGEST RATE", "RETENTION"},
-				list.Tenants, func(t api.TenantView) []string {
-					return []string{t.Name, fmt.Sprint(t.Weight), ofQuota(t.Use.Queued, int64(t.Quotas.MaxQueued), count),
-						ofQuota(t.Use.Bytes, t.Quotas.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }),
-						ofQuota(int64(t.Endpoints), int64(t.Quotas.MaxEndpoints), count), orDash(t.Quotas.IngestRate), orDash(t.Retention)}
-				})
-		}),
-	})
+	cmd.AddCommand(newListCmd(g, "List the tenants with their use against their quotas (a tenant's key sees its own)",
+		(*api.Client).Tenants, func(list *api.TenantList) []api.TenantView { return list.Tenants },
+		[]string{"NAME", "WEIGHT", "QUEUED", "BYTES", "ENDPOINTS", "INGEST RATE", "RETENTION"},
+		func(t api.TenantView) []string {
+			return []string{t.Name, fmt.Sprint(t.Weight), ofQuota(t.Use.Queued, int64(t.Quotas.MaxQueued), count),
+				ofQuota(t.Use.Bytes, t.Quotas.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }),
+				ofQuota(int64(t.Endpoints), int64(t.Quotas.MaxEndpoints), count), orDash(t.Quotas.IngestRate), orDash(t.Retention)}
+		}))
 	cmd.AddCommand(newTenantsWriteCmd(g, true), newTenantsWriteCmd(g, false), newTenantsShowCmd(g), newTenantsDeleteCmd(g), newTenantsErasingCmd(g))
 	return cmd
 }
@@ -186,33 +175,26 @@ replaces the list of alert targets (--notify '' empties it).`
 }
 
 func newTenantsShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show a tenant's settings, alert targets and use",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.TenantView, error) {
-			return c.Tenant(ctx, args[0])
-		}, func(v *api.TenantView) error {
-			field := g.fields(14, "0")
-			field("Name", v.Name)
-			field("Weight", fmt.Sprint(v.Weight))
-			q := v.Quotas
-			field("Ingest rate", q.IngestRate)
-			field("Burst", fmt.Sprint(q.Burst))
-			field("Queued", ofQuota(v.Use.Queued, int64(q.MaxQueued), count))
-			field("Bytes", ofQuota(v.Use.Bytes, q.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }))
-			field("Endpoints", ofQuota(int64(v.Endpoints), int64(q.MaxEndpoints), count))
-			field("Retention", orDash(v.Retention))
-			if a := v.Alerts; a != nil {
-				field("Alerts", strings.Join(a.Notify, ", "))
-				field("Max per hour", fmt.Sprint(a.MaxPerHour))
-			}
-			if v.Throttled {
-				field("Throttled", v.ThrottledBy)
-			}
-			return nil
-		}),
-	}
+	return newNameCmd(g, "show NAME", "Show a tenant's settings, alert targets and use", (*api.Client).Tenant, func(v *api.TenantView) error {
+		field := g.fields(14, "0")
+		field("Name", v.Name)
+		field("Weight", fmt.Sprint(v.Weight))
+		q := v.Quotas
+		field("Ingest rate", q.IngestRate)
+		field("Burst", fmt.Sprint(q.Burst))
+		field("Queued", ofQuota(v.Use.Queued, int64(q.MaxQueued), count))
+		field("Bytes", ofQuota(v.Use.Bytes, q.MaxBytes, func(n int64) string { return humanize.IBytes(uint64(n)) }))
+		field("Endpoints", ofQuota(int64(v.Endpoints), int64(q.MaxEndpoints), count))
+		field("Retention", orDash(v.Retention))
+		if a := v.Alerts; a != nil {
+			field("Alerts", strings.Join(a.Notify, ", "))
+			field("Max per hour", fmt.Sprint(a.MaxPerHour))
+		}
+		if v.Throttled {
+			field("Throttled", v.ThrottledBy)
+		}
+		return nil
+	})
 }
 
 func newTenantsDeleteCmd(g *globals) *cobra.Command {
@@ -270,12 +252,9 @@ undone: without --yes, it asks for the tenant's name to be typed.`,
 
 func newTenantsErasingCmd(g *globals) *cobra.Command {
 	var wait bool
-	cmd := &cobra.Command{
-		Use:   "erasing OPERATION [--wait]",
-		Short: "Show how far the erasing of a deleted tenant's messages got",
-		Args:  cobra.ExactArgs(1),
-		RunE: askServer(g, func(ctx context.Context, c *api.Client, args []string) (*api.Operation, error) {
-			op, err := c.InTenant(courier.SystemTenant).Operation(ctx, args[0])
+	cmd := newNameCmd(g, "erasing OPERATION [--wait]", "Show how far the erasing of a deleted tenant's messages got",
+		func(c *api.Client, ctx context.Context, id string) (*api.Operation, error) {
+			op, err := c.InTenant(courier.SystemTenant).Operation(ctx, id)
 			if err == nil && wait {
 				op, err = followErase(ctx, g, c, op)
 			}
@@ -287,8 +266,7 @@ func newTenantsErasingCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "erasing tenant %s: %s erased, %s (operation %s, by %s)\n", op.Tenant, plural(op.Count, "message"), state, op.ID, op.Who)
 			return nil
-		}),
-	}
+		})
 	cmd.Flags().BoolVar(&wait, "wait", false, "show its progress until it is done")
 	return cmd
 }

@@ -7,15 +7,8 @@ import (
 
 // Kind is the amqp transport as the configuration, the API and the server
 // know it (package transport lists it).
-var Kind = courier.TransportKind{
-	Name:   courier.TransportAMQP,
-	Fields: []string{"url", "exchange", "routing_key"},
-	Decode: func(f courier.SettingsFields) courier.Settings { return decode(f) },
-	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
-	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
-		return New(Options{Logger: o.Logger})
-	},
-}
+var Kind = courier.NewTransportKind(courier.TransportAMQP, []string{"url", "exchange", "routing_key"}, decode, wire,
+	func(o courier.SenderOptions) *Transport { return New(Options{Logger: o.Logger}) })
 
 // Settings are an amqp endpoint's settings.
 type Settings struct {

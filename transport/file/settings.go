@@ -11,15 +11,8 @@ import (
 
 // Kind is the file transport as the configuration, the API and the server
 // know it (package transport lists it).
-var Kind = courier.TransportKind{
-	Name:   courier.TransportFile,
-	Fields: []string{"dir", "name"},
-	Decode: func(f courier.SettingsFields) courier.Settings { return decode(f) },
-	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
-	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
-		return New(Options{Logger: o.Logger})
-	},
-}
+var Kind = courier.NewTransportKind(courier.TransportFile, []string{"dir", "name"}, decode, wire,
+	func(o courier.SenderOptions) *Transport { return New(Options{Logger: o.Logger}) })
 
 // Settings are a file endpoint's settings.
 type Settings struct {

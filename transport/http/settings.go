@@ -15,16 +15,12 @@ import (
 
 // Kind is the http transport as the configuration, the API and the server
 // know it (package transport lists it).
-var Kind = courier.TransportKind{
-	Name: courier.TransportHTTP,
-	Fields: []string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers",
-		"signature", "egress"},
-	Decode: func(f courier.SettingsFields) courier.Settings { return Decode(f, true) },
-	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
-	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
+var Kind = courier.NewTransportKind(courier.TransportHTTP,
+	[]string{"url", "method", "secret", "follow_redirects", "allow_networks", "tls", "auth", "headers", "signature", "egress"},
+	func(f courier.SettingsFields) *Settings { return Decode(f, true) }, wire,
+	func(o courier.SenderOptions) *Transport {
 		return New(Options{Logger: o.Logger, AllowNetworks: o.AllowNetworks})
-	},
-}
+	})
 
 // Settings are an http endpoint's settings.
 type Settings struct {

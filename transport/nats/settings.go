@@ -9,15 +9,8 @@ import (
 
 // Kind is the nats transport as the configuration, the API and the server
 // know it (package transport lists it).
-var Kind = courier.TransportKind{
-	Name:   courier.TransportNATS,
-	Fields: []string{"url", "subject"},
-	Decode: func(f courier.SettingsFields) courier.Settings { return decode(f) },
-	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
-	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
-		return New(Options{Logger: o.Logger})
-	},
-}
+var Kind = courier.NewTransportKind(courier.TransportNATS, []string{"url", "subject"}, decode, wire,
+	func(o courier.SenderOptions) *Transport { return New(Options{Logger: o.Logger}) })
 
 // Settings are a nats endpoint's settings.
 type Settings struct {

@@ -10,15 +10,11 @@ import (
 
 // Kind is the smtp transport as the configuration, the API and the server
 // know it (package transport lists it).
-var Kind = courier.TransportKind{
-	Name:   courier.TransportSMTP,
-	Fields: []string{"addr", "from", "to", "username", "password", "starttls"},
-	Decode: func(f courier.SettingsFields) courier.Settings { return decode(f) },
-	Wire:   func(s courier.Settings) any { return wire(s.(*Settings)) },
-	NewSender: func(o courier.SenderOptions) courier.ClosingSender {
+var Kind = courier.NewTransportKind(courier.TransportSMTP,
+	[]string{"addr", "from", "to", "username", "password", "starttls"}, decode, wire,
+	func(o courier.SenderOptions) *Transport {
 		return New(Options{Logger: o.Logger, PublicURL: o.PublicURL})
-	},
-}
+	})
 
 // Settings are an smtp endpoint's settings.
 type Settings struct {
