@@ -783,7 +783,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	if m.Headers, err = sqlstore.DecodeHeaders(r.headers); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
-	if m.StepResponses, err = courier.DecodeStepResponses(r.stepResponses); err != nil {
+	if m.StepResponses, err = sqlstore.DecodeStepResponses(r.stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(r.prio), r.sender.String, r.workflow.String, r.recipient.String
@@ -817,7 +817,7 @@ func encodeHeaders(h map[string]string) (*string, error) {
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (*string, error) {
-	text, err := courier.EncodeStepResponses(r)
+	text, err := sqlstore.EncodeStepResponses(r)
 	return nullString(text), err
 }
 

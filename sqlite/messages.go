@@ -537,7 +537,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	if m.Headers, err = sqlstore.DecodeHeaders([]byte(r.headers.String)); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
 	}
-	if m.StepResponses, err = courier.DecodeStepResponses(r.stepResponses); err != nil {
+	if m.StepResponses, err = sqlstore.DecodeStepResponses(r.stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: step responses: %w", m.ID, err)
 	}
 	m.Size, m.Priority = int(asInt(r.size)), int(asInt(r.priority))
@@ -597,7 +597,7 @@ func encodeHeaders(h map[string]string) (any, error) {
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (any, error) {
-	text, err := courier.EncodeStepResponses(r)
+	text, err := sqlstore.EncodeStepResponses(r)
 	return nullString(text), err
 }
 
