@@ -239,19 +239,8 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 // Attempts returns the attempts of a message or delivery, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
 	out, err := sqlstore.Attempts(key, sqlstore.Where{Time: micros},
-		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), scanAttempt)
+		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), sqlstore.ScanAttempt)
 	return out, classify("list attempts", err)
-}
-
-// scanAttempt reads a row of sqlstore.AttemptColumns into a.
-func scanAttempt(row scanner, a *courier.Attempt) error {
-	var started, durationUS int64
-	var class, errText, response sql.NullString
-	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
-	a.StartedAt = fromMicros(started)
-	a.Duration = time.Duration(durationUS) * time.Microsecond
-	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
-	return err
 }
 
 // Discard moves a queued or suspended message or delivery to discarded.

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -140,6 +141,18 @@ func (c *TypeCounts) Add(m *courier.Message) {
 // AttemptColumns are the columns of table attempts that a store's scan of
 // an attempt reads, in this order.
 const AttemptColumns = `n, endpoint, route, started_at, duration_us, outcome, class, status, error, response`
+
+// ScanAttempt reads a row of AttemptColumns into a.
+func ScanAttempt(row Scanner, a *courier.Attempt) error {
+	var started Time
+	var durationUS int64
+	var class, errText, response sql.NullString
+	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
+	a.StartedAt = started.Time
+	a.Duration = time.Duration(durationUS) * time.Microsecond
+	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
+	return err
+}
 
 // Attempts reads the attempts of message or delivery key, oldest first,
 // once found says it is stored (its error is the answer when it is not):
