@@ -1,7 +1,6 @@
 package courier
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -457,34 +456,4 @@ func (t *Topology) StepContext(m *Message) *StepContext {
 // a new transaction.
 func CompensatedConflict(id string) error {
 	return Errorf(CodeConflict, "message %s is compensated: every step it did was undone; send it again as a new message to run the workflow anew", id)
-}
-
-// EncodeStepResponses is how stores keep the responses of a workflow's
-// steps: a JSON object keyed by step number, written without HTML escaping
-// (responses are often HTML or XML); "" for none, so that a message without
-// a workflow costs no JSON work.
-func EncodeStepResponses(r map[int]string) (string, error) {
-	if len(r) == 0 {
-		return "", nil
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return "", fmt.Errorf("encode step responses: %w", err)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
-}
-
-// DecodeStepResponses reads what EncodeStepResponses wrote; nothing for an
-// empty text.
-func DecodeStepResponses(b []byte) (map[int]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var r map[int]string
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode step responses: %w", err)
-	}
-	return r, nil
 }

@@ -48,11 +48,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			"endpoint.recovered, endpoint.auth_failing, route.lagging, receiver.stopped", f.Kind))
 		return
 	}
-	var err error
-	if f.Limit, err = listLimit(q); err == nil {
-		err = queryTimes(q, map[string]*time.Time{"since": &f.Since})
-	}
-	if err != nil {
+	if err := listParams(q, &f.Limit, map[string]*time.Time{"since": &f.Since}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -342,11 +342,7 @@ func parseFilter(r *http.Request) (courier.MessageFilter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		return f, courier.Errorf(courier.CodeInvalidArgument, "reason %q is not a suspension reason: %s", f.Reason, courier.OneOf(courier.Reasons))
 	}
-	var err error
-	if f.Limit, err = listLimit(q); err != nil {
-		return f, err
-	}
-	return f, queryTimes(q, map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore})
+	return f, listParams(q, &f.Limit, map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore})
 }
 
 func (s *Server) handleResubmit(w http.ResponseWriter, r *http.Request) {

@@ -40,6 +40,17 @@ func checkQuery(r *http.Request, params []string) error {
 	return nil
 }
 
+// listParams reads what bounds a page of a listing: its limit into limit,
+// and the RFC 3339 times of times (see queryTimes).
+func listParams(q url.Values, limit *int, times map[string]*time.Time) error {
+	n, err := listLimit(q)
+	if err != nil {
+		return err
+	}
+	*limit = n
+	return queryTimes(q, times)
+}
+
 // listLimit reads the limit of a listing, 0 when the query gives none.
 func listLimit(q url.Values) (int, error) {
 	v := q.Get("limit")

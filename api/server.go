@@ -158,12 +158,8 @@ func NewServer(o Options) *Server {
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = courier.ClockOrSystem(o.Clock)
+	o.Logger = courier.LoggerOrDiscard(o.Logger)
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = courier.DefaultMaxPayload
 	}

@@ -489,11 +489,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, courier.Errorf(courier.CodeInvalidArgument, "object %q is not endpoint, route, policy or subscription", f.Object))
 		return
 	}
-	var err error
-	if f.Limit, err = listLimit(q); err == nil {
-		err = queryTimes(q, map[string]*time.Time{"since": &f.Since, "until": &f.Until})
-	}
-	if err != nil {
+	if err := listParams(q, &f.Limit, map[string]*time.Time{"since": &f.Since, "until": &f.Until}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -41,9 +41,8 @@ var allEndpointFields = func() []string {
 
 func (d *decoder) endpoints(n *yaml.Node, t *courier.Topology) {
 	for _, p := range d.entries(n, "endpoints") {
-		if e := d.endpoint(p); !addNew(t.Endpoints, e.Name, e) {
-			d.errorf(p.line, "endpoints."+p.key, "is endpoint %q again: given twice", e.Name)
-		}
+		e := d.endpoint(p)
+		addEntry(d, t.Endpoints, p, "endpoints", "endpoint", e.Name, e)
 	}
 }
 

@@ -267,6 +267,15 @@ func assembleOne[T any](d *decoder, m map[string]*T, o *Object, v *T, refs *[]re
 // givenTwice reports an object whose name another object of its kind has.
 func (d *decoder) givenTwice(o *Object) { d.errorf(0, o.Kind.Section()+"."+o.Name, "given twice") }
 
+// addEntry adds v, read from the entry p of section, to m as name; an
+// entry whose name was given before is an error, and kind names its object
+// in it.
+func addEntry[T any](d *decoder, m map[string]*T, p pair, section, kind, name string, v *T) {
+	if !addNew(m, name, v) {
+		d.errorf(p.line, section+"."+p.key, "is %s %q again: given twice", kind, name)
+	}
+}
+
 // addNew adds v to m as name, and reports whether name was new: a name
 // given already keeps the object it has.
 func addNew[T any](m map[string]*T, name string, v *T) bool {

@@ -30,7 +30,8 @@ func (d *decoder) policySet(entries []pair, t *courier.Topology, refs *[]ref) {
 	delete(t.Policies, courier.DefaultPolicyName) // the built-in one, unless the entries give their own
 	for _, p := range entries {
 		if tenant, own := d.entryName(p); own == courier.DefaultPolicyName {
-			d.addPolicy(t, p, d.policy(p, courier.DefaultPolicy(), refs))
+			pol := d.policy(p, courier.DefaultPolicy(), refs)
+			addEntry(d, t.Policies, p, "policies", "policy", pol.Name, pol)
 			bases[tenant] = t.Policies[courier.Qualify(tenant, own)]
 		}
 	}
@@ -43,18 +44,10 @@ func (d *decoder) policySet(entries []pair, t *courier.Topology, refs *[]ref) {
 			if base == nil {
 				base = courier.DefaultPolicy()
 			}
-			d.addPolicy(t, p, d.policy(p, base, refs))
+			pol := d.policy(p, base, refs)
+			addEntry(d, t.Policies, p, "policies", "policy", pol.Name, pol)
 		}
 	}
-}
-
-// addPolicy puts pol into t, unless its entry names a policy given before.
-func (d *decoder) addPolicy(t *courier.Topology, p pair, pol *courier.Policy) {
-	if t.Policies[pol.Name] != nil {
-		d.errorf(p.line, "policies."+p.key, "is policy %q again: given twice", pol.Name)
-		return
-	}
-	t.Policies[pol.Name] = pol
 }
 
 func (d *decoder) policy(p pair, base *courier.Policy, refs *[]ref) *courier.Policy {

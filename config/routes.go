@@ -19,9 +19,8 @@ var routeFields = []string{"tenant", "endpoints", "strategy", "weights", "ordere
 
 func (d *decoder) routes(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "routes") {
-		if r := d.route(p, refs); !addNew(t.Routes, r.Name, r) {
-			d.errorf(p.line, "routes."+p.key, "is route %q again: given twice", r.Name)
-		}
+		r := d.route(p, refs)
+		addEntry(d, t.Routes, p, "routes", "route", r.Name, r)
 	}
 }
 

@@ -16,9 +16,8 @@ var subscriptionFields = []string{"tenant", "types", "route", "filter"}
 // headers a message must carry for it.
 func (d *decoder) subscriptions(n *yaml.Node, t *courier.Topology, refs *[]ref) {
 	for _, p := range d.entries(n, "subscriptions") {
-		if s := d.subscription(p, refs); !addNew(t.Subscriptions, s.Name, s) {
-			d.errorf(p.line, "subscriptions."+p.key, "is subscription %q again: given twice", s.Name)
-		}
+		s := d.subscription(p, refs)
+		addEntry(d, t.Subscriptions, p, "subscriptions", "subscription", s.Name, s)
 	}
 }
 

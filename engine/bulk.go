@@ -44,12 +44,8 @@ type PaceFunc func(ctx context.Context, op courier.BulkOp) (limit int, stop stri
 // metrics' count of operator actions; nil: no one): given here, it hears of
 // the batches of operations resumed at Start too.
 func NewBulk(store courier.Store, clock courier.Clock, logger *slog.Logger, wake func(), acted func(kind courier.ActionKind, n int)) *Bulk {
-	if clock == nil {
-		clock = courier.SystemClock{}
-	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	clock = courier.ClockOrSystem(clock)
+	logger = courier.LoggerOrDiscard(logger)
 	if wake == nil {
 		wake = func() {}
 	}

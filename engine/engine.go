@@ -139,12 +139,8 @@ type outcome struct {
 
 // New returns an engine for the options.
 func New(o Options) *Engine {
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = courier.ClockOrSystem(o.Clock)
+	o.Logger = courier.LoggerOrDiscard(o.Logger)
 	if o.Workers <= 0 {
 		o.Workers = 256
 	}

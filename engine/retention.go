@@ -47,12 +47,8 @@ func NewRetention(store courier.Store, period time.Duration, o RetentionOptions)
 	if r.batch <= 0 {
 		r.batch = 500
 	}
-	if r.clock == nil {
-		r.clock = courier.SystemClock{}
-	}
-	if r.logger == nil {
-		r.logger = slog.New(slog.DiscardHandler)
-	}
+	r.clock = courier.ClockOrSystem(r.clock)
+	r.logger = courier.LoggerOrDiscard(r.logger)
 	return r
 }
 

@@ -98,12 +98,8 @@ func New(o Options) *Registry {
 	if g.client == nil {
 		g.client = defaultClient()
 	}
-	if g.clock == nil {
-		g.clock = courier.SystemClock{}
-	}
-	if g.logger == nil {
-		g.logger = slog.New(slog.DiscardHandler)
-	}
+	g.clock = courier.ClockOrSystem(g.clock)
+	g.logger = courier.LoggerOrDiscard(g.logger)
 	if g.max <= 0 {
 		g.max = DefaultMaxEntries
 	}

@@ -157,12 +157,8 @@ type attemptKey struct {
 // New returns a Metrics for the options, with its registry holding courier's
 // metrics and the Go runtime's and process's.
 func New(o Options) *Metrics {
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = courier.ClockOrSystem(o.Clock)
+	o.Logger = courier.LoggerOrDiscard(o.Logger)
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
 	}

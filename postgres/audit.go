@@ -6,11 +6,7 @@ import (
 	courier "github.com/courier-gw/courier"
 	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// actionColumns are read by scanAction, in this order.
-const actionColumns = `seq, at, who, kind, subject, detail, object, before, after, version`
 
 // insertActionSQL records an action, an operator's or a topology change,
 // with the arguments actionArgs makes of it.
@@ -32,21 +28,13 @@ func insertAction(ctx context.Context, tx pgx.Tx, a courier.Action) error {
 
 // Actions returns the actions on a subject, oldest first.
 func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+actionColumns+` FROM actions WHERE subject = $1 ORDER BY seq`, subject)
-	return collect([]courier.Action{}, rows, err, "list actions", scanAction)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.ActionColumns+` FROM actions WHERE subject = $1 ORDER BY seq`, subject)
+	return collect([]courier.Action{}, rows, err, "list actions", sqlstore.ScanAction)
 }
 
 // Audit lists the actions that f selects, newest first; the cursor is the
 // seq of the last action of the previous page.
 func (s *Store) Audit(ctx context.Context, f courier.AuditFilter) (courier.AuditPage, error) {
-	page, err := sqlstore.Audit(sqlstore.Where{Numbered: true}, actionColumns, f, s.readRows(ctx), scanAction)
+	page, err := sqlstore.Audit(sqlstore.Where{Numbered: true}, sqlstore.ActionColumns, f, s.readRows(ctx), sqlstore.ScanAction)
 	return page, classify("read the audit log", err)
-}
-
-func scanAction(row scanner) (courier.Action, error) {
-	var a courier.Action
-	var detail, before, after pgtype.Text
-	err := row.Scan(&a.Seq, &a.At, &a.Who, &a.Kind, &a.Subject, &detail, &a.Object, &before, &after, &a.Version)
-	a.At, a.Detail, a.Before, a.After = a.At.UTC(), detail.String, before.String, after.String
-	return a, err
 }

@@ -64,7 +64,7 @@ func (s *Store) RecordEvents(ctx context.Context, evs []courier.Event, window ti
 		var stored []courier.Event
 		if err == nil {
 			rows, err = br.Query()
-			stored, err = collect(nil, rows, err, "read events", scanEvent)
+			stored, err = collect(nil, rows, err, "read events", sqlstore.ScanEvent)
 		}
 		if cerr := br.Close(); err == nil && cerr != nil {
 			err = classify("read events", cerr)
@@ -145,16 +145,8 @@ func (s *Store) RecordEvents(ctx context.Context, evs []courier.Event, window ti
 // Events lists the events that f selects, newest first; the cursor is the
 // seq of the last event of the previous page.
 func (s *Store) Events(ctx context.Context, f courier.EventFilter) (courier.EventPage, error) {
-	page, err := sqlstore.Events(sqlstore.Where{Numbered: true}, f, s.readRows(ctx), scanEvent)
+	page, err := sqlstore.Events(sqlstore.Where{Numbered: true}, f, s.readRows(ctx), sqlstore.ScanEvent)
 	return page, classify("list events", err)
-}
-
-func scanEvent(row scanner) (courier.Event, error) {
-	var ev courier.Event
-	var details string
-	err := row.Scan(&ev.Seq, &ev.ID, &ev.Kind, &ev.Subject, &ev.At, &details, &ev.Notified)
-	ev.At, ev.Details = ev.At.UTC(), sqlstore.ParseEventDetails(details)
-	return ev, err
 }
 
 // eventColumns are sqlstore.EventColumns of the table aliased as alias.

@@ -481,19 +481,8 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 // Attempts returns the attempts of a message or delivery, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
 	out, err := sqlstore.Attempts(key, sqlstore.Where{Numbered: true},
-		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), scanAttempt)
+		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), sqlstore.ScanAttempt)
 	return out, classify("list attempts", err)
-}
-
-// scanAttempt reads a row of sqlstore.AttemptColumns into a.
-func scanAttempt(row scanner, a *courier.Attempt) error {
-	var durationUS int64
-	var class, errText, response pgtype.Text
-	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &a.StartedAt, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
-	a.StartedAt = a.StartedAt.UTC()
-	a.Duration = time.Duration(durationUS) * time.Microsecond
-	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
-	return err
 }
 
 // Discard moves a queued or suspended message or delivery to discarded.
@@ -783,7 +772,7 @@ func scanMessage(row scanner, payload bool) (*courier.Message, int64, error) {
 	if m.Headers, err = sqlstore.DecodeHeaders(r.headers); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
-	if m.StepResponses, err = courier.DecodeStepResponses(r.stepResponses); err != nil {
+	if m.StepResponses, err = sqlstore.DecodeStepResponses(r.stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.Key(), err)
 	}
 	m.Priority, m.Sender, m.Workflow, m.Recipient = int(r.prio), r.sender.String, r.workflow.String, r.recipient.String
@@ -817,7 +806,7 @@ func encodeHeaders(h map[string]string) (*string, error) {
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (*string, error) {
-	text, err := courier.EncodeStepResponses(r)
+	text, err := sqlstore.EncodeStepResponses(r)
 	return nullString(text), err
 }
 

@@ -87,9 +87,7 @@ type Store struct {
 // Open connects to the database at dsn, applies the migrations it lacks
 // (one node at a time, under an advisory lock) and returns the store.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = courier.LoggerOrDiscard(opts.Logger)
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 16
 	}

@@ -50,14 +50,11 @@ func (b bulkTx) ReplayBatch(r *courier.Replay, cursor *int64, maxSeq int64, limi
 	rows, err := b.tx.Query(b.ctx, `SELECT `+messageColumns+` FROM messages
 		WHERE seq > $1 AND seq <= $2 AND NOT shared AND subscription <> '' AND created_at >= $3 AND created_at < $4
 		ORDER BY seq LIMIT $5`, *cursor, maxSeq, r.Since, r.Until, limit)
-	var seqs []int64
-	leads, err := collect(nil, rows, err, "select for replay", func(row scanner) (*courier.Message, error) {
-		m, seq, err := scanMessage(row, false)
-		seqs = append(seqs, seq)
-		return m, err
+	leads, seqs, err := sqlstore.CollectNumbered(rows, err, func(row scanner) (*courier.Message, int64, error) {
+		return scanMessage(row, false)
 	})
 	if err != nil {
-		return 0, false, err
+		return 0, false, classify("select for replay", err)
 	}
 	var keys []string
 	for _, m := range leads {

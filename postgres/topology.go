@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // TopologyVersion returns the version of the topology held in the store.
@@ -31,18 +31,9 @@ func (s *Store) TopologyChanges(ctx context.Context, since int64) ([]courier.Top
 		if err := tx.QueryRow(ctx, `SELECT version FROM topology_version`).Scan(&version); err != nil {
 			return classify("read the topology version", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT kind, name, spec, version, updated_at, updated_by FROM topology_objects
+		rows, err := tx.Query(ctx, `SELECT `+sqlstore.TopologyObjectColumns+` FROM topology_objects
 			WHERE version > $1 AND version <= $2 ORDER BY version, kind, name`, since, version)
-		objects, err = collect(nil, rows, err, "read the topology", func(row scanner) (courier.TopologyObject, error) {
-			var o courier.TopologyObject
-			var spec pgtype.Text
-			err := row.Scan(&o.Kind, &o.Name, &spec, &o.Version, &o.UpdatedAt, &o.UpdatedBy)
-			if spec.Valid {
-				o.Spec = []byte(spec.String)
-			}
-			o.UpdatedAt = o.UpdatedAt.UTC()
-			return o, err
-		})
+		objects, err = collect(nil, rows, err, "read the topology", sqlstore.ScanTopologyObject)
 		return err
 	})
 	if err != nil {

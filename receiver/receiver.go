@@ -72,12 +72,8 @@ var _ courier.Receivers = (*Service)(nil)
 // runs on a copy of its configuration, a batch of 0 taken as
 // courier.DefaultReceiveBatch.
 func New(o Options) *Service {
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = courier.ClockOrSystem(o.Clock)
+	o.Logger = courier.LoggerOrDiscard(o.Logger)
 	if o.DueFunc == nil {
 		o.DueFunc = func([]string) {}
 	}

@@ -8,9 +8,6 @@ import (
 	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
-// actionColumns are read by scanAction, in this order.
-const actionColumns = `seq, at, who, kind, subject, detail, object, before, after, version`
-
 // insertAction records an action, an operator's or a topology change, in
 // tx.
 func insertAction(tx *sql.Tx, a courier.Action) error {
@@ -26,22 +23,13 @@ func insertAction(tx *sql.Tx, a courier.Action) error {
 
 // Actions returns the actions on a subject, oldest first.
 func (s *Store) Actions(ctx context.Context, subject string) ([]courier.Action, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+actionColumns+` FROM actions WHERE subject = ? ORDER BY seq`, subject)
-	return collect([]courier.Action{}, rows, err, "list actions", scanAction)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+sqlstore.ActionColumns+` FROM actions WHERE subject = ? ORDER BY seq`, subject)
+	return collect([]courier.Action{}, rows, err, "list actions", sqlstore.ScanAction)
 }
 
 // Audit lists the actions that f selects, newest first; the cursor is the
 // seq of the last action of the previous page.
 func (s *Store) Audit(ctx context.Context, f courier.AuditFilter) (courier.AuditPage, error) {
-	page, err := sqlstore.Audit(sqlstore.Where{Time: micros}, actionColumns, f, s.readRows(ctx), scanAction)
+	page, err := sqlstore.Audit(sqlstore.Where{Time: micros}, sqlstore.ActionColumns, f, s.readRows(ctx), sqlstore.ScanAction)
 	return page, classify("read the audit log", err)
-}
-
-func scanAction(row scanner) (courier.Action, error) {
-	var a courier.Action
-	var at int64
-	var detail, before, after sql.NullString
-	err := row.Scan(&a.Seq, &at, &a.Who, &a.Kind, &a.Subject, &detail, &a.Object, &before, &after, &a.Version)
-	a.At, a.Detail, a.Before, a.After = fromMicros(at), detail.String, before.String, after.String
-	return a, err
 }

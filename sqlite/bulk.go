@@ -150,14 +150,11 @@ func (b bulkTx) ReplayBatch(r *courier.Replay, cursor *int64, maxSeq int64, limi
 	rows, err := b.tx.Query(`SELECT `+messageColumns+` FROM messages
 		WHERE seq > ? AND seq <= ? AND shared = 0 AND subscription <> '' AND created_at >= ? AND created_at < ?
 		ORDER BY seq LIMIT ?`, *cursor, maxSeq, micros(r.Since), micros(r.Until), limit)
-	var seqs []int64
-	leads, err := collect(nil, rows, err, "select for replay", func(row scanner) (*courier.Message, error) {
-		m, seq, err := scanMessageSeq(row, false)
-		seqs = append(seqs, seq)
-		return m, err
+	leads, seqs, err := sqlstore.CollectNumbered(rows, err, func(row scanner) (*courier.Message, int64, error) {
+		return scanMessageSeq(row, false)
 	})
 	if err != nil {
-		return 0, false, err
+		return 0, false, classify("select for replay", err)
 	}
 	n, err = sqlstore.ReplayBatch(r, leads, now,
 		func(id string) (bool, error) {

@@ -42,7 +42,7 @@ func (s *Store) RecordEvents(ctx context.Context, evs []courier.Event, window ti
 				return classify("read event "+ev.ID, err)
 			}
 			rows, err := recent.Query(ev.Subject, micros(ev.At.Add(-window)))
-			seen, err := collect([]courier.Event{}, rows, err, "read events of "+ev.Subject, scanEvent)
+			seen, err := collect([]courier.Event{}, rows, err, "read events of "+ev.Subject, sqlstore.ScanEvent)
 			if err != nil {
 				return err
 			}
@@ -73,15 +73,6 @@ func (s *Store) RecordEvents(ctx context.Context, evs []courier.Event, window ti
 // Events lists the events that f selects, newest first; the cursor is the
 // seq of the last event of the previous page.
 func (s *Store) Events(ctx context.Context, f courier.EventFilter) (courier.EventPage, error) {
-	page, err := sqlstore.Events(sqlstore.Where{Time: micros}, f, s.readRows(ctx), scanEvent)
+	page, err := sqlstore.Events(sqlstore.Where{Time: micros}, f, s.readRows(ctx), sqlstore.ScanEvent)
 	return page, classify("list events", err)
-}
-
-func scanEvent(row scanner) (courier.Event, error) {
-	var ev courier.Event
-	var at int64
-	var details string
-	err := row.Scan(&ev.Seq, &ev.ID, &ev.Kind, &ev.Subject, &at, &details, &ev.Notified)
-	ev.At, ev.Details = fromMicros(at), sqlstore.ParseEventDetails(details)
-	return ev, err
 }

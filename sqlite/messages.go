@@ -239,19 +239,8 @@ func (s *Store) Messages(ctx context.Context, f courier.MessageFilter) (courier.
 // Attempts returns the attempts of a message or delivery, oldest first.
 func (s *Store) Attempts(ctx context.Context, key string) ([]courier.Attempt, error) {
 	out, err := sqlstore.Attempts(key, sqlstore.Where{Time: micros},
-		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), scanAttempt)
+		func() error { _, err := s.Message(ctx, key); return err }, s.readRows(ctx), sqlstore.ScanAttempt)
 	return out, classify("list attempts", err)
-}
-
-// scanAttempt reads a row of sqlstore.AttemptColumns into a.
-func scanAttempt(row scanner, a *courier.Attempt) error {
-	var started, durationUS int64
-	var class, errText, response sql.NullString
-	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
-	a.StartedAt = fromMicros(started)
-	a.Duration = time.Duration(durationUS) * time.Microsecond
-	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
-	return err
 }
 
 // Discard moves a queued or suspended message or delivery to discarded.
@@ -537,7 +526,7 @@ func scanMessageSeq(row scanner, payload bool) (*courier.Message, int64, error) 
 	if m.Headers, err = sqlstore.DecodeHeaders([]byte(r.headers.String)); err != nil {
 		return nil, 0, fmt.Errorf("message %s: %w", m.ID, err)
 	}
-	if m.StepResponses, err = courier.DecodeStepResponses(r.stepResponses); err != nil {
+	if m.StepResponses, err = sqlstore.DecodeStepResponses(r.stepResponses); err != nil {
 		return nil, 0, fmt.Errorf("message %s: step responses: %w", m.ID, err)
 	}
 	m.Size, m.Priority = int(asInt(r.size)), int(asInt(r.priority))
@@ -597,7 +586,7 @@ func encodeHeaders(h map[string]string) (any, error) {
 
 // encodeStepResponses is courier.EncodeStepResponses, NULL for none.
 func encodeStepResponses(r map[int]string) (any, error) {
-	text, err := courier.EncodeStepResponses(r)
+	text, err := sqlstore.EncodeStepResponses(r)
 	return nullString(text), err
 }
 

@@ -126,9 +126,7 @@ var errClosed = errors.New("sqlite store is closed")
 // Open opens (creating if needed) the database at path, applies the
 // migrations it lacks and starts the committer.
 func Open(path string, opts Options) (*Store, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = courier.LoggerOrDiscard(opts.Logger)
 	if opts.MaxGroup <= 0 {
 		opts.MaxGroup = 512
 	}

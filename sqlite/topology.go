@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	courier "github.com/courier-gw/courier"
+	"github.com/courier-gw/courier/internal/sqlstore"
 )
 
 // TopologyVersion returns the version of the topology held in the store.
@@ -29,19 +30,9 @@ func (s *Store) TopologyChanges(ctx context.Context, since int64) ([]courier.Top
 	if err := tx.QueryRowContext(ctx, `SELECT version FROM topology_version`).Scan(&version); err != nil {
 		return nil, 0, classify("read the topology version", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT kind, name, spec, version, updated_at, updated_by FROM topology_objects
+	rows, err := tx.QueryContext(ctx, `SELECT `+sqlstore.TopologyObjectColumns+` FROM topology_objects
 		WHERE version > ? AND version <= ? ORDER BY version, kind, name`, since, version)
-	objects, err := collect(nil, rows, err, "read the topology", func(row scanner) (courier.TopologyObject, error) {
-		var o courier.TopologyObject
-		var spec sql.NullString
-		var updated int64
-		err := row.Scan(&o.Kind, &o.Name, &spec, &o.Version, &updated, &o.UpdatedBy)
-		if spec.Valid {
-			o.Spec = []byte(spec.String)
-		}
-		o.UpdatedAt = fromMicros(updated)
-		return o, err
-	})
+	objects, err := collect(nil, rows, err, "read the topology", sqlstore.ScanTopologyObject)
 	if err != nil {
 		return nil, 0, err
 	}

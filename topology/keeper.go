@@ -116,12 +116,8 @@ type entry struct {
 // no longer passes the checks (written by another version of courier) is
 // an error: the node would not deliver as the others do.
 func Open(ctx context.Context, o Options) (*Keeper, error) {
-	if o.Clock == nil {
-		o.Clock = courier.SystemClock{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = courier.ClockOrSystem(o.Clock)
+	o.Logger = courier.LoggerOrDiscard(o.Logger)
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}

@@ -88,12 +88,8 @@ func New(o Options) *Handler {
 	if u, err := url.Parse(o.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
 		h.publicOrigin = originOf(u)
 	}
-	if h.clock == nil {
-		h.clock = courier.SystemClock{}
-	}
-	if h.logger == nil {
-		h.logger = slog.New(slog.DiscardHandler)
-	}
+	h.clock = courier.ClockOrSystem(h.clock)
+	h.logger = courier.LoggerOrDiscard(h.logger)
 	h.pages = parsePages()
 	static, err := fs.Sub(files, "static")
 	if err != nil {

@@ -33,8 +33,8 @@ func (c Common) SetDefaults() {
 	if c.Logger != nil && *c.Logger == nil {
 		*c.Logger = slog.Default()
 	}
-	if c.Clock != nil && *c.Clock == nil {
-		*c.Clock = courier.SystemClock{}
+	if c.Clock != nil {
+		*c.Clock = courier.ClockOrSystem(*c.Clock)
 	}
 	setDuration(c.DefaultTimeout, DefaultTimeout)
 	setDuration(c.ConnectTimeout, DefaultConnectTimeout)

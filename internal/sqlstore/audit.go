@@ -1,8 +1,24 @@
 package sqlstore
 
 import (
+	"database/sql"
+
 	courier "github.com/courier-gw/courier"
 )
+
+// ActionColumns are the columns of table actions that ScanAction reads, in
+// its order.
+const ActionColumns = `seq, at, who, kind, subject, detail, object, before, after, version`
+
+// ScanAction reads a row of ActionColumns into an action.
+func ScanAction(row Scanner) (courier.Action, error) {
+	var a courier.Action
+	var at Time
+	var detail, before, after sql.NullString
+	err := row.Scan(&a.Seq, &at, &a.Who, &a.Kind, &a.Subject, &detail, &a.Object, &before, &after, &a.Version)
+	a.At, a.Detail, a.Before, a.After = at.Time, detail.String, before.String, after.String
+	return a, err
+}
 
 // AuditQuery returns the statement that reads a page of the audit log
 // (columns of table actions) that f selects, newest first, with its

@@ -35,6 +35,16 @@ func Events(w Where, f courier.EventFilter, query QueryFunc,
 	return courier.EventPage{Events: events, Next: next}, err
 }
 
+// ScanEvent reads a row of EventColumns into an event.
+func ScanEvent(row Scanner) (courier.Event, error) {
+	var ev courier.Event
+	var at Time
+	var details string
+	err := row.Scan(&ev.Seq, &ev.ID, &ev.Kind, &ev.Subject, &at, &details, &ev.Notified)
+	ev.At, ev.Details = at.Time, ParseEventDetails(details)
+	return ev, err
+}
+
 // EventDetails encodes an event's details for the details column.
 func EventDetails(d courier.EventDetails) string {
 	b, _ := json.Marshal(d)

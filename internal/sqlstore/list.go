@@ -61,16 +61,24 @@ func ListMessages(w Where, columns string, f courier.MessageFilter, query QueryF
 		return courier.MessagePage{}, err
 	}
 	rows, err := query(q, w.Args...)
+	msgs, seqs, err := CollectNumbered(rows, err, scan)
+	if err != nil {
+		return courier.MessagePage{}, err
+	}
+	return Page(msgs, seqs, limit), nil
+}
+
+// CollectNumbered reads every row of a query of messages through scan, as
+// Collect does, and returns the messages with their ingest sequence
+// numbers, in the same order.
+func CollectNumbered(rows Rows, err error, scan func(Scanner) (*courier.Message, int64, error)) ([]*courier.Message, []int64, error) {
 	var seqs []int64
 	msgs, err := Collect(nil, rows, err, func(row Scanner) (*courier.Message, error) {
 		m, seq, err := scan(row)
 		seqs = append(seqs, seq)
 		return m, err
 	})
-	if err != nil {
-		return courier.MessagePage{}, err
-	}
-	return Page(msgs, seqs, limit), nil
+	return msgs, seqs, err
 }
 
 // Page makes the page of a list read with ListQuery from the messages it

@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	courier "github.com/courier-gw/courier"
@@ -25,14 +27,43 @@ func EncodeHeaders(h map[string]string) (string, error) {
 
 // DecodeHeaders reads what EncodeHeaders wrote; none for an empty text.
 func DecodeHeaders(b []byte) (map[string]string, error) {
+	return decodeObject[string](b, "headers")
+}
+
+// EncodeStepResponses is how stores keep the responses of a workflow's
+// steps: a JSON object keyed by step number, written without HTML escaping
+// (responses are often HTML or XML); "" for none, so that a message without
+// a workflow costs no JSON work.
+func EncodeStepResponses(r map[int]string) (string, error) {
+	if len(r) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return "", fmt.Errorf("encode step responses: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// DecodeStepResponses reads what EncodeStepResponses wrote; nothing for an
+// empty text.
+func DecodeStepResponses(b []byte) (map[int]string, error) {
+	return decodeObject[int](b, "step responses")
+}
+
+// decodeObject reads a map kept as a JSON object, what names it in the
+// error; an empty text is none.
+func decodeObject[K comparable](b []byte, what string) (map[K]string, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	var h map[string]string
-	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("headers: %w", err)
+	var m map[K]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", what, err)
 	}
-	return h, nil
+	return m, nil
 }
 
 // Existing is the result of ingesting m when its id is taken by stored: a
@@ -110,6 +141,18 @@ func (c *TypeCounts) Add(m *courier.Message) {
 // AttemptColumns are the columns of table attempts that a store's scan of
 // an attempt reads, in this order.
 const AttemptColumns = `n, endpoint, route, started_at, duration_us, outcome, class, status, error, response`
+
+// ScanAttempt reads a row of AttemptColumns into a.
+func ScanAttempt(row Scanner, a *courier.Attempt) error {
+	var started Time
+	var durationUS int64
+	var class, errText, response sql.NullString
+	err := row.Scan(&a.N, &a.Endpoint, &a.Route, &started, &durationUS, &a.Outcome, &class, &a.Status, &errText, &response)
+	a.StartedAt = started.Time
+	a.Duration = time.Duration(durationUS) * time.Microsecond
+	a.Class, a.Error, a.Response = courier.ErrorClass(class.String), errText.String, response.String
+	return err
+}
 
 // Attempts reads the attempts of message or delivery key, oldest first,
 // once found says it is stored (its error is the answer when it is not):

@@ -1,5 +1,10 @@
 package sqlstore
 
+import (
+	"fmt"
+	"time"
+)
+
 // Scanner is a row to read: one row of a query, or the row of a query of
 // one row, of either driver.
 type Scanner interface {
@@ -11,6 +16,24 @@ type Rows interface {
 	Scanner
 	Next() bool
 	Err() error
+}
+
+// Time is a time column as either store keeps it, to scan into: a
+// timestamptz of PostgreSQL, or microseconds since the epoch in SQLite
+// (as the sqlite store writes times). It reads as UTC.
+type Time struct{ time.Time }
+
+// Scan reads a time column's value.
+func (t *Time) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		t.Time = v.UTC()
+	case int64:
+		t.Time = time.UnixMicro(v).UTC()
+	default:
+		return fmt.Errorf("scan a time from %T", src)
+	}
+	return nil
 }
 
 // QueryFunc runs a statement of rows with its arguments on a store's

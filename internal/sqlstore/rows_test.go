@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // fakeRows are rows of single integers; scanning the row "bad" fails.
@@ -64,5 +65,22 @@ func TestCollect(t *testing.T) {
 				t.Error("the rows were left open")
 			}
 		})
+	}
+}
+
+func TestTimeScansEitherStoresColumn(t *testing.T) {
+	want := time.Date(2026, 3, 1, 12, 30, 0, 123456000, time.UTC)
+	for _, src := range []any{want.In(time.FixedZone("CET", 3600)), want.UnixMicro()} {
+		var got Time
+		if err := got.Scan(src); err != nil {
+			t.Fatalf("Scan(%T): %v", src, err)
+		}
+		if got.Location() != time.UTC || !got.Equal(want) {
+			t.Errorf("Scan(%T) = %v, want %v", src, got.Time, want)
+		}
+	}
+	var got Time
+	if err := got.Scan("2026-03-01"); err == nil {
+		t.Error("Scan(string): no error")
 	}
 }
