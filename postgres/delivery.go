@@ -285,20 +285,12 @@ func applyArgs(changes []courier.Change) ([]any, error) {
 }
 
 // Apply writes decided changes, each guarded by its state and token, in one
-// transaction: one statement for the changes, then, for those with
-// ordering keys, the keys' groups settled under the keys' locks, and one
-// statement for their notices.
-//
-// The keys' locks are taken after the changes are written, so that they
-// are held only while the groups are read and settled, not while the
-// changes are: a change needs no lock of its key, since it is guarded by
-// its message's state and token, and no other writer decides anything of
-// a group from a message in flight but by the key's lock, which it takes
-// before it reads. A writer that took a key's lock first, and then wants
-// the row of a message this transaction has just written, deadlocks with
-// it (an operator's act on a message in flight, an erasure): PostgreSQL
-// ends one of the two, whose write is tried again as any that fails for
-// want of the database.
+// transaction: one statement for the changes (after the locks of their
+// ordering keys, if they have any), then their keys' groups settled, and
+// one statement for their notices. Where the keyed messages stood before
+// is read before the locks are taken, so that they are held a statement
+// less: only a change that applies under its guard is settled, and a
+// writer that moved its message meanwhile would have made the guard fail.
 func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, error) {
 	applied := make([]bool, len(changes))
 	if len(changes) == 0 {
@@ -314,12 +306,16 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 	err := pgx.BeginTxFunc(ctx, s.pool, byIndex, func(tx pgx.Tx) (err error) {
 		var priors map[string]courier.KeyPrior
 		if len(keys) > 0 {
-			// Where the keyed messages stand before their changes: only a
-			// change written under its guard is settled, and only its own
-			// message could have moved it since.
 			if priors, err = readPriors(ctx, tx, changes); err != nil {
 				return err
 			}
+			// The keys' groups are read and changed under their locks,
+			// taken all first, in order, so that two writers never
+			// deadlock.
+			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
+				return classify("lock ordering keys", err)
+			}
+			locked = time.Now()
 			// A change of a key's holder may have made the next one due.
 			for _, m := range msgs {
 				if m.OrderingKey != "" {
@@ -365,15 +361,6 @@ func (s *Store) Apply(ctx context.Context, changes []courier.Change) ([]bool, er
 			if err := run(deliveredSQL, deliveredArgs(plain), plainAt); err != nil {
 				return err
 			}
-		}
-		if len(keys) > 0 {
-			// The keys' groups are read and settled under their locks,
-			// taken all at once, in order, so that two writers never
-			// deadlock on them.
-			if _, err := tx.Exec(ctx, lockKeysSQL, keys); err != nil {
-				return classify("lock ordering keys", err)
-			}
-			locked = time.Now()
 		}
 		// A key that one change left on its route, as an outcome does, is
 		// settled with the others of the batch in two statements; a key
